@@ -44,23 +44,27 @@ std::string expandFileName(const std::string& pattern, const std::string& host) 
   return out;
 }
 
-void configureFromEnv(LoggerState& s) {
+const char* envOr(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+void configure(LoggerState& s, const char* level, const char* sub, const char* file) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   s.host = host;
-  const char* level = std::getenv("PLUGBOARD_DEBUG");
   int parsed = static_cast<int>(LogLevel::Warn);
   if (level && *level) {
     try {
       parsed = static_cast<int>(parseLogLevel(level));
     } catch (const Error&) {
-      std::fprintf(stderr, "plugboard: WARN PLUGBOARD_DEBUG=%s is not NONE/WARN/INFO/TRACE; using WARN\n", level);
+      std::fprintf(stderr, "plugboard: WARN debug level '%s' is not NONE/WARN/INFO/TRACE; using WARN\n", level);
     }
   }
   s.level = parsed;
   s.subsystems.clear();
   s.exclude = false;
-  if (const char* sub = std::getenv("PLUGBOARD_DEBUG_SUBSYS"); sub && *sub) {
+  if (sub && *sub) {
     std::string list = sub;
     if (list[0] == '^') { s.exclude = true; list.erase(0, 1); }
     size_t start = 0;
@@ -74,12 +78,12 @@ void configureFromEnv(LoggerState& s) {
   }
   if (s.out != stderr) std::fclose(s.out);
   s.out = stderr;
-  if (const char* file = std::getenv("PLUGBOARD_DEBUG_FILE"); file && *file) {
+  if (file && *file) {
     std::string path = expandFileName(file, s.host);
     if (FILE* f = std::fopen(path.c_str(), "a")) {
       s.out = f;
     } else {
-      std::fprintf(stderr, "plugboard: WARN cannot open PLUGBOARD_DEBUG_FILE=%s; logging to stderr\n", path.c_str());
+      std::fprintf(stderr, "plugboard: WARN cannot open debug file %s; logging to stderr\n", path.c_str());
     }
   }
 }
@@ -87,7 +91,7 @@ void configureFromEnv(LoggerState& s) {
 LoggerState& state() {
   static LoggerState* s = [] {
     auto* st = new LoggerState();  // never destroyed: usable from exit handlers
-    configureFromEnv(*st);
+    configure(*st, envOr("PLUGBOARD_DEBUG"), envOr("PLUGBOARD_DEBUG_SUBSYS"), envOr("PLUGBOARD_DEBUG_FILE"));
     return st;
   }();
   return *s;
@@ -139,9 +143,13 @@ void logWrite(LogLevel level, const char* subsys, const std::string& message) {
 void logSetRank(int rank) { state().rank = rank; }
 
 void logReconfigure() {
+  logConfigure(envOr("PLUGBOARD_DEBUG"), envOr("PLUGBOARD_DEBUG_SUBSYS"), envOr("PLUGBOARD_DEBUG_FILE"));
+}
+
+void logConfigure(const std::string& level, const std::string& subsys, const std::string& file) {
   LoggerState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  configureFromEnv(s);
+  configure(s, level.c_str(), subsys.c_str(), file.c_str());
 }
 
 }  // namespace plugboard

@@ -30,6 +30,10 @@ void logSetRank(int rank);
 /// Re-reads the PLUGBOARD_DEBUG* variables (tests use it after setenv).
 void logReconfigure();
 
+/// Applies resolved settings (the registry's debug, debug_subsys and
+/// debug_file), so a YAML file can set them too.
+void logConfigure(const std::string& level, const std::string& subsys, const std::string& file);
+
 }  // namespace plugboard
 
 /// Logs a streamed message if enabled: PB_LOG(Info, "INIT", "x=" << x).

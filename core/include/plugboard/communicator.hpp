@@ -1,0 +1,200 @@
+/// @file communicator.hpp
+/// The communicator: transports per peer pair, connections, registered
+/// memory, one-sided writes and host semaphores (MSCCL++-style set-up).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plugboard/bootstrap.hpp"
+#include "plugboard/config.hpp"
+
+namespace plugboard {
+
+class Communicator;
+struct ConnectionImpl;
+struct RegisteredMemoryImpl;
+struct RemoteMemoryImpl;
+
+/// How to build a communicator's settings.
+struct CommunicatorOptions {
+  /// A ready registry; when empty, one is read from configPath, or from
+  /// PLUGBOARD_CONFIG, or defaults + environment.
+  std::optional<Config> config;
+  /// YAML file to read when config is empty ("" = PLUGBOARD_CONFIG if set).
+  std::string configPath;
+  /// Values set by the program, beating YAML and environment.
+  std::map<std::string, std::string> overrides;
+};
+
+/// Local memory registered with every loaded transport that can take it.
+/// Copies share one registration, released with the last copy (or when the
+/// communicator is destroyed, whichever comes first).
+class RegisteredMemory {
+ public:
+  RegisteredMemory() = default;
+  /// Start of the region.
+  void* data() const;
+  /// Size in bytes.
+  size_t size() const;
+  /// True if this refers to a registration.
+  explicit operator bool() const { return impl_ != nullptr; }
+
+ private:
+  friend class Communicator;
+  friend class Connection;
+  std::shared_ptr<RegisteredMemoryImpl> impl_;
+};
+
+/// A peer's registered memory, imported for the connection to that peer.
+class RemoteMemory {
+ public:
+  RemoteMemory() = default;
+  /// Size in bytes of the peer's region.
+  size_t size() const;
+  /// Rank that owns it.
+  int rank() const;
+  /// True if this refers to an imported region.
+  explicit operator bool() const { return impl_ != nullptr; }
+
+ private:
+  friend class Communicator;
+  friend class Connection;
+  std::shared_ptr<RemoteMemoryImpl> impl_;
+};
+
+/// A connection to one peer over the transport selected for the pair.
+/// Operations are posted without waiting; flush() waits for local
+/// completion. Errors found by the proxy thread are rethrown by the next
+/// call on this connection. Thread-safe.
+class Connection {
+ public:
+  /// The peer's rank.
+  int remoteRank() const;
+  /// Name of the transport carrying it.
+  const std::string& transport() const;
+  /// Posts a one-sided write of size bytes from src+srcOffset to dst+dstOffset.
+  /// Throws Error(InvalidUsage) for ranges outside the regions.
+  void write(const RemoteMemory& dst, uint64_t dstOffset, const RegisteredMemory& src, uint64_t srcOffset,
+             uint64_t size);
+  /// Posts an atomic add of value to the 8-byte counter at dst+dstOffset;
+  /// it lands after every earlier write on this connection.
+  void signal(const RemoteMemory& dst, uint64_t dstOffset, uint64_t value);
+  /// Waits until every operation posted so far has completed locally.
+  /// timeout < 0 uses the "timeout" setting. Throws Error(Timeout) naming
+  /// the peer, host and transport.
+  void flush(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1));
+  /// Operations posted / completed so far.
+  uint64_t posted() const;
+  uint64_t completed() const;
+
+ private:
+  friend class Communicator;
+  friend class Host2HostSemaphore;
+  explicit Connection(std::shared_ptr<ConnectionImpl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<ConnectionImpl> impl_;
+};
+
+/// Communicator of nranks processes. Construction is collective: every rank
+/// loads its transports, the ranks compare versions and settings, and every
+/// rank computes the same transport for every peer pair.
+class Communicator {
+ public:
+  /// Collective. Throws on every rank with the same reason when any rank
+  /// fails to load its configuration or transports, or when ranks disagree.
+  explicit Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOptions options = {});
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  /// This rank.
+  int rank() const;
+  /// Number of ranks.
+  int size() const;
+  /// The bootstrap it was built on.
+  Bootstrap& bootstrap() const;
+  /// The resolved settings, plugin settings included.
+  const Config& config() const;
+  /// Host identity of a rank.
+  const std::string& hostOf(int rank) const;
+  /// Transport selected for the pair (rank(), peer), and why.
+  std::string transportFor(int peer) const;
+  /// Why transportFor(peer) was chosen.
+  std::string selectionReason(int peer) const;
+  /// Names of the transports loaded on this rank.
+  std::vector<std::string> loadedTransports() const;
+
+  /// Asks for a connection to peer; the peer must ask for one to this rank
+  /// too. Completed by setup().
+  std::shared_future<std::shared_ptr<Connection>> connect(int peer);
+  /// Completes every pending connect(): exchanges addresses and drives the
+  /// transports' non-blocking connect until all are up or the timeout.
+  void setup();
+  /// connect() to every other rank, then setup(); returns connections by peer.
+  std::map<int, std::shared_ptr<Connection>> connectAll();
+  /// The established connection to peer; throws Error(InvalidUsage) if none.
+  std::shared_ptr<Connection> connection(int peer) const;
+
+  /// Registers host memory with every loaded transport that accepts it.
+  RegisteredMemory registerMemory(void* data, size_t size);
+  /// Sends mem's descriptor to peer (tag >= 0 tells apart several).
+  void sendMemory(const RegisteredMemory& mem, int peer, int tag = 0);
+  /// Receives a descriptor peer sent with sendMemory and imports it for the
+  /// connection to that peer (connect to peer first).
+  RemoteMemory recvMemory(int peer, int tag = 0);
+
+  /// Rethrows the first error a background thread recorded, if any.
+  void checkErrors() const;
+  /// The "timeout" setting as a duration.
+  std::chrono::milliseconds defaultTimeout() const;
+
+  struct Impl;  ///< Private state (pimpl).
+
+ private:
+  friend class Host2HostSemaphore;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// A host-to-host semaphore with one peer: signal() adds 1 to the peer's
+/// inbound counter after every earlier write on the connection; wait()
+/// returns once this side's inbound counter reaches the next expected value.
+class Host2HostSemaphore {
+ public:
+  /// Collective with the peer, which must construct its own at the same
+  /// point: exchanges the counters' descriptors over the bootstrap.
+  Host2HostSemaphore(Communicator& comm, std::shared_ptr<Connection> connection);
+  ~Host2HostSemaphore();
+  Host2HostSemaphore(const Host2HostSemaphore&) = delete;
+  Host2HostSemaphore& operator=(const Host2HostSemaphore&) = delete;
+
+  /// Posts +1 to the peer's inbound counter.
+  void signal();
+  /// Waits for the next signal from the peer. timeout < 0: the "timeout"
+  /// setting. Throws Error(Timeout) naming peer, host, transport and counts,
+  /// or the connection's error if the peer failed.
+  void wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1));
+  /// Signals received so far.
+  uint64_t inbound() const;
+  /// The connection it signals over.
+  Connection& connection() const { return *connection_; }
+
+ private:
+  Communicator& comm_;
+  std::shared_ptr<Connection> connection_;
+  std::unique_ptr<uint64_t> inbound_;  // written by the transport, read with acquire loads
+  RegisteredMemory local_;
+  RemoteMemory remote_;
+  uint64_t expected_ = 0;
+};
+
+/// Version of the Plugboard library, "major.minor.patch".
+const char* libraryVersion();
+
+}  // namespace plugboard

@@ -1,0 +1,110 @@
+#include "plugboard/communicator.hpp"
+
+#include <unistd.h>
+
+#include "communicator/communicator_impl.hpp"
+#include "communicator/proxy_service.hpp"
+#include "plugboard/error.hpp"
+#include "plugboard/logger.hpp"
+
+namespace plugboard {
+
+const char* libraryVersion() { return PLUGBOARD_VERSION; }
+
+namespace {
+
+std::string localHostName() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+}  // namespace
+
+Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  if (!bootstrap) throw Error(ErrorCode::InvalidUsage, "Communicator needs a bootstrap");
+  impl_->bootstrap = std::move(bootstrap);
+  impl_->self.rank = impl_->bootstrap->rank();
+  impl_->self.nranks = impl_->bootstrap->size();
+  impl_->self.host = localHostName();
+  logSetRank(impl_->self.rank);
+  std::string localError;
+  ErrorCode localCode = ErrorCode::Internal;
+  try {
+    prepareLocalSetup(options, impl_->self.rank, impl_->self.nranks, impl_->local);
+    impl_->config = impl_->local.config.get();
+    impl_->timeout = impl_->local.timeout;
+    impl_->self.host = impl_->local.host;
+  } catch (const Error& e) {
+    localError = e.what();
+    localCode = e.code();
+  } catch (const std::exception& e) {
+    localError = e.what();
+  }
+  impl_->exchangeIdentity(localError, localCode);
+  impl_->exchangeReach();
+  impl_->proxy = std::make_unique<ProxyService>();
+}
+
+void Communicator::Impl::shutdown() {
+  if (proxy) proxy->stop();
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto& [peer, c] : connections) c->close();
+  for (auto& w : memories)
+    if (auto m = w.lock()) m->release();
+  memories.clear();
+}
+
+Communicator::~Communicator() {
+  try {
+    impl_->shutdown();
+  } catch (const std::exception& e) {
+    PB_LOG(Warn, "INIT", "error while destroying the communicator: " << e.what());
+  }
+}
+
+int Communicator::rank() const { return impl_->self.rank; }
+int Communicator::size() const { return impl_->self.nranks; }
+Bootstrap& Communicator::bootstrap() const { return *impl_->bootstrap; }
+const Config& Communicator::config() const { return *impl_->config; }
+std::chrono::milliseconds Communicator::defaultTimeout() const { return impl_->timeout; }
+
+const std::string& Communicator::hostOf(int rank) const {
+  if (rank < 0 || rank >= size()) throw Error(ErrorCode::InvalidUsage, "hostOf: rank " + std::to_string(rank) + " is out of range");
+  return impl_->views[rank].host;
+}
+
+std::string Communicator::transportFor(int peer) const { return impl_->choiceFor(peer).transport; }
+std::string Communicator::selectionReason(int peer) const { return impl_->choiceFor(peer).why; }
+
+std::vector<std::string> Communicator::loadedTransports() const {
+  std::vector<std::string> out;
+  for (const auto& p : impl_->plugins) out.push_back(p->name());
+  return out;
+}
+
+void Communicator::checkErrors() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  for (auto& [peer, c] : impl_->connections) c->throwIfFailed();
+}
+
+TransportPlugin& Communicator::Impl::plugin(const std::string& name) const {
+  for (const auto& p : plugins)
+    if (p->name() == name) return *p;
+  throw Error(ErrorCode::Internal, "transport " + name + " was selected but is not loaded on rank " + std::to_string(self.rank));
+}
+
+const PairChoice& Communicator::Impl::choiceFor(int peer) const {
+  checkPeer(peer, "transportFor");
+  auto key = peer < self.rank ? std::make_pair(peer, self.rank) : std::make_pair(self.rank, peer);
+  return choices.at(key);
+}
+
+void Communicator::Impl::checkPeer(int peer, const char* what) const {
+  if (peer < 0 || peer >= self.nranks || peer == self.rank)
+    throw Error(ErrorCode::InvalidUsage, std::string(what) + ": peer rank " + std::to_string(peer) + " is not another rank of 0.." +
+                                             std::to_string(self.nranks - 1) + " (this is rank " + std::to_string(self.rank) + ")");
+}
+
+}  // namespace plugboard

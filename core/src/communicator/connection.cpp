@@ -1,0 +1,131 @@
+#include <thread>
+
+#include "communicator/communicator_impl.hpp"
+#include "communicator/wait.hpp"
+#include "plugboard/error.hpp"
+#include "plugboard/logger.hpp"
+
+namespace plugboard {
+
+std::string ConnectionImpl::describe() const {
+  return "rank " + std::to_string(rank) + " -> rank " + std::to_string(peer) + " (host " + peerHost + ") over " +
+         (plugin ? plugin->name() : std::string("?"));
+}
+
+void ConnectionImpl::fail(std::exception_ptr e) {
+  if (!error) error = e;
+  failed = true;
+}
+
+void ConnectionImpl::progress() {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (closed || error) return;
+  uint64_t done = 0;
+  pb_status st = plugin->api().proxy_progress(conn, &done);
+  if (st == PB_OK) {
+    if (done > completed.load(std::memory_order_relaxed)) completed.store(done, std::memory_order_release);
+    return;
+  }
+  std::string why = plugin->lastError();
+  fail(std::make_exception_ptr(Error(errorCodeForStatus(st), describe() + ": " + (why.empty() ? "transport error" : why))));
+  PB_LOG(Warn, "NET", describe() << " failed: " << why);
+}
+
+void ConnectionImpl::throwIfFailed() {
+  if (!failed.load()) return;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (error) std::rethrow_exception(error);
+}
+
+void ConnectionImpl::requireOpen() const {
+  if (closed) throw Error(ErrorCode::InvalidUsage, describe() + " is closed (its communicator was destroyed)");
+}
+
+void ConnectionImpl::close() {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (closed) return;
+  closed = true;
+  for (auto& w : imports) {
+    if (auto r = w.lock(); r && r->rkey) {
+      plugin->api().release_rkey(conn, r->rkey);
+      r->rkey = nullptr;
+    }
+  }
+  imports.clear();
+  if (conn) plugin->api().free(conn);
+  conn = nullptr;
+}
+
+RemoteMemoryImpl::~RemoteMemoryImpl() {
+  if (!connection) return;
+  std::lock_guard<std::mutex> lock(connection->mutex);
+  if (rkey && !connection->closed) connection->plugin->api().release_rkey(connection->conn, rkey);
+}
+
+// ---- Connection (public) ---------------------------------------------------
+
+int Connection::remoteRank() const { return impl_->peer; }
+const std::string& Connection::transport() const { return impl_->plugin->name(); }
+uint64_t Connection::posted() const { return impl_->posted.load(); }
+uint64_t Connection::completed() const { return impl_->completed.load(); }
+
+void Connection::write(const RemoteMemory& dst, uint64_t dstOffset, const RegisteredMemory& src, uint64_t srcOffset,
+                       uint64_t size) {
+  ConnectionImpl& c = *impl_;
+  if (!dst.impl_ || !src.impl_) throw Error(ErrorCode::InvalidUsage, c.describe() + ": write with an empty memory handle");
+  if (dst.impl_->connection.get() != &c)
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": destination memory of rank " + std::to_string(dst.rank()) +
+                                             " was imported on another connection");
+  if (srcOffset > src.size() || size > src.size() - srcOffset || dstOffset > dst.size() || size > dst.size() - dstOffset)
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": write of " + std::to_string(size) + " bytes from offset " +
+                                             std::to_string(srcOffset) + " (of " + std::to_string(src.size()) + ") to offset " +
+                                             std::to_string(dstOffset) + " (of " + std::to_string(dst.size()) + ") is out of range");
+  c.throwIfFailed();
+  pb_mr* mr = src.impl_->handleFor(c.plugin);
+  if (!mr) throw Error(ErrorCode::InvalidUsage, c.describe() + ": source memory is not registered with " + c.plugin->name());
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.requireOpen();
+    c.plugin->check(c.plugin->api().write(c.conn, mr, srcOffset, dst.impl_->rkey, dstOffset, size), c.describe() + ": write");
+    c.posted.fetch_add(1);
+  }
+}
+
+void Connection::signal(const RemoteMemory& dst, uint64_t dstOffset, uint64_t value) {
+  ConnectionImpl& c = *impl_;
+  if (!dst.impl_ || dst.impl_->connection.get() != &c)
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": signal target was not imported on this connection");
+  if (dstOffset % 8 != 0 || dstOffset > dst.size() || dst.size() - dstOffset < 8)
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": signal offset " + std::to_string(dstOffset) +
+                                             " is not an aligned 8-byte slot inside " + std::to_string(dst.size()) + " bytes");
+  c.throwIfFailed();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.requireOpen();
+  c.plugin->check(c.plugin->api().signal(c.conn, dst.impl_->rkey, dstOffset, value), c.describe() + ": signal");
+  c.posted.fetch_add(1);
+}
+
+void Connection::flush(std::chrono::milliseconds timeout) {
+  ConnectionImpl& c = *impl_;
+  c.throwIfFailed();
+  const uint64_t target = c.posted.load();
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.requireOpen();
+    c.plugin->check(c.plugin->api().flush(c.conn), c.describe() + ": flush");
+  }
+  if (timeout.count() < 0) timeout = c.timeout;
+  Backoff backoff(timeout);
+  while (c.completed.load(std::memory_order_acquire) < target) {
+    c.progress();
+    c.throwIfFailed();
+    if (c.completed.load(std::memory_order_acquire) >= target) break;
+    if (backoff.expired())
+      throw Error(ErrorCode::Timeout, c.describe() + ": flush timed out after " + backoff.elapsedText() + " with " +
+                                          std::to_string(c.completed.load()) + " of " + std::to_string(target) +
+                                          " operations complete");
+    backoff.pause();
+  }
+}
+
+}  // namespace plugboard

@@ -1,0 +1,42 @@
+#include "communicator/communicator_impl.hpp"
+#include "communicator/wait.hpp"
+#include "plugboard/error.hpp"
+
+namespace plugboard {
+
+Host2HostSemaphore::Host2HostSemaphore(Communicator& comm, std::shared_ptr<Connection> connection)
+    : comm_(comm), connection_(std::move(connection)), inbound_(std::make_unique<uint64_t>(0)) {
+  if (!connection_) throw Error(ErrorCode::InvalidUsage, "Host2HostSemaphore needs a connection");
+  int peer = connection_->remoteRank();
+  local_ = comm.registerMemory(inbound_.get(), sizeof(uint64_t));
+  Communicator::Impl& impl = *comm.impl_;
+  impl.sendMemoryTagged(local_, peer, kTagSemaphore);
+  remote_ = impl.recvMemoryTagged(peer, kTagSemaphore);
+}
+
+Host2HostSemaphore::~Host2HostSemaphore() = default;
+
+void Host2HostSemaphore::signal() { connection_->signal(remote_, 0, 1); }
+
+uint64_t Host2HostSemaphore::inbound() const { return __atomic_load_n(inbound_.get(), __ATOMIC_ACQUIRE); }
+
+void Host2HostSemaphore::wait(std::chrono::milliseconds timeout) {
+  ++expected_;
+  if (timeout.count() < 0) timeout = comm_.defaultTimeout();
+  Backoff backoff(timeout);
+  while (inbound() < expected_) {
+    ConnectionImpl& c = *connection_->impl_;
+    c.progress();  // a transport may need polling to land the signal; also finds a dead peer
+    c.throwIfFailed();
+    if (backoff.expired()) {
+      throw Error(ErrorCode::Timeout,
+                  "rank " + std::to_string(comm_.rank()) + ": semaphore wait for rank " +
+                      std::to_string(connection_->remoteRank()) + " (host " + comm_.hostOf(connection_->remoteRank()) +
+                      ") over " + connection_->transport() + " timed out after " + backoff.elapsedText() +
+                      ": expected signal " + std::to_string(expected_) + ", received " + std::to_string(inbound()));
+    }
+    backoff.pause();
+  }
+}
+
+}  // namespace plugboard

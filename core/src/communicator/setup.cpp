@@ -1,0 +1,133 @@
+// connect() and setup(): address exchange over the bootstrap, then the
+// transports' non-blocking connect driven on every pending pair at once.
+#include "communicator/communicator_impl.hpp"
+#include "communicator/proxy_service.hpp"
+#include "communicator/wait.hpp"
+#include "communicator/wire.hpp"
+#include "plugboard/error.hpp"
+#include "plugboard/logger.hpp"
+
+namespace plugboard {
+namespace {
+
+std::shared_ptr<ConnectionImpl> startConnection(Communicator::Impl& comm, int peer, std::vector<char>& addr) {
+  auto c = std::make_shared<ConnectionImpl>();
+  c->plugin = &comm.plugin(comm.choiceFor(peer).transport);
+  c->rank = comm.self.rank;
+  c->peer = peer;
+  c->peerHost = comm.views[peer].host;
+  c->timeout = comm.timeout;
+  pb_peer_info_v1 info{sizeof(pb_peer_info_v1), comm.self.rank, peer, comm.self.host.c_str(), c->peerHost.c_str(),
+                       comm.self.host == c->peerHost};
+  size_t len = c->plugin->properties().max_address_size;
+  addr.assign(len, 0);
+  c->plugin->check(c->plugin->api().setup(c->plugin->context(), &info, &c->conn, addr.data(), &len),
+                   c->describe() + ": setup");
+  addr.resize(len);
+  return c;
+}
+
+/// Drives proxy_connect on every connection until all are up or time runs out.
+void finishConnections(std::map<int, std::shared_ptr<ConnectionImpl>>& conns,
+                       std::map<int, std::vector<char>>& peerAddrs, std::chrono::milliseconds timeout) {
+  std::map<int, bool> done;
+  Backoff backoff(timeout);
+  while (done.size() < conns.size()) {
+    for (auto& [peer, c] : conns) {
+      if (done.count(peer)) continue;
+      const auto& a = peerAddrs[peer];
+      pb_status st = c->plugin->api().proxy_connect(c->conn, a.data(), a.size());
+      if (st == PB_OK) { done[peer] = true; continue; }
+      if (st != PB_IN_PROGRESS) c->plugin->check(st, c->describe() + ": connect");
+    }
+    if (done.size() == conns.size()) break;
+    if (backoff.expired()) {
+      std::string missing;
+      for (auto& [peer, c] : conns)
+        if (!done.count(peer)) missing += "\n  " + c->describe();
+      throw Error(ErrorCode::Timeout, "rank " + std::to_string(conns.begin()->second->rank) + ": connecting timed out after " +
+                                          backoff.elapsedText() + "; still not connected:" + missing);
+    }
+    backoff.pause();
+  }
+}
+
+}  // namespace
+
+std::shared_future<std::shared_ptr<Connection>> Communicator::connect(int peer) {
+  impl_->checkPeer(peer, "connect");
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (auto it = impl_->pendingFutures.find(peer); it != impl_->pendingFutures.end()) return it->second;
+  auto& promise = impl_->pendingPromises[peer];
+  auto future = promise.get_future().share();
+  if (auto it = impl_->connections.find(peer); it != impl_->connections.end()) {
+    promise.set_value(std::shared_ptr<Connection>(new Connection(it->second)));
+    impl_->pendingPromises.erase(peer);
+    return future;
+  }
+  impl_->pendingFutures[peer] = future;
+  return future;
+}
+
+void Communicator::setup() {
+  Impl& m = *impl_;
+  std::map<int, std::promise<std::shared_ptr<Connection>>> promises;
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    promises.swap(m.pendingPromises);
+    m.pendingFutures.clear();
+  }
+  std::map<int, std::shared_ptr<ConnectionImpl>> conns;
+  try {
+    std::map<int, std::vector<char>> mine, theirs;
+    for (auto& [peer, p] : promises) conns[peer] = startConnection(m, peer, mine[peer]);
+    for (auto& [peer, addr] : mine) {
+      BlobWriter w;
+      w.str(conns[peer]->plugin->name());
+      w.bytes(addr.data(), addr.size());
+      m.bootstrap->send(w.data().data(), w.data().size(), peer, kTagConnect);
+    }
+    for (auto& [peer, p] : promises) {
+      std::vector<char> blob = m.bootstrap->recv(peer, kTagConnect);
+      BlobReader r(blob, "rank " + std::to_string(peer));
+      std::string transport = r.str();
+      theirs[peer] = r.bytes();
+      if (transport != conns[peer]->plugin->name())
+        throw Error(ErrorCode::Remote, conns[peer]->describe() + ": the peer set up its side with " + transport);
+    }
+    finishConnections(conns, theirs, m.timeout);
+  } catch (...) {
+    for (auto& [peer, c] : conns) c->close();
+    for (auto& [peer, p] : promises) p.set_exception(std::current_exception());
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(m.mutex);
+  for (auto& [peer, c] : conns) {
+    m.connections[peer] = c;
+    m.proxy->add(c);
+    PB_LOG(Info, "NET", "connected " << c->describe());
+    promises[peer].set_value(std::shared_ptr<Connection>(new Connection(c)));
+  }
+}
+
+std::map<int, std::shared_ptr<Connection>> Communicator::connectAll() {
+  std::map<int, std::shared_future<std::shared_ptr<Connection>>> futures;
+  for (int p = 0; p < size(); ++p)
+    if (p != rank()) futures[p] = connect(p);
+  setup();
+  std::map<int, std::shared_ptr<Connection>> out;
+  for (auto& [p, f] : futures) out[p] = f.get();
+  return out;
+}
+
+std::shared_ptr<Connection> Communicator::connection(int peer) const {
+  impl_->checkPeer(peer, "connection");
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  auto it = impl_->connections.find(peer);
+  if (it == impl_->connections.end())
+    throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(rank()) + " has no connection to rank " +
+                                             std::to_string(peer) + ": call connect() and setup() first");
+  return std::shared_ptr<Connection>(new Connection(it->second));
+}
+
+}  // namespace plugboard

@@ -1,0 +1,32 @@
+// The core's own settings: the single place they are declared.
+#include "config/core_settings.hpp"
+
+namespace plugboard {
+
+const std::vector<SettingDecl>& coreSettingDecls() {
+  static const std::vector<SettingDecl> decls = {
+      {"transports", SettingType::String, "auto",
+       "Transports that may load, in preference order (comma list); 'auto' loads every plugin found", false},
+      {"plugin_path", SettingType::String, "",
+       "Extra directories searched for libplugboard-<name>.so (colon or comma list)", true},
+      {"timeout", SettingType::Double, "60",
+       "Seconds any wait (bootstrap, connect, flush, semaphore) may take before it fails", false},
+      {"host_id", SettingType::String, "",
+       "Host identity for same-host decisions (default: the host name)", true},
+      {"socket_ifname", SettingType::String, "",
+       "Interfaces for the bootstrap sockets (NCCL_SOCKET_IFNAME syntax: ^ excludes, = exact)", true},
+      {"debug", SettingType::String, "WARN", "Log level: NONE, WARN, INFO or TRACE", true},
+      {"debug_subsys", SettingType::String, "", "Subsystems to log (comma list; ^ excludes)", true},
+      {"debug_file", SettingType::String, "", "Log file instead of stderr (%h host, %p pid)", true},
+  };
+  return decls;
+}
+
+const std::vector<std::string>& launchVariables() {
+  static const std::vector<std::string> names = {
+      "PLUGBOARD_CONFIG", "PLUGBOARD_RANK", "PLUGBOARD_NRANKS", "PLUGBOARD_LOCAL_RANK",
+      "PLUGBOARD_BOOTSTRAP_ADDR", "PLUGBOARD_NVLS_ENABLE"};
+  return names;
+}
+
+}  // namespace plugboard

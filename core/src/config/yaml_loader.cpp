@@ -1,0 +1,166 @@
+// Reading the YAML file into the registry: core keys, plugin sections and
+// transport rules, each checked with its file:line.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+
+#include "config/core_settings.hpp"
+#include "config/value_parse.hpp"
+#include "plugboard/config.hpp"
+#include "plugboard/error.hpp"
+
+namespace plugboard {
+namespace {
+
+std::string where(const std::string& file, const YAML::Node& node) {
+  return file + ":" + std::to_string(node.Mark().line + 1);
+}
+
+[[noreturn]] void fail(const std::string& at, const std::string& what) {
+  throw Error(ErrorCode::Config, at + ": " + what);
+}
+
+/// A scalar, or a sequence of scalars joined with ','.
+std::string scalarOrList(const YAML::Node& node, const std::string& at, const std::string& key) {
+  if (node.IsScalar()) return node.as<std::string>();
+  if (node.IsNull()) return "";
+  if (!node.IsSequence()) fail(at, "'" + key + "' must be a value or a list of values");
+  std::string out;
+  for (const auto& item : node) {
+    if (!item.IsScalar()) fail(at, "'" + key + "' must be a list of plain values");
+    out += (out.empty() ? "" : ",") + item.as<std::string>();
+  }
+  return out;
+}
+
+std::vector<std::string> coreNames() {
+  std::vector<std::string> names{"rules"};
+  for (const auto& d : coreSettingDecls()) names.push_back(d.name);
+  return names;
+}
+
+PeerMatch parsePeers(const YAML::Node& node, const std::string& file) {
+  std::string at = where(file, node);
+  PeerMatch m;
+  if (node.IsScalar()) {
+    std::string v = node.as<std::string>();
+    if (v == "any") m.kind = PeerMatch::Kind::Any;
+    else if (v == "same-host") m.kind = PeerMatch::Kind::SameHost;
+    else if (v == "different-host") m.kind = PeerMatch::Kind::DifferentHost;
+    else fail(at, "peers: '" + v + "' is not any, same-host, different-host, {from, to} or {hosts}");
+    return m;
+  }
+  if (!node.IsMap()) fail(at, "peers: expected any, same-host, different-host, {from, to} or {hosts}");
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    if (key != "from" && key != "to" && key != "hosts")
+      fail(where(file, kv.first), "peers: unknown key '" + key + "' (expected from/to or hosts)");
+  }
+  if (node["hosts"]) {
+    if (node["from"] || node["to"]) fail(at, "peers: use either {from, to} or {hosts}, not both");
+    m.kind = PeerMatch::Kind::Hosts;
+    m.hosts = splitList(scalarOrList(node["hosts"], at, "hosts"), ",");
+    if (m.hosts.empty()) fail(at, "peers: hosts list is empty");
+    return m;
+  }
+  if (!node["from"] || !node["to"]) fail(at, "peers: a rank rule needs both 'from' and 'to'");
+  m.kind = PeerMatch::Kind::Ranks;
+  m.from = RankSet::parse(node["from"].as<std::string>(), where(file, node["from"]));
+  m.to = RankSet::parse(node["to"].as<std::string>(), where(file, node["to"]));
+  return m;
+}
+
+Rule parseRule(const YAML::Node& node, const std::string& file) {
+  std::string at = where(file, node);
+  if (!node.IsMap()) fail(at, "each rule must be a map with 'peers' and 'use'");
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    if (key != "peers" && key != "use")
+      fail(where(file, kv.first), "unknown key '" + key + "' in rule (expected peers, use)");
+  }
+  if (!node["peers"] || !node["use"]) fail(at, "a rule needs both 'peers' and 'use'");
+  Rule r;
+  r.origin = at;
+  r.peers = parsePeers(node["peers"], file);
+  r.use = splitList(scalarOrList(node["use"], at, "use"), ",");
+  if (r.use.empty()) fail(at, "rule 'use' list is empty");
+  return r;
+}
+
+}  // namespace
+
+void Config::loadYaml(const std::string& text, const std::string& file) {
+  yamlName_ = file;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    fail(file + ":" + std::to_string(e.mark.line + 1), "YAML syntax error: " + e.msg);
+  }
+  if (root.IsNull()) return;
+  if (!root.IsMap()) fail(file + ":1", "the config file must be a map of settings");
+  for (const auto& kv : root) {
+    std::string key = kv.first.as<std::string>();
+    std::string at = where(file, kv.first);
+    const YAML::Node& value = kv.second;
+    if (key == "rules") {
+      if (!value.IsSequence()) fail(at, "'rules' must be a list");
+      for (const auto& r : value) rules_.push_back(parseRule(r, file));
+    } else if (value.IsMap()) {
+      std::vector<std::string> names = coreNames();
+      if (std::find(names.begin(), names.end(), key) != names.end())
+        fail(at, "'" + key + "' must be a value, not a map");
+      yamlSections_[key] = at;
+      for (const auto& pk : value) {
+        std::string pkey = pk.first.as<std::string>();
+        yaml_[key + "." + pkey] = YamlValue{scalarOrList(pk.second, where(file, pk.first), pkey),
+                                            where(file, pk.first), true};
+      }
+    } else {
+      std::vector<std::string> names = coreNames();
+      if (std::find(names.begin(), names.end(), key) == names.end()) {
+        std::string hint = closestMatch(key, names);
+        fail(at, "unknown setting '" + key + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
+      }
+      yaml_[key] = YamlValue{scalarOrList(value, at, key), at, true};
+    }
+  }
+}
+
+void Config::checkPluginSectionsUsed(const std::vector<std::string>& loaded) const {
+  for (const auto& section : yamlSections_) {
+    if (std::find(loaded.begin(), loaded.end(), section.first) == loaded.end()) {
+      std::string hint = closestMatch(section.first, loaded);
+      fail(section.second, "settings for transport '" + section.first + "', which is not loaded" +
+                               (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
+    }
+  }
+  for (const auto& kv : yaml_) {
+    size_t dot = kv.first.find('.');
+    if (dot == std::string::npos || settings_.count(kv.first)) continue;
+    std::string plugin = kv.first.substr(0, dot);
+    std::vector<std::string> keys;
+    for (const auto& s : settings_)
+      if (s.first.rfind(plugin + ".", 0) == 0) keys.push_back(s.first.substr(dot + 1));
+    std::string key = kv.first.substr(dot + 1);
+    std::string hint = closestMatch(key, keys);
+    fail(kv.second.origin, "transport '" + plugin + "' has no setting '" + key + "'" +
+                               (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
+  }
+}
+
+void Config::checkRulesAgainst(const std::vector<std::string>& transports) const {
+  if (transports.size() == 1 && transports[0] == "auto") return;
+  for (const auto& rule : rules_) {
+    for (const auto& name : rule.use) {
+      if (std::find(transports.begin(), transports.end(), name) != transports.end()) continue;
+      std::string list;
+      for (const auto& t : transports) list += (list.empty() ? "" : ", ") + t;
+      std::string hint = closestMatch(name, transports);
+      fail(rule.origin, "rule uses transport '" + name + "', which is not in transports [" + list + "]" +
+                            (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
+    }
+  }
+}
+
+}  // namespace plugboard

@@ -1,0 +1,125 @@
+#include "plugins/transport_plugin.hpp"
+
+#include <cctype>
+#include <cstring>
+
+#include "plugboard/error.hpp"
+#include "plugboard/logger.hpp"
+
+namespace plugboard {
+
+// What the host-service callbacks need: the registry and whose plugin it is.
+struct TransportPlugin::Binding {
+  Config* config = nullptr;
+  std::string plugin;
+  std::string subsys;
+  std::string host;  // owned copy: services.hostname points here
+  std::mutex mutex;  // the registry is not thread-safe; plugin threads may read
+  pb_host_services_v1 services{};
+};
+
+namespace {
+
+void hostLog(void* core, pb_log_level level, const char* message) {
+  auto* b = static_cast<TransportPlugin::Binding*>(core);
+  LogLevel l = level == PB_LOG_WARN ? LogLevel::Warn : level == PB_LOG_INFO ? LogLevel::Info : LogLevel::Trace;
+  if (logEnabled(l, b->subsys.c_str())) logWrite(l, b->subsys.c_str(), message ? message : "");
+}
+
+pb_status hostDeclare(void* core, const pb_setting_decl_v1* d) {
+  auto* b = static_cast<TransportPlugin::Binding*>(core);
+  if (!d || !d->key || !*d->key || std::strchr(d->key, '.')) return PB_ERR_INVALID;
+  SettingDecl decl;
+  decl.name = b->plugin + "." + d->key;
+  decl.type = static_cast<SettingType>(d->type);
+  decl.defaultValue = d->default_value ? d->default_value : "";
+  decl.doc = d->doc ? d->doc : "";
+  decl.rankLocal = PB_HAS_FIELD(d, pb_setting_decl_v1, rank_local) && d->rank_local != 0;
+  std::lock_guard<std::mutex> lock(b->mutex);
+  // A wrong value in YAML/env is a user error: let it surface as one.
+  b->config->declare(decl);
+  return PB_OK;
+}
+
+pb_status hostGet(void* core, const char* key, char* buf, size_t len, size_t* needed) {
+  auto* b = static_cast<TransportPlugin::Binding*>(core);
+  if (!key || !needed) return PB_ERR_INVALID;
+  std::lock_guard<std::mutex> lock(b->mutex);
+  std::string name = b->plugin + "." + key;
+  if (!b->config->has(name)) return PB_ERR_INVALID;
+  const std::string& v = b->config->getString(name);
+  *needed = v.size() + 1;
+  if (!buf || len < *needed) return PB_ERR_NOMEM;
+  std::memcpy(buf, v.c_str(), v.size() + 1);
+  return PB_OK;
+}
+
+}  // namespace
+
+ErrorCode errorCodeForStatus(pb_status status) {
+  switch (status) {
+    case PB_ERR_INVALID: return ErrorCode::InvalidUsage;
+    case PB_ERR_REMOTE: return ErrorCode::Remote;
+    case PB_ERR_TIMEOUT: return ErrorCode::Timeout;
+    case PB_ERR_SYSTEM: return ErrorCode::System;
+    case PB_ERR_INTERNAL: return ErrorCode::Internal;
+    default: return ErrorCode::Plugin;
+  }
+}
+
+TransportPlugin::TransportPlugin(const std::string& path, Config& config, const LocalIdentity& self)
+    : library_(path), name_(library_.table().name), binding_(std::make_unique<Binding>()) {
+  binding_->config = &config;
+  binding_->plugin = name_;
+  binding_->subsys = name_;
+  for (auto& c : binding_->subsys) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  pb_host_services_v1& s = binding_->services;
+  s.struct_size = sizeof(s);
+  s.abi_major = PB_TRANSPORT_ABI_MAJOR;
+  s.abi_minor = PB_TRANSPORT_ABI_MINOR;
+  s.core = binding_.get();
+  s.log = hostLog;
+  s.declare_setting = hostDeclare;
+  s.get_setting = hostGet;
+  s.rank = self.rank;
+  s.nranks = self.nranks;
+  binding_->host = self.host;
+  s.hostname = binding_->host.c_str();
+  pb_status st = api().init(&s, &ctx_);
+  if (st != PB_OK) {
+    std::string why = api().last_error(ctx_);
+    throw Error(ErrorCode::Plugin, "init failed (status " + std::to_string(st) + "): " +
+                                       (why.empty() ? "the plugin gave no reason" : why));
+  }
+  props_.struct_size = sizeof(props_);
+  try {
+    check(api().properties(ctx_, &props_), "properties");
+  } catch (...) {
+    api().finalize(ctx_);
+    throw;
+  }
+}
+
+TransportPlugin::~TransportPlugin() {
+  if (ctx_) api().finalize(ctx_);
+}
+
+std::string TransportPlugin::version() const { return api().version ? api().version : "?"; }
+
+std::string TransportPlugin::abiVersion() const {
+  return std::to_string(api().abi_major) + "." + std::to_string(api().abi_minor);
+}
+
+std::string TransportPlugin::lastError() const {
+  const char* e = api().last_error(ctx_);
+  return e ? e : "";
+}
+
+void TransportPlugin::check(pb_status status, const std::string& what) const {
+  if (status == PB_OK) return;
+  std::string why = lastError();
+  throw Error(errorCodeForStatus(status), "transport " + name_ + ": " + what + " failed: " +
+                                              (why.empty() ? "status " + std::to_string(status) : why));
+}
+
+}  // namespace plugboard

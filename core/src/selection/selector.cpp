@@ -1,0 +1,100 @@
+#include "selection/selector.hpp"
+
+#include <algorithm>
+
+#include "plugboard/error.hpp"
+
+namespace plugboard {
+namespace {
+
+bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+std::vector<std::string> allTransports(const std::vector<RankView>& ranks) {
+  std::vector<std::string> out;
+  for (const auto& r : ranks)
+    for (const auto& t : r.transports)
+      if (!has(out, t)) out.push_back(t);
+  return out;
+}
+
+/// Reach of a -> b over t, or why it cannot be used.
+Reach reachOf(const std::vector<RankView>& ranks, int a, int b, const std::string& t) {
+  if (!has(ranks[a].transports, t)) return {-1, "not loaded on rank " + std::to_string(a)};
+  auto peer = ranks[a].reach.find(b);
+  if (peer == ranks[a].reach.end()) return {-1, "rank " + std::to_string(a) + " reported nothing for rank " + std::to_string(b)};
+  auto it = peer->second.find(t);
+  if (it == peer->second.end()) return {-1, "rank " + std::to_string(a) + " reported nothing for it"};
+  return it->second;
+}
+
+/// Combined cost of t for the pair, or -1 with the reason.
+Reach pairReach(const std::vector<RankView>& ranks, int a, int b, const std::string& t) {
+  Reach ab = reachOf(ranks, a, b, t);
+  if (ab.cost < 0) return ab;
+  Reach ba = reachOf(ranks, b, a, t);
+  if (ba.cost < 0) return ba;
+  return {ab.cost + ba.cost, ""};
+}
+
+const Rule* firstMatch(const std::vector<Rule>& rules, const std::vector<RankView>& ranks, int a, int b) {
+  for (const auto& r : rules)
+    if (peersMatch(r.peers, a, b, ranks[a].host, ranks[b].host)) return &r;
+  return nullptr;
+}
+
+PairChoice choosePair(const std::vector<RankView>& ranks, const std::vector<Rule>& rules, int a, int b) {
+  const Rule* rule = firstMatch(rules, ranks, a, b);
+  std::vector<std::string> candidates = rule ? rule->use : allTransports(ranks);
+  std::string best, skipped;
+  int bestCost = -1;
+  for (const auto& t : candidates) {
+    Reach r = pairReach(ranks, a, b, t);
+    if (r.cost < 0) {
+      skipped += (skipped.empty() ? "" : "; ") + t + ": " + r.reason;
+      continue;
+    }
+    if (best.empty() || (!rule && r.cost < bestCost)) { best = t; bestCost = r.cost; }
+    if (rule) break;  // a rule's order is the user's preference
+  }
+  std::string basis = rule ? "rule " + rule->origin + " " + rule->peers.describe() : "lowest cost";
+  if (best.empty())
+    throw Error(ErrorCode::Config, "no transport can connect rank " + std::to_string(a) + " (host " + ranks[a].host +
+                                       ") and rank " + std::to_string(b) + " (host " + ranks[b].host + ") by " +
+                                       basis + ": " + (skipped.empty() ? "no candidates" : skipped));
+  return {best, basis + (skipped.empty() ? "" : "; " + skipped)};
+}
+
+}  // namespace
+
+bool peersMatch(const PeerMatch& m, int a, int b, const std::string& hostA, const std::string& hostB) {
+  switch (m.kind) {
+    case PeerMatch::Kind::Any: return true;
+    case PeerMatch::Kind::SameHost: return hostA == hostB;
+    case PeerMatch::Kind::DifferentHost: return hostA != hostB;
+    case PeerMatch::Kind::Ranks:
+      return (m.from.contains(a) && m.to.contains(b)) || (m.from.contains(b) && m.to.contains(a));
+    case PeerMatch::Kind::Hosts: return has(m.hosts, hostA) && has(m.hosts, hostB);
+  }
+  return false;
+}
+
+void checkRulesUseLoaded(const std::vector<Rule>& rules, const std::vector<RankView>& ranks) {
+  std::vector<std::string> loaded = allTransports(ranks);
+  for (const auto& rule : rules)
+    for (const auto& name : rule.use)
+      if (!has(loaded, name))
+        throw Error(ErrorCode::Config, rule.origin + ": rule uses transport '" + name + "', which no rank loaded");
+}
+
+std::map<std::pair<int, int>, PairChoice> selectTransports(const std::vector<RankView>& ranks,
+                                                           const std::vector<Rule>& rules) {
+  std::map<std::pair<int, int>, PairChoice> out;
+  const int n = static_cast<int>(ranks.size());
+  for (int a = 0; a < n; ++a)
+    for (int b = a + 1; b < n; ++b) out[{a, b}] = choosePair(ranks, rules, a, b);
+  return out;
+}
+
+}  // namespace plugboard

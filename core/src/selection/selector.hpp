@@ -1,0 +1,48 @@
+// Per-peer-pair transport choice. A pure function of data that every rank
+// holds identically after the handshake, so every rank computes the same
+// answer without further messages.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "plugboard/config.hpp"
+
+namespace plugboard {
+
+/// Whether a rank can reach a peer with one transport, from its can_connect.
+struct Reach {
+  int cost = -1;       ///< >= 0: reachable, lower is better.
+  std::string reason;  ///< Why not, when cost < 0.
+};
+
+/// What one rank told the others during the handshake.
+struct RankView {
+  std::string host;                               ///< Host identity.
+  std::vector<std::string> transports;            ///< Loaded, in load order.
+  std::map<int, std::map<std::string, Reach>> reach;  ///< peer -> transport -> reach.
+};
+
+/// The transport of one pair and why.
+struct PairChoice {
+  std::string transport;  ///< Chosen transport name.
+  std::string why;        ///< e.g. "rule config.yaml:4 same-host; cudaipc: different host".
+};
+
+/// Chooses a transport for every unordered pair (a < b); key is {a, b}.
+/// The first rule whose peers match decides the candidates in its order;
+/// without a matching rule the candidate with the lowest summed cost wins
+/// (ties: rank 0's load order). Throws Error(Config) naming the pair and
+/// every candidate's reason when no transport works for it.
+std::map<std::pair<int, int>, PairChoice> selectTransports(const std::vector<RankView>& ranks,
+                                                           const std::vector<Rule>& rules);
+
+/// Throws Error(Config) with the rule's file:line when a rule names a
+/// transport that no rank loaded.
+void checkRulesUseLoaded(const std::vector<Rule>& rules, const std::vector<RankView>& ranks);
+
+/// True when rule peers match the pair (a, b) in either direction.
+bool peersMatch(const PeerMatch& m, int a, int b, const std::string& hostA, const std::string& hostB);
+
+}  // namespace plugboard

@@ -1,0 +1,105 @@
+// Loader error paths against real shared libraries built to fail.
+#include <gtest/gtest.h>
+
+#include "env_guard.hpp"
+#include "plugboard/error.hpp"
+#include "plugins/plugin_loader.hpp"
+
+using namespace plugboard;
+using plugboard::test::EnvGuard;
+
+namespace {
+
+const std::string kMock = PLUGBOARD_TEST_MOCK_DIR;
+
+std::string loadError(const std::string& name, const std::vector<std::string>& dirs) {
+  Config c = Config::fromYamlText("", "x.yaml");
+  try {
+    loadTransport(name, dirs, c, LocalIdentity{0, 1, "h"});
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Plugin) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "loading " << name << " succeeded";
+  return "";
+}
+
+void expectHas(const std::string& text, const std::string& needle) {
+  EXPECT_NE(text.find(needle), std::string::npos) << "missing '" << needle << "' in:\n" << text;
+}
+
+}  // namespace
+
+TEST(Loader, MissingPluginListsEveryPathTried) {
+  std::string m = loadError("nosuch", {"/tmp/pb-a", "/tmp/pb-b"});
+  expectHas(m, "transport 'nosuch' could not be loaded");
+  expectHas(m, "/tmp/pb-a/libplugboard-nosuch.so: not found");
+  expectHas(m, "/tmp/pb-b/libplugboard-nosuch.so: not found");
+  expectHas(m, "via the dynamic linker");
+}
+
+TEST(Loader, MisspelledNameGetsSuggestion) {
+  std::string m = loadError("etherent", {PLUGBOARD_TEST_PLUGIN_DIR});
+  expectHas(m, "did you mean 'ethernet'");
+}
+
+TEST(Loader, NoEntrySymbol) {
+  std::string m = loadError("mock", {kMock + "/no_symbol"});
+  expectHas(m, "no entry symbol 'plugboard_transport_v1'");
+  expectHas(m, kMock + "/no_symbol/libplugboard-mock.so");
+}
+
+TEST(Loader, WrongAbiNamesBothVersions) {
+  std::string m = loadError("mock", {kMock + "/wrong_abi"});
+  expectHas(m, "plugin ABI 99.0");
+  expectHas(m, "core ABI 1.0");
+}
+
+TEST(Loader, InitFailureCarriesPluginReason) {
+  std::string m = loadError("mock", {kMock + "/init_fails"});
+  expectHas(m, "init failed");
+  expectHas(m, "init refused on purpose (no device found)");
+}
+
+TEST(Loader, ExistingBrokenFileIsNotMaskedByALaterGoodOne) {
+  std::string m = loadError("mock", {kMock + "/wrong_abi", kMock + "/good"});
+  expectHas(m, "plugin ABI 99.0");
+}
+
+TEST(Loader, GoodMockLoadsAndReportsProperties) {
+  Config c = Config::fromYamlText("", "x.yaml");
+  auto p = loadTransport("mock", {kMock + "/good"}, c, LocalIdentity{0, 1, "h"});
+  EXPECT_EQ(p->name(), "mock");
+  EXPECT_EQ(p->abiVersion(), "1.0");
+  EXPECT_EQ(p->properties().mem_types, static_cast<uint32_t>(PB_MEM_HOST));
+}
+
+TEST(Loader, ExplicitTransportsMustAllLoad) {
+  EnvGuard env;
+  env.set("PLUGBOARD_PLUGIN_PATH", kMock + "/good");
+  env.set("PLUGBOARD_TRANSPORTS", "mock,nosuch");
+  Config c = Config::fromYamlText("", "x.yaml");
+  EXPECT_THROW(loadTransports(c, LocalIdentity{0, 1, "h"}), Error);
+}
+
+TEST(Loader, AutoSkipsBrokenButNeedsOne) {
+  EnvGuard env;
+  env.set("PLUGBOARD_PLUGIN_PATH", kMock + "/init_fails");
+  env.set("PLUGBOARD_TRANSPORTS", "auto");
+  Config c = Config::fromYamlText("", "x.yaml");
+  // The default <libdir>/plugboard holds ethernet, so auto finds it and skips the broken mock.
+  auto plugins = loadTransports(c, LocalIdentity{0, 1, "h"});
+  for (const auto& p : plugins) EXPECT_NE(p->name(), "mock");
+}
+
+TEST(Loader, SearchOrderYamlThenEnvThenDefault) {
+  EnvGuard env;
+  env.set("PLUGBOARD_PLUGIN_PATH", "/env/one:/env/two");
+  Config c = Config::fromYamlText("plugin_path: [/yaml/dir]\n", "x.yaml");
+  auto dirs = pluginSearchDirs(c);
+  ASSERT_GE(dirs.size(), 4u);
+  EXPECT_EQ(dirs[0], "/yaml/dir");
+  EXPECT_EQ(dirs[1], "/env/one");
+  EXPECT_EQ(dirs[2], "/env/two");
+  EXPECT_EQ(dirs[3], defaultPluginDir());
+}

@@ -1,0 +1,118 @@
+// plugboard-info: what Plugboard would do here, without starting a job.
+//   plugboard-info [--config FILE] [--hosts a,a,b,b] [--rank R]
+// Lists the plugins found, every setting with its value and source, and a
+// dry run of the per-pair selection. Exits non-zero on any error a
+// communicator would raise with the same settings.
+#include <cstring>
+#include <iomanip>
+#include <iostream>
+
+#include "communicator/local_setup.hpp"
+#include "config/value_parse.hpp"
+#include "info/dry_run.hpp"
+#include "plugboard/error.hpp"
+#include "plugins/plugin_loader.hpp"
+
+using namespace plugboard;
+
+namespace {
+
+struct Args {
+  std::string config;
+  std::vector<std::string> hosts;
+  int rank = 0;
+};
+
+void usage(std::ostream& out) {
+  out << "usage: plugboard-info [--config FILE] [--hosts h0,h1,...] [--rank R]\n"
+         "  --config FILE   YAML settings to check (default: PLUGBOARD_CONFIG, else defaults + env)\n"
+         "  --hosts LIST    host of each rank for a dry run of the transport selection\n"
+         "  --rank R        rank whose view to load plugins as (default 0)\n";
+}
+
+Args parseArgs(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw Error(ErrorCode::InvalidUsage, arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--config") a.config = value();
+    else if (arg == "--hosts") a.hosts = splitList(value(), ",");
+    else if (arg == "--rank") a.rank = static_cast<int>(parseIntValue(value()));
+    else if (arg == "-h" || arg == "--help") { usage(std::cout); std::exit(0); }
+    else throw Error(ErrorCode::InvalidUsage, "unknown argument '" + arg + "' (see --help)");
+  }
+  return a;
+}
+
+void printPlugins(const std::vector<std::string>& dirs, int rank, int nranks) {
+  std::cout << "Plugins (search path:";
+  for (const auto& d : dirs) std::cout << " " << d;
+  std::cout << ")\n";
+  for (const auto& name : discoverPlugins(dirs)) {
+    Config scratch = Config::fromYamlText("", "<probe>");
+    try {
+      auto p = loadTransport(name, dirs, scratch, LocalIdentity{rank, nranks, "probe"});
+      const auto& pr = p->properties();
+      std::cout << "  " << std::left << std::setw(10) << name << " " << p->path() << "\n"
+                << "             version " << p->version() << ", ABI " << p->abiVersion() << ", memory:"
+                << (pr.mem_types & PB_MEM_HOST ? " host" : "") << (pr.mem_types & PB_MEM_CUDA ? " cuda" : "")
+                << ", caps:" << (pr.flags & PB_CAP_ONE_SIDED_WRITE ? " write" : "")
+                << (pr.flags & PB_CAP_ATOMIC_SIGNAL ? " signal" : "") << (pr.flags & PB_CAP_NEEDS_PROXY ? " proxy" : "")
+                << (pr.flags & PB_CAP_SAME_HOST_ONLY ? " same-host-only" : "") << ", ~" << pr.bandwidth_gbps
+                << " GB/s, ~" << pr.latency_us << " us\n";
+    } catch (const Error& e) {
+      std::cout << "  " << std::left << std::setw(10) << name << " NOT LOADABLE: " << e.what() << "\n";
+    }
+  }
+}
+
+void printSettings(const Config& config) {
+  std::cout << "Settings (name = value [source origin]: doc)\n";
+  for (const auto& s : config.all()) {
+    std::cout << "  " << s.decl.name << " = '" << s.value << "' [" << settingSourceName(s.source)
+              << (s.origin.empty() ? "" : " " + s.origin) << "]: " << s.decl.doc << "\n";
+  }
+  std::cout << "Rules (" << config.rules().size() << ", first match wins)\n";
+  for (const auto& r : config.rules()) {
+    std::cout << "  " << r.origin << ": peers " << r.peers.describe() << " use";
+    for (const auto& u : r.use) std::cout << " " << u;
+    std::cout << "\n";
+  }
+}
+
+int run(const Args& args) {
+  int nranks = args.hosts.empty() ? 1 : static_cast<int>(args.hosts.size());
+  CommunicatorOptions options;
+  options.configPath = args.config;
+  LocalSetup setup;
+  std::cout << "Plugboard " << libraryVersion() << ", transport ABI " << coreAbiVersion() << "\n";
+  printPlugins(pluginSearchDirs(args.config.empty() ? Config::fromEnvironment() : Config::fromYamlFile(args.config)),
+               args.rank, nranks);
+  prepareLocalSetup(options, args.rank, nranks, setup);
+  std::cout << "Loaded for this configuration:";
+  for (const auto& p : setup.plugins) std::cout << " " << p->name();
+  std::cout << "\n";
+  printSettings(*setup.config);
+  if (!args.hosts.empty()) {
+    std::cout << "Selection dry run for " << nranks << " ranks\n";
+    info::printSelection(setup, args.hosts, std::cout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parseArgs(argc, argv));
+  } catch (const Error& e) {
+    std::cerr << "plugboard-info: " << errorCodeName(e.code()) << ": " << e.what() << "\n";
+    return e.code() == ErrorCode::InvalidUsage ? 2 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "plugboard-info: " << e.what() << "\n";
+    return 1;
+  }
+}
