@@ -1,0 +1,115 @@
+#include "collectives/exchange.hpp"
+
+#include "collectives/collective_kind.hpp"
+#include "communicator/wait.hpp"
+#include "plugboard/datatype.hpp"
+#include "plugboard/error.hpp"
+
+namespace plugboard {
+namespace {
+
+constexpr uint32_t kChunkMagic = 0x50424348;  // "PBCH"
+
+size_t chunkCount(size_t bytes, size_t chunk) { return (bytes + chunk - 1) / chunk; }
+
+bool stepSend(SendJob& s) {
+  const CallSignature& call = s.call;
+  bool moved = false;
+  const size_t c = s.link->chunkBytes();
+  while (s.nextChunk < chunkCount(s.bytes, c) && s.link->canSend()) {
+    ChunkHeader h{};
+    h.magic = kChunkMagic;
+    h.kind = call.kind;
+    h.dtype = call.dtype;
+    h.op = call.op;
+    h.root = call.root;
+    h.opSeq = call.opSeq;
+    h.count = call.count;
+    h.bytes = s.bytes;
+    h.chunk = s.nextChunk;
+    size_t offset = s.nextChunk * c;
+    s.link->send(h, s.data + offset, std::min(c, s.bytes - offset));
+    ++s.nextChunk;
+    moved = true;
+  }
+  return moved;
+}
+
+void checkHeader(Communicator& comm, const ChunkHeader& h, const RecvJob& r) {
+  const CallSignature& call = r.call;
+  const int peer = r.link->peer();
+  std::string who = "rank " + std::to_string(comm.rank()) + " (host " + comm.hostOf(comm.rank()) + ") and rank " +
+                    std::to_string(peer) + " (host " + comm.hostOf(peer) + ")";
+  if (h.magic != kChunkMagic)
+    throw Error(ErrorCode::Remote, who + ": corrupt collective chunk (bad magic)");
+  std::string mine = describeCall(call.kind, call.dtype, call.op, call.root, call.count);
+  std::string theirs = describeCall(h.kind, h.dtype, h.op, h.root, h.count);
+  if (h.opSeq != call.opSeq || mine != theirs || h.bytes != r.bytes)
+    throw Error(ErrorCode::Remote, who + " disagree: this rank's collective #" + std::to_string(call.opSeq) + " is " +
+                                       mine + " expecting " + std::to_string(r.bytes) + " bytes from the peer; the peer's #" +
+                                       std::to_string(h.opSeq) + " is " + theirs + " sending " + std::to_string(h.bytes) +
+                                       " bytes (collectives must be called in the same order with matching arguments)");
+  if (h.chunk != r.nextChunk)
+    throw Error(ErrorCode::Internal, who + ": chunk " + std::to_string(h.chunk) + " arrived when " +
+                                         std::to_string(r.nextChunk) + " was expected");
+}
+
+bool stepRecv(Communicator& comm, RecvJob& r) {
+  bool moved = false;
+  const size_t c = r.link->chunkBytes();
+  while (r.nextChunk < chunkCount(r.bytes, c) && r.link->hasChunk()) {
+    checkHeader(comm, r.link->header(), r);
+    size_t offset = r.nextChunk * c;
+    r.consume(offset, r.link->payload(), std::min(c, r.bytes - offset));
+    r.link->release();
+    ++r.nextChunk;
+    moved = true;
+  }
+  return moved;
+}
+
+std::string outstanding(const std::vector<SendJob>& sends, const std::vector<RecvJob>& recvs) {
+  std::string out;
+  for (const auto& s : sends)
+    if (s.nextChunk < chunkCount(s.bytes, s.link->chunkBytes()))
+      out += " send to rank " + std::to_string(s.link->peer()) + " (" + std::to_string(s.nextChunk) + "/" +
+             std::to_string(chunkCount(s.bytes, s.link->chunkBytes())) + " chunks);";
+  for (const auto& r : recvs)
+    if (r.nextChunk < chunkCount(r.bytes, r.link->chunkBytes()))
+      out += " receive from rank " + std::to_string(r.link->peer()) + " (" + std::to_string(r.nextChunk) + "/" +
+             std::to_string(chunkCount(r.bytes, r.link->chunkBytes())) + " chunks);";
+  return out;
+}
+
+}  // namespace
+
+std::string describeCall(uint8_t kind, uint8_t dtype, uint8_t op, int32_t root, uint64_t count) {
+  std::string s = std::string(collectiveKindName(static_cast<CollectiveKind>(kind))) + "(count " + std::to_string(count) +
+                  ", " + dataTypeName(static_cast<DataType>(dtype));
+  if (collectiveReduces(static_cast<CollectiveKind>(kind))) s += std::string(", ") + reduceOpName(static_cast<ReduceOp>(op));
+  if (root >= 0) s += ", root " + std::to_string(root);
+  return s + ")";
+}
+
+void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
+                 std::chrono::milliseconds timeout) {
+  const CallSignature call = !recvs.empty() ? recvs[0].call : !sends.empty() ? sends[0].call : CallSignature{};
+  Backoff backoff(timeout);
+  for (;;) {
+    bool moved = false;
+    for (auto& s : sends) moved = stepSend(s) || moved;
+    for (auto& r : recvs) moved = stepRecv(comm, r) || moved;
+    std::string left = outstanding(sends, recvs);
+    if (left.empty()) return;
+    if (moved) { backoff = Backoff(timeout); continue; }
+    comm.checkErrors();
+    if (backoff.expired())
+      throw Error(ErrorCode::Timeout, "rank " + std::to_string(comm.rank()) + ": " +
+                                          describeCall(call.kind, call.dtype, call.op, call.root, call.count) + " #" +
+                                          std::to_string(call.opSeq) + " made no progress for " + backoff.elapsedText() +
+                                          "; still waiting on:" + left);
+    backoff.pause();
+  }
+}
+
+}  // namespace plugboard

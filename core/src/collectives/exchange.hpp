@@ -1,0 +1,57 @@
+// Moves several messages to and from several peers at once through their
+// PeerLinks. One loop makes progress on every send and receive, so no
+// pattern of sends and receives can deadlock on slot credits.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collectives/peer_link.hpp"
+
+namespace plugboard {
+
+/// The call every chunk of a collective is stamped with.
+struct CallSignature {
+  uint8_t kind = 0;
+  uint8_t dtype = 0;
+  uint8_t op = 0;
+  int32_t root = -1;
+  uint64_t opSeq = 0;
+  uint64_t count = 0;
+};
+
+/// A message to send: bytes starting at data, stamped with call.
+struct SendJob {
+  PeerLink* link;
+  const char* data;
+  size_t bytes;
+  CallSignature call;
+  size_t nextChunk = 0;
+};
+
+/// Called for each received chunk: offset within the message, payload, length.
+using ChunkConsumer = std::function<void(size_t offset, const char* payload, size_t len)>;
+
+/// A message to receive: bytes in total, handed to consume chunk by chunk,
+/// in order; each chunk's stamp must equal call.
+struct RecvJob {
+  PeerLink* link;
+  size_t bytes;
+  ChunkConsumer consume;
+  CallSignature call;
+  size_t nextChunk = 0;
+};
+
+/// Runs every job to completion. Throws Error(Remote) when a peer's chunk
+/// shows it called a different collective, count or type; Error(Timeout)
+/// naming the peers still outstanding when nothing moves for `timeout`;
+/// and any connection error the proxy recorded.
+void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
+                 std::chrono::milliseconds timeout);
+
+/// "allreduce(count 100, float, sum)" for messages.
+std::string describeCall(uint8_t kind, uint8_t dtype, uint8_t op, int32_t root, uint64_t count);
+
+}  // namespace plugboard

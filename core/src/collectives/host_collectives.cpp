@@ -1,0 +1,182 @@
+// Construction, shared helpers, and the collectives that move data without
+// reducing it. The reducing ones are in host_reductions.cpp.
+#include <cstring>
+
+#include "collectives/host_collectives_impl.hpp"
+#include "plugboard/error.hpp"
+#include "plugboard/logger.hpp"
+
+namespace plugboard {
+namespace {
+
+constexpr int kLinkTag = (1 << 29) + 1;  // sendMemory tags >= 2^29 are Plugboard's own
+
+size_t chunkSetting(const Config& c) {
+  int64_t v = c.getInt("host_chunk_bytes");
+  if (v < 4096 || v % 64 != 0 || v > (int64_t{1} << 30))
+    throw Error(ErrorCode::Config, "host_chunk_bytes must be a multiple of 64 between 4096 and 1 GiB, got " + std::to_string(v));
+  return static_cast<size_t>(v);
+}
+
+int slotSetting(const Config& c) {
+  int64_t v = c.getInt("host_slots");
+  if (v < 1 || v > 64) throw Error(ErrorCode::Config, "host_slots must be 1-64, got " + std::to_string(v));
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+ChunkConsumer copyInto(char* dst) {
+  return [dst](size_t off, const char* d, size_t n) { std::memcpy(dst + off, d, n); };
+}
+
+HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Impl>(comm)) {
+  Impl& m = *impl_;
+  m.rank = comm.rank();
+  m.nranks = comm.size();
+  m.timeout = comm.defaultTimeout();
+  size_t chunk = chunkSetting(comm.config());
+  int slots = slotSetting(comm.config());
+  int64_t small = comm.config().getInt("allreduce_small_bytes");
+  if (small < 0) throw Error(ErrorCode::Config, "allreduce_small_bytes must be >= 0");
+  m.smallBytes = static_cast<size_t>(small);
+  auto conns = comm.connectAll();
+  for (auto& [peer, conn] : conns)  // ascending peers: a consistent order on every rank
+    m.links[peer] = std::make_unique<PeerLink>(comm, conn, chunk, slots, kLinkTag);
+  PB_LOG(Info, "COLL", "host collectives ready: " << m.links.size() << " peers, chunk " << chunk << " B x " << slots
+                                                 << " slots, one-step up to " << m.smallBytes << " B");
+}
+
+HostCollectives::~HostCollectives() = default;
+
+Communicator& HostCollectives::communicator() const { return impl_->comm; }
+
+CallSignature HostCollectives::Impl::nextCall(CollectiveKind kind, DataType type, ReduceOp op, int root, size_t count) {
+  CallSignature c;
+  c.kind = static_cast<uint8_t>(kind);
+  c.dtype = static_cast<uint8_t>(type);
+  c.op = collectiveReduces(kind) ? static_cast<uint8_t>(op) : 0;
+  c.root = root;
+  c.count = count;
+  c.opSeq = ++opSeq;
+  return c;
+}
+
+void HostCollectives::Impl::run(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs) {
+  runExchange(comm, sends, recvs, timeout);
+}
+
+char* HostCollectives::Impl::scratchOf(size_t bytes) {
+  if (scratch.size() < bytes) scratch.resize(bytes);
+  return scratch.data();
+}
+
+void HostCollectives::allGather(const void* sendv, void* recvv, size_t count, DataType type) {
+  Impl& m = *impl_;
+  size_t bytes = checkedBytes("allgather", sendv, recvv, count, type, static_cast<size_t>(m.nranks));
+  auto call = m.nextCall(CollectiveKind::AllGather, type, ReduceOp::Sum, -1, count);
+  char* recv = static_cast<char*>(recvv);
+  char* mine = recv + m.rank * bytes;
+  if (sendv != mine && bytes) std::memmove(mine, sendv, bytes);
+  std::vector<SendJob> sends;
+  std::vector<RecvJob> recvs;
+  for (auto& [p, link] : m.links) {
+    sends.push_back({link.get(), mine, bytes, call});
+    char* dst = recv + p * bytes;
+    recvs.push_back({link.get(), bytes, copyInto(dst), call});
+  }
+  m.run(sends, recvs);
+}
+
+void HostCollectives::allToAll(const void* sendv, void* recvv, size_t count, DataType type) {
+  Impl& m = *impl_;
+  size_t bytes = checkedBytes("alltoall", sendv, recvv, count, type, static_cast<size_t>(m.nranks));
+  auto call = m.nextCall(CollectiveKind::AllToAll, type, ReduceOp::Sum, -1, count);
+  char* recv = static_cast<char*>(recvv);
+  const char* send = static_cast<const char*>(sendv);
+  if (send == recv && bytes) {  // in place: blocks we receive would overwrite blocks not yet sent
+    char* copy = m.scratchOf(bytes * m.nranks);
+    std::memcpy(copy, send, bytes * m.nranks);
+    send = copy;
+  }
+  if (send + m.rank * bytes != recv + m.rank * bytes && bytes) std::memcpy(recv + m.rank * bytes, send + m.rank * bytes, bytes);
+  std::vector<SendJob> sends;
+  std::vector<RecvJob> recvs;
+  for (auto& [p, link] : m.links) {
+    sends.push_back({link.get(), send + p * bytes, bytes, call});
+    char* dst = recv + p * bytes;
+    recvs.push_back({link.get(), bytes, copyInto(dst), call});
+  }
+  m.run(sends, recvs);
+}
+
+void HostCollectives::broadcast(const void* sendv, void* recvv, size_t count, DataType type, int root) {
+  Impl& m = *impl_;
+  checkRoot("broadcast", root, m.nranks);
+  bool isRoot = m.rank == root;
+  size_t bytes = checkedBytes("broadcast", isRoot ? sendv : recvv, recvv, count, type, 1);
+  auto call = m.nextCall(CollectiveKind::Broadcast, type, ReduceOp::Sum, root, count);
+  char* recv = static_cast<char*>(recvv);
+  if (isRoot && sendv != recvv && bytes) std::memcpy(recv, sendv, bytes);
+  std::vector<SendJob> sends;
+  std::vector<RecvJob> recvs;
+  if (bytes <= m.smallBytes || m.nranks == 2) {
+    if (isRoot) for (auto& [p, link] : m.links) sends.push_back({link.get(), recv, bytes, call});
+    else recvs.push_back({m.link(root), bytes, copyInto(recv), call});
+    m.run(sends, recvs);
+    return;
+  }
+  // Scatter segments from the root, then every rank shares its segment
+  // with the non-roots: the root sends each byte about twice, not n-1 times.
+  size_t es = dataTypeSize(type);
+  auto segs = splitSegments(count, m.nranks);
+  if (isRoot) {
+    for (auto& [p, link] : m.links) sends.push_back({link.get(), recv + segs[p].begin * es, segs[p].count * es, call});
+  } else {
+    recvs.push_back({m.link(root), segs[m.rank].count * es, copyInto(recv + segs[m.rank].begin * es), call});
+  }
+  m.run(sends, recvs);
+  sends.clear();
+  recvs.clear();
+  for (auto& [p, link] : m.links) {
+    if (p != root) sends.push_back({link.get(), recv + segs[m.rank].begin * es, segs[m.rank].count * es, call});
+    if (!isRoot) recvs.push_back({link.get(), segs[p].count * es, copyInto(recv + segs[p].begin * es), call});
+  }
+  m.run(sends, recvs);
+}
+
+void HostCollectives::send(const void* buf, size_t count, DataType type, int peer) {
+  sendRecv(buf, count, peer, nullptr, 0, -1, type);
+}
+
+void HostCollectives::recv(void* buf, size_t count, DataType type, int peer) {
+  sendRecv(nullptr, 0, -1, buf, count, peer, type);
+}
+
+void HostCollectives::sendRecv(const void* sendBuf, size_t sendCount, int sendPeer, void* recvBuf, size_t recvCount,
+                               int recvPeer, DataType type) {
+  Impl& m = *impl_;
+  if (sendPeer >= 0) checkRoot("send: peer", sendPeer, m.nranks);
+  if (recvPeer >= 0) checkRoot("recv: peer", recvPeer, m.nranks);
+  size_t sendBytes = sendPeer >= 0 ? checkedBytes("send", sendBuf, sendBuf, sendCount, type, 1) : 0;
+  size_t recvBytes = recvPeer >= 0 ? checkedBytes("recv", recvBuf, recvBuf, recvCount, type, 1) : 0;
+  if (sendPeer == m.rank || recvPeer == m.rank) {
+    if (sendPeer != recvPeer || sendCount != recvCount)
+      throw Error(ErrorCode::InvalidUsage, "send/recv to self (rank " + std::to_string(m.rank) +
+                                               ") needs sendRecv with both peers equal and equal counts");
+    if (sendBytes && sendBuf != recvBuf) std::memmove(recvBuf, sendBuf, sendBytes);
+    return;
+  }
+  std::vector<SendJob> sends;
+  std::vector<RecvJob> recvs;
+  auto stamp = [&](uint64_t seq, size_t count) {
+    return CallSignature{static_cast<uint8_t>(CollectiveKind::SendRecv), static_cast<uint8_t>(type), 0, -1, seq, count};
+  };
+  if (sendPeer >= 0)
+    sends.push_back({m.link(sendPeer), static_cast<const char*>(sendBuf), sendBytes, stamp(++m.sendSeq[sendPeer], sendCount)});
+  if (recvPeer >= 0)
+    recvs.push_back({m.link(recvPeer), recvBytes, copyInto(static_cast<char*>(recvBuf)), stamp(++m.recvSeq[recvPeer], recvCount)});
+  m.run(sends, recvs);
+}
+
+}  // namespace plugboard

@@ -1,0 +1,65 @@
+// Private state of HostCollectives and the helpers its algorithms share.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "collectives/collective_kind.hpp"
+#include "collectives/exchange.hpp"
+#include "collectives/peer_link.hpp"
+#include "plugboard/host_collectives.hpp"
+
+namespace plugboard {
+
+/// Element range [begin, begin + count) of one rank's segment.
+struct Segment {
+  size_t begin = 0;
+  size_t count = 0;
+};
+
+/// Splits count elements into n near-equal segments, in rank order.
+std::vector<Segment> splitSegments(size_t count, int n);
+
+struct HostCollectives::Impl {
+  Communicator& comm;
+  int rank = 0;
+  int nranks = 1;
+  size_t smallBytes = 65536;
+  std::chrono::milliseconds timeout{60000};
+  std::map<int, std::unique_ptr<PeerLink>> links;
+  std::map<int, uint64_t> sendSeq;  // per peer: point-to-point sends so far
+  std::map<int, uint64_t> recvSeq;  // per peer: point-to-point receives so far
+  uint64_t opSeq = 0;              // collective calls so far
+  std::vector<char> scratch;       // reused between calls
+
+  explicit Impl(Communicator& c) : comm(c) {}
+  /// The link to peer.
+  PeerLink* link(int peer) const { return links.at(peer).get(); }
+  /// Next collective call's signature.
+  CallSignature nextCall(CollectiveKind kind, DataType type, ReduceOp op, int root, size_t count);
+  /// runExchange with this communicator's timeout.
+  void run(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs);
+  /// Scratch space of at least bytes (contents undefined).
+  char* scratchOf(size_t bytes);
+
+  void allReduceOneStep(const CallSignature& call, const char* send, char* recv, size_t count, DataType type, ReduceOp op);
+  void allReduceTwoStep(const CallSignature& call, const char* send, char* recv, size_t count, DataType type, ReduceOp op);
+  /// Phase 1 of the two-step algorithms: leaves op over ranks of this rank's
+  /// segment of send in acc (segs[rank].count elements).
+  void reduceScatterSegments(const CallSignature& call, const char* send, char* acc, const std::vector<Segment>& segs,
+                             DataType type, ReduceOp op);
+};
+
+/// A consumer that copies each chunk to dst + offset.
+ChunkConsumer copyInto(char* dst);
+
+/// Throws Error(InvalidUsage) for a bad type/op, null buffers with count > 0,
+/// or a byte size that overflows size_t when multiplied by factor.
+size_t checkedBytes(const char* what, const void* a, const void* b, size_t count, DataType type, size_t factor);
+/// Throws Error(InvalidUsage) unless op is a ReduceOp value.
+void checkOp(const char* what, ReduceOp op);
+/// Throws Error(InvalidUsage) unless 0 <= root < nranks.
+void checkRoot(const char* what, int root, int nranks);
+
+}  // namespace plugboard

@@ -1,0 +1,143 @@
+// The collectives that reduce: allreduce, reducescatter, reduce.
+//
+// Small messages (<= allreduce_small_bytes) take one step: every rank sends
+// its whole vector where it is needed and the receiver reduces in rank
+// order. Large messages take two: a direct reduce-scatter (rank j reduces
+// segment j from every peer) then a direct gather/allgather of the reduced
+// segments. Each byte crosses the wire (n-1)/n times per step, as in a ring,
+// but in 2 steps instead of 2(n-1), and chunks pipeline through the slots.
+#include <cstring>
+
+#include "collectives/host_collectives_impl.hpp"
+#include "collectives/reduce_kernels.hpp"
+
+namespace plugboard {
+namespace {
+
+ChunkConsumer reduceInto(char* dst, DataType type, ReduceOp op) {
+  size_t es = dataTypeSize(type);
+  return [=](size_t off, const char* d, size_t n) { plugboard::reduceInto(dst + off, d, n / es, type, op); };
+}
+
+}  // namespace
+
+void HostCollectives::Impl::reduceScatterSegments(const CallSignature& call, const char* send, char* acc,
+                                                 const std::vector<Segment>& segs, DataType type, ReduceOp op) {
+  size_t es = dataTypeSize(type);
+  const Segment& mine = segs[rank];
+  if (acc != send + mine.begin * es && mine.count) std::memmove(acc, send + mine.begin * es, mine.count * es);
+  std::vector<SendJob> sends;
+  std::vector<RecvJob> recvs;
+  for (auto& [p, l] : links) {
+    sends.push_back({l.get(), send + segs[p].begin * es, segs[p].count * es, call});
+    recvs.push_back({l.get(), mine.count * es, reduceInto(acc, type, op), call});
+  }
+  run(sends, recvs);
+}
+
+void HostCollectives::Impl::allReduceOneStep(const CallSignature& call, const char* send, char* recv, size_t count,
+                                             DataType type, ReduceOp op) {
+  size_t bytes = count * dataTypeSize(type);
+  char* all = scratchOf(bytes * nranks);  // rank r's vector at all + r * bytes
+  std::memcpy(all + rank * bytes, send, bytes);
+  std::vector<SendJob> sends;
+  std::vector<RecvJob> recvs;
+  for (auto& [p, l] : links) {
+    sends.push_back({l.get(), send, bytes, call});
+    recvs.push_back({l.get(), bytes, copyInto(all + p * bytes), call});
+  }
+  run(sends, recvs);
+  // Rank order on every rank: every rank gets bit-identical results.
+  std::memcpy(recv, all, bytes);
+  for (int r = 1; r < nranks; ++r) plugboard::reduceInto(recv, all + r * bytes, count, type, op);
+  finishAverage(recv, count, type, op, nranks);
+}
+
+void HostCollectives::Impl::allReduceTwoStep(const CallSignature& call, const char* send, char* recv, size_t count,
+                                             DataType type, ReduceOp op) {
+  size_t es = dataTypeSize(type);
+  auto segs = splitSegments(count, nranks);
+  const Segment& mine = segs[rank];
+  reduceScatterSegments(call, send, recv + mine.begin * es, segs, type, op);
+  finishAverage(recv + mine.begin * es, mine.count, type, op, nranks);
+  std::vector<SendJob> sends;
+  std::vector<RecvJob> recvs;
+  for (auto& [p, l] : links) {
+    sends.push_back({l.get(), recv + mine.begin * es, mine.count * es, call});
+    recvs.push_back({l.get(), segs[p].count * es, copyInto(recv + segs[p].begin * es), call});
+  }
+  run(sends, recvs);
+}
+
+void HostCollectives::allReduce(const void* sendv, void* recvv, size_t count, DataType type, ReduceOp op) {
+  Impl& m = *impl_;
+  checkOp("allreduce", op);
+  size_t bytes = checkedBytes("allreduce", sendv, recvv, count, type, 1);
+  auto call = m.nextCall(CollectiveKind::AllReduce, type, op, -1, count);
+  const char* send = static_cast<const char*>(sendv);
+  char* recv = static_cast<char*>(recvv);
+  if (m.nranks == 1) {
+    if (send != recv && bytes) std::memcpy(recv, send, bytes);
+    return;
+  }
+  if (bytes <= m.smallBytes) m.allReduceOneStep(call, send, recv, count, type, op);
+  else m.allReduceTwoStep(call, send, recv, count, type, op);
+}
+
+void HostCollectives::reduceScatter(const void* sendv, void* recvv, size_t count, DataType type, ReduceOp op) {
+  Impl& m = *impl_;
+  checkOp("reducescatter", op);
+  checkedBytes("reducescatter", sendv, recvv, count, type, static_cast<size_t>(m.nranks));
+  auto call = m.nextCall(CollectiveKind::ReduceScatter, type, op, -1, count);
+  // Blocks of count elements are exactly the segments of n * count elements.
+  std::vector<Segment> segs(static_cast<size_t>(m.nranks));
+  for (int j = 0; j < m.nranks; ++j) segs[j] = {static_cast<size_t>(j) * count, count};
+  m.reduceScatterSegments(call, static_cast<const char*>(sendv), static_cast<char*>(recvv), segs, type, op);
+  finishAverage(recvv, count, type, op, m.nranks);
+}
+
+void HostCollectives::reduce(const void* sendv, void* recvv, size_t count, DataType type, ReduceOp op, int root) {
+  Impl& m = *impl_;
+  checkOp("reduce", op);
+  checkRoot("reduce", root, m.nranks);
+  bool isRoot = m.rank == root;
+  size_t bytes = checkedBytes("reduce", sendv, isRoot ? recvv : sendv, count, type, 1);
+  auto call = m.nextCall(CollectiveKind::Reduce, type, op, root, count);
+  const char* send = static_cast<const char*>(sendv);
+  char* recv = static_cast<char*>(recvv);
+  size_t es = dataTypeSize(type);
+  if (m.nranks == 1) {
+    if (send != recv && bytes) std::memcpy(recv, send, bytes);
+    return;
+  }
+  std::vector<SendJob> sends;
+  std::vector<RecvJob> recvs;
+  if (bytes <= m.smallBytes) {
+    if (!isRoot) {
+      sends.push_back({m.link(root), send, bytes, call});
+      m.run(sends, recvs);
+      return;
+    }
+    char* all = m.scratchOf(bytes * m.nranks);
+    std::memcpy(all + m.rank * bytes, send, bytes);
+    for (auto& [p, l] : m.links) recvs.push_back({l.get(), bytes, copyInto(all + p * bytes), call});
+    m.run(sends, recvs);
+    std::memcpy(recv, all, bytes);
+    for (int r = 1; r < m.nranks; ++r) plugboard::reduceInto(recv, all + r * bytes, count, type, op);
+    finishAverage(recv, count, type, op, m.nranks);
+    return;
+  }
+  auto segs = splitSegments(count, m.nranks);
+  const Segment& mine = segs[m.rank];
+  char* acc = isRoot ? recv + mine.begin * es : m.scratchOf(mine.count * es);
+  m.reduceScatterSegments(call, send, acc, segs, type, op);
+  finishAverage(acc, mine.count, type, op, m.nranks);
+  if (!isRoot) {
+    sends.push_back({m.link(root), acc, mine.count * es, call});
+  } else {
+    for (auto& [p, l] : m.links) recvs.push_back({l.get(), segs[p].count * es, copyInto(recv + segs[p].begin * es), call});
+  }
+  m.run(sends, recvs);
+}
+
+}  // namespace plugboard

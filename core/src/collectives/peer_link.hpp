@@ -1,0 +1,75 @@
+// A pipe of fixed-size slots to one peer, for the host collectives.
+//
+// Each side owns an outbox (staging for what it sends) and an inbox (where
+// the peer's writes land), both K slots of [header | chunk]. Two semaphores
+// carry the flow control: "data" (+1 per chunk written into the peer's
+// inbox) and "free" (+1 per chunk the receiver consumed). Invariants:
+//   sent - freeSignals <= K      (never overwrite an unread inbox slot)
+//   an outbox slot is rewritten only after its last write completed
+// Counters only grow, so a link serves any number of collectives in turn.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "plugboard/communicator.hpp"
+
+namespace plugboard {
+
+/// What every chunk carries, so ranks that disagree are caught, not corrupted.
+struct ChunkHeader {
+  uint32_t magic;
+  uint8_t kind;       ///< Which collective (CollectiveKind).
+  uint8_t dtype;      ///< DataType.
+  uint8_t op;         ///< ReduceOp.
+  uint8_t reserved;
+  int32_t root;       ///< Root rank, or -1.
+  uint32_t reserved2;
+  uint64_t opSeq;     ///< Collective call number on this communicator.
+  uint64_t count;     ///< The call's element count as the caller gave it.
+  uint64_t bytes;     ///< Total bytes of this message on this link.
+  uint64_t chunk;     ///< Index of this chunk within the message.
+  uint64_t reserved3[2];
+};
+static_assert(sizeof(ChunkHeader) == 64, "chunk data must start cache-line aligned");
+
+/// One peer's slots and semaphores. Construction is collective with the peer.
+class PeerLink {
+ public:
+  PeerLink(Communicator& comm, std::shared_ptr<Connection> conn, size_t chunkBytes, int slots, int tag);
+  ~PeerLink();
+
+  /// The peer's rank.
+  int peer() const { return peer_; }
+  /// Largest chunk payload.
+  size_t chunkBytes() const { return chunkBytes_; }
+  /// True when a slot is free at the peer and its outbox slot is reusable.
+  bool canSend() const;
+  /// Copies header + payload into the next outbox slot and posts write + signal.
+  void send(const ChunkHeader& header, const void* payload, size_t len);
+  /// True when the peer's next chunk has landed.
+  bool hasChunk() const;
+  /// Header of the chunk hasChunk() reported.
+  const ChunkHeader& header() const;
+  /// Payload of that chunk.
+  const char* payload() const;
+  /// Gives the slot back to the peer.
+  void release();
+
+ private:
+  size_t stride() const { return sizeof(ChunkHeader) + chunkBytes_; }
+
+  int peer_;
+  size_t chunkBytes_;
+  uint64_t slots_;
+  std::shared_ptr<Connection> conn_;
+  std::vector<char> outbox_, inbox_;
+  RegisteredMemory outboxMem_, inboxMem_;
+  RemoteMemory peerInbox_;
+  std::unique_ptr<Host2HostSemaphore> data_, free_;
+  std::vector<uint64_t> slotPostedSeq_;
+  uint64_t sent_ = 0, received_ = 0;
+};
+
+}  // namespace plugboard

@@ -1,0 +1,60 @@
+// What plugboard-perf needs to know about each collective: buffer sizes for
+// a message size (nccl-tests conventions), the bus-bandwidth factor, how to
+// call it in and out of place, and how to fill and check its buffers.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "plugboard/host_collectives.hpp"
+
+namespace plugboard::perf {
+
+/// The collectives plugboard-perf runs.
+enum class Collective { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, SendRecv };
+
+/// Parses a -C value; throws Error(InvalidUsage) listing the choices.
+Collective parseCollective(const std::string& name);
+/// The -C name.
+const char* collectiveName(Collective c);
+/// True for allreduce, reducescatter and reduce (the redop column).
+bool collectiveReduces(Collective c);
+/// True for broadcast and reduce (the root column).
+bool collectiveRooted(Collective c);
+
+/// Sizes of one benchmark row, as nccl-tests counts them.
+struct Shape {
+  size_t totalElements = 0;  ///< The "count" column: total elements of the message.
+  size_t callCount = 0;      ///< The count passed to the call (per rank or per block).
+  size_t sendElements = 0;   ///< Elements in the send buffer.
+  size_t recvElements = 0;   ///< Elements in the receive buffer.
+};
+
+/// Shape for a message of about `bytes` (rounded down to whole elements per rank).
+Shape shapeFor(Collective c, size_t bytes, size_t elementSize, int nranks);
+
+/// busbw = algbw * this (nccl-tests' formulas).
+double busBandwidthFactor(Collective c, int nranks);
+
+/// One benchmark's buffers and arguments on this rank.
+struct Call {
+  Collective collective;
+  DataType type;
+  ReduceOp op;
+  int root;
+  int rank, nranks;
+  Shape shape;
+  bool inPlace;
+  std::vector<char>* send;
+  std::vector<char>* recv;
+};
+
+/// Runs the collective once.
+void runOnce(HostCollectives& hc, const Call& call);
+/// Fills the inputs the check expects.
+void fillInputs(const Call& call);
+/// Elements of the result that differ from the reference.
+size_t countWrong(const Call& call);
+
+}  // namespace plugboard::perf

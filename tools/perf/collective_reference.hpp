@@ -1,0 +1,106 @@
+// Independent reference for the host collectives tests: per-rank inputs
+// chosen so every result is exact in every type, and the expected result
+// computed element by element in wide arithmetic.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "plugboard/datatype.hpp"
+#include "plugboard/float16.hpp"
+
+namespace plugboard::test {
+
+inline bool isFloat(DataType t) {
+  return t == DataType::Float16 || t == DataType::BFloat16 || t == DataType::Float32 || t == DataType::Float64;
+}
+inline bool isSigned(DataType t) { return t == DataType::Int8 || t == DataType::Int32 || t == DataType::Int64 || isFloat(t); }
+
+/// Input element i of rank r: small values so sums and products stay exact.
+inline double inputValue(int rank, size_t i, DataType t, ReduceOp op) {
+  if (op == ReduceOp::Prod) {  // magnitudes 1 or 2: products of 8 ranks stay <= 256
+    static const int pos[] = {1, 2, 1, 1, 2};
+    static const int sgn[] = {1, -1, 2, -2, 1};
+    const int* v = isSigned(t) ? sgn : pos;
+    return v[(rank * 3 + i) % 5];
+  }
+  int v = static_cast<int>((rank * 7 + i * 3 + i / 5) % 9);  // 0..8
+  return isSigned(t) ? v - 4 : v;
+}
+
+/// Writes value into element i of buf, as type t.
+inline void storeValue(void* buf, size_t i, DataType t, double v) {
+  char* p = static_cast<char*>(buf) + i * dataTypeSize(t);
+  auto put = [p](auto x) { std::memcpy(p, &x, sizeof(x)); };
+  switch (t) {
+    case DataType::Int8: put(static_cast<int8_t>(static_cast<int64_t>(v))); break;
+    case DataType::Uint8: put(static_cast<uint8_t>(static_cast<uint64_t>(static_cast<int64_t>(v)))); break;
+    case DataType::Int32: put(static_cast<int32_t>(static_cast<int64_t>(v))); break;
+    case DataType::Uint32: put(static_cast<uint32_t>(static_cast<uint64_t>(static_cast<int64_t>(v)))); break;
+    case DataType::Int64: put(static_cast<int64_t>(v)); break;
+    case DataType::Uint64: put(static_cast<uint64_t>(static_cast<int64_t>(v))); break;
+    case DataType::Float16: put(floatToHalf(static_cast<float>(v))); break;
+    case DataType::BFloat16: put(floatToBFloat16(static_cast<float>(v))); break;
+    case DataType::Float32: put(static_cast<float>(v)); break;
+    case DataType::Float64: put(v); break;
+  }
+}
+
+/// Reads element i of buf as a double (integers exactly, wrapped to the type).
+inline double loadValue(const void* buf, size_t i, DataType t) {
+  const char* p = static_cast<const char*>(buf) + i * dataTypeSize(t);
+  auto get = [p](auto x) { std::memcpy(&x, p, sizeof(x)); return x; };
+  switch (t) {
+    case DataType::Int8: return get(int8_t{});
+    case DataType::Uint8: return get(uint8_t{});
+    case DataType::Int32: return get(int32_t{});
+    case DataType::Uint32: return get(uint32_t{});
+    case DataType::Int64: return static_cast<double>(get(int64_t{}));
+    case DataType::Uint64: return static_cast<double>(get(uint64_t{}));
+    case DataType::Float16: return halfToFloat(get(uint16_t{}));
+    case DataType::BFloat16: return bfloat16ToFloat(get(uint16_t{}));
+    case DataType::Float32: return get(float{});
+    case DataType::Float64: return get(double{});
+  }
+  return 0;
+}
+
+/// Expected element i of op over ranks 0..n-1, as stored in type t.
+inline double expectedValue(size_t i, int n, DataType t, ReduceOp op) {
+  double acc = inputValue(0, i, t, op);
+  for (int r = 1; r < n; ++r) {
+    double v = inputValue(r, i, t, op);
+    switch (op) {
+      case ReduceOp::Sum: case ReduceOp::Avg: acc += v; break;
+      case ReduceOp::Prod: acc *= v; break;
+      case ReduceOp::Min: acc = v < acc ? v : acc; break;
+      case ReduceOp::Max: acc = v > acc ? v : acc; break;
+    }
+  }
+  if (op == ReduceOp::Avg) {
+    if (isFloat(t)) acc /= n;
+    else acc = static_cast<double>(static_cast<int64_t>(acc) / n);  // C++ truncation, as the integer types do
+  }
+  std::vector<char> tmp(8);
+  storeValue(tmp.data(), 0, t, acc);  // wrap / round to the type exactly as stored
+  return loadValue(tmp.data(), 0, t);
+}
+
+/// Fills count elements of buf with rank's inputs starting at element `first`.
+inline void fillInputs(void* buf, size_t count, size_t first, int rank, DataType t, ReduceOp op) {
+  for (size_t i = 0; i < count; ++i) storeValue(buf, i, t, inputValue(rank, first + i, t, op));
+}
+
+/// Values match: exactly, except avg of 16-bit floats (one extra rounding allowed).
+inline bool sameValue(double got, double want, DataType t, ReduceOp op) {
+  if (got == want) return true;
+  if (op == ReduceOp::Avg && (t == DataType::Float16 || t == DataType::BFloat16)) {
+    double tol = (t == DataType::Float16 ? 1e-3 : 8e-3) * (want < 0 ? -want : want) + 1e-6;
+    return got - want <= tol && want - got <= tol;
+  }
+  return false;
+}
+
+}  // namespace plugboard::test

@@ -1,0 +1,39 @@
+// plugboard-perf's command line: the nccl-tests flags that mean something
+// on host buffers, plus --nranks, -C, --csv and --plot.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "plugboard/datatype.hpp"
+
+namespace plugboard::perf {
+
+/// Parsed command line.
+struct Options {
+  size_t minBytes = 32 * 1024 * 1024;  ///< -b
+  size_t maxBytes = 32 * 1024 * 1024;  ///< -e
+  double stepFactor = 1.0;             ///< -f (multiplicative); 1 means use -i
+  size_t stepBytes = 1024 * 1024;      ///< -i (additive)
+  int iters = 20;                      ///< -n
+  int warmup = 5;                      ///< -w
+  bool check = true;                   ///< -c
+  DataType type = DataType::Float32;   ///< -d
+  ReduceOp op = ReduceOp::Sum;         ///< -o
+  int root = 0;                        ///< -r
+  std::string collective = "allreduce";///< -C
+  int nranks = 0;                      ///< --nranks: start this many local ranks (0: use the launcher's env)
+  std::string csv;                     ///< --csv FILE
+  std::string plot;                    ///< --plot FILE.svg
+};
+
+/// Parses argv; throws Error(InvalidUsage) naming the bad flag or value.
+Options parseOptions(int argc, char** argv);
+
+/// Parses "16M", "1K", "8" (binary units).
+size_t parseSize(const std::string& text, const std::string& flag);
+
+/// The usage text.
+const char* usageText();
+
+}  // namespace plugboard::perf

@@ -1,0 +1,71 @@
+#include "runner.hpp"
+
+#include <chrono>
+
+namespace plugboard::perf {
+namespace {
+
+/// Every rank's value, by rank.
+std::vector<double> gatherDoubles(Bootstrap& b, double mine) {
+  std::vector<double> all(static_cast<size_t>(b.size()));
+  all[b.rank()] = mine;
+  b.allGather(all.data(), sizeof(double));
+  return all;
+}
+
+Measure measure(HostCollectives& hc, const Options& opts, Call& call) {
+  Bootstrap& boot = hc.communicator().bootstrap();
+  fillInputs(call);
+  for (int i = 0; i < opts.warmup; ++i) runOnce(hc, call);
+  boot.barrier();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < opts.iters; ++i) runOnce(hc, call);
+  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / opts.iters;
+  Measure m;
+  for (double t : gatherDoubles(boot, us)) m.timeUs += t / boot.size();
+  if (opts.check) {
+    fillInputs(call);
+    runOnce(hc, call);
+    for (double w : gatherDoubles(boot, static_cast<double>(countWrong(call)))) m.wrong += static_cast<size_t>(w);
+  }
+  return m;
+}
+
+}  // namespace
+
+std::vector<size_t> sweepSizes(const Options& o) {
+  std::vector<size_t> sizes;
+  for (size_t b = o.minBytes; b <= o.maxBytes;) {
+    sizes.push_back(b);
+    size_t next = o.stepFactor > 1.0 ? static_cast<size_t>(static_cast<double>(b) * o.stepFactor) : b + o.stepBytes;
+    if (next <= b) next = b + 1;
+    b = next;
+  }
+  return sizes;
+}
+
+std::vector<Row> runSweep(HostCollectives& hc, const Options& opts, Collective c) {
+  Communicator& comm = hc.communicator();
+  size_t es = dataTypeSize(opts.type);
+  std::vector<Row> rows;
+  std::vector<char> send, recv;
+  for (size_t bytes : sweepSizes(opts)) {
+    Row row;
+    row.shape = shapeFor(c, bytes, es, comm.size());
+    row.bytes = row.shape.totalElements * es;
+    send.assign(std::max(row.shape.sendElements, row.shape.recvElements) * es + 64, 0);
+    recv.assign(row.shape.recvElements * es + 64, 0);
+    for (bool inPlace : {false, true}) {
+      Call call{c, opts.type, opts.op, opts.root, comm.rank(), comm.size(), row.shape, inPlace, &send, &recv};
+      Measure m = measure(hc, opts, call);
+      double seconds = m.timeUs * 1e-6;
+      m.algBw = seconds > 0 ? static_cast<double>(row.bytes) / seconds / 1e9 : 0;
+      m.busBw = m.algBw * busBandwidthFactor(c, comm.size());
+      (inPlace ? row.inPlace : row.outOfPlace) = m;
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace plugboard::perf
