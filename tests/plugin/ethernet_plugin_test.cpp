@@ -593,6 +593,7 @@ TEST_F(EthernetPairTest, WriteIntoDeregisteredRegionIsABadMessage) {
   EXPECT_NE(error(ctx1_).find("bad message from rank 0 (host testhost)"), std::string::npos) << error(ctx1_);
   EXPECT_NE(error(ctx1_).find("not registered"), std::string::npos) << error(ctx1_);
   EXPECT_EQ(t_->proxy_progress(c1_, &done), PB_ERR_REMOTE) << "a connection error is final";
+  waitCompleted(ctx0_, c0_, 1);  // src must outlive the send.
 }
 
 TEST_F(EthernetTest, BadPeerAddressIsInvalid) {

@@ -62,24 +62,41 @@ class Connection {
     std::string reason;
   };
 
+  /// Throws Error(PB_ERR_INVALID) until proxy_connect has returned PB_OK.
   void requireConnected() const;
+  /// Numbers op and queues it for the sender; throws the connection's
+  /// failure, or PB_ERR_REMOTE once the peer sent CLOSE.
   uint64_t post(Op op);
+  /// Takes the handshake's sockets and starts both threads.
   void startThreads(net::Socket outbound, net::Socket inbound);
+  /// Lets the sender finish its frame and send CLOSE (bounded wait), then
+  /// shuts both sockets down and joins both threads. Never throws or hangs.
   void close() noexcept;
 
+  /// Sender thread body: sends queued ops in order, publishes completed_.
   void sendLoop();
+  /// Next op to send; false once free() began.
   bool nextOp(Op& op);
+  /// Sends op's header and payload with one zero-copy sendmsg loop.
   void sendFrame(const Op& op);
+  /// Records the sender's error, worded by what the receiver learned.
   void senderFailed(pb_status status, const std::string& what, bool peerGone);
+  /// Sets flag under mu_ and wakes every waiter.
   void markDone(bool& flag);
 
+  /// Receiver thread body: applies frames until CLOSE or an error.
   void receiveLoop();
+  /// Reads and applies one frame; false after CLOSE.
   bool receiveFrame();
+  /// Receives a write's payload straight into the pinned destination.
   void applyWrite(const wire::FrameHeader& h);
+  /// Applies a signal's atomic add (release) to the pinned destination.
   void applySignal(const wire::FrameHeader& h);
-  void receiverFailed(pb_status status, const std::string& what);
+  /// Throws Error(PB_ERR_REMOTE, "bad message from <peer>: what").
   [[noreturn]] void badMessage(const std::string& what) const;
 
+  /// Records the connection's final failure (first one wins; ignored once
+  /// free() began) and logs it.
   void fail(pb_status status, const std::string& reason);
 
   Context& ctx_;

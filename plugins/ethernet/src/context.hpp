@@ -75,7 +75,9 @@ class Context {
   int connections() const { return connections_.load(); }
 
  private:
+  /// Declares ifname and socket_buffer_bytes through the host table.
   void declareSettings() const;
+  /// A declared setting's value as text, through the host table.
   std::string readSetting(const char* key) const;
 
   pb_host_services_v1 host_{};

@@ -42,9 +42,13 @@ class Handshake {
   net::Socket takeInbound() { return std::move(inbound_); }
 
  private:
+  /// Connect (retrying refusals every few ms), then send our hello.
   bool stepOutbound(const net::SockAddr& peerListen);
+  /// Accept one connection, then read and check its hello.
   bool stepInbound();
+  /// Throws Error(PB_ERR_REMOTE) unless the hello is from the peer to us.
   void checkHello() const;
+  /// "ethernet set-up of rank A with rank B (host H)", for messages.
   std::string who() const;
 
   net::Socket listener_;

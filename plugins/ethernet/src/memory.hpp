@@ -76,6 +76,7 @@ class RegionRegistry {
   size_t size() const;
 
  private:
+  /// Drops a pin taken by pin(); wakes remove() at zero.
   void unpin(LocalRegion* region);
 
   mutable std::mutex mu_;

@@ -22,10 +22,14 @@
 namespace plugboard::ethernet {
 namespace {
 
+/// Guards gInitError.
 std::mutex gInitErrorMu;
-std::string gInitError;  // Reason of the last failed init (ctx NULL).
+/// Reason of the last failure with no context (init), for last_error(NULL).
+std::string gInitError;
 
+/// The Context behind a pb_plugin_ctx handle.
 Context* ctxOf(pb_plugin_ctx* ctx) { return reinterpret_cast<Context*>(ctx); }
+/// The Connection behind a pb_conn handle.
 Connection* connOf(pb_conn* conn) { return reinterpret_cast<Connection*>(conn); }
 
 /// Records reason where last_error(ctx) will find it.
@@ -75,6 +79,7 @@ T* need(T* p, const char* op, const char* what) {
 
 // ---- context-level entries -------------------------------------------------
 
+/// pb_transport_v1::init (contract in transport.h).
 pb_status ethInit(const pb_host_services_v1* host, pb_plugin_ctx** ctx) {
   return guarded(nullptr, "init", [&] {
     *need(ctx, "init", "ctx") = nullptr;
@@ -84,6 +89,7 @@ pb_status ethInit(const pb_host_services_v1* host, pb_plugin_ctx** ctx) {
   });
 }
 
+/// pb_transport_v1::properties (contract in transport.h).
 pb_status ethProperties(pb_plugin_ctx* ctx, pb_transport_properties_v1* props) {
   return guarded(ctxOf(ctx), "properties", [&] {
     need(props, "properties", "props");
@@ -107,6 +113,7 @@ void writeReason(const std::string& text, char* reason, size_t reasonLen) {
   reason[n] = '\0';
 }
 
+/// pb_transport_v1::can_connect (contract in transport.h).
 pb_status ethCanConnect(pb_plugin_ctx* ctx, const pb_peer_info_v1* peer, int* cost, char* reason,
                         size_t reasonLen) {
   Context* c = ctxOf(ctx);
@@ -122,6 +129,7 @@ pb_status ethCanConnect(pb_plugin_ctx* ctx, const pb_peer_info_v1* peer, int* co
   });
 }
 
+/// pb_transport_v1::setup (contract in transport.h).
 pb_status ethSetup(pb_plugin_ctx* ctx, const pb_peer_info_v1* peer, pb_conn** conn, void* addr,
                    size_t* addrLen) {
   Context* c = ctxOf(ctx);
@@ -134,6 +142,7 @@ pb_status ethSetup(pb_plugin_ctx* ctx, const pb_peer_info_v1* peer, pb_conn** co
   });
 }
 
+/// pb_transport_v1::register_memory (contract in transport.h).
 pb_status ethRegisterMemory(pb_plugin_ctx* ctx, void* ptr, size_t size, pb_mem_type type, pb_mr** mr) {
   Context* c = ctxOf(ctx);
   return guarded(c, "register_memory", [&] {
@@ -150,6 +159,7 @@ pb_status ethRegisterMemory(pb_plugin_ctx* ctx, void* ptr, size_t size, pb_mem_t
   });
 }
 
+/// pb_transport_v1::pack_rkey (contract in transport.h).
 pb_status ethPackRkey(pb_plugin_ctx* ctx, pb_mr* mr, void* buf, size_t* len) {
   Context* c = ctxOf(ctx);
   return guarded(c, "pack_rkey", [&] {
@@ -158,6 +168,7 @@ pb_status ethPackRkey(pb_plugin_ctx* ctx, pb_mr* mr, void* buf, size_t* len) {
   });
 }
 
+/// pb_transport_v1::deregister_memory (contract in transport.h).
 pb_status ethDeregisterMemory(pb_plugin_ctx* ctx, pb_mr* mr) {
   Context* c = ctxOf(ctx);
   return guarded(c, "deregister_memory", [&] {
@@ -167,6 +178,7 @@ pb_status ethDeregisterMemory(pb_plugin_ctx* ctx, pb_mr* mr) {
   });
 }
 
+/// pb_transport_v1::finalize (contract in transport.h).
 pb_status ethFinalize(pb_plugin_ctx* ctx) {
   Context* c = ctxOf(ctx);
   return guarded(c, "finalize", [&] {
@@ -181,6 +193,7 @@ pb_status ethFinalize(pb_plugin_ctx* ctx) {
   });
 }
 
+/// pb_transport_v1::last_error (contract in transport.h).
 const char* ethLastError(pb_plugin_ctx* ctx) {
   // A per-thread copy stays valid while other threads record new errors.
   thread_local std::string copy;
@@ -202,12 +215,14 @@ const char* ethLastError(pb_plugin_ctx* ctx) {
 /// The context errors on conn are recorded in (NULL for a NULL conn).
 Context* ctxOfConn(pb_conn* conn) { return conn ? &connOf(conn)->context() : nullptr; }
 
+/// pb_transport_v1::proxy_connect (contract in transport.h).
 pb_status ethProxyConnect(pb_conn* conn, const void* peerAddr, size_t peerAddrLen) {
   return guarded(ctxOfConn(conn), "proxy_connect", [&] {
     return need(connOf(conn), "proxy_connect", "conn")->connect(peerAddr, peerAddrLen) ? PB_OK : PB_IN_PROGRESS;
   });
 }
 
+/// pb_transport_v1::import_rkey (contract in transport.h).
 pb_status ethImportRkey(pb_conn* conn, const void* buf, size_t len, pb_rkey** rkey) {
   return guarded(ctxOfConn(conn), "import_rkey", [&] {
     need(conn, "import_rkey", "conn");
@@ -217,6 +232,7 @@ pb_status ethImportRkey(pb_conn* conn, const void* buf, size_t len, pb_rkey** rk
   });
 }
 
+/// pb_transport_v1::release_rkey (contract in transport.h).
 pb_status ethReleaseRkey(pb_conn* conn, pb_rkey* rkey) {
   return guarded(ctxOfConn(conn), "release_rkey", [&] {
     delete reinterpret_cast<RemoteRegion*>(rkey);
@@ -224,6 +240,7 @@ pb_status ethReleaseRkey(pb_conn* conn, pb_rkey* rkey) {
   });
 }
 
+/// pb_transport_v1::write (contract in transport.h).
 pb_status ethWrite(pb_conn* conn, pb_mr* src, size_t srcOffset, pb_rkey* dst, size_t dstOffset, size_t size) {
   return guarded(ctxOfConn(conn), "write", [&] {
     need(connOf(conn), "write", "conn")
@@ -233,6 +250,7 @@ pb_status ethWrite(pb_conn* conn, pb_mr* src, size_t srcOffset, pb_rkey* dst, si
   });
 }
 
+/// pb_transport_v1::signal (contract in transport.h).
 pb_status ethSignal(pb_conn* conn, pb_rkey* dst, size_t dstOffset, uint64_t value) {
   return guarded(ctxOfConn(conn), "signal", [&] {
     need(connOf(conn), "signal", "conn")
@@ -241,6 +259,7 @@ pb_status ethSignal(pb_conn* conn, pb_rkey* dst, size_t dstOffset, uint64_t valu
   });
 }
 
+/// pb_transport_v1::proxy_progress (contract in transport.h).
 pb_status ethProxyProgress(pb_conn* conn, uint64_t* completed) {
   return guarded(ctxOfConn(conn), "proxy_progress", [&] {
     need(connOf(conn), "proxy_progress", "conn")->progress(need(completed, "proxy_progress", "completed"));
@@ -248,6 +267,7 @@ pb_status ethProxyProgress(pb_conn* conn, uint64_t* completed) {
   });
 }
 
+/// pb_transport_v1::flush (contract in transport.h).
 pb_status ethFlush(pb_conn* conn) {
   return guarded(ctxOfConn(conn), "flush", [&] {
     need(connOf(conn), "flush", "conn")->flush();
@@ -255,6 +275,7 @@ pb_status ethFlush(pb_conn* conn) {
   });
 }
 
+/// pb_transport_v1::free (contract in transport.h).
 pb_status ethFree(pb_conn* conn) {
   return guarded(ctxOfConn(conn), "free", [&] {
     delete connOf(conn);
