@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -322,6 +323,18 @@ TEST_F(EthernetTest, BadSettingValueFailsInit) {
   pb_plugin_ctx* ctx = nullptr;
   EXPECT_EQ(t_->init(&hosts_.back()->services, &ctx), PB_ERR_INVALID);
   EXPECT_NE(std::string(t_->last_error(nullptr)).find("socket_buffer_bytes = 'lots'"), std::string::npos)
+      << t_->last_error(nullptr);
+}
+
+TEST_F(EthernetTest, HostThatThrowsFromDeclareIsReportedNotFatal) {
+  FakeHost host(0, "testhost", {});
+  host.services.declare_setting = [](void*, const pb_setting_decl_v1*) -> pb_status {
+    throw std::runtime_error("PLUGBOARD_ETHERNET_IFNAME: bad value");
+  };
+  pb_plugin_ctx* ctx = nullptr;
+  EXPECT_EQ(t_->init(&host.services, &ctx), PB_ERR_INVALID);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find("declaring setting 'ifname': PLUGBOARD_ETHERNET_IFNAME: bad value"),
+            std::string::npos)
       << t_->last_error(nullptr);
 }
 

@@ -28,6 +28,18 @@ std::string interfaceNames(const std::vector<net::Interface>& all) {
   return out.empty() ? "none" : out;
 }
 
+/// Calls a host service. The ABI is C, but should the host let a C++
+/// exception out (e.g. a badly typed env value), report it as the user error
+/// it is rather than as an internal one.
+template <typename Call>
+pb_status hostCall(const std::string& what, Call&& call) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    throw Error(PB_ERR_INVALID, what + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 PeerInfo PeerInfo::from(const pb_peer_info_v1* peer) {
@@ -69,8 +81,9 @@ void Context::declareSettings() const {
        "SO_SNDBUF/SO_RCVBUF of ethernet sockets in bytes; 0 keeps the system default", 1},
   };
   for (const auto& d : decls) {
-    pb_status st = host_.declare_setting(host_.core, &d);
-    ETH_CHECK(st == PB_OK, st, std::string("ethernet: the core refused to declare setting '") + d.key + "'");
+    std::string what = std::string("ethernet: declaring setting '") + d.key + "'";
+    pb_status st = hostCall(what, [&] { return host_.declare_setting(host_.core, &d); });
+    ETH_CHECK(st == PB_OK, st, what + ": the core refused it (status " + std::to_string(st) + ")");
   }
 }
 
@@ -79,7 +92,8 @@ std::string Context::readSetting(const char* key) const {
   std::vector<char> buf(256);
   for (int attempt = 0; attempt < 3; ++attempt) {
     size_t needed = 0;
-    pb_status st = host_.get_setting(host_.core, key, buf.data(), buf.size(), &needed);
+    pb_status st = hostCall(std::string("ethernet: reading setting '") + key + "'",
+                            [&] { return host_.get_setting(host_.core, key, buf.data(), buf.size(), &needed); });
     if (st == PB_OK) return std::string(buf.data());
     ETH_CHECK(st == PB_ERR_NOMEM && needed > buf.size(), st,
               std::string("ethernet: cannot read setting '") + key + "' from the core");
