@@ -210,9 +210,12 @@ Socket Socket::listenOn(const SockAddr& addr, int backlog) {
   return s;
 }
 
-Socket Socket::beginConnect(const SockAddr& addr) {
+Socket Socket::beginConnect(const SockAddr& addr) { return beginConnect(addr, 0); }
+
+Socket Socket::beginConnect(const SockAddr& addr, int bufferBytes) {
   Socket s(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!s.valid()) throwSys("socket", errno);
+  s.setBufferSizes(bufferBytes);
   int rc = ::connect(s.fd_, reinterpret_cast<const sockaddr*>(&addr.storage), addr.length);
   if (rc != 0 && errno != EINPROGRESS) {
     int err = errno;
@@ -312,6 +315,65 @@ void Socket::recvAll(void* data, size_t size, Deadline deadline) {
 }
 
 bool Socket::waitReadable(Deadline deadline) { return pollFor(fd_, POLLIN, deadline); }
+
+void Socket::sendAllV(const iovec* iov, size_t count, Deadline deadline) {
+  std::vector<iovec> left(iov, iov + count);
+  size_t first = 0;
+  while (first < left.size()) {
+    if (left[first].iov_len == 0) { ++first; continue; }
+    msghdr msg{};
+    msg.msg_iov = &left[first];
+    msg.msg_iovlen = std::min<size_t>(left.size() - first, IOV_MAX);
+    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      int err = errno;
+      if (err == EINTR) continue;
+      if (err == EAGAIN || err == EWOULDBLOCK) {
+        if (!pollFor(fd_, POLLOUT, deadline)) throw NetError(NetErrorKind::Timeout, "send timed out");
+        continue;
+      }
+      if (err == EPIPE || err == ECONNRESET)
+        throw NetError(NetErrorKind::Closed, "connection closed by peer (" + errnoText(err) + ")");
+      throwSys("sendmsg", err);
+    }
+    // Advance past what the kernel took: whole buffers, then part of one.
+    for (size_t done = static_cast<size_t>(n); done > 0 && first < left.size(); ++first) {
+      if (done < left[first].iov_len) {
+        left[first].iov_base = static_cast<char*>(left[first].iov_base) + done;
+        left[first].iov_len -= done;
+        break;
+      }
+      done -= left[first].iov_len;
+    }
+  }
+}
+
+size_t Socket::sendSome(const void* data, size_t size) {
+  for (;;) {
+    ssize_t n = ::send(fd_, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return static_cast<size_t>(n);
+    int err = errno;
+    if (err == EINTR) continue;
+    if (err == EAGAIN || err == EWOULDBLOCK) return 0;
+    if (err == EPIPE || err == ECONNRESET)
+      throw NetError(NetErrorKind::Closed, "connection closed by peer (" + errnoText(err) + ")");
+    throwSys("send", err);
+  }
+}
+
+size_t Socket::recvSome(void* data, size_t size) {
+  if (size == 0) return 0;
+  for (;;) {
+    ssize_t n = ::recv(fd_, data, size, MSG_DONTWAIT);
+    if (n > 0) return static_cast<size_t>(n);
+    if (n == 0) throw NetError(NetErrorKind::Closed, "connection closed by peer");
+    int err = errno;
+    if (err == EINTR) continue;
+    if (err == EAGAIN || err == EWOULDBLOCK) return 0;
+    if (err == ECONNRESET) throw NetError(NetErrorKind::Closed, "connection reset by peer");
+    throwSys("recv", err);
+  }
+}
 
 SockAddr Socket::localAddress() const {
   SockAddr a;

@@ -5,6 +5,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <chrono>
 #include <cstddef>
@@ -99,6 +100,9 @@ class Socket {
   static Socket connectTo(const SockAddr& addr, Deadline deadline);
   /// Starts a non-blocking connect; finish it with connectFinished().
   static Socket beginConnect(const SockAddr& addr);
+  /// Same, with SO_SNDBUF/SO_RCVBUF set to bufferBytes before connecting (so
+  /// the TCP window scale fits); 0 keeps the system default.
+  static Socket beginConnect(const SockAddr& addr, int bufferBytes);
   /// True once a beginConnect() completed; throws NetError if it failed
   /// (Invalid: refused, the caller may retry with a new socket).
   bool connectFinished();
@@ -113,6 +117,16 @@ class Socket {
   void recvAll(void* data, size_t size, Deadline deadline);
   /// Waits until readable; false at the deadline.
   bool waitReadable(Deadline deadline);
+  /// Sends every byte of the count buffers in iov (one sendmsg per wakeup,
+  /// no copy), waiting for buffer space until the deadline. Throws Closed on
+  /// EPIPE/ECONNRESET, Timeout at the deadline.
+  void sendAllV(const iovec* iov, size_t count, Deadline deadline);
+  /// Non-blocking send: bytes accepted now (0 when the buffer is full).
+  /// Throws Closed on EPIPE/ECONNRESET.
+  size_t sendSome(const void* data, size_t size);
+  /// Non-blocking receive: bytes read now (0 when none are pending). Throws
+  /// Closed on orderly shutdown or reset.
+  size_t recvSome(void* data, size_t size);
 
   /// The locally bound address.
   SockAddr localAddress() const;

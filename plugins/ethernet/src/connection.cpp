@@ -1,0 +1,152 @@
+// Set-up, posting and close of a connection. The two data-path threads are
+// in datapath.cpp.
+#include "connection.hpp"
+
+#include "error.hpp"
+
+namespace plugboard::ethernet {
+
+namespace {
+
+/// How long free() lets the sender finish its current frame and send CLOSE
+/// before it shuts the sockets down under it.
+constexpr std::chrono::milliseconds kCloseGrace{2000};
+
+}  // namespace
+
+Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen)
+    : ctx_(ctx), peer_(peer) {
+  Settings settings = ctx.settings();
+  std::string why;
+  auto route = ctx.route(peer, settings, &why);
+  ETH_CHECK(route, PB_ERR_INVALID, "ethernet cannot reach " + peer.describe() + ": " + why);
+  net::Socket listener;
+  try {
+    listener = net::Socket::listenOn(route->address);
+    listener.setBufferSizes(settings.socketBufferBytes);  // Inherited by the accepted socket.
+    listener.setNonBlocking(true);                         // tryAccept() must never block.
+  } catch (const net::NetError& e) {
+    throw Error(PB_ERR_SYSTEM, "ethernet set-up with " + peer.describe() + " on interface " + route->ifname +
+                                   ": " + e.what());
+  }
+  net::SockAddr local = listener.localAddress();
+  encodeAddress(ctx.rank(), local, addr, addrLen);
+  route_ = route->ifname + " " + local.str();
+  handshake_ = std::make_unique<Handshake>(std::move(listener), ctx.rank(), peer, settings.socketBufferBytes);
+  ctx_.connectionOpened();
+}
+
+Connection::~Connection() {
+  close();
+  ctx_.connectionClosed();
+}
+
+bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
+  if (connected_) return true;
+  if (!peerListen_) peerListen_ = decodeAddress(peerAddr, peerAddrLen, peer_);
+  if (!handshake_->step(*peerListen_)) return false;
+  startThreads(handshake_->takeOutbound(), handshake_->takeInbound());
+  handshake_.reset();
+  connected_ = true;
+  ctx_.log(PB_LOG_INFO, "rank " + std::to_string(ctx_.rank()) + " connected to " + peer_.describe() +
+                            " over " + route_ + " -> " + peerListen_->str());
+  return true;
+}
+
+void Connection::startThreads(net::Socket outbound, net::Socket inbound) {
+  outbound_ = std::move(outbound);
+  inbound_ = std::move(inbound);
+  outbound_.setNoDelay();
+  inbound_.setNoDelay();
+  sender_ = std::thread(&Connection::sendLoop, this);
+  receiver_ = std::thread(&Connection::receiveLoop, this);
+}
+
+uint64_t Connection::postWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst,
+                               size_t dstOffset, size_t size) {
+  ETH_CHECK(src.owner == &ctx_, PB_ERR_INVALID, "write: the source region belongs to another context");
+  ETH_CHECK(rangeFits(srcOffset, size, src.size), PB_ERR_INVALID,
+            "write: source range of " + std::to_string(size) + " bytes at offset " + std::to_string(srcOffset) +
+                " lies outside the registered region of " + std::to_string(src.size) + " bytes");
+  ETH_CHECK(rangeFits(dstOffset, size, dst.size), PB_ERR_INVALID,
+            "write: destination range of " + std::to_string(size) + " bytes at offset " +
+                std::to_string(dstOffset) + " lies outside " + peer_.describe() + "'s region of " +
+                std::to_string(dst.size) + " bytes");
+  Op op;
+  op.header = {wire::kFrameMagic, uint16_t(wire::FrameType::Write), 0, 0, dst.id, dst.key, dstOffset, size};
+  op.payload = src.base + srcOffset;
+  return post(op);
+}
+
+uint64_t Connection::postSignal(const RemoteRegion& dst, size_t dstOffset, uint64_t value) {
+  ETH_CHECK(rangeFits(dstOffset, sizeof(uint64_t), dst.size), PB_ERR_INVALID,
+            "signal: offset " + std::to_string(dstOffset) + " + 8 bytes lies outside " + peer_.describe() +
+                "'s region of " + std::to_string(dst.size) + " bytes");
+  ETH_CHECK((dst.base + dstOffset) % alignof(uint64_t) == 0, PB_ERR_INVALID,
+            "signal: the target (region offset " + std::to_string(dstOffset) + ") is not 8-byte aligned");
+  Op op;
+  op.header = {wire::kFrameMagic, uint16_t(wire::FrameType::Signal), 0, 0, dst.id, dst.key, dstOffset, value};
+  return post(op);
+}
+
+uint64_t Connection::post(Op op) {
+  requireConnected();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failure_) throw Error(failure_->status, failure_->reason);
+  ETH_CHECK(!peerClosed_, PB_ERR_REMOTE,
+            peer_.describe() + " closed the ethernet connection; nothing more can be posted to it");
+  op.header.seq = ++posted_;
+  queue_.push_back(op);
+  cv_.notify_all();
+  return op.header.seq;
+}
+
+void Connection::progress(uint64_t* completed) {
+  requireConnected();
+  *completed = completed_.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failure_) throw Error(failure_->status, failure_->reason);
+}
+
+void Connection::flush() { requireConnected(); }
+
+void Connection::requireConnected() const {
+  ETH_CHECK(connected_, PB_ERR_INVALID,
+            "the ethernet connection to " + peer_.describe() + " is not connected yet (proxy_connect has not "
+            "returned PB_OK)");
+}
+
+void Connection::close() noexcept {
+  try {
+    if (sender_.joinable()) {
+      std::unique_lock<std::mutex> lock(mu_);
+      closing_ = true;
+      cv_.notify_all();
+      cv_.wait_for(lock, kCloseGrace, [&] { return senderDone_; });
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closing_ = true;
+    }
+    // Wakes a receiver blocked in recv and a sender stuck behind a peer
+    // that stopped reading; both then see closing_ and exit quietly.
+    outbound_.shutdownBoth();
+    inbound_.shutdownBoth();
+    if (sender_.joinable()) sender_.join();
+    if (receiver_.joinable()) receiver_.join();
+  } catch (...) {
+    // Nothing sensible to report from a destructor path.
+  }
+}
+
+void Connection::fail(pb_status status, const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closing_ || failure_) return;
+    failure_ = Failure{status, reason};
+    cv_.notify_all();
+  }
+  ctx_.log(PB_LOG_WARN, reason);
+}
+
+}  // namespace plugboard::ethernet

@@ -1,0 +1,129 @@
+// One ethernet connection to a peer (the core's pb_conn*): two TCP sockets,
+// a sender thread for our posted writes/signals and a receiver thread that
+// applies the peer's writes/signals to our registered memory.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "context.hpp"
+#include "handshake.hpp"
+#include "memory.hpp"
+#include "net/socket.hpp"
+#include "wire.hpp"
+
+namespace plugboard::ethernet {
+
+/// A connection. The core serializes calls on one connection (transport.h);
+/// the two threads share state with those calls through mu_.
+class Connection {
+ public:
+  /// setup(): listens for peer and writes our address blob into addr
+  /// (*addrLen: room in, size used out). Throws Error.
+  Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen);
+  /// Closes (see close()); never throws.
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  /// proxy_connect(): one non-blocking step. True once connected (threads
+  /// running). Throws Error for a bad blob or a failed handshake.
+  bool connect(const void* peerAddr, size_t peerAddrLen);
+  /// Posts a write of size bytes; returns its sequence number. Throws Error
+  /// (PB_ERR_INVALID for a bad range, the connection's failure otherwise).
+  uint64_t postWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset,
+                     size_t size);
+  /// Posts an atomic add of value to the u64 at dst + dstOffset. As postWrite.
+  uint64_t postSignal(const RemoteRegion& dst, size_t dstOffset, uint64_t value);
+  /// Sets *completed to the sequence number of the last completed
+  /// operation, then throws the connection's failure if any (final).
+  void progress(uint64_t* completed);
+  /// Throws unless connected; everything is sent as soon as it is posted.
+  void flush();
+  /// The owning context.
+  Context& context() { return ctx_; }
+
+ private:
+  /// A posted operation: its frame header and, for a write, the source bytes.
+  struct Op {
+    wire::FrameHeader header;
+    const char* payload = nullptr;
+  };
+  /// A final error and the status it maps to.
+  struct Failure {
+    pb_status status;
+    std::string reason;
+  };
+
+  /// Throws Error(PB_ERR_INVALID) until proxy_connect has returned PB_OK.
+  void requireConnected() const;
+  /// Numbers op and queues it for the sender; throws the connection's
+  /// failure, or PB_ERR_REMOTE once the peer sent CLOSE.
+  uint64_t post(Op op);
+  /// Takes the handshake's sockets and starts both threads.
+  void startThreads(net::Socket outbound, net::Socket inbound);
+  /// Lets the sender finish its frame and send CLOSE (bounded wait), then
+  /// shuts both sockets down and joins both threads. Never throws or hangs.
+  void close() noexcept;
+
+  /// Sender thread body: sends queued ops in order, publishes completed_.
+  void sendLoop();
+  /// Next op to send; false once free() began.
+  bool nextOp(Op& op);
+  /// Sends op's header and payload with one zero-copy sendmsg loop.
+  void sendFrame(const Op& op);
+  /// Records the sender's error, worded by what the receiver learned.
+  void senderFailed(pb_status status, const std::string& what, bool peerGone);
+  /// Sets flag under mu_ and wakes every waiter.
+  void markDone(bool& flag);
+
+  /// Receiver thread body: applies frames until CLOSE or an error.
+  void receiveLoop();
+  /// Reads and applies one frame; false after CLOSE.
+  bool receiveFrame();
+  /// Receives a write's payload straight into the pinned destination.
+  void applyWrite(const wire::FrameHeader& h);
+  /// Applies a signal's atomic add (release) to the pinned destination.
+  void applySignal(const wire::FrameHeader& h);
+  /// Throws Error(PB_ERR_REMOTE, "bad message from <peer>: what").
+  [[noreturn]] void badMessage(const std::string& what) const;
+
+  /// Records the connection's final failure (first one wins; ignored once
+  /// free() began) and logs it.
+  void fail(pb_status status, const std::string& reason);
+
+  Context& ctx_;
+  PeerInfo peer_;
+  std::string route_;  // "lo 127.0.0.1:port", for logs.
+  std::unique_ptr<Handshake> handshake_;
+  std::optional<net::SockAddr> peerListen_;
+
+  net::Socket outbound_;
+  net::Socket inbound_;
+  std::thread sender_;
+  std::thread receiver_;
+  bool connected_ = false;
+
+  std::atomic<uint64_t> completed_{0};  // Written by the sender, in order.
+  uint64_t expectedSeq_ = 1;            // Receiver-thread only.
+
+  // Everything below is guarded by mu_; cv_ signals any change of it.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Op> queue_;
+  uint64_t posted_ = 0;
+  bool closing_ = false;       // free() began: stop, drop queued ops, send CLOSE.
+  bool peerClosed_ = false;    // The peer's CLOSE arrived.
+  bool senderDone_ = false;
+  bool receiverDone_ = false;
+  std::optional<Failure> failure_;  // First error of either thread; final.
+};
+
+}  // namespace plugboard::ethernet

@@ -1,0 +1,92 @@
+// The plugin context: host services, settings, interface choice, the
+// registry of local regions and the last error. One per loaded plugin per
+// communicator; the core's pb_plugin_ctx*.
+#pragma once
+
+#include <plugboard/transport.h>
+
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "memory.hpp"
+#include "net/socket.hpp"
+
+namespace plugboard::ethernet {
+
+/// can_connect's cost for a reachable peer (lower is better): a fallback,
+/// worse than in-host paths such as cudaipc (~10) or RDMA.
+constexpr int kConnectCost = 100;
+
+/// Resolved values of the plugin's settings (see Context::declareSettings).
+struct Settings {
+  std::string ifname;         ///< NCCL_SOCKET_IFNAME-style interface spec; "" = automatic.
+  int socketBufferBytes = 0;  ///< SO_SNDBUF/SO_RCVBUF; 0 = system default.
+};
+
+/// The far end of a connection, copied out of pb_peer_info_v1.
+struct PeerInfo {
+  int rank = -1;          ///< Peer's rank.
+  std::string host;       ///< Peer's host identity.
+  bool sameHost = false;  ///< Same host as this process.
+
+  /// Copies *peer; throws Error(PB_ERR_INVALID) on NULL or a short struct.
+  static PeerInfo from(const pb_peer_info_v1* peer);
+  /// "rank N (host H)", for messages.
+  std::string describe() const;
+};
+
+/// Where this side listens for a given peer.
+struct Route {
+  std::string ifname;     ///< Interface name ("lo" for the same-host default).
+  net::SockAddr address;  ///< Its address, port 0.
+};
+
+/// State shared by every connection and region of one plugin instance.
+class Context {
+ public:
+  /// Checks the host table and declares the settings; throws Error.
+  explicit Context(const pb_host_services_v1* host);
+
+  /// This process's rank.
+  int rank() const { return rank_; }
+  /// This host's name as the core identifies it.
+  const std::string& hostname() const { return hostname_; }
+  /// Reads the settings' current values from the core; throws Error.
+  Settings settings() const;
+  /// The address to listen on for peer, or why the peer is unreachable.
+  std::optional<Route> route(const PeerInfo& peer, const Settings& settings, std::string* why) const;
+  /// Local registered regions.
+  RegionRegistry& regions() { return regions_; }
+
+  /// Logs one line through the core.
+  void log(pb_log_level level, const std::string& message) const;
+  /// Records message as the reason last_error() reports.
+  void setError(const std::string& message);
+  /// The last recorded reason ("" if none).
+  std::string lastError() const;
+
+  /// Counts live connections, so finalize can refuse while any remain.
+  void connectionOpened() { ++connections_; }
+  /// See connectionOpened().
+  void connectionClosed() { --connections_; }
+  /// Live connections.
+  int connections() const { return connections_.load(); }
+
+ private:
+  /// Declares ifname and socket_buffer_bytes through the host table.
+  void declareSettings() const;
+  /// A declared setting's value as text, through the host table.
+  std::string readSetting(const char* key) const;
+
+  pb_host_services_v1 host_{};
+  int rank_ = -1;
+  std::string hostname_;
+  RegionRegistry regions_;
+  std::atomic<int> connections_{0};
+  mutable std::mutex errorMu_;
+  std::string error_;
+};
+
+}  // namespace plugboard::ethernet

@@ -1,0 +1,164 @@
+// The two threads of a connection.
+//
+// Ordering: one sender thread sends posted operations in posting order on
+// one TCP stream; one receiver thread on the peer applies frames in stream
+// order, receiving each write's payload straight into the destination
+// before it reads the next header. So when a signal's atomic add (release)
+// lands, every earlier write on the connection is already in memory, and a
+// waiter that reads the counter with acquire sees their data.
+#include <sys/uio.h>
+
+#include "connection.hpp"
+#include "error.hpp"
+
+namespace plugboard::ethernet {
+
+namespace {
+
+/// How long the sender, having lost its socket, waits for the receiver to
+/// learn why (a CLOSE frame or a bare end of stream) before reporting.
+constexpr std::chrono::milliseconds kVerdictWait{1000};
+
+}  // namespace
+
+// ---- sender ----------------------------------------------------------------
+
+void Connection::sendLoop() {
+  try {
+    Op op;
+    while (nextOp(op)) {
+      sendFrame(op);
+      completed_.store(op.header.seq, std::memory_order_release);
+    }
+    Op close;
+    close.header = {wire::kFrameMagic, uint16_t(wire::FrameType::Close), 0, 0, 0, 0, 0, 0};
+    sendFrame(close);
+  } catch (const net::NetError& e) {
+    bool gone = e.kind() == net::NetErrorKind::Closed;
+    senderFailed(gone ? PB_ERR_REMOTE : PB_ERR_SYSTEM, e.what(), gone);
+  } catch (const std::exception& e) {
+    senderFailed(PB_ERR_INTERNAL, e.what(), false);
+  }
+  markDone(senderDone_);
+}
+
+bool Connection::nextOp(Op& op) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+  if (closing_) return false;  // free(): queued operations are abandoned.
+  op = queue_.front();
+  queue_.pop_front();
+  return true;
+}
+
+void Connection::sendFrame(const Op& op) {
+  uint8_t header[wire::FrameHeader::kSize];
+  op.header.encode(header);
+  bool hasPayload = op.header.type == uint16_t(wire::FrameType::Write) && op.header.length > 0;
+  // Header and payload in one sendmsg, the payload straight from the
+  // registered source: no staging copy, whatever the size.
+  iovec iov[2] = {{header, sizeof(header)}, {const_cast<char*>(op.payload), hasPayload ? op.header.length : 0}};
+  outbound_.sendAllV(iov, hasPayload ? 2 : 1, net::Deadline::never());
+}
+
+void Connection::senderFailed(pb_status status, const std::string& what, bool peerGone) {
+  std::string reason;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Our send fails once the peer's socket is gone; whether it said CLOSE
+    // first arrives on the other socket, so let the receiver report it.
+    if (peerGone) cv_.wait_for(lock, kVerdictWait, [&] { return receiverDone_ || closing_; });
+    if (closing_ || failure_) return;
+    if (peerClosed_)
+      reason = peer_.describe() + " closed the ethernet connection while operations were pending (" + what + ")";
+    else if (peerGone)
+      reason = peer_.describe() + " closed the ethernet connection unexpectedly (send: " + what + ")";
+    else
+      reason = "ethernet connection to " + peer_.describe() + ": send failed: " + what;
+  }
+  fail(status, reason);
+}
+
+void Connection::markDone(bool& flag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  flag = true;
+  cv_.notify_all();
+}
+
+// ---- receiver --------------------------------------------------------------
+
+void Connection::receiveLoop() {
+  try {
+    while (receiveFrame()) {
+    }
+  } catch (const Error& e) {
+    fail(e.status(), e.what());
+  } catch (const net::NetError& e) {
+    if (e.kind() == net::NetErrorKind::Closed)
+      fail(PB_ERR_REMOTE, peer_.describe() + " closed the ethernet connection unexpectedly (" + e.what() + ")");
+    else
+      fail(PB_ERR_SYSTEM, "ethernet connection to " + peer_.describe() + ": receive failed: " + e.what());
+  } catch (const std::exception& e) {
+    fail(PB_ERR_INTERNAL, "ethernet receiver for " + peer_.describe() + ": " + e.what());
+  }
+  markDone(receiverDone_);
+}
+
+bool Connection::receiveFrame() {
+  uint8_t bytes[wire::FrameHeader::kSize];
+  inbound_.recvAll(bytes, sizeof(bytes), net::Deadline::never());
+  auto h = wire::FrameHeader::decode(bytes);
+  if (h.magic != wire::kFrameMagic || h.reserved != 0) badMessage("frame header has a bad magic");
+  if (h.type == uint16_t(wire::FrameType::Close)) {
+    markDone(peerClosed_);
+    ctx_.log(PB_LOG_INFO, peer_.describe() + " closed its ethernet connection to rank " +
+                              std::to_string(ctx_.rank()));
+    return false;
+  }
+  if (h.seq != expectedSeq_)
+    badMessage("frame seq " + std::to_string(h.seq) + ", expected " + std::to_string(expectedSeq_));
+  ++expectedSeq_;
+  if (h.type == uint16_t(wire::FrameType::Write))
+    applyWrite(h);
+  else if (h.type == uint16_t(wire::FrameType::Signal))
+    applySignal(h);
+  else
+    badMessage("unknown frame type " + std::to_string(h.type));
+  return true;
+}
+
+void Connection::applyWrite(const wire::FrameHeader& h) {
+  // The pin keeps deregister_memory() waiting until the payload is in.
+  auto pin = ctx_.regions().pin(h.region, h.key);
+  LocalRegion* region = pin.get();
+  if (!region)
+    badMessage("write of " + std::to_string(h.length) + " bytes to region " + std::to_string(h.region) +
+               ", which is not registered here (deregistered, or a stale key)");
+  if (!rangeFits(h.offset, h.length, region->size))
+    badMessage("write of " + std::to_string(h.length) + " bytes at offset " + std::to_string(h.offset) +
+               " overruns region " + std::to_string(h.region) + " of " + std::to_string(region->size) + " bytes");
+  if (h.length > 0) inbound_.recvAll(region->base + h.offset, h.length, net::Deadline::never());
+}
+
+void Connection::applySignal(const wire::FrameHeader& h) {
+  auto pin = ctx_.regions().pin(h.region, h.key);
+  LocalRegion* region = pin.get();
+  if (!region)
+    badMessage("signal to region " + std::to_string(h.region) +
+               ", which is not registered here (deregistered, or a stale key)");
+  if (!rangeFits(h.offset, sizeof(uint64_t), region->size))
+    badMessage("signal at offset " + std::to_string(h.offset) + " overruns region " + std::to_string(h.region) +
+               " of " + std::to_string(region->size) + " bytes");
+  char* target = region->base + h.offset;
+  if (reinterpret_cast<uintptr_t>(target) % alignof(uint64_t) != 0)
+    badMessage("signal target at offset " + std::to_string(h.offset) + " is not 8-byte aligned");
+  // Release: the payloads this thread received before are visible to
+  // whoever acquires the new counter value.
+  __atomic_fetch_add(reinterpret_cast<uint64_t*>(target), h.length, __ATOMIC_RELEASE);
+}
+
+void Connection::badMessage(const std::string& what) const {
+  throw Error(PB_ERR_REMOTE, "bad message from " + peer_.describe() + ": " + what);
+}
+
+}  // namespace plugboard::ethernet

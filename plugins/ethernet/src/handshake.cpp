@@ -1,0 +1,138 @@
+#include "handshake.hpp"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "error.hpp"
+
+namespace plugboard::ethernet {
+
+namespace {
+
+/// Pause between connect attempts the peer refused (it may not listen yet).
+constexpr std::chrono::milliseconds kRetryInterval{10};
+
+}  // namespace
+
+void encodeAddress(int rank, const net::SockAddr& listen, void* out, size_t* len) {
+  ETH_CHECK(out && len, PB_ERR_INVALID, "setup: address buffer and length must not be NULL");
+  size_t room = *len;
+  *len = wire::AddressBlob::kSize;
+  ETH_CHECK(room >= wire::AddressBlob::kSize, PB_ERR_INVALID,
+            "setup: address buffer of " + std::to_string(room) + " bytes is smaller than the " +
+                std::to_string(wire::AddressBlob::kSize) + " an ethernet address needs");
+  wire::AddressBlob blob{wire::kAddressMagic, wire::kVersion, rank, 0, listen.port(), {}};
+  if (listen.family() == AF_INET) {
+    blob.family = 4;
+    std::memcpy(blob.address.data(), &reinterpret_cast<const sockaddr_in*>(&listen.storage)->sin_addr, 4);
+  } else {
+    blob.family = 6;
+    std::memcpy(blob.address.data(), &reinterpret_cast<const sockaddr_in6*>(&listen.storage)->sin6_addr, 16);
+  }
+  blob.encode(static_cast<uint8_t*>(out));
+}
+
+net::SockAddr decodeAddress(const void* data, size_t len, const PeerInfo& peer) {
+  std::string from = "ethernet address blob from " + peer.describe();
+  ETH_CHECK(data, PB_ERR_INVALID, from + " is NULL");
+  ETH_CHECK(len == wire::AddressBlob::kSize, PB_ERR_INVALID,
+            from + " is " + std::to_string(len) + " bytes, expected " + std::to_string(wire::AddressBlob::kSize));
+  auto blob = wire::AddressBlob::decode(static_cast<const uint8_t*>(data));
+  ETH_CHECK(blob.magic == wire::kAddressMagic, PB_ERR_INVALID, from + " has a bad magic (not an ethernet blob?)");
+  ETH_CHECK(blob.version == wire::kVersion, PB_ERR_INVALID,
+            from + " has format version " + std::to_string(blob.version) + ", this plugin speaks " +
+                std::to_string(wire::kVersion));
+  ETH_CHECK(blob.rank == peer.rank, PB_ERR_INVALID, from + " was written by rank " + std::to_string(blob.rank));
+  net::SockAddr addr;
+  if (blob.family == 4) {
+    auto* in4 = reinterpret_cast<sockaddr_in*>(&addr.storage);
+    in4->sin_family = AF_INET;
+    std::memcpy(&in4->sin_addr, blob.address.data(), 4);
+    addr.length = sizeof(sockaddr_in);
+  } else {
+    ETH_CHECK(blob.family == 6, PB_ERR_INVALID, from + " has unknown address family " + std::to_string(blob.family));
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr.storage);
+    in6->sin6_family = AF_INET6;
+    std::memcpy(&in6->sin6_addr, blob.address.data(), 16);
+    addr.length = sizeof(sockaddr_in6);
+  }
+  addr.setPort(blob.port);
+  return addr;
+}
+
+Handshake::Handshake(net::Socket listener, int selfRank, PeerInfo peer, int bufferBytes)
+    : listener_(std::move(listener)), selfRank_(selfRank), peer_(std::move(peer)), bufferBytes_(bufferBytes) {
+  wire::Hello{wire::kHelloMagic, wire::kVersion, selfRank_, peer_.rank}.encode(helloOut_);
+}
+
+std::string Handshake::who() const {
+  return "ethernet set-up of rank " + std::to_string(selfRank_) + " with " + peer_.describe();
+}
+
+bool Handshake::step(const net::SockAddr& peerListen) {
+  try {
+    bool out = stepOutbound(peerListen);
+    bool in = stepInbound();
+    return out && in;
+  } catch (const net::NetError& e) {
+    pb_status st = e.kind() == net::NetErrorKind::Closed ? PB_ERR_REMOTE : PB_ERR_SYSTEM;
+    throw Error(st, who() + ": " + e.what());
+  }
+}
+
+bool Handshake::stepOutbound(const net::SockAddr& peerListen) {
+  if (helloSent_ == sizeof(helloOut_)) return true;
+  if (!outbound_.valid()) {
+    if (std::chrono::steady_clock::now() < nextAttempt_) return false;
+    try {
+      outbound_ = net::Socket::beginConnect(peerListen, bufferBytes_);
+    } catch (const net::NetError& e) {
+      if (e.kind() != net::NetErrorKind::Invalid) throw;
+    }
+    if (!outbound_.valid()) nextAttempt_ = std::chrono::steady_clock::now() + kRetryInterval;
+    return false;
+  }
+  if (!outConnected_) {
+    try {
+      outConnected_ = outbound_.connectFinished();
+    } catch (const net::NetError& e) {
+      if (e.kind() != net::NetErrorKind::Invalid) throw;
+      outbound_ = net::Socket();  // Refused: the peer does not listen yet; retry.
+      nextAttempt_ = std::chrono::steady_clock::now() + kRetryInterval;
+      return false;
+    }
+    if (!outConnected_) return false;
+  }
+  helloSent_ += outbound_.sendSome(helloOut_ + helloSent_, sizeof(helloOut_) - helloSent_);
+  return helloSent_ == sizeof(helloOut_);
+}
+
+bool Handshake::stepInbound() {
+  if (!inbound_.valid()) {
+    inbound_ = listener_.tryAccept();
+    if (!inbound_.valid()) return false;
+    listener_ = net::Socket();  // One peer per listener: stop accepting.
+  }
+  if (helloReceived_ < sizeof(helloIn_))
+    helloReceived_ += inbound_.recvSome(helloIn_ + helloReceived_, sizeof(helloIn_) - helloReceived_);
+  if (helloReceived_ < sizeof(helloIn_)) return false;
+  checkHello();
+  return true;
+}
+
+void Handshake::checkHello() const {
+  auto hello = wire::Hello::decode(helloIn_);
+  ETH_CHECK(hello.magic == wire::kHelloMagic, PB_ERR_REMOTE,
+            who() + ": the inbound connection did not start with an ethernet hello (bad magic); "
+                    "something other than the peer connected to our port");
+  ETH_CHECK(hello.version == wire::kVersion, PB_ERR_REMOTE,
+            who() + ": the peer speaks wire version " + std::to_string(hello.version) + ", we speak " +
+                std::to_string(wire::kVersion));
+  ETH_CHECK(hello.fromRank == peer_.rank && hello.toRank == selfRank_, PB_ERR_REMOTE,
+            who() + ": the inbound connection is from rank " + std::to_string(hello.fromRank) + " for rank " +
+                std::to_string(hello.toRank) + ", expected rank " + std::to_string(peer_.rank) + " for rank " +
+                std::to_string(selfRank_));
+}
+
+}  // namespace plugboard::ethernet

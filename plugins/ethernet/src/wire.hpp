@@ -1,0 +1,119 @@
+// Byte layouts the ethernet transport puts on the wire or in blobs the core
+// carries between ranks. Every integer is little-endian and every layout has
+// a fixed size; the structs below are the decoded forms, pinned by
+// static_assert so a field added by mistake is caught at compile time.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace plugboard::ethernet::wire {
+
+/// Format version shared by every layout below; bumped on any change.
+constexpr uint32_t kVersion = 1;
+/// "PBEA": address blob from setup().
+constexpr uint32_t kAddressMagic = 0x41454250;
+/// "PBEH": hello sent first on each new socket.
+constexpr uint32_t kHelloMagic = 0x48454250;
+/// "PBEF": start of every frame on a connected socket.
+constexpr uint32_t kFrameMagic = 0x46454250;
+/// "PBER": packed remote key.
+constexpr uint32_t kRkeyMagic = 0x52454250;
+
+/// Stores v at p as little-endian, whatever the host byte order.
+template <typename T>
+inline void storeLE(uint8_t* p, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+}
+
+/// Loads a little-endian T from p.
+template <typename T>
+inline T loadLE(const uint8_t* p) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return static_cast<T>(v);
+}
+
+/// setup()'s address blob: who listens where. 32 bytes on the wire:
+/// magic u32 | version u32 | rank i32 | family u16 (4 or 6) | port u16 |
+/// address 16 bytes (network order; IPv4 uses the first 4).
+struct AddressBlob {
+  uint32_t magic;
+  uint32_t version;
+  int32_t rank;
+  uint16_t family;
+  uint16_t port;
+  std::array<uint8_t, 16> address;
+
+  static constexpr size_t kSize = 32;
+  /// Writes the 32-byte wire form to out.
+  void encode(uint8_t* out) const;
+  /// Reads the wire form; the caller has checked the length.
+  static AddressBlob decode(const uint8_t* in);
+};
+static_assert(sizeof(AddressBlob) == AddressBlob::kSize, "AddressBlob layout changed");
+
+/// First bytes sent on an outbound socket, so the acceptor knows it is the
+/// expected peer. 16 bytes: magic u32 | version u32 | from_rank i32 | to_rank i32.
+struct Hello {
+  uint32_t magic;
+  uint32_t version;
+  int32_t fromRank;
+  int32_t toRank;
+
+  static constexpr size_t kSize = 16;
+  /// Writes the 16-byte wire form to out.
+  void encode(uint8_t* out) const;
+  /// Reads the wire form.
+  static Hello decode(const uint8_t* in);
+};
+static_assert(sizeof(Hello) == Hello::kSize, "Hello layout changed");
+
+/// Kinds of frame.
+enum class FrameType : uint16_t {
+  Write = 1,   ///< length payload bytes follow; store them at region+offset.
+  Signal = 2,  ///< Atomically add length (the value) to the u64 at region+offset.
+  Close = 3    ///< Orderly close: the sender posts nothing more.
+};
+
+/// Header of every frame. 48 bytes: magic u32 | type u16 | reserved u16 (0) |
+/// seq u64 | region u64 | key u64 | offset u64 | length u64 (payload bytes
+/// for Write, the value for Signal, 0 for Close). Write payload follows it.
+struct FrameHeader {
+  uint32_t magic;
+  uint16_t type;
+  uint16_t reserved;
+  uint64_t seq;
+  uint64_t region;
+  uint64_t key;
+  uint64_t offset;
+  uint64_t length;
+
+  static constexpr size_t kSize = 48;
+  /// Writes the 48-byte wire form to out.
+  void encode(uint8_t* out) const;
+  /// Reads the wire form.
+  static FrameHeader decode(const uint8_t* in);
+};
+static_assert(sizeof(FrameHeader) == FrameHeader::kSize, "FrameHeader layout changed");
+
+/// pack_rkey()'s blob. 40 bytes: magic u32 | version u32 | region u64 |
+/// key u64 | base u64 | size u64.
+struct PackedRkey {
+  uint32_t magic;
+  uint32_t version;
+  uint64_t region;
+  uint64_t key;
+  uint64_t base;
+  uint64_t size;
+
+  static constexpr size_t kSize = 40;
+  /// Writes the 40-byte wire form to out.
+  void encode(uint8_t* out) const;
+  /// Reads the wire form.
+  static PackedRkey decode(const uint8_t* in);
+};
+static_assert(sizeof(PackedRkey) == PackedRkey::kSize, "PackedRkey layout changed");
+
+}  // namespace plugboard::ethernet::wire

@@ -1,0 +1,863 @@
+// Tests of libplugboard-ethernet.so through its C ABI only, as the core
+// uses it: dlopen, a fake host-services table, two plugin contexts (ranks 0
+// and 1 of one host) in this process, real TCP sockets on loopback. One
+// test forks a rank that dies without closing.
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <plugboard/transport.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef PLUGBOARD_ETHERNET_PLUGIN
+#error "PLUGBOARD_ETHERNET_PLUGIN must name libplugboard-ethernet.so"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kTimeout = std::chrono::seconds(20);
+
+/// The plugin's table, loaded once the way the core loads it.
+const pb_transport_v1* plugin() {
+  static const pb_transport_v1* table = []() -> const pb_transport_v1* {
+    void* handle = dlopen(PLUGBOARD_ETHERNET_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      ADD_FAILURE() << "dlopen " << PLUGBOARD_ETHERNET_PLUGIN << ": " << dlerror();
+      return nullptr;
+    }
+    auto entry = reinterpret_cast<pb_transport_entry_v1_fn>(dlsym(handle, PB_TRANSPORT_ENTRY_SYMBOL_V1));
+    if (!entry) {
+      ADD_FAILURE() << "no " << PB_TRANSPORT_ENTRY_SYMBOL_V1 << " in " << PLUGBOARD_ETHERNET_PLUGIN;
+      return nullptr;
+    }
+    return entry(PB_TRANSPORT_ABI_MAJOR, PB_TRANSPORT_ABI_MINOR);
+  }();
+  return table;
+}
+
+/// A stand-in for the core's host services: settings come from a map
+/// (standing in for env/YAML), defaults from the plugin's declarations.
+struct FakeHost {
+  struct Decl {
+    pb_setting_type type;
+    std::string defaultValue;
+    int rankLocal;
+  };
+
+  FakeHost(int rank, std::string host, std::map<std::string, std::string> values)
+      : hostname(std::move(host)), values(std::move(values)) {
+    services.struct_size = sizeof(services);
+    services.abi_major = PB_TRANSPORT_ABI_MAJOR;
+    services.abi_minor = PB_TRANSPORT_ABI_MINOR;
+    services.core = this;
+    services.log = &FakeHost::log;
+    services.declare_setting = &FakeHost::declare;
+    services.get_setting = &FakeHost::get;
+    services.rank = rank;
+    services.nranks = 2;
+    services.hostname = hostname.c_str();
+  }
+
+  static void log(void* core, pb_log_level, const char* message) {
+    auto* self = static_cast<FakeHost*>(core);
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->logs.push_back(message);
+  }
+
+  static pb_status declare(void* core, const pb_setting_decl_v1* d) {
+    auto* self = static_cast<FakeHost*>(core);
+    std::lock_guard<std::mutex> lock(self->mu);
+    if (!d || !d->key || self->declared.count(d->key)) return PB_ERR_INVALID;
+    self->declared[d->key] = Decl{d->type, d->default_value ? d->default_value : "", d->rank_local};
+    return PB_OK;
+  }
+
+  static pb_status get(void* core, const char* key, char* buf, size_t len, size_t* needed) {
+    auto* self = static_cast<FakeHost*>(core);
+    std::lock_guard<std::mutex> lock(self->mu);
+    auto decl = self->declared.find(key);
+    if (decl == self->declared.end()) return PB_ERR_INVALID;
+    auto value = self->values.count(key) ? self->values[key] : decl->second.defaultValue;
+    *needed = value.size() + 1;
+    if (*needed > len) return PB_ERR_NOMEM;
+    std::memcpy(buf, value.c_str(), value.size() + 1);
+    return PB_OK;
+  }
+
+  std::string hostname;
+  std::map<std::string, std::string> values;
+  std::map<std::string, Decl> declared;
+  std::vector<std::string> logs;
+  std::mutex mu;
+  pb_host_services_v1 services{};
+};
+
+/// Peer description as the core would build it.
+struct Peer {
+  Peer(int local, int peer, std::string localHost, std::string peerHost)
+      : localHost(std::move(localHost)), peerHost(std::move(peerHost)) {
+    info.struct_size = sizeof(info);
+    info.local_rank = local;
+    info.peer_rank = peer;
+    info.local_host = this->localHost.c_str();
+    info.peer_host = this->peerHost.c_str();
+    info.same_host = this->localHost == this->peerHost;
+  }
+  std::string localHost, peerHost;
+  pb_peer_info_v1 info{};
+};
+
+/// Owns contexts, connections, regions and keys made in a test, and frees
+/// them in ABI order at the end.
+class EthernetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    t_ = plugin();
+    ASSERT_NE(t_, nullptr);
+  }
+
+  void TearDown() override {
+    for (auto& [conn, rkey] : rkeys_) EXPECT_EQ(t_->release_rkey(conn, rkey), PB_OK);
+    for (pb_conn* conn : conns_) EXPECT_EQ(t_->free(conn), PB_OK);
+    for (auto& [ctx, mr] : mrs_) EXPECT_EQ(t_->deregister_memory(ctx, mr), PB_OK) << t_->last_error(ctx);
+    for (pb_plugin_ctx* ctx : ctxs_) EXPECT_EQ(t_->finalize(ctx), PB_OK) << t_->last_error(ctx);
+  }
+
+  pb_plugin_ctx* makeContext(int rank, std::map<std::string, std::string> settings = {},
+                             std::string hostname = "testhost") {
+    hosts_.push_back(std::make_unique<FakeHost>(rank, std::move(hostname), std::move(settings)));
+    pb_plugin_ctx* ctx = nullptr;
+    pb_status st = t_->init(&hosts_.back()->services, &ctx);
+    EXPECT_EQ(st, PB_OK) << t_->last_error(nullptr);
+    if (ctx) ctxs_.push_back(ctx);
+    return ctx;
+  }
+
+  std::string error(pb_plugin_ctx* ctx) { return t_->last_error(ctx); }
+
+  /// setup() for the connection from rank `local` to rank `peer`.
+  pb_conn* setup(pb_plugin_ctx* ctx, int local, int peer, std::vector<uint8_t>* blob) {
+    Peer info(local, peer, "testhost", "testhost");
+    pb_conn* conn = nullptr;
+    blob->resize(256);
+    size_t len = blob->size();
+    EXPECT_EQ(t_->setup(ctx, &info.info, &conn, blob->data(), &len), PB_OK) << error(ctx);
+    blob->resize(len);
+    if (conn) conns_.push_back(conn);
+    return conn;
+  }
+
+  /// Connects ctx0 (rank 0) and ctx1 (rank 1), polling both sides as the
+  /// core's proxy threads would.
+  void connectPair(pb_plugin_ctx* ctx0, pb_plugin_ctx* ctx1, pb_conn** c0, pb_conn** c1) {
+    std::vector<uint8_t> blob0, blob1;
+    *c0 = setup(ctx0, 0, 1, &blob0);
+    *c1 = setup(ctx1, 1, 0, &blob1);
+    ASSERT_TRUE(*c0 && *c1);
+    pb_status s0 = PB_IN_PROGRESS, s1 = PB_IN_PROGRESS;
+    auto deadline = Clock::now() + kTimeout;
+    while ((s0 == PB_IN_PROGRESS || s1 == PB_IN_PROGRESS) && Clock::now() < deadline) {
+      if (s0 == PB_IN_PROGRESS) s0 = t_->proxy_connect(*c0, blob1.data(), blob1.size());
+      if (s1 == PB_IN_PROGRESS) s1 = t_->proxy_connect(*c1, blob0.data(), blob0.size());
+    }
+    ASSERT_EQ(s0, PB_OK) << error(ctx0);
+    ASSERT_EQ(s1, PB_OK) << error(ctx1);
+  }
+
+  pb_mr* reg(pb_plugin_ctx* ctx, void* ptr, size_t size) {
+    pb_mr* mr = nullptr;
+    EXPECT_EQ(t_->register_memory(ctx, ptr, size, PB_MEM_HOST, &mr), PB_OK) << error(ctx);
+    if (mr) mrs_.emplace_back(ctx, mr);
+    return mr;
+  }
+
+  void deregister(pb_plugin_ctx* ctx, pb_mr* mr) {
+    ASSERT_EQ(t_->deregister_memory(ctx, mr), PB_OK) << error(ctx);
+    mrs_.erase(std::find(mrs_.begin(), mrs_.end(), std::make_pair(ctx, mr)));
+  }
+
+  /// Packs owner's mr and imports it on conn (the peer's connection).
+  pb_rkey* remoteKey(pb_plugin_ctx* owner, pb_mr* mr, pb_conn* conn) {
+    uint8_t buf[128];
+    size_t len = sizeof(buf);
+    EXPECT_EQ(t_->pack_rkey(owner, mr, buf, &len), PB_OK) << error(owner);
+    pb_rkey* rkey = nullptr;
+    EXPECT_EQ(t_->import_rkey(conn, buf, len, &rkey), PB_OK);
+    if (rkey) rkeys_.emplace_back(conn, rkey);
+    return rkey;
+  }
+
+  void freeConn(pb_conn* conn) {
+    for (auto it = rkeys_.begin(); it != rkeys_.end();) {
+      if (it->first == conn) {
+        EXPECT_EQ(t_->release_rkey(conn, it->second), PB_OK);
+        it = rkeys_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    ASSERT_EQ(t_->free(conn), PB_OK);
+    conns_.erase(std::find(conns_.begin(), conns_.end(), conn));
+  }
+
+  /// Polls proxy_progress until seq completed; fails on error or timeout.
+  void waitCompleted(pb_plugin_ctx* ctx, pb_conn* conn, uint64_t seq) {
+    uint64_t done = 0;
+    auto deadline = Clock::now() + kTimeout;
+    while (Clock::now() < deadline) {
+      ASSERT_EQ(t_->proxy_progress(conn, &done), PB_OK) << error(ctx);
+      ASSERT_LE(done, seq) << "completed runs ahead of what was posted";
+      if (done == seq) return;
+      std::this_thread::yield();
+    }
+    FAIL() << "completion stuck at " << done << ", waiting for " << seq;
+  }
+
+  /// Waits until the counter (written by the peer's signals) reaches value.
+  static void waitCounter(const uint64_t* counter, uint64_t value) {
+    auto deadline = Clock::now() + kTimeout;
+    while (__atomic_load_n(counter, __ATOMIC_ACQUIRE) < value) {
+      ASSERT_LT(Clock::now(), deadline) << "counter stuck at " << __atomic_load_n(counter, __ATOMIC_ACQUIRE);
+      std::this_thread::yield();
+    }
+  }
+
+  const pb_transport_v1* t_ = nullptr;
+  std::vector<std::unique_ptr<FakeHost>> hosts_;
+  std::vector<pb_plugin_ctx*> ctxs_;
+  std::vector<pb_conn*> conns_;
+  std::vector<std::pair<pb_plugin_ctx*, pb_mr*>> mrs_;
+  std::vector<std::pair<pb_conn*, pb_rkey*>> rkeys_;
+};
+
+/// Two connected ranks of one host: c0_ is rank 0's connection to rank 1.
+class EthernetPairTest : public EthernetTest {
+ protected:
+  void SetUp() override {
+    EthernetTest::SetUp();
+    if (HasFatalFailure()) return;
+    ctx0_ = makeContext(0);
+    ctx1_ = makeContext(1);
+    ASSERT_TRUE(ctx0_ && ctx1_);
+    connectPair(ctx0_, ctx1_, &c0_, &c1_);
+  }
+
+  pb_plugin_ctx* ctx0_ = nullptr;
+  pb_plugin_ctx* ctx1_ = nullptr;
+  pb_conn* c0_ = nullptr;
+  pb_conn* c1_ = nullptr;
+};
+
+void fillPattern(uint8_t* p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>((i * 131u + seed * 7u + (i >> 12)) & 0xff);
+}
+
+// ---- loading, settings, reachability ---------------------------------------
+
+TEST_F(EthernetTest, TableDescribesTheTransport) {
+  EXPECT_EQ(t_->abi_major, uint32_t(PB_TRANSPORT_ABI_MAJOR));
+  EXPECT_EQ(std::string(t_->name), "ethernet");
+  EXPECT_GE(t_->struct_size, sizeof(pb_transport_v1));
+  pb_plugin_ctx* ctx = makeContext(0);
+  ASSERT_NE(ctx, nullptr);
+  pb_transport_properties_v1 props{};
+  props.struct_size = sizeof(props);
+  ASSERT_EQ(t_->properties(ctx, &props), PB_OK);
+  EXPECT_EQ(props.mem_types, uint32_t(PB_MEM_HOST));
+  EXPECT_EQ(props.flags, uint32_t(PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY));
+  EXPECT_GT(props.bandwidth_gbps, 0.0);
+  EXPECT_GT(props.latency_us, 0.0);
+  EXPECT_GT(props.max_address_size, 0u);
+  EXPECT_GT(props.max_rkey_size, 0u);
+  EXPECT_STREQ(t_->last_error(ctx), "");
+}
+
+TEST_F(EthernetTest, EntryRefusesAnotherMajor) {
+  void* handle = dlopen(PLUGBOARD_ETHERNET_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  auto entry = reinterpret_cast<pb_transport_entry_v1_fn>(dlsym(handle, PB_TRANSPORT_ENTRY_SYMBOL_V1));
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry(2, 0), nullptr);
+  dlclose(handle);
+}
+
+TEST_F(EthernetTest, InitWithWrongHostMajorFailsWithReason) {
+  FakeHost host(0, "testhost", {});
+  host.services.abi_major = 7;
+  pb_plugin_ctx* ctx = reinterpret_cast<pb_plugin_ctx*>(&host);  // must be overwritten
+  EXPECT_EQ(t_->init(&host.services, &ctx), PB_ERR_VERSION);
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find("ABI 7.0"), std::string::npos) << t_->last_error(nullptr);
+}
+
+TEST_F(EthernetTest, DeclaresItsSettings) {
+  ASSERT_NE(makeContext(0), nullptr);
+  auto& declared = hosts_.back()->declared;
+  ASSERT_EQ(declared.count("ifname"), 1u);
+  EXPECT_EQ(declared["ifname"].type, PB_SETTING_STRING);
+  EXPECT_EQ(declared["ifname"].defaultValue, "");
+  EXPECT_EQ(declared["ifname"].rankLocal, 1);
+  ASSERT_EQ(declared.count("socket_buffer_bytes"), 1u);
+  EXPECT_EQ(declared["socket_buffer_bytes"].type, PB_SETTING_INT);
+}
+
+TEST_F(EthernetTest, BadSettingValueFailsInit) {
+  hosts_.push_back(std::make_unique<FakeHost>(0, "testhost",
+                                              std::map<std::string, std::string>{{"socket_buffer_bytes", "lots"}}));
+  pb_plugin_ctx* ctx = nullptr;
+  EXPECT_EQ(t_->init(&hosts_.back()->services, &ctx), PB_ERR_INVALID);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find("socket_buffer_bytes = 'lots'"), std::string::npos)
+      << t_->last_error(nullptr);
+}
+
+TEST_F(EthernetTest, HostThatThrowsFromDeclareIsReportedNotFatal) {
+  FakeHost host(0, "testhost", {});
+  host.services.declare_setting = [](void*, const pb_setting_decl_v1*) -> pb_status {
+    throw std::runtime_error("PLUGBOARD_ETHERNET_IFNAME: bad value");
+  };
+  pb_plugin_ctx* ctx = nullptr;
+  EXPECT_EQ(t_->init(&host.services, &ctx), PB_ERR_INVALID);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find("declaring setting 'ifname': PLUGBOARD_ETHERNET_IFNAME: bad value"),
+            std::string::npos)
+      << t_->last_error(nullptr);
+}
+
+TEST_F(EthernetTest, SameHostPeerUsesLoopbackByDefault) {
+  pb_plugin_ctx* ctx = makeContext(0);
+  Peer peer(0, 1, "testhost", "testhost");
+  int cost = -7;
+  char reason[256] = "x";
+  ASSERT_EQ(t_->can_connect(ctx, &peer.info, &cost, reason, sizeof(reason)), PB_OK);
+  EXPECT_GE(cost, 0);
+}
+
+TEST_F(EthernetTest, IfnameMatchingNothingIsUnreachableWithReason) {
+  pb_plugin_ctx* ctx = makeContext(0, {{"ifname", "nosuchif"}});
+  Peer peer(0, 1, "testhost", "otherhost");
+  int cost = 0;
+  char reason[512] = "";
+  ASSERT_EQ(t_->can_connect(ctx, &peer.info, &cost, reason, sizeof(reason)), PB_OK);
+  EXPECT_LT(cost, 0);
+  EXPECT_NE(std::string(reason).find("no interface matches ifname 'nosuchif' (available: "), std::string::npos)
+      << reason;
+  EXPECT_NE(std::string(reason).find("lo"), std::string::npos) << reason;
+  // Even a same-host peer needs a matching interface once ifname is set.
+  Peer local(0, 1, "testhost", "testhost");
+  ASSERT_EQ(t_->can_connect(ctx, &local.info, &cost, reason, sizeof(reason)), PB_OK);
+  EXPECT_LT(cost, 0);
+}
+
+TEST_F(EthernetTest, LoopbackOnlyCannotReachAnotherHost) {
+  pb_plugin_ctx* ctx = makeContext(0, {{"ifname", "=lo"}});
+  Peer peer(0, 3, "testhost", "otherhost");
+  int cost = 0;
+  char reason[512] = "";
+  ASSERT_EQ(t_->can_connect(ctx, &peer.info, &cost, reason, sizeof(reason)), PB_OK);
+  EXPECT_LT(cost, 0);
+  EXPECT_NE(std::string(reason).find("interface lo is loopback but rank 3 is on host otherhost"), std::string::npos)
+      << reason;
+  char tiny[8];
+  ASSERT_EQ(t_->can_connect(ctx, &peer.info, &cost, tiny, sizeof(tiny)), PB_OK);
+  EXPECT_EQ(std::strlen(tiny), sizeof(tiny) - 1) << "reason must be truncated and terminated";
+}
+
+TEST_F(EthernetTest, ExplicitLoopbackIfnameConnects) {
+  pb_plugin_ctx* ctx0 = makeContext(0, {{"ifname", "lo"}});
+  pb_plugin_ctx* ctx1 = makeContext(1, {{"ifname", "=lo"}, {"socket_buffer_bytes", "262144"}});
+  pb_conn *c0 = nullptr, *c1 = nullptr;
+  connectPair(ctx0, ctx1, &c0, &c1);
+}
+
+// ---- memory registration ---------------------------------------------------
+
+TEST_F(EthernetTest, CudaMemoryIsUnsupportedWithReason) {
+  pb_plugin_ctx* ctx = makeContext(0);
+  char buf[64];
+  pb_mr* mr = reinterpret_cast<pb_mr*>(buf);
+  EXPECT_EQ(t_->register_memory(ctx, buf, sizeof(buf), PB_MEM_CUDA, &mr), PB_ERR_UNSUPPORTED);
+  EXPECT_EQ(mr, nullptr);
+  EXPECT_NE(error(ctx).find("ethernet cannot register CUDA memory"), std::string::npos) << error(ctx);
+}
+
+TEST_F(EthernetTest, RkeyRoundTripAndBadKeys) {
+  pb_plugin_ctx* ctx0 = makeContext(0);
+  pb_plugin_ctx* ctx1 = makeContext(1);
+  pb_conn *c0 = nullptr, *c1 = nullptr;
+  connectPair(ctx0, ctx1, &c0, &c1);
+  std::vector<uint8_t> mem(100);
+  pb_mr* mr = reg(ctx1, mem.data(), mem.size());
+  uint8_t buf[128];
+  size_t len = 4;
+  EXPECT_EQ(t_->pack_rkey(ctx1, mr, buf, &len), PB_ERR_INVALID) << "buffer too small";
+  pb_transport_properties_v1 props{};
+  props.struct_size = sizeof(props);
+  ASSERT_EQ(t_->properties(ctx1, &props), PB_OK);
+  EXPECT_EQ(len, props.max_rkey_size) << "a failed pack reports the size it needs";
+  len = sizeof(buf);
+  ASSERT_EQ(t_->pack_rkey(ctx1, mr, buf, &len), PB_OK);
+  pb_rkey* rkey = nullptr;
+  EXPECT_EQ(t_->import_rkey(c0, buf, len - 1, &rkey), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0).find("import_rkey"), std::string::npos) << error(ctx0);
+  buf[0] ^= 0xff;
+  EXPECT_EQ(t_->import_rkey(c0, buf, len, &rkey), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0).find("bad magic"), std::string::npos) << error(ctx0);
+}
+
+// ---- data path -------------------------------------------------------------
+
+class EthernetWriteSizeTest : public EthernetPairTest, public ::testing::WithParamInterface<size_t> {};
+
+TEST_P(EthernetWriteSizeTest, WriteArrivesByteForByte) {
+  const size_t size = GetParam();
+  constexpr size_t kSrcOff = 3, kDstOff = 5, kSlack = 16;
+  std::vector<uint8_t> src(size + kSlack), dst(size + kSlack, 0xEE);
+  fillPattern(src.data(), src.size(), 1);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), sizeof(uint64_t));
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+
+  ASSERT_EQ(t_->write(c0_, mrSrc, kSrcOff, rkDst, kDstOff, size), PB_OK) << error(ctx0_);
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+  ASSERT_EQ(t_->flush(c0_), PB_OK);
+  waitCompleted(ctx0_, c0_, 2);
+  waitCounter(counter.data(), 1);
+  EXPECT_EQ(std::memcmp(dst.data() + kDstOff, src.data() + kSrcOff, size), 0);
+  for (size_t i = 0; i < kDstOff; ++i) ASSERT_EQ(dst[i], 0xEE) << "byte " << i << " before the target changed";
+  for (size_t i = kDstOff + size; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE) << "byte " << i << " past the target";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, EthernetWriteSizeTest,
+                         ::testing::Values(size_t(0), size_t(1), size_t(4097), size_t(64) << 20),
+                         [](const auto& info) { return std::to_string(info.param) + "B"; });
+
+TEST_F(EthernetPairTest, SignalBecomesVisibleOnlyAfterEarlierWrites) {
+  constexpr size_t kSize = 1 << 20;
+  constexpr uint64_t kRounds = 24;
+  std::vector<uint8_t> src(kSize), dst(kSize, 0);
+  std::vector<uint64_t> counter(2, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
+  pb_mr* mrDst = reg(ctx1_, dst.data(), kSize);
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), 2 * sizeof(uint64_t));
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  std::vector<uint8_t> expect(kSize);
+  for (uint64_t round = 1; round <= kRounds; ++round) {
+    fillPattern(src.data(), kSize, unsigned(round));
+    ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kSize), PB_OK) << error(ctx0_);
+    ASSERT_EQ(t_->signal(c0_, rkCounter, 8, 3), PB_OK) << error(ctx0_);
+    // The receiving side observes the counter first, then the data.
+    waitCounter(&counter[1], 3 * round);
+    fillPattern(expect.data(), kSize, unsigned(round));
+    ASSERT_EQ(std::memcmp(dst.data(), expect.data(), kSize), 0) << "round " << round << ": signal overtook its write";
+    waitCompleted(ctx0_, c0_, 2 * round);  // Only now may src be refilled.
+  }
+  EXPECT_EQ(__atomic_load_n(&counter[1], __ATOMIC_ACQUIRE), 3 * kRounds);
+  EXPECT_EQ(counter[0], 0u) << "signal hit the wrong word";
+}
+
+TEST_F(EthernetPairTest, ManyWritesInFlightCompleteInOrder) {
+  constexpr size_t kChunk = 1000, kCount = 4000;
+  std::vector<uint8_t> src(kChunk * kCount), dst(kChunk * kCount, 0);
+  fillPattern(src.data(), src.size(), 9);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), sizeof(uint64_t));
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  // Reverse order of offsets, so a reordering would show in the data.
+  for (size_t i = 0; i < kCount; ++i) {
+    size_t off = (kCount - 1 - i) * kChunk;
+    ASSERT_EQ(t_->write(c0_, mrSrc, off, rkDst, off, kChunk), PB_OK) << error(ctx0_);
+  }
+  waitCompleted(ctx0_, c0_, kCount);
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK);
+  waitCompleted(ctx0_, c0_, kCount + 1);
+  waitCounter(counter.data(), 1);
+  EXPECT_EQ(std::memcmp(src.data(), dst.data(), src.size()), 0);
+}
+
+TEST_F(EthernetPairTest, BothDirectionsAtOnce) {
+  constexpr size_t kSize = 16 << 20;
+  std::vector<uint8_t> a(kSize), b(kSize), intoA(kSize), intoB(kSize);
+  fillPattern(a.data(), kSize, 21);
+  fillPattern(b.data(), kSize, 22);
+  std::vector<uint64_t> counterA(1, 0), counterB(1, 0);
+  pb_mr* mrA = reg(ctx0_, a.data(), kSize);
+  pb_mr* mrB = reg(ctx1_, b.data(), kSize);
+  pb_mr* mrIntoA = reg(ctx0_, intoA.data(), kSize);
+  pb_mr* mrIntoB = reg(ctx1_, intoB.data(), kSize);
+  pb_mr* mrCounterA = reg(ctx0_, counterA.data(), 8);
+  pb_mr* mrCounterB = reg(ctx1_, counterB.data(), 8);
+  pb_rkey* rkIntoB = remoteKey(ctx1_, mrIntoB, c0_);
+  pb_rkey* rkCounterB = remoteKey(ctx1_, mrCounterB, c0_);
+  pb_rkey* rkIntoA = remoteKey(ctx0_, mrIntoA, c1_);
+  pb_rkey* rkCounterA = remoteKey(ctx0_, mrCounterA, c1_);
+  ASSERT_EQ(t_->write(c0_, mrA, 0, rkIntoB, 0, kSize), PB_OK);
+  ASSERT_EQ(t_->write(c1_, mrB, 0, rkIntoA, 0, kSize), PB_OK);
+  ASSERT_EQ(t_->signal(c0_, rkCounterB, 0, 1), PB_OK);
+  ASSERT_EQ(t_->signal(c1_, rkCounterA, 0, 1), PB_OK);
+  waitCounter(counterA.data(), 1);
+  waitCounter(counterB.data(), 1);
+  EXPECT_EQ(std::memcmp(a.data(), intoB.data(), kSize), 0);
+  EXPECT_EQ(std::memcmp(b.data(), intoA.data(), kSize), 0);
+  waitCompleted(ctx0_, c0_, 2);
+  waitCompleted(ctx1_, c1_, 2);
+}
+
+TEST_F(EthernetPairTest, OutOfRangeOperationsAreRejected) {
+  std::vector<uint8_t> src(64), dst(64);
+  std::vector<uint64_t> counter(2, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), 16);
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  const size_t kHuge = SIZE_MAX;
+  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 65), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0_).find("source range"), std::string::npos) << error(ctx0_);
+  EXPECT_EQ(t_->write(c0_, mrSrc, 65, rkDst, 0, 0), PB_ERR_INVALID);
+  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 60, 8), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0_).find("destination range"), std::string::npos) << error(ctx0_);
+  EXPECT_EQ(t_->write(c0_, mrSrc, 8, rkDst, 0, kHuge), PB_ERR_INVALID) << "size overflow";
+  EXPECT_EQ(t_->write(c0_, mrSrc, kHuge, rkDst, 0, 2), PB_ERR_INVALID) << "offset overflow";
+  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, kHuge - 1, 4), PB_ERR_INVALID) << "offset overflow";
+  EXPECT_EQ(t_->signal(c0_, rkCounter, 12, 1), PB_ERR_INVALID) << "unaligned";
+  EXPECT_EQ(t_->signal(c0_, rkCounter, 16, 1), PB_ERR_INVALID) << "past the end";
+  EXPECT_EQ(t_->signal(c0_, rkCounter, kHuge - 3, 1), PB_ERR_INVALID) << "offset overflow";
+  EXPECT_EQ(t_->write(c0_, nullptr, 0, rkDst, 0, 1), PB_ERR_INVALID);
+  // Rejected posts take no sequence number and leave the connection usable.
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 64), PB_OK) << error(ctx0_);
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 8, 1), PB_OK) << error(ctx0_);
+  waitCompleted(ctx0_, c0_, 2);
+  waitCounter(&counter[1], 1);
+}
+
+// ---- failures and close ----------------------------------------------------
+
+TEST_F(EthernetPairTest, CleanCloseIsNotAnError) {
+  freeConn(c1_);
+  uint64_t done = 0;
+  // The peer said CLOSE: progress stays healthy, new posts are refused.
+  pb_status st = PB_OK;
+  auto deadline = Clock::now() + kTimeout;
+  std::vector<uint8_t> src(8);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  std::vector<uint8_t> dstMem(8);
+  pb_mr* mrDst = reg(ctx1_, dstMem.data(), dstMem.size());
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  // Wait until the CLOSE was received: a zero-byte write is then refused.
+  EXPECT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << error(ctx0_);
+  while (Clock::now() < deadline) {
+    st = t_->write(c0_, mrSrc, 0, rkDst, 0, 0);
+    if (st != PB_OK) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(st, PB_ERR_REMOTE);
+  std::string reason = error(ctx0_);
+  EXPECT_NE(reason.find("rank 1 (host testhost) closed the ethernet connection"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find("unexpectedly"), std::string::npos) << reason;
+}
+
+TEST_F(EthernetPairTest, FreeNeverHangsWithWritesInFlight) {
+  constexpr size_t kSize = 32 << 20;
+  std::vector<uint8_t> src(kSize), dst(kSize);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
+  pb_mr* mrDst = reg(ctx1_, dst.data(), kSize);
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kSize), PB_OK);
+  auto start = Clock::now();
+  freeConn(c0_);
+  freeConn(c1_);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST_F(EthernetPairTest, WriteIntoDeregisteredRegionIsABadMessage) {
+  std::vector<uint8_t> src(32), dst(32);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  deregister(ctx1_, mrDst);
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 32), PB_OK);
+  uint64_t done = 0;
+  pb_status st = PB_OK;
+  auto deadline = Clock::now() + kTimeout;
+  while (st == PB_OK && Clock::now() < deadline) st = t_->proxy_progress(c1_, &done);
+  EXPECT_EQ(st, PB_ERR_REMOTE);
+  EXPECT_NE(error(ctx1_).find("bad message from rank 0 (host testhost)"), std::string::npos) << error(ctx1_);
+  EXPECT_NE(error(ctx1_).find("not registered"), std::string::npos) << error(ctx1_);
+  EXPECT_EQ(t_->proxy_progress(c1_, &done), PB_ERR_REMOTE) << "a connection error is final";
+  waitCompleted(ctx0_, c0_, 1);  // src must outlive the send.
+}
+
+TEST_F(EthernetTest, BadPeerAddressIsInvalid) {
+  pb_plugin_ctx* ctx = makeContext(0);
+  std::vector<uint8_t> blob;
+  pb_conn* conn = setup(ctx, 0, 1, &blob);
+  ASSERT_NE(conn, nullptr);
+  EXPECT_EQ(t_->proxy_connect(conn, blob.data(), blob.size() - 1), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx).find("from rank 1"), std::string::npos) << error(ctx);
+  std::vector<uint8_t> wrong(blob.size(), 0x5a);
+  EXPECT_EQ(t_->proxy_connect(conn, wrong.data(), wrong.size()), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx).find("bad magic"), std::string::npos) << error(ctx);
+}
+
+TEST_F(EthernetTest, StrangerOnTheListenerIsRejected) {
+  pb_plugin_ctx* ctx0 = makeContext(0);
+  pb_plugin_ctx* ctx1 = makeContext(1);
+  std::vector<uint8_t> blob0, blob1;
+  pb_conn* c0 = setup(ctx0, 0, 1, &blob0);
+  pb_conn* c1 = setup(ctx1, 1, 0, &blob1);
+  ASSERT_TRUE(c0 && c1);
+  ASSERT_EQ(blob1.size(), 32u);
+  // Documented blob layout: family u16 at 12, port u16 at 14, address at 16.
+  ASSERT_EQ(blob1[12], 4);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(blob1[14] | (blob1[15] << 8)));
+  std::memcpy(&addr.sin_addr, &blob1[16], 4);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
+  const char junk[16] = "GET / HTTP/1.0\n";
+  ASSERT_EQ(send(fd, junk, sizeof(junk), 0), ssize_t(sizeof(junk)));
+  pb_status st = PB_IN_PROGRESS;
+  auto deadline = Clock::now() + kTimeout;
+  while (st == PB_IN_PROGRESS && Clock::now() < deadline) st = t_->proxy_connect(c1, blob0.data(), blob0.size());
+  close(fd);
+  EXPECT_EQ(st, PB_ERR_REMOTE);
+  EXPECT_NE(error(ctx1).find("did not start with an ethernet hello"), std::string::npos) << error(ctx1);
+}
+
+TEST_F(EthernetTest, FinalizeRefusesWhileConnectionsAreOpen) {
+  pb_plugin_ctx* ctx = makeContext(0);
+  std::vector<uint8_t> blob;
+  ASSERT_NE(setup(ctx, 0, 1, &blob), nullptr);
+  EXPECT_EQ(t_->finalize(ctx), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx).find("still open"), std::string::npos) << error(ctx);
+}
+
+/// Little-endian store, for speaking the documented wire format by hand.
+template <typename T>
+void putLE(std::vector<uint8_t>& out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(uint8_t(uint64_t(v) >> (8 * i)));
+}
+
+template <typename T>
+T getLE(const uint8_t* p) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= uint64_t(p[i]) << (8 * i);
+  return T(v);
+}
+
+/// Plays rank 0 by hand over raw sockets, so the receiver's own checks can
+/// be hit with frames the plugin's sender would never produce.
+class RawPeer {
+ public:
+  RawPeer() {
+    listenFd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr = loopback(0);
+    EXPECT_EQ(bind(listenFd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(listenFd_, 4), 0);
+    socklen_t len = sizeof(addr);
+    getsockname(listenFd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~RawPeer() {
+    for (int fd : {listenFd_, out_, in_})
+      if (fd >= 0) close(fd);
+  }
+
+  /// Address blob: "PBEA", version 1, rank 0, family 4, port, 127.0.0.1.
+  std::vector<uint8_t> blob() const {
+    std::vector<uint8_t> b;
+    putLE<uint32_t>(b, 0x41454250);
+    putLE<uint32_t>(b, 1);
+    putLE<int32_t>(b, 0);
+    putLE<uint16_t>(b, 4);
+    putLE<uint16_t>(b, port_);
+    for (uint8_t byte : {127, 0, 0, 1}) b.push_back(byte);
+    b.resize(32, 0);
+    return b;
+  }
+
+  /// Connects to the plugin's listener and greets it as rank 0 to rank 1.
+  void connectTo(const std::vector<uint8_t>& pluginBlob) {
+    out_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr = loopback(getLE<uint16_t>(&pluginBlob[14]));
+    ASSERT_EQ(connect(out_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
+    std::vector<uint8_t> hello;
+    putLE<uint32_t>(hello, 0x48454250);
+    putLE<uint32_t>(hello, 1);
+    putLE<int32_t>(hello, 0);
+    putLE<int32_t>(hello, 1);
+    ASSERT_EQ(send(out_, hello.data(), hello.size(), 0), ssize_t(hello.size()));
+  }
+
+  /// Accepts the plugin's connection and checks its hello (rank 1 to rank 0).
+  void acceptFrom() {
+    in_ = accept(listenFd_, nullptr, nullptr);
+    ASSERT_GE(in_, 0);
+    uint8_t hello[16];
+    ASSERT_EQ(recv(in_, hello, sizeof(hello), MSG_WAITALL), ssize_t(sizeof(hello)));
+    EXPECT_EQ(getLE<uint32_t>(hello), 0x48454250u);
+    EXPECT_EQ(getLE<uint32_t>(hello + 4), 1u);
+    EXPECT_EQ(getLE<int32_t>(hello + 8), 1);
+    EXPECT_EQ(getLE<int32_t>(hello + 12), 0);
+  }
+
+  /// Sends one 48-byte frame header and its payload.
+  void frame(uint16_t type, uint64_t seq, uint64_t region, uint64_t key, uint64_t offset, uint64_t length,
+             const std::vector<uint8_t>& payload = {}) {
+    std::vector<uint8_t> f;
+    putLE<uint32_t>(f, 0x46454250);
+    putLE<uint16_t>(f, type);
+    putLE<uint16_t>(f, 0);
+    for (uint64_t v : {seq, region, key, offset, length}) putLE<uint64_t>(f, v);
+    f.insert(f.end(), payload.begin(), payload.end());
+    ASSERT_EQ(send(out_, f.data(), f.size(), MSG_NOSIGNAL), ssize_t(f.size()));
+  }
+
+ private:
+  static sockaddr_in loopback(uint16_t port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+  }
+  int listenFd_ = -1, out_ = -1, in_ = -1;
+  uint16_t port_ = 0;
+};
+
+TEST_F(EthernetTest, ReceiverChecksEveryFrameFromTheWire) {
+  pb_plugin_ctx* ctx1 = makeContext(1);
+  std::vector<uint8_t> blob1;
+  pb_conn* c1 = setup(ctx1, 1, 0, &blob1);
+  ASSERT_NE(c1, nullptr);
+  RawPeer peer;
+  auto rawBlob = peer.blob();
+  ASSERT_NO_FATAL_FAILURE(peer.connectTo(blob1));
+  pb_status st = PB_IN_PROGRESS;
+  auto deadline = Clock::now() + kTimeout;
+  while (st == PB_IN_PROGRESS && Clock::now() < deadline) st = t_->proxy_connect(c1, rawBlob.data(), rawBlob.size());
+  ASSERT_EQ(st, PB_OK) << error(ctx1);
+  ASSERT_NO_FATAL_FAILURE(peer.acceptFrom());
+
+  std::vector<uint64_t> mem(4, 0);  // 32 bytes: data in [0, 24), a counter at 24.
+  pb_mr* mr = reg(ctx1, mem.data(), 32);
+  uint8_t key[64];
+  size_t keyLen = sizeof(key);
+  ASSERT_EQ(t_->pack_rkey(ctx1, mr, key, &keyLen), PB_OK);
+  ASSERT_EQ(keyLen, 40u);
+  uint64_t region = getLE<uint64_t>(key + 8), secret = getLE<uint64_t>(key + 16);
+  EXPECT_EQ(getLE<uint64_t>(key + 24), uint64_t(reinterpret_cast<uintptr_t>(mem.data())));
+  EXPECT_EQ(getLE<uint64_t>(key + 32), 32u);
+
+  // Well-formed frames, as documented, land.
+  std::vector<uint8_t> payload = {1, 2, 3, 4, 5, 6, 7, 8};
+  peer.frame(1, 1, region, secret, 8, 8, payload);
+  peer.frame(2, 2, region, secret, 24, 42);
+  waitCounter(&mem[3], 42);
+  EXPECT_EQ(std::memcmp(&mem[1], payload.data(), 8), 0);
+  uint64_t done = 0;
+  EXPECT_EQ(t_->proxy_progress(c1, &done), PB_OK) << error(ctx1);
+
+  // A write overrunning the region is refused before any byte is stored.
+  peer.frame(1, 3, region, secret, 28, 8, payload);
+  st = PB_OK;
+  deadline = Clock::now() + kTimeout;
+  while (st == PB_OK && Clock::now() < deadline) st = t_->proxy_progress(c1, &done);
+  EXPECT_EQ(st, PB_ERR_REMOTE);
+  EXPECT_NE(error(ctx1).find("bad message from rank 0 (host testhost): write of 8 bytes at offset 28 overruns"),
+            std::string::npos)
+      << error(ctx1);
+  EXPECT_EQ(mem[3], 42u);
+}
+
+/// Rank 1 in a child process: set up, connect, then _exit() without free.
+/// Blobs travel over pipes; the child exits only once the parent says it is
+/// connected too. Returns the child's exit code (never returns in the child).
+[[noreturn]] void crashingRank(const pb_transport_v1* t, int toParent, int fromParent) {
+  FakeHost host(1, "crashhost", {});
+  pb_plugin_ctx* ctx = nullptr;
+  if (t->init(&host.services, &ctx) != PB_OK) _exit(10);
+  Peer peer(1, 0, "crashhost", "testhost");
+  pb_conn* conn = nullptr;
+  uint8_t blob[256], parentBlob[256];
+  size_t len = sizeof(blob);
+  if (t->setup(ctx, &peer.info, &conn, blob, &len) != PB_OK) _exit(11);
+  if (write(toParent, blob, len) != ssize_t(len)) _exit(12);
+  ssize_t got = read(fromParent, parentBlob, sizeof(parentBlob));
+  if (got <= 0) _exit(13);
+  pb_status st = PB_IN_PROGRESS;
+  auto deadline = Clock::now() + kTimeout;
+  while (st == PB_IN_PROGRESS && Clock::now() < deadline) st = t->proxy_connect(conn, parentBlob, size_t(got));
+  if (st != PB_OK) _exit(14);
+  char go;
+  if (read(fromParent, &go, 1) != 1) _exit(15);
+  _exit(0);  // No free(): the parent must see a close without CLOSE.
+}
+
+TEST_F(EthernetTest, PeerThatDiesWithoutCloseIsReportedByName) {
+  int toParent[2], toChild[2];
+  ASSERT_EQ(pipe(toParent), 0);
+  ASSERT_EQ(pipe(toChild), 0);
+  // Fork before this process runs any plugin thread.
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) crashingRank(t_, toParent[1], toChild[0]);
+  close(toParent[1]);
+  close(toChild[0]);
+
+  pb_plugin_ctx* ctx = makeContext(0);
+  Peer peer(0, 1, "testhost", "crashhost");
+  pb_conn* conn = nullptr;
+  uint8_t blob[256], childBlob[256];
+  size_t len = sizeof(blob);
+  ASSERT_EQ(t_->setup(ctx, &peer.info, &conn, blob, &len), PB_OK) << error(ctx);
+  conns_.push_back(conn);
+  ssize_t got = read(toParent[0], childBlob, sizeof(childBlob));
+  ASSERT_GT(got, 0);
+  ASSERT_EQ(write(toChild[1], blob, len), ssize_t(len));
+  pb_status st = PB_IN_PROGRESS;
+  auto deadline = Clock::now() + kTimeout;
+  while (st == PB_IN_PROGRESS && Clock::now() < deadline) st = t_->proxy_connect(conn, childBlob, size_t(got));
+  ASSERT_EQ(st, PB_OK) << error(ctx);
+  ASSERT_EQ(write(toChild[1], "g", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+
+  uint64_t done = 0;
+  st = PB_OK;
+  deadline = Clock::now() + kTimeout;
+  while (st == PB_OK && Clock::now() < deadline) st = t_->proxy_progress(conn, &done);
+  EXPECT_EQ(st, PB_ERR_REMOTE);
+  EXPECT_NE(error(ctx).find("rank 1 (host crashhost) closed the ethernet connection unexpectedly"),
+            std::string::npos)
+      << error(ctx);
+  close(toParent[0]);
+  close(toChild[1]);
+}
+
+}  // namespace
