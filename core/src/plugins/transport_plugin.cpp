@@ -15,12 +15,13 @@ struct TransportPlugin::Binding {
   std::string subsys;
   std::string host;  // owned copy: services.hostname points here
   std::mutex mutex;  // the registry is not thread-safe; plugin threads may read
+  std::exception_ptr declareError;  // a user error found while the plugin declared settings
   pb_host_services_v1 services{};
 };
 
 namespace {
 
-void hostLog(void* core, pb_log_level level, const char* message) {
+void hostLog(void* core, pb_log_level level, const char* message) noexcept {
   auto* b = static_cast<TransportPlugin::Binding*>(core);
   LogLevel l = level == PB_LOG_WARN ? LogLevel::Warn : level == PB_LOG_INFO ? LogLevel::Info : LogLevel::Trace;
   if (logEnabled(l, b->subsys.c_str())) logWrite(l, b->subsys.c_str(), message ? message : "");
@@ -36,12 +37,18 @@ pb_status hostDeclare(void* core, const pb_setting_decl_v1* d) {
   decl.doc = d->doc ? d->doc : "";
   decl.rankLocal = PB_HAS_FIELD(d, pb_setting_decl_v1, rank_local) && d->rank_local != 0;
   std::lock_guard<std::mutex> lock(b->mutex);
-  // A wrong value in YAML/env is a user error: let it surface as one.
-  b->config->declare(decl);
+  try {
+    b->config->declare(decl);
+  } catch (...) {
+    // No exception may cross the C boundary. A wrong value in YAML/env is
+    // the user's error: keep it and raise it after init returns.
+    if (!b->declareError) b->declareError = std::current_exception();
+    return PB_ERR_INVALID;
+  }
   return PB_OK;
 }
 
-pb_status hostGet(void* core, const char* key, char* buf, size_t len, size_t* needed) {
+pb_status hostGet(void* core, const char* key, char* buf, size_t len, size_t* needed) noexcept {
   auto* b = static_cast<TransportPlugin::Binding*>(core);
   if (!key || !needed) return PB_ERR_INVALID;
   std::lock_guard<std::mutex> lock(b->mutex);
@@ -86,6 +93,10 @@ TransportPlugin::TransportPlugin(const std::string& path, Config& config, const 
   binding_->host = self.host;
   s.hostname = binding_->host.c_str();
   pb_status st = api().init(&s, &ctx_);
+  if (binding_->declareError) {
+    if (st == PB_OK && ctx_) api().finalize(ctx_);
+    std::rethrow_exception(binding_->declareError);
+  }
   if (st != PB_OK) {
     std::string why = api().last_error(ctx_);
     throw Error(ErrorCode::Plugin, "init failed (status " + std::to_string(st) + "): " +

@@ -29,6 +29,10 @@
  *  - A plugin may run its own threads; they must never call back into the
  *    core except through pb_host_services_v1, which is thread-safe.
  *
+ * Buffers: where the caller passes a buffer and its size (setup's address,
+ * pack_rkey), a plugin that needs more returns PB_ERR_INVALID and stores the
+ * size it needs in the length argument.
+ *
  * Errors: every function returns pb_status. On any status other than PB_OK
  * and PB_IN_PROGRESS the plugin leaves a human-readable reason that
  * last_error() returns (per context, thread-safe, valid until the next call
@@ -222,7 +226,11 @@ typedef struct pb_transport_v1 {
                            pb_rkey** rkey);
   /** Release an imported key. */
   pb_status (*release_rkey)(pb_conn* conn, pb_rkey* rkey);
-  /** Deregister memory. No operation using it may be in flight. */
+  /**
+   * Deregister memory. No local operation using it may be in flight. It may
+   * block while a peer's write into the region is still arriving; the
+   * region is never written after this returns.
+   */
   pb_status (*deregister_memory)(pb_plugin_ctx* ctx, pb_mr* mr);
   /**
    * Post a one-sided write of size bytes from (src, src_offset) to
@@ -238,8 +246,9 @@ typedef struct pb_transport_v1 {
                       uint64_t value);
   /**
    * Make progress and report *completed, the sequence number of the last
-   * completed operation. An error here (peer closed, bad message) is final
-   * for the connection.
+   * completed operation. An error here (peer vanished, bad message) is
+   * final for the connection. A peer's clean close alone is not an error;
+   * posting after it is.
    */
   pb_status (*proxy_progress)(pb_conn* conn, uint64_t* completed);
   /**
