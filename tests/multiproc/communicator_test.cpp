@@ -82,13 +82,16 @@ TEST(Communicator, EveryRankComputesTheSameSelection) {
       bool same = (p < 2) == (rank < 2);
       if (why.find(same ? "same-host" : "different-host") == std::string::npos)
         throw std::runtime_error("rank " + std::to_string(rank) + " -> " + std::to_string(p) + ": " + why);
-      std::string mine = comm.transportFor(p) + " / " + why;
+      // Each rank's YAML is its own temp file: compare what follows the path.
+      auto sansPath = [](const std::string& w) { return w.substr(w.find(".yaml:")); };
+      std::string mine = comm.transportFor(p) + " / " + sansPath(why);
       comm.bootstrap().send(mine.data(), mine.size(), p, 77);
     }
     for (int p = 0; p < n; ++p) {
       if (p == rank) continue;
       auto theirs = comm.bootstrap().recv(p, 77);
-      std::string expect = comm.transportFor(p) + " / " + comm.selectionReason(p);
+      std::string why = comm.selectionReason(p);
+      std::string expect = comm.transportFor(p) + " / " + why.substr(why.find(".yaml:"));
       if (std::string(theirs.begin(), theirs.end()) != expect)
         throw std::runtime_error("rank " + std::to_string(p) + " chose differently for our pair");
     }
