@@ -94,6 +94,9 @@ class Connection {
   /// Operations posted / completed so far.
   uint64_t posted() const;
   uint64_t completed() const;
+  /// Drives the transport once (as the proxy thread does) so completed()
+  /// is current now; rethrows the connection's error, if any.
+  void progress();
 
  private:
   friend class Communicator;
@@ -176,6 +179,8 @@ class Host2HostSemaphore {
 
   /// Posts +1 to the peer's inbound counter.
   void signal();
+  /// Posts +n to the peer's inbound counter (n signals at once).
+  void signalAdd(uint64_t n);
   /// Waits for the next signal from the peer. timeout < 0: the "timeout"
   /// setting. Throws Error(Timeout) naming peer, host, transport and counts,
   /// or the connection's error if the peer failed.

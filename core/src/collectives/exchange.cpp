@@ -68,6 +68,15 @@ bool stepRecv(Communicator& comm, RecvJob& r) {
   return moved;
 }
 
+bool allDone(const std::vector<SendJob>& sends, const std::vector<RecvJob>& recvs) {
+  for (const auto& s : sends)
+    if (s.nextChunk < chunkCount(s.bytes, s.link->chunkBytes())) return false;
+  for (const auto& r : recvs)
+    if (r.nextChunk < chunkCount(r.bytes, r.link->chunkBytes())) return false;
+  return true;
+}
+
+/// What is still outstanding, for the timeout message only.
 std::string outstanding(const std::vector<SendJob>& sends, const std::vector<RecvJob>& recvs) {
   std::string out;
   for (const auto& s : sends)
@@ -99,15 +108,18 @@ void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<Re
     bool moved = false;
     for (auto& s : sends) moved = stepSend(s) || moved;
     for (auto& r : recvs) moved = stepRecv(comm, r) || moved;
-    std::string left = outstanding(sends, recvs);
-    if (left.empty()) return;
+    if (allDone(sends, recvs)) return;
     if (moved) { backoff = Backoff(timeout); continue; }
+    // About to wait: hand back every credit, or a peer blocked on them
+    // could be waiting for this rank while this rank waits for it.
+    for (auto& r : recvs) r.link->returnCredits();
+    for (auto& s : sends) s.link->returnCredits();
     comm.checkErrors();
     if (backoff.expired())
       throw Error(ErrorCode::Timeout, "rank " + std::to_string(comm.rank()) + ": " +
                                           describeCall(call.kind, call.dtype, call.op, call.root, call.count) + " #" +
                                           std::to_string(call.opSeq) + " made no progress for " + backoff.elapsedText() +
-                                          "; still waiting on:" + left);
+                                          "; still waiting on:" + outstanding(sends, recvs));
     backoff.pause();
   }
 }

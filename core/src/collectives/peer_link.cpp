@@ -1,5 +1,6 @@
 #include "collectives/peer_link.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace plugboard {
@@ -17,14 +18,22 @@ PeerLink::PeerLink(Communicator& comm, std::shared_ptr<Connection> conn, size_t 
 
 PeerLink::~PeerLink() = default;
 
+uint64_t PeerLink::credits() const { return std::max(free_->inbound(), peerCredits_); }
+
 bool PeerLink::canSend() const {
-  if (sent_ - free_->inbound() >= slots_) return false;
-  return conn_->completed() >= slotPostedSeq_[sent_ % slots_];
+  if (sent_ - credits() >= slots_) return false;
+  const uint64_t needed = slotPostedSeq_[sent_ % slots_];
+  if (conn_->completed() >= needed) return true;
+  conn_->progress();  // don't wait for the proxy thread to notice
+  return conn_->completed() >= needed;
 }
 
 void PeerLink::send(const ChunkHeader& header, const void* payload, size_t len) {
   const size_t offset = (sent_ % slots_) * stride();
-  std::memcpy(outbox_.data() + offset, &header, sizeof(header));
+  ChunkHeader h = header;
+  h.credits = received_;
+  returned_ = received_;
+  std::memcpy(outbox_.data() + offset, &h, sizeof(h));
   if (len) std::memcpy(outbox_.data() + offset + sizeof(header), payload, len);
   conn_->write(peerInbox_, offset, outboxMem_, offset, sizeof(header) + len);
   data_->signal();
@@ -43,8 +52,18 @@ const char* PeerLink::payload() const {
 }
 
 void PeerLink::release() {
+  peerCredits_ = std::max(peerCredits_, header().credits);
   ++received_;
-  free_->signal();
+  // A sender streaming one way gets credits back in halves, so it keeps going.
+  if (received_ - returned_ >= (slots_ + 1) / 2) returnCredits();
+}
+
+void PeerLink::returnCredits() {
+  if (received_ == returned_) return;
+  // The peer's "free" counter must equal our consumed count: add what it lacks.
+  free_->signalAdd(received_ - signalled_);
+  signalled_ = received_;
+  returned_ = received_;
 }
 
 }  // namespace plugboard

@@ -3,8 +3,12 @@
 // Each side owns an outbox (staging for what it sends) and an inbox (where
 // the peer's writes land), both K slots of [header | chunk]. Two semaphores
 // carry the flow control: "data" (+1 per chunk written into the peer's
-// inbox) and "free" (+1 per chunk the receiver consumed). Invariants:
-//   sent - freeSignals <= K      (never overwrite an unread inbox slot)
+// inbox) and "free" (chunks the receiver consumed). Consumed counts also
+// ride in the header of every chunk going the other way, so symmetric
+// collectives need no separate credit messages; an explicit "free" signal
+// goes out only when a rank is about to wait (returnCredits), which keeps
+// a blocked sender from waiting on a blocked receiver. Invariants:
+//   sent - credits <= K          (never overwrite an unread inbox slot)
 //   an outbox slot is rewritten only after its last write completed
 // Counters only grow, so a link serves any number of collectives in turn.
 #pragma once
@@ -30,7 +34,8 @@ struct ChunkHeader {
   uint64_t count;     ///< The call's element count as the caller gave it.
   uint64_t bytes;     ///< Total bytes of this message on this link.
   uint64_t chunk;     ///< Index of this chunk within the message.
-  uint64_t reserved3[2];
+  uint64_t credits;   ///< Chunks the sender has consumed from the receiver, in total.
+  uint64_t reserved3;
 };
 static_assert(sizeof(ChunkHeader) == 64, "chunk data must start cache-line aligned");
 
@@ -54,8 +59,10 @@ class PeerLink {
   const ChunkHeader& header() const;
   /// Payload of that chunk.
   const char* payload() const;
-  /// Gives the slot back to the peer.
+  /// Consumes the chunk: its slot may be reused once the peer learns of it.
   void release();
+  /// Sends any credits not yet returned; call before waiting idle.
+  void returnCredits();
 
  private:
   size_t stride() const { return sizeof(ChunkHeader) + chunkBytes_; }
@@ -69,7 +76,11 @@ class PeerLink {
   RemoteMemory peerInbox_;
   std::unique_ptr<Host2HostSemaphore> data_, free_;
   std::vector<uint64_t> slotPostedSeq_;
+  uint64_t credits() const;
   uint64_t sent_ = 0, received_ = 0;
+  uint64_t returned_ = 0;       // credits the peer has been told of (headers or signals)
+  uint64_t signalled_ = 0;      // sum of explicit "free" adds: the peer's counter equals it
+  uint64_t peerCredits_ = 0;    // the peer's consumed count, as last seen in its headers
 };
 
 }  // namespace plugboard

@@ -69,6 +69,11 @@ const std::string& Connection::transport() const { return impl_->plugin->name();
 uint64_t Connection::posted() const { return impl_->posted.load(); }
 uint64_t Connection::completed() const { return impl_->completed.load(); }
 
+void Connection::progress() {
+  impl_->progress();
+  impl_->throwIfFailed();
+}
+
 void Connection::write(const RemoteMemory& dst, uint64_t dstOffset, const RegisteredMemory& src, uint64_t srcOffset,
                        uint64_t size) {
   ConnectionImpl& c = *impl_;

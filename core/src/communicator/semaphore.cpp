@@ -18,6 +18,8 @@ Host2HostSemaphore::~Host2HostSemaphore() = default;
 
 void Host2HostSemaphore::signal() { connection_->signal(remote_, 0, 1); }
 
+void Host2HostSemaphore::signalAdd(uint64_t n) { connection_->signal(remote_, 0, n); }
+
 uint64_t Host2HostSemaphore::inbound() const { return __atomic_load_n(inbound_.get(), __ATOMIC_ACQUIRE); }
 
 void Host2HostSemaphore::wait(std::chrono::milliseconds timeout) {

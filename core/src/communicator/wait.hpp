@@ -20,9 +20,9 @@ class Backoff {
   /// Waits a little longer each call, up to 100 us.
   void pause() {
     ++rounds_;
-    if (rounds_ < 100) return;
-    if (rounds_ < 1000) { std::this_thread::yield(); return; }
-    std::this_thread::sleep_for(std::chrono::microseconds(rounds_ < 5000 ? 10 : 100));
+    if (rounds_ < 20) return;
+    if (rounds_ < 40) { std::this_thread::yield(); return; }
+    std::this_thread::sleep_for(std::chrono::microseconds(rounds_ < 2000 ? 5 : 100));
   }
   /// Time since construction as "2.0 s".
   std::string elapsedText() const {

@@ -316,6 +316,22 @@ void Socket::recvAll(void* data, size_t size, Deadline deadline) {
 
 bool Socket::waitReadable(Deadline deadline) { return pollFor(fd_, POLLIN, deadline); }
 
+size_t Socket::sendSomeV(const iovec* iov, size_t count) {
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = count;
+  for (;;) {
+    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return static_cast<size_t>(n);
+    int err = errno;
+    if (err == EINTR) continue;
+    if (err == EAGAIN || err == EWOULDBLOCK) return 0;
+    if (err == EPIPE || err == ECONNRESET)
+      throw NetError(NetErrorKind::Closed, "connection closed by peer (" + errnoText(err) + ")");
+    throwSys("sendmsg", err);
+  }
+}
+
 void Socket::sendAllV(const iovec* iov, size_t count, Deadline deadline) {
   std::vector<iovec> left(iov, iov + count);
   size_t first = 0;

@@ -124,6 +124,9 @@ class Socket {
   /// Non-blocking send: bytes accepted now (0 when the buffer is full).
   /// Throws Closed on EPIPE/ECONNRESET.
   size_t sendSome(const void* data, size_t size);
+  /// Non-blocking gather send (one sendmsg): bytes accepted now, 0 when the
+  /// buffer is full. Throws Closed on EPIPE/ECONNRESET.
+  size_t sendSomeV(const iovec* iov, size_t count);
   /// Non-blocking receive: bytes read now (0 when none are pending). Throws
   /// Closed on orderly shutdown or reset.
   size_t recvSome(void* data, size_t size);

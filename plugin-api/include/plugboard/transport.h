@@ -51,7 +51,7 @@ extern "C" {
 /** ABI major version described by this header. */
 #define PB_TRANSPORT_ABI_MAJOR 1
 /** ABI minor version described by this header (grows with struct fields). */
-#define PB_TRANSPORT_ABI_MINOR 0
+#define PB_TRANSPORT_ABI_MINOR 1
 /** Name of the exported entry symbol for ABI major 1. */
 #define PB_TRANSPORT_ENTRY_SYMBOL_V1 "plugboard_transport_v1"
 
@@ -140,6 +140,16 @@ typedef struct pb_host_services_v1 {
   int rank;             /**< This process's rank in the communicator. */
   int nranks;           /**< Number of ranks. */
   const char* hostname; /**< This host's name as the core identifies it. */
+
+  /* ---- minor 1 ---- */
+  /**
+   * Tells the core that a peer's signal (or write) has just landed in this
+   * process's memory. A plugin that applies incoming signals with a CPU
+   * thread of its own calls it right after the atomic add, so host-side
+   * waiters can sleep instead of polling. Cheap when nobody waits.
+   * Check PB_HAS_FIELD before calling: older cores lack it.
+   */
+  void (*signal_landed)(void* core);
 } pb_host_services_v1;
 
 /** Static facts about a transport, filled in by properties(). */
@@ -268,6 +278,15 @@ typedef struct pb_transport_v1 {
    * "" if none. Never NULL. ctx may be NULL for a failed init().
    */
   const char* (*last_error)(pb_plugin_ctx* ctx);
+
+  /* ---- minor 1 ---- */
+  /**
+   * Optional (may be NULL): a write followed by a signal, posted as one
+   * operation with one sequence number, with the same ordering as write()
+   * then signal(). Lets a transport send both in one message.
+   */
+  pb_status (*write_signal)(pb_conn* conn, pb_mr* src, size_t src_offset, pb_rkey* dst, size_t dst_offset,
+                            size_t size, pb_rkey* signal_dst, size_t signal_offset, uint64_t value);
 
   /* Fields added in later minors go here, after this line. Group (switch)
    * transports such as nvls will add group_setup / group_connect. */

@@ -96,6 +96,9 @@ uint64_t Connection::post(Op op) {
   ETH_CHECK(!peerClosed_, PB_ERR_REMOTE,
             peer_.describe() + " closed the ethernet connection; nothing more can be posted to it");
   op.header.seq = ++posted_;
+  // Idle sender and empty queue: nothing is ahead of op, so sending it here
+  // keeps the order and saves waking the sender thread.
+  if (queue_.empty() && !senderBusy_ && trySendInline(op)) return op.header.seq;
   queue_.push_back(op);
   cv_.notify_all();
   return op.header.seq;

@@ -3,6 +3,8 @@
 // applies the peer's writes/signals to our registered memory.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -55,6 +57,7 @@ class Connection {
   struct Op {
     wire::FrameHeader header;
     const char* payload = nullptr;
+    size_t sent = 0;  ///< Bytes of header + payload already sent inline by post().
   };
   /// A final error and the status it maps to.
   struct Failure {
@@ -79,6 +82,12 @@ class Connection {
   bool nextOp(Op& op);
   /// Sends op's header and payload with one zero-copy sendmsg loop.
   void sendFrame(const Op& op);
+  /// iov for the unsent part of op's frame; header bytes go to headerBuf.
+  /// Returns the number of iov entries used.
+  size_t frameIov(const Op& op, uint8_t* headerBuf, iovec iov[2]) const;
+  /// With mu_ held and the sender idle: sends op now without blocking.
+  /// True when all of it went; otherwise op.sent says how much did.
+  bool trySendInline(Op& op);
   /// Records the sender's error, worded by what the receiver learned.
   void senderFailed(pb_status status, const std::string& what, bool peerGone);
   /// Sets flag under mu_ and wakes every waiter.
@@ -118,6 +127,7 @@ class Connection {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Op> queue_;
+  bool senderBusy_ = false;    // the sender thread holds an op outside the lock
   uint64_t posted_ = 0;
   bool closing_ = false;       // free() began: stop, drop queued ops, send CLOSE.
   bool peerClosed_ = false;    // The peer's CLOSE arrived.

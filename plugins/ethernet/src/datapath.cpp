@@ -44,21 +44,57 @@ void Connection::sendLoop() {
 
 bool Connection::nextOp(Op& op) {
   std::unique_lock<std::mutex> lock(mu_);
+  senderBusy_ = false;  // post() may send inline again
   cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
   if (closing_) return false;  // free(): queued operations are abandoned.
   op = queue_.front();
   queue_.pop_front();
+  senderBusy_ = true;
   return true;
+}
+
+size_t Connection::frameIov(const Op& op, uint8_t* headerBuf, iovec iov[2]) const {
+  op.header.encode(headerBuf);
+  bool hasPayload = op.header.type == uint16_t(wire::FrameType::Write) && op.header.length > 0;
+  // Header and payload in one sendmsg, the payload straight from the
+  // registered source: no staging copy, whatever the size.
+  iov[0] = {headerBuf, wire::FrameHeader::kSize};
+  iov[1] = {const_cast<char*>(op.payload), hasPayload ? op.header.length : 0};
+  size_t skip = op.sent, first = 0;
+  if (skip >= iov[0].iov_len) {
+    skip -= iov[0].iov_len;
+    first = 1;
+  }
+  iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + skip;
+  iov[first].iov_len -= skip;
+  if (first == 1) iov[0] = iov[1];
+  return (hasPayload ? 2 : 1) - first;
 }
 
 void Connection::sendFrame(const Op& op) {
   uint8_t header[wire::FrameHeader::kSize];
-  op.header.encode(header);
-  bool hasPayload = op.header.type == uint16_t(wire::FrameType::Write) && op.header.length > 0;
-  // Header and payload in one sendmsg, the payload straight from the
-  // registered source: no staging copy, whatever the size.
-  iovec iov[2] = {{header, sizeof(header)}, {const_cast<char*>(op.payload), hasPayload ? op.header.length : 0}};
-  outbound_.sendAllV(iov, hasPayload ? 2 : 1, net::Deadline::never());
+  iovec iov[2];
+  size_t n = frameIov(op, header, iov);
+  outbound_.sendAllV(iov, n, net::Deadline::never());
+}
+
+bool Connection::trySendInline(Op& op) {
+  // Only small frames: post() must stay quick, and it holds mu_.
+  constexpr size_t kInlineLimit = 64 * 1024;
+  bool hasPayload = op.header.type == uint16_t(wire::FrameType::Write);
+  if (hasPayload && op.header.length > kInlineLimit) return false;
+  uint8_t header[wire::FrameHeader::kSize];
+  iovec iov[2];
+  size_t n = frameIov(op, header, iov);
+  size_t total = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
+  try {
+    op.sent = outbound_.sendSomeV(iov, n);
+  } catch (const net::NetError&) {
+    return false;  // the sender thread meets the same error and reports it properly
+  }
+  if (op.sent < total) return false;
+  completed_.store(op.header.seq, std::memory_order_release);
+  return true;
 }
 
 void Connection::senderFailed(pb_status status, const std::string& what, bool peerGone) {
