@@ -87,6 +87,13 @@ class Connection {
   /// Posts an atomic add of value to the 8-byte counter at dst+dstOffset;
   /// it lands after every earlier write on this connection.
   void signal(const RemoteMemory& dst, uint64_t dstOffset, uint64_t value);
+  /// write() then signal(), as one operation where the transport can
+  /// (ABI write_signal), else as two.
+  void writeWithSignal(const RemoteMemory& dst, uint64_t dstOffset, const RegisteredMemory& src, uint64_t srcOffset,
+                       uint64_t size, const RemoteMemory& signalDst, uint64_t signalOffset, uint64_t value);
+  /// True when the transport wakes host waiters (PB_CAP_SIGNAL_NOTIFY), so
+  /// waits on this connection may sleep instead of poll.
+  bool notifiesWaiters() const;
   /// Waits until every operation posted so far has completed locally.
   /// timeout < 0 uses the "timeout" setting. Throws Error(Timeout) naming
   /// the peer, host and transport.
@@ -181,6 +188,10 @@ class Host2HostSemaphore {
   void signal();
   /// Posts +n to the peer's inbound counter (n signals at once).
   void signalAdd(uint64_t n);
+  /// Posts a write on the connection and then +1 to the peer's counter,
+  /// fused into one operation where the transport allows.
+  void writeAndSignal(const RemoteMemory& dst, uint64_t dstOffset, const RegisteredMemory& src, uint64_t srcOffset,
+                      uint64_t size);
   /// Waits for the next signal from the peer. timeout < 0: the "timeout"
   /// setting. Throws Error(Timeout) naming peer, host, transport and counts,
   /// or the connection's error if the peer failed.

@@ -85,7 +85,9 @@ typedef enum pb_transport_flag {
   PB_CAP_ATOMIC_SIGNAL = 1u << 1,   /**< signal() is supported. */
   PB_CAP_NEEDS_PROXY = 1u << 2,     /**< Completions need proxy_progress calls. */
   PB_CAP_SAME_HOST_ONLY = 1u << 3,  /**< Only connects ranks of one host. */
-  PB_CAP_GROUP = 1u << 4            /**< A group (switch) transport such as nvls. */
+  PB_CAP_GROUP = 1u << 4,           /**< A group (switch) transport such as nvls. */
+  PB_CAP_SIGNAL_NOTIFY = 1u << 5    /**< Calls signal_landed for every signal it applies and
+                                         every operation it completes (minor 1). */
 } pb_transport_flag;
 
 /** Log levels understood by pb_host_services_v1.log. */
@@ -143,11 +145,12 @@ typedef struct pb_host_services_v1 {
 
   /* ---- minor 1 ---- */
   /**
-   * Tells the core that a peer's signal (or write) has just landed in this
-   * process's memory. A plugin that applies incoming signals with a CPU
-   * thread of its own calls it right after the atomic add, so host-side
-   * waiters can sleep instead of polling. Cheap when nobody waits.
-   * Check PB_HAS_FIELD before calling: older cores lack it.
+   * Tells the core that something it may be waiting for happened: a peer's
+   * signal landed in this process's memory (call right after the atomic
+   * add), or a posted operation completed. Lets host-side waiters sleep
+   * instead of polling; cheap when nobody waits. A plugin that calls it in
+   * both cases sets PB_CAP_SIGNAL_NOTIFY. Check PB_HAS_FIELD first: older
+   * cores lack it.
    */
   void (*signal_landed)(void* core);
 } pb_host_services_v1;
