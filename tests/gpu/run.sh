@@ -25,7 +25,7 @@ step() {
 }
 
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -1; \
-  echo "commit ${PLUGBOARD_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"; } > "$OUT/machine.txt" 2>&1
+  echo "commit ${RUN_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"; } > "$OUT/machine.txt" 2>&1
 
 step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPLUGBOARD_ENABLE_CUDA=ON \
   -DPLUGBOARD_CUDA_ARCHITECTURES=90
