@@ -42,12 +42,17 @@ __global__ void waitThenCheckKernel(const unsigned long long* counter, unsigned 
         break;
       }
     }
+    // At once, the bytes a copy writes last: a signal that overtook its
+    // write is caught here while the copy is still under way.
+    if (state == kWaitOk)
+      for (size_t i = n > 64 ? n - 64 : 0; i < n; ++i) wrong |= data[i] != patternByte(i, seed);
   }
   __syncthreads();
   if (state == kWaitOk) {
     // Plain loads after the block barrier: ordered after thread 0's acquire.
+    // Back to front, for the same reason.
     int bad = 0;
-    for (size_t i = threadIdx.x; i < n; i += blockDim.x) bad |= data[i] != patternByte(i, seed);
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x) bad |= data[n - 1 - i] != patternByte(n - 1 - i, seed);
     if (bad) atomicOr(&wrong, 1);
   }
   __syncthreads();
