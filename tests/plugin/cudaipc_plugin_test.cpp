@@ -1124,6 +1124,48 @@ TEST_P(CudaIpcPairTest, FreeWithWritesInFlight) {
       });
 }
 
+// A GPU fault in the importing process is final for the connection and
+// reported as PB_ERR_SYSTEM naming cudaipc, the peer and the CUDA error;
+// free and finalize still succeed.
+TEST_P(CudaIpcPairTest, GpuFaultIsFinalAndNamed) {
+  Placement p = GetParam();
+  RUN_RANKS(
+      [p](Link& link) {
+        Rank r(0, p.dev0);
+        pb_conn* c = r.connect(link, 1);
+        uint8_t* src = r.alloc(64 * kMiB);
+        pb_mr* smr = r.reg(src, 64 * kMiB);
+        pb_rkey* dst = r.import(c, link.recvBlob());
+        r.write(c, smr, 0, dst, 0, 64 * kMiB);
+        RCUDA(cudaipc_test::launchFault());
+        cudaDeviceSynchronize();  // returns the fault; the context is dead from here on
+        uint64_t done = 0;
+        pb_status st = PB_OK;
+        auto deadline = Clock::now() + kWait;
+        while ((st = r.t->proxy_progress(c, &done)) == PB_OK && done < 1 && Clock::now() < deadline) {
+        }
+        // The copy may have completed before the fault: then a later post fails.
+        if (st == PB_OK) st = r.t->write(c, smr, 0, dst, 0, 4096);
+        RCHECK(st == PB_ERR_SYSTEM, "status " << st << " after a GPU fault: " << r.err());
+        for (const char* needle : {"cudaipc", "rank 1 (host testhost)", "cudaErrorIllegalAddress", "unusable"})
+          RCHECK(r.err().find(needle) != std::string::npos, "reason lacks '" << needle << "': " << r.err());
+        RSTATUS(r.t->proxy_progress(c, &done), PB_ERR_SYSTEM, r, "unusable");  // final
+        RSTATUS(r.t->signal(c, dst, 0, 1), PB_ERR_SYSTEM, r, "unusable");
+        r.freeConn(c);
+        RCHECK(r.t->finalize(r.ctx) == PB_OK, "finalize after a fault: " << r.err());
+        r.ctx = nullptr;
+        importerDone(r, link);
+      },
+      [p](Link& link) {
+        Rank r(1, p.dev1);
+        r.connect(link, 0);
+        uint8_t* dst = r.alloc(64 * kMiB);
+        link.sendBlob(r.pack(r.reg(dst, 64 * kMiB)));
+        exporterDone(link);
+        RCUDA(cudaDeviceSynchronize());  // the peer's fault stayed in the peer's context
+      });
+}
+
 /// The driver functions the cuMem test allocates with, resolved like the
 /// plugin does (the test links no libcuda either).
 struct CuMemApi {

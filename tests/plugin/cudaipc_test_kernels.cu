@@ -59,7 +59,14 @@ __global__ void waitThenCheckKernel(const unsigned long long* counter, unsigned 
   if (threadIdx.x == 0) *result = state != kWaitOk ? state : (wrong ? kWaitDataWrong : kWaitOk);
 }
 
+__global__ void faultKernel(int* bad) { *reinterpret_cast<volatile int*>(bad) = 1; }
+
 }  // namespace
+
+cudaError_t launchFault(cudaStream_t stream) {
+  faultKernel<<<1, 1, 0, stream>>>(reinterpret_cast<int*>(0x10));
+  return cudaGetLastError();
+}
 
 cudaError_t fillPattern(uint8_t* p, size_t n, uint64_t first, uint32_t seed, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;

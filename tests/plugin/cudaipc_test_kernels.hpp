@@ -34,4 +34,9 @@ cudaError_t waitThenCheck(const unsigned long long* counter, unsigned long long 
                           size_t n, uint32_t seed, int* result, unsigned long long timeoutNs,
                           cudaStream_t stream = nullptr);
 
+/// Launches a kernel that stores to an unmapped address, leaving the
+/// process's context with a sticky cudaErrorIllegalAddress (for testing how
+/// failures are reported; the process must not use CUDA afterwards).
+cudaError_t launchFault(cudaStream_t stream = nullptr);
+
 }  // namespace cudaipc_test
