@@ -189,6 +189,7 @@ class Communicator {
 
  private:
   friend class Host2HostSemaphore;
+  friend class Device2DeviceSemaphore;
   std::unique_ptr<Impl> impl_;
 };
 
