@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -348,14 +350,17 @@ class UcxTest : public ::testing::Test {
 };
 
 /// Two connected ranks of one host: c0_ is rank 0's connection to rank 1.
-/// Parameter-free; UcxOrderingTest below adds the ordering setting.
+/// UcxOrderingTest below adds the ordering setting; UcxPolledPairTest turns
+/// the plugin's progress thread off.
 class UcxPairTest : public UcxTest {
  protected:
   void SetUp() override {
     UcxTest::SetUp();
     if (HasFatalFailure() || IsSkipped()) return;
-    connectWith({});
+    connectWith(pairSettings());
   }
+
+  virtual std::map<std::string, std::string> pairSettings() const { return {}; }
 
   void connectWith(const std::map<std::string, std::string>& settings) {
     ctx0_ = makeContext(0, settings);
@@ -368,6 +373,13 @@ class UcxPairTest : public UcxTest {
   pb_plugin_ctx* ctx1_ = nullptr;
   pb_conn* c0_ = nullptr;
   pb_conn* c1_ = nullptr;
+};
+
+/// A pair without the plugin's progress thread: a rank's worker moves
+/// only when proxy_progress is called on it, so a test can hold a rank still.
+class UcxPolledPairTest : public UcxPairTest {
+ protected:
+  std::map<std::string, std::string> pairSettings() const override { return {{"progress_thread", "0"}}; }
 };
 
 void fillPattern(uint8_t* p, size_t n, unsigned seed) {
@@ -423,6 +435,9 @@ TEST_F(UcxTest, DeclaresItsSettings) {
   ASSERT_EQ(declared.count("ordering"), 1u);
   EXPECT_EQ(declared["ordering"].defaultValue, "flush");
   EXPECT_EQ(declared["ordering"].rankLocal, 0);
+  ASSERT_EQ(declared.count("progress_thread"), 1u);
+  EXPECT_EQ(declared["progress_thread"].type, PB_SETTING_BOOL);
+  EXPECT_EQ(declared["progress_thread"].defaultValue, "1");
 }
 
 TEST_F(UcxTest, BadOrderingFailsInit) {
@@ -436,7 +451,7 @@ TEST_F(UcxTest, BadOrderingFailsInit) {
 
 TEST_F(UcxTest, LogsTransportsAndWhereTheyCameFrom) {
   ASSERT_NE(makeContext(0), nullptr);
-  EXPECT_TRUE(hosts_.back()->logged({"INFO UCX 1.", "UCX_TLS=tcp (environment)", "ep flush"}))
+  EXPECT_TRUE(hosts_.back()->logged({"INFO UCX 1.", "UCX_TLS=tcp (environment)", "ep flush", "progress thread"}))
       << hosts_.back()->allLogs();
 }
 
@@ -735,7 +750,7 @@ TEST_P(UcxOrderingTest, PipelinedSignalsNeverOvertakeTheirWrites) {
 // flush itself: while rank 1 does not progress, it cannot acknowledge the
 // write, so the flush cannot complete and the signal must stay unposted
 // (not completed), even though the small write itself completed locally.
-TEST_F(UcxPairTest, FlushModeHoldsTheSignalUntilThePeerHasTheWrite) {
+TEST_F(UcxPolledPairTest, FlushModeHoldsTheSignalUntilThePeerHasTheWrite) {
   std::vector<uint8_t> src(4096, 0xab), dst(4096, 0);
   std::vector<uint64_t> counter(1, 0);
   pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
@@ -834,6 +849,41 @@ TEST_F(UcxPairTest, KeyReleasedWhileItsWriteIsInFlight) {
   waitCompleted(ctx0_, c0_, 2);
   waitCounter(counter.data(), 1);
   EXPECT_EQ(std::memcmp(src.data(), dst.data(), kSize), 0);
+}
+
+TEST_F(UcxPairTest, ProgressThreadLandsDataWithoutTheReceiverPolling) {
+  std::vector<uint8_t> src(100000), dst(100000, 0);
+  fillPattern(src.data(), src.size(), 41);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), 8);
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, src.size()), PB_OK) << error(ctx0_);
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+  // No proxy_progress on either side: both plugin threads do the work.
+  auto deadline = Clock::now() + kTimeout;
+  while (__atomic_load_n(counter.data(), __ATOMIC_ACQUIRE) < 1) {
+    ASSERT_LT(Clock::now(), deadline) << "nothing landed without polling";
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  EXPECT_EQ(dst, src);
+  waitCompleted(ctx0_, c0_, 2);
+}
+
+TEST_F(UcxPairTest, IdleProgressThreadsSleep) {
+  // Both contexts' threads are up and connected; with nothing to do they
+  // must block on the worker's event fd, not spin (CI has two cores).
+  auto cpu = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+  };
+  double before = cpu();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  double used = cpu() - before;
+  EXPECT_LT(used, 100.0) << "idle plugin threads used " << used << " ms of CPU in 500 ms";
 }
 
 TEST_F(UcxPairTest, SignalsTellTheCoreSomethingLanded) {
@@ -943,7 +993,7 @@ TEST_F(UcxPairTest, FreeNeverHangsWithWritesInFlight) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
 }
 
-TEST_F(UcxPairTest, FreeWithAPeerThatNeverProgressesIsBounded) {
+TEST_F(UcxPolledPairTest, FreeWithAPeerThatNeverProgressesIsBounded) {
   // Nobody progresses rank 1: the close marker cannot land, free() gives up.
   auto start = Clock::now();
   freeAll({c0_});

@@ -100,6 +100,7 @@ bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
     PB_UCX_CHECK(st == UCS_OK, PB_ERR_REMOTE, ucsText(who + ": the handshake flush failed", st));
   }
   connected_ = true;
+  ctx_.attach(this);
   ctx_.log(PB_LOG_INFO, "rank " + std::to_string(ctx_.rank()) + " connected to " + peer_.describe() +
                             " over UCX (" + ctx_.tlsSource() + "): " + describeLanes());
   return true;
@@ -238,6 +239,7 @@ void Connection::close() noexcept {
     bool haveEp = false, peerThere = false;
     {
       std::lock_guard<std::mutex> lock(ctx_.workerMutex());
+      ctx_.detach(this);  // the progress thread must not pump what is being closed
       if (ep_) ctx_.progressLocked();  // learn of a peer that already closed or vanished
       haveEp = ep_ != nullptr;
       peerThere = haveEp && connected_ && !failure_ && epStatus_ == UCS_OK && !peerClosed();

@@ -57,6 +57,10 @@ class Connection {
   void progress(uint64_t* completed);
   /// Starts what can be started now (a pending signal's flush); non-blocking.
   void flush();
+  /// The progress thread's share of progress(): post signals whose flush
+  /// completed, retire operations, note endpoint errors. Caller holds the
+  /// worker lock; never throws (failures are recorded for progress()).
+  void pumpLocked();
   /// The owning context.
   Context& context() { return ctx_; }
 

@@ -1,6 +1,12 @@
 #include "context.hpp"
 
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -15,6 +21,7 @@ namespace {
 /// Setting keys, plugin-relative (the core prefixes "ucx.").
 constexpr const char* kTls = "tls";
 constexpr const char* kOrdering = "ordering";
+constexpr const char* kProgressThread = "progress_thread";
 
 /// Control words per registered chunk (one 4 KiB page).
 constexpr size_t kControlWordsPerChunk = 512;
@@ -90,8 +97,11 @@ Context::Context(const pb_host_services_v1* host) {
   try {
     initUcp();
     initWorker();
-    std::lock_guard<std::mutex> lock(workerMu_);
-    addControlChunk();
+    {
+      std::lock_guard<std::mutex> lock(workerMu_);
+      addControlChunk();
+    }
+    if (settings_.progressThread) startProgressThread();
   } catch (...) {
     teardown();
     throw;
@@ -99,12 +109,14 @@ Context::Context(const pb_host_services_v1* host) {
   log(PB_LOG_INFO, std::string("UCX ") + ucp_get_version_string() + ", transports " + tlsSource_ +
                        ", signal ordering by " +
                        (settings_.ordering == Ordering::Flush ? "ep flush" : "worker fence") +
+                       ", progress " + (settings_.progressThread ? "thread + proxy" : "by proxy only") +
                        ", memory types " + memoryTypesText());
 }
 
 Context::~Context() { teardown(); }
 
 void Context::teardown() noexcept {
+  stopProgressThread();
   std::lock_guard<std::mutex> lock(workerMu_);
   if (ucp_) {
     regions_.clear(*this);
@@ -132,6 +144,10 @@ void Context::declareSettings() const {
        "completes; correct on every UCX) or 'fence' (ucp_worker_fence; faster, relies on UCX "
        "ordering across its lanes)",
        0},
+      {sizeof(pb_setting_decl_v1), kProgressThread, PB_SETTING_BOOL, "1",
+       "Progress the UCX worker from a plugin thread that sleeps on its event fd, so peers' "
+       "writes and signals land without waiting for the core to poll; 0: only proxy_progress",
+       1},
   };
   for (const auto& d : decls) {
     std::string what = std::string("ucx: declaring setting '") + d.key + "'";
@@ -166,6 +182,15 @@ Settings Context::readSettings() const {
   } else {
     throw Error(PB_ERR_INVALID, "ucx.ordering = '" + ordering + "' is neither 'flush' nor 'fence'");
   }
+  std::string thread = readSetting(kProgressThread);
+  for (auto& ch : thread) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (thread.empty() || thread == "1" || thread == "true" || thread == "yes" || thread == "on") {
+    s.progressThread = true;
+  } else if (thread == "0" || thread == "false" || thread == "no" || thread == "off") {
+    s.progressThread = false;
+  } else {
+    throw Error(PB_ERR_INVALID, "ucx.progress_thread = '" + thread + "' is not a boolean");
+  }
   return s;
 }
 
@@ -193,7 +218,7 @@ void Context::initUcp() {
 
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64;
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | (settings_.progressThread ? UCP_FEATURE_WAKEUP : 0);
   params.estimated_num_eps = static_cast<size_t>(std::max(nranks_, 1));
   st = ucp_init(&params, config.config, &ucp_);
   PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM,
@@ -264,6 +289,46 @@ unsigned Context::progressLocked() {
     total += n;
   }
   return total;
+}
+
+void Context::attach(Connection* conn) { attached_.push_back(conn); }
+
+void Context::detach(Connection* conn) {
+  attached_.erase(std::remove(attached_.begin(), attached_.end(), conn), attached_.end());
+}
+
+void Context::startProgressThread() {
+  int workerFd = -1;
+  ucs_status_t st = ucp_worker_get_efd(worker_, &workerFd);
+  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM,
+               ucsText("ucx: ucp_worker_get_efd failed (set ucx.progress_thread=0 to poll instead)", st));
+  epollFd_ = epoll_create1(EPOLL_CLOEXEC);
+  stopFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  PB_UCX_CHECK(epollFd_ >= 0 && stopFd_ >= 0, PB_ERR_SYSTEM,
+               std::string("ucx: cannot create the progress thread's epoll/eventfd: ") + std::strerror(errno));
+  for (int fd : {workerFd, stopFd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    PB_UCX_CHECK(epoll_ctl(epollFd_, EPOLL_CTL_ADD, fd, &ev) == 0, PB_ERR_SYSTEM,
+                 std::string("ucx: epoll_ctl for the progress thread: ") + std::strerror(errno));
+  }
+  progressThread_ = std::thread(&Context::progressLoop, this);
+}
+
+void Context::stopProgressThread() noexcept {
+  stopping_ = true;
+  if (progressThread_.joinable()) {
+    uint64_t one = 1;
+    ssize_t ignored = ::write(stopFd_, &one, sizeof(one));
+    (void)ignored;
+    progressThread_.join();
+  }
+  for (int* fd : {&epollFd_, &stopFd_})
+    if (*fd >= 0) {
+      ::close(*fd);
+      *fd = -1;
+    }
 }
 
 void Context::notifyLanded() const {

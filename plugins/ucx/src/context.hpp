@@ -12,11 +12,14 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "memory.hpp"
 
 namespace plugboard::ucx {
+
+class Connection;
 
 /// can_connect's cost for a reachable peer (lower is better). Below the
 /// ethernet plugin's 100, since UCX uses shared memory or RDMA where it can
@@ -34,6 +37,7 @@ enum class Ordering {
 struct Settings {
   std::string tls;                    ///< UCX_TLS to use when the environment sets none; "" = UCX's default.
   Ordering ordering = Ordering::Flush;
+  bool progressThread = true;         ///< Run Context::progressLoop (README "Progress").
 };
 
 /// The far end of a connection, copied out of pb_peer_info_v1.
@@ -67,10 +71,11 @@ struct EndpointGuard {
 /// State shared by every connection and region of one plugin instance.
 ///
 /// Locking: one mutex (workerMutex()) guards every UCX call on the
-/// context, its worker, endpoints, requests and rkeys, and every piece of
-/// plugin state that UCX callbacks touch. UCX runs callbacks only inside
-/// calls made under it, so a callback for one connection may safely update
-/// that connection while another thread drives a different one.
+/// context, its worker, endpoints, requests and rkeys, and all mutable
+/// state of every Connection. UCX runs callbacks only inside calls made
+/// under it, so a callback for one connection may safely update that
+/// connection while another thread drives a different one, and the
+/// progress thread may pump any connection.
 class Context {
  public:
   /// Checks the host table, declares and reads the settings, creates the
@@ -107,6 +112,10 @@ class Context {
   unsigned progressLocked();
   /// Tells the core something may have landed (host signal_landed).
   void notifyLanded() const;
+  /// Lets the progress thread pump conn (connected); caller holds workerMutex().
+  void attach(Connection* conn);
+  /// Stops pumping conn; caller holds workerMutex().
+  void detach(Connection* conn);
 
   /// True when UCX can register CUDA memory (ucp_context_query).
   bool supportsCuda() const;
@@ -161,6 +170,15 @@ class Context {
   void initWorker();
   /// Maps one more chunk of control words.
   void addControlChunk();
+  /// Starts progressLoop on its own thread (settings().progressThread).
+  void startProgressThread();
+  /// Stops and joins it; never throws.
+  void stopProgressThread() noexcept;
+  /// The progress thread (progress.cpp): sleeps on the worker's event fd,
+  /// progresses the worker when it fires (landing peers' puts and
+  /// atomics), pumps every attached connection (posting signals whose
+  /// flush completed) and tells the core.
+  void progressLoop();
   /// Releases everything UCX gave us; safe on a half-built context.
   void teardown() noexcept;
 
@@ -179,7 +197,13 @@ class Context {
   std::vector<uint8_t> workerAddress_;
   std::vector<std::unique_ptr<ControlChunk>> controlChunks_;
   std::vector<std::unique_ptr<EndpointGuard>> guards_;
+  std::vector<Connection*> attached_;  // connected, not closing
   RegionRegistry regions_;
+
+  std::thread progressThread_;
+  int epollFd_ = -1;  // worker event fd + stopFd_
+  int stopFd_ = -1;   // eventfd: wakes the progress thread to exit
+  std::atomic<bool> stopping_{false};
 
   std::atomic<int> connections_{0};
   mutable std::mutex errorMu_;

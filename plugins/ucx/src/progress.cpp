@@ -11,6 +11,8 @@
 //    the atomic is posted only after the data is in the peer's memory; or
 //  - Ordering::Fence: ucp_worker_fence() between the puts and the atomic,
 //    UCP's documented ordering call.
+#include <sys/epoll.h>
+
 #include <algorithm>
 
 #include "connection.hpp"
@@ -233,6 +235,37 @@ void Connection::pump() {
   if (epStatus_ != UCS_OK && !peerClosed())
     fail(PB_ERR_REMOTE, ucsText("the ucx connection to " + peer_.describe() + " failed (peer process gone?)",
                                 epStatus_));
+}
+
+void Connection::pumpLocked() {
+  if (!ep_ || !connected_) return;
+  try {
+    pump();
+  } catch (...) {
+    // Recorded in failure_ already (or out of memory while wording it):
+    // progress() reports it on the core's thread.
+  }
+}
+
+void Context::progressLoop() {
+  // Wakes at least this often even without events, so a missed wake-up
+  // costs latency, never a hang.
+  constexpr int kMaxSleepMs = 100;
+  while (!stopping_) {
+    unsigned events = 0;
+    bool armed = false;
+    {
+      std::lock_guard<std::mutex> lock(workerMu_);
+      events = progressLocked();
+      for (Connection* conn : attached_) conn->pumpLocked();
+      // Arm only once nothing is pending: UCS_ERR_BUSY means progress again.
+      if (events == 0) armed = ucp_worker_arm(worker_) == UCS_OK;
+    }
+    if (events) notifyLanded();  // the host promises not to throw across the C ABI
+    if (!armed) continue;
+    epoll_event ready[2];
+    epoll_wait(epollFd_, ready, 2, kMaxSleepMs);
+  }
 }
 
 void Connection::progress(uint64_t* completed) {
