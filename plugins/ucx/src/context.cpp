@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -96,6 +97,7 @@ Context::Context(const pb_host_services_v1* host) {
   settings_ = readSettings();  // Fail at init, not at the first connection, on a bad value.
   try {
     initUcp();
+    surveyResources();
     initWorker();
     {
       std::lock_guard<std::mutex> lock(workerMu_);
@@ -107,6 +109,7 @@ Context::Context(const pb_host_services_v1* host) {
     throw;
   }
   log(PB_LOG_INFO, std::string("UCX ") + ucp_get_version_string() + ", transports " + tlsSource_ +
+                       ", resources " + resources_ + " (cost " + std::to_string(connectCost()) + ")" +
                        ", signal ordering by " +
                        (settings_.ordering == Ordering::Flush ? "ep flush" : "worker fence") +
                        ", progress " + (settings_.progressThread ? "thread + proxy" : "by proxy only") +
@@ -229,6 +232,37 @@ void Context::initUcp() {
   st = ucp_context_query(ucp_, &attr);
   PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText("ucx: ucp_context_query failed", st));
   memoryTypes_ = attr.memory_types;
+}
+
+void Context::surveyResources() {
+  // UCX has no query for its transport resources; its context dump lists
+  // them as "#      resource 1  :  md 1  dev 1  flags -- tcp/lo".
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* stream = open_memstream(&text, &size);
+  if (!stream) return;
+  ucp_context_print_info(ucp_, stream);
+  std::fclose(stream);
+  std::istringstream in(std::string(text, size));
+  std::free(text);
+  static const char* const kHostLocalOrTcp[] = {"self", "tcp", "sysv", "posix", "cma", "knem", "xpmem"};
+  std::vector<std::string> names;
+  bool other = false;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto at = line.find("flags -- ");
+    if (line.find("resource") == std::string::npos || at == std::string::npos) continue;
+    std::string tl = line.substr(at + 9);
+    tl = tl.substr(0, tl.find('/'));
+    if (tl.empty()) continue;
+    if (std::find(names.begin(), names.end(), tl) == names.end()) names.push_back(tl);
+    other = other || std::none_of(std::begin(kHostLocalOrTcp), std::end(kHostLocalOrTcp),
+                                  [&](const char* n) { return tl == n; });
+  }
+  for (const auto& n : names) resources_ += (resources_.empty() ? "" : ", ") + n;
+  if (resources_.empty()) resources_ = "(not listed)";
+  // Unknown (nothing parsed) counts as "may have RDMA": keep the lower cost.
+  networkOnlyTcp_ = !names.empty() && !other;
 }
 
 void Context::initWorker() {

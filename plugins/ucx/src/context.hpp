@@ -21,10 +21,14 @@ namespace plugboard::ucx {
 
 class Connection;
 
-/// can_connect's cost for a reachable peer (lower is better). Below the
-/// ethernet plugin's 100, since UCX uses shared memory or RDMA where it can
-/// and TCP otherwise; above in-host paths such as cudaipc (~10).
+/// can_connect's cost for a reachable peer (lower is better) when UCX has
+/// an RDMA or GPU transport: below the ethernet plugin's 100, above in-host
+/// paths such as cudaipc (~10).
 constexpr int kConnectCost = 90;
+/// The cost when UCX's only way between processes is TCP: then it is a
+/// slower TCP than the ethernet plugin, which `transports: auto` should
+/// prefer (README "Reachability and cost").
+constexpr int kTcpOnlyConnectCost = 110;
 
 /// How a signal is kept behind the writes posted before it (README:
 /// "Ordering").
@@ -98,6 +102,10 @@ class Context {
   /// Empty if peer is reachable, else why not (e.g. shared-memory-only
   /// UCX_TLS and a peer on another host).
   std::string unreachableReason(const PeerInfo& peer) const;
+  /// can_connect's cost for a reachable peer.
+  int connectCost() const { return networkOnlyTcp_ ? kTcpOnlyConnectCost : kConnectCost; }
+  /// "self, tcp, posix": the transports of UCX's resources, for messages.
+  const std::string& resources() const { return resources_; }
 
   /// The lock described in the class comment.
   std::mutex& workerMutex() const { return workerMu_; }
@@ -168,6 +176,9 @@ class Context {
   void initUcp();
   /// Creates the worker and records its address.
   void initWorker();
+  /// Lists UCX's resources (ucp_context_print_info) into resources_ and
+  /// networkOnlyTcp_.
+  void surveyResources();
   /// Maps one more chunk of control words.
   void addControlChunk();
   /// Starts progressLoop on its own thread (settings().progressThread).
@@ -189,6 +200,8 @@ class Context {
   Settings settings_;
   std::string tlsSource_;
   std::string effectiveTls_;
+  std::string resources_;         // see resources()
+  bool networkOnlyTcp_ = false;   // no UCX resource but TCP and host-local ones
   uint64_t memoryTypes_ = 0;
 
   mutable std::mutex workerMu_;

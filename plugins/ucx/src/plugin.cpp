@@ -120,7 +120,7 @@ pb_status ucxCanConnect(pb_plugin_ctx* ctx, const pb_peer_info_v1* peer, int* co
     need(c, "can_connect", "ctx");
     need(cost, "can_connect", "cost");
     std::string why = c->unreachableReason(PeerInfo::from(peer));
-    *cost = why.empty() ? kConnectCost : -1;
+    *cost = why.empty() ? c->connectCost() : -1;
     writeReason(why, reason, reasonLen);
     return PB_OK;
   });
