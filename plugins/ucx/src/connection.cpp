@@ -77,27 +77,32 @@ bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
     params.err_handler.arg = guard_;
     ucs_status_t st = ucp_ep_create(ctx_.worker(), &params, &ep_);
     PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText(who + ": ucp_ep_create failed", st));
+    // From here on a failure is final: a later call must not find the
+    // endpoint and take the connection for made.
     ucp_rkey_h rkey = nullptr;
     st = ucp_ep_rkey_unpack(ep_, blob.controlRkey.data(), &rkey);
-    PB_UCX_CHECK(st == UCS_OK, PB_ERR_INVALID, ucsText(who + ": the peer's control key does not unpack", st));
+    if (st != UCS_OK) fail(PB_ERR_INVALID, ucsText(who + ": the peer's control key does not unpack", st));
+    throwIfFailed();
     peerControl_ = std::make_shared<UcpRkey>(rkey);
     peerControlAddr_ = blob.controlAddr;
     // UCX wires the endpoint up in the background; a flush completes once
     // every lane is connected, so it is the handshake.
     ucp_request_param_t none{};
     ucs_status_ptr_t req = ucp_ep_flush_nbx(ep_, &none);
-    PB_UCX_CHECK(!UCS_PTR_IS_ERR(req), PB_ERR_REMOTE,
-                 ucsText(who + ": the handshake flush failed", UCS_PTR_STATUS(req)));
+    if (UCS_PTR_IS_ERR(req)) fail(PB_ERR_REMOTE, ucsText(who + ": the handshake flush failed", UCS_PTR_STATUS(req)));
+    throwIfFailed();
     handshake_ = req;
   }
   ctx_.progressLocked();
-  PB_UCX_CHECK(epStatus_ == UCS_OK, PB_ERR_REMOTE, ucsText(who + " failed while connecting", epStatus_));
+  if (epStatus_ != UCS_OK) fail(PB_ERR_REMOTE, ucsText(who + " failed while connecting", epStatus_));
+  throwIfFailed();
   if (handshake_) {
     ucs_status_t st = ucp_request_check_status(handshake_);
     if (st == UCS_INPROGRESS) return false;
     ucp_request_free(handshake_);
     handshake_ = nullptr;
-    PB_UCX_CHECK(st == UCS_OK, PB_ERR_REMOTE, ucsText(who + ": the handshake flush failed", st));
+    if (st != UCS_OK) fail(PB_ERR_REMOTE, ucsText(who + ": the handshake flush failed", st));
+    throwIfFailed();
   }
   connected_ = true;
   ctx_.attach(this);
@@ -181,9 +186,11 @@ void Connection::sayGoodbye() {
   void* flush = nullptr;
   {
     std::lock_guard<std::mutex> lock(ctx_.workerMutex());
-    goodbye_ = wire::kCloseMarker;
+    // Static: should the put outlive this connection (a close that timed
+    // out), UCX still reads valid memory.
+    static const uint64_t kMarker = wire::kCloseMarker;
     ucp_request_param_t none{};
-    put = ucp_put_nbx(ep_, &goodbye_, sizeof(goodbye_), peerControlAddr_, peerControl_->get(), &none);
+    put = ucp_put_nbx(ep_, &kMarker, sizeof(kMarker), peerControlAddr_, peerControl_->get(), &none);
     if (UCS_PTR_IS_ERR(put)) return;
     flush = ucp_ep_flush_nbx(ep_, &none);
   }
@@ -227,6 +234,9 @@ void Connection::closeEndpoint() {
     for (auto& [handle, key] : keys_)
       if (key->rkey) key->rkey->leak();
     if (peerControl_) peerControl_->leak();
+    // Atomics in flight read their operand from the Op: keep the storage
+    // (moving a deque keeps its elements where they are).
+    new std::deque<Op>(std::move(ops_));
   }
   ops_.clear();
   pendingSignals_.clear();

@@ -148,7 +148,6 @@ class Connection {
   ucs_status_t epStatus_ = UCS_OK;      // set by onEndpointError
   uint64_t peerControlAddr_ = 0;
   std::shared_ptr<UcpRkey> peerControl_;
-  uint64_t goodbye_ = 0;                // source of the close marker put
 
   std::unordered_map<const RemoteKey*, std::unique_ptr<RemoteKey>> keys_;  // imported, not released
 

@@ -251,20 +251,32 @@ void Context::progressLoop() {
   // Wakes at least this often even without events, so a missed wake-up
   // costs latency, never a hang.
   constexpr int kMaxSleepMs = 100;
+  // Where UCX cannot arm its interfaces: poll this often instead of spinning.
+  constexpr int kPollSleepMs = 1;
+  bool armFailedLogged = false;
   while (!stopping_) {
     unsigned events = 0;
-    bool armed = false;
+    ucs_status_t arm = UCS_ERR_BUSY;
     {
       std::lock_guard<std::mutex> lock(workerMu_);
       events = progressLocked();
       for (Connection* conn : attached_) conn->pumpLocked();
       // Arm only once nothing is pending: UCS_ERR_BUSY means progress again.
-      if (events == 0) armed = ucp_worker_arm(worker_) == UCS_OK;
+      if (events == 0) arm = ucp_worker_arm(worker_);
     }
     if (events) notifyLanded();  // the host promises not to throw across the C ABI
-    if (!armed) continue;
+    if (arm == UCS_ERR_BUSY) continue;
+    if (arm != UCS_OK && !armFailedLogged) {
+      armFailedLogged = true;
+      try {
+        log(PB_LOG_WARN, ucsText("ucp_worker_arm failed; the progress thread polls every " +
+                                     std::to_string(kPollSleepMs) + " ms instead",
+                                 arm));
+      } catch (...) {
+      }
+    }
     epoll_event ready[2];
-    epoll_wait(epollFd_, ready, 2, kMaxSleepMs);
+    epoll_wait(epollFd_, ready, 2, arm == UCS_OK ? kMaxSleepMs : kPollSleepMs);
   }
 }
 
