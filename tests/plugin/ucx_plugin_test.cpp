@@ -970,7 +970,7 @@ TEST_F(UcxPairTest, CleanCloseIsNotAnError) {
   auto start = Clock::now();
   forgetKeysOf(c1_);
   freeAll({c1_});
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1)) << "the close marker should land at once";
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(1900)) << "free() waited out its 2 s grace: the marker did not land";
   // UCX resets rank 0's endpoint when rank 1's goes; that is no error.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   stop = true;
