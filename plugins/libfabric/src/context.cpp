@@ -294,9 +294,9 @@ void Context::setUpMessages() {
   recvBytes_.assign(kReceives * wire::Message::kSize, 0);
   // The slots are the source of atomics (FI_WRITE) and of sends.
   sendSlab_ = registerBuffer(target, sendBytes_.data(), sendBytes_.size(), FI_SEND | FI_WRITE | FI_READ,
-                             FI_HMEM_SYSTEM, 0, regions_.nextId() + (1ull << 62), "libfabric: control-message slots");
-  recvSlab_ = registerBuffer(target, recvBytes_.data(), recvBytes_.size(), FI_RECV, FI_HMEM_SYSTEM, 0,
-                             regions_.nextId() + (1ull << 62) + 1, "libfabric: receive buffers");
+                             FI_HMEM_SYSTEM, 0, nextKey_++, "libfabric: control-message slots");
+  recvSlab_ = registerBuffer(target, recvBytes_.data(), recvBytes_.size(), FI_RECV, FI_HMEM_SYSTEM, 0, nextKey_++,
+                             "libfabric: receive buffers");
   for (int i = int(kSlots) - 1; i >= 0; --i) freeSlots_.push_back(i);
   receives_.resize(kReceives);
   for (size_t i = 0; i < kReceives; ++i) {
@@ -349,7 +349,7 @@ LocalRegion* Context::registerMemory(void* ptr, size_t size, pb_mem_type type) {
     int device = type == PB_MEM_CUDA ? cudaDeviceOf(ptr) : 0;
     region->reg = registerBuffer(MrTarget{domain_.get(), ep_.get(), mrMode_}, ptr, size,
                                  FI_WRITE | FI_REMOTE_WRITE | FI_READ | FI_REMOTE_READ, iface, device,
-                                 regions_.nextId(), what);
+                                 nextKey_++, what);
     region->rmaBase = (mrMode_ & FI_MR_VIRT_ADDR) ? reinterpret_cast<uintptr_t>(ptr) : 0;
   }
   return regions_.add(std::move(region));

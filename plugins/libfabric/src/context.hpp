@@ -228,6 +228,7 @@ class Context {
   std::unordered_map<uint64_t, Connection*> connections_;
   uint64_t nextConnection_ = 1;
   std::map<fi_addr_t, int> addressRefs_;
+  uint64_t nextKey_ = 1;  // requested MR keys (unless FI_MR_PROV_KEY), small for short mr_key_size
 
   mutable std::mutex errorMu_;
   std::string error_;

@@ -95,8 +95,6 @@ class RegionRegistry {
   LocalRegion* find(uint64_t id, uint64_t check) const;
   /// Number of live regions.
   size_t size() const { return regions_.size(); }
-  /// The id the next add() will give (for requested MR keys).
-  uint64_t nextId() const { return nextId_; }
 
  private:
   std::unordered_map<uint64_t, std::unique_ptr<LocalRegion>> regions_;

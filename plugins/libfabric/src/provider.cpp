@@ -157,7 +157,7 @@ const fi_info* chooseInfo(const fi_info* list, const std::string& provider, cons
   }
   std::string asked = provider.empty() ? "the default order (efa, verbs;ofi_rxm, tcp;ofi_rxm, tcp, sockets)"
                                        : "provider '" + provider + "'";
-  *why = "no libfabric provider matches " + asked + (iface.empty() ? "" : " on iface '" + iface + "'") +
+  *why = "no provider matches " + asked + (iface.empty() ? "" : " on iface '" + iface + "'") +
          "; fi_getinfo offers RDM endpoints with RMA writes from: " + describeOffer(list);
   return nullptr;
 }
