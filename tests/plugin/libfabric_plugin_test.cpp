@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -364,6 +365,18 @@ TEST_F(LibfabricTest, InitWithWrongHostMajorFailsWithReason) {
   EXPECT_EQ(t_->init(&host.services, &ctx), PB_ERR_VERSION);
   EXPECT_EQ(ctx, nullptr);
   EXPECT_NE(std::string(t_->last_error(nullptr)).find("transport ABI 7."), std::string::npos) << t_->last_error(nullptr);
+}
+
+TEST_F(LibfabricTest, HostThatThrowsFromDeclareIsReportedNotFatal) {
+  FakeHost host(0, "testhost", {});
+  host.services.declare_setting = [](void*, const pb_setting_decl_v1*) -> pb_status {
+    throw std::runtime_error("PLUGBOARD_LIBFABRIC_PROVIDER: bad value");
+  };
+  pb_plugin_ctx* ctx = nullptr;
+  EXPECT_EQ(t_->init(&host.services, &ctx), PB_ERR_INVALID);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find("declaring setting 'provider': PLUGBOARD_LIBFABRIC_PROVIDER"),
+            std::string::npos)
+      << t_->last_error(nullptr);
 }
 
 TEST_F(LibfabricTest, BadSettingValuesFailInitNamingThem) {
