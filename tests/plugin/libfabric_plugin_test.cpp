@@ -620,7 +620,18 @@ TEST_P(LibfabricSignalModeTest, SignalBecomesVisibleOnlyAfterEarlierWrites) {
 
   std::atomic<bool> stop{false};
   std::string receiverFailure;
-  std::thread receiver([&] {
+  std::thread receiver;
+  // A failed assertion below returns early: stop and join the receiver
+  // first, so the test reports instead of terminating the binary.
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~Joiner() {
+      stop = true;
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{stop, receiver};
+  receiver = std::thread([&] {
     uint64_t checked = 0, ignored = 0;
     auto deadline = Clock::now() + kTimeout;
     while (checked < kRounds && !stop.load() && Clock::now() < deadline) {
@@ -648,7 +659,7 @@ TEST_P(LibfabricSignalModeTest, SignalBecomesVisibleOnlyAfterEarlierWrites) {
   auto deadline = Clock::now() + kTimeout;
   while (done < 2 * kRounds && Clock::now() < deadline) ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK);
   stop = done < 2 * kRounds;
-  receiver.join();
+  if (receiver.joinable()) receiver.join();
   EXPECT_EQ(done, 2 * kRounds);
   EXPECT_EQ(receiverFailure, "");
   EXPECT_EQ(__atomic_load_n(&counter[1], __ATOMIC_ACQUIRE), kRounds);
