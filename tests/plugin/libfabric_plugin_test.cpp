@@ -1,7 +1,7 @@
 // Tests of libplugboard-libfabric.so through its C ABI only, as the core
 // uses it: dlopen, a fake host-services table, two plugin contexts (ranks 0
 // and 1 of one host) in this process, a real libfabric provider on
-// loopback: tcp;ofi_rxm unless PLUGBOARD_TEST_LIBFABRIC_PROVIDER names
+// loopback: tcp;ofi_rxm unless PB_TEST_LIBFABRIC_PROVIDER names
 // another. Tests that need a provider skip, with fi_getinfo's reason, where
 // none is usable.
 #include <dlfcn.h>
@@ -34,7 +34,7 @@ constexpr auto kTimeout = std::chrono::seconds(20);
 
 /// The provider the tests force, on the loopback domain.
 std::string testProvider() {
-  const char* p = std::getenv("PLUGBOARD_TEST_LIBFABRIC_PROVIDER");
+  const char* p = std::getenv("PB_TEST_LIBFABRIC_PROVIDER");
   return p && *p ? p : "tcp;ofi_rxm";
 }
 
