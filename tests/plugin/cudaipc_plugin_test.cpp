@@ -53,6 +53,20 @@ constexpr auto kWait = std::chrono::seconds(30);
 constexpr auto kTestTimeout = std::chrono::seconds(150);
 constexpr size_t kMiB = size_t(1) << 20;
 
+/// CUDA devices here, counted once in a throwaway child (gpu_test_util.hpp)
+/// so this process never initialises CUDA.
+int gpuCount() {
+  static const int count = gpuCountWithoutInit();
+  return count;
+}
+
+/// Skips unless n GPUs exist, without initialising CUDA in this process.
+#define REQUIRE_GPUS(n)                                                                   \
+  do {                                                                                    \
+    if (gpuCount() == 0) GTEST_SKIP() << "no CUDA device";                                \
+    if (gpuCount() < (n)) GTEST_SKIP() << "needs " << (n) << " CUDA devices, found " << gpuCount(); \
+  } while (0)
+
 // ---- failing and skipping inside a forked rank ------------------------------
 
 /// Thrown by a failed check in a rank; its text goes to the parent.
@@ -610,7 +624,7 @@ TEST(CudaIpcPlugin, InitWithWrongHostMajorFailsWithReason) {
 // ---- one rank ----------------------------------------------------------------
 
 TEST(CudaIpcPlugin, PropertiesAndReachability) {
-  PB_REQUIRE_GPUS_FORKSAFE(1);
+  REQUIRE_GPUS(1);
   RUN_RANKS([](Link&) {
     Rank r(0, 0);
     pb_transport_properties_v1 props{};
@@ -640,7 +654,7 @@ TEST(CudaIpcPlugin, PropertiesAndReachability) {
 }
 
 TEST(CudaIpcPlugin, RegistrationRefusesWhatItCannotShare) {
-  PB_REQUIRE_GPUS_FORKSAFE(1);
+  REQUIRE_GPUS(1);
   RUN_RANKS([](Link&) {
     Rank r(0, 0);
     pb_mr* mr = reinterpret_cast<pb_mr*>(&r);
@@ -688,7 +702,7 @@ TEST(CudaIpcPlugin, RegistrationRefusesWhatItCannotShare) {
 // blobs are checked, and a key from our own process maps to the exporter's
 // own pointer (CUDA refuses to open a process's own IPC handles).
 TEST(CudaIpcPlugin, OneProcessTwoContexts) {
-  PB_REQUIRE_GPUS_FORKSAFE(1);
+  REQUIRE_GPUS(1);
   RUN_RANKS([](Link&) {
     int n = 0;
     RCUDA(cudaGetDeviceCount(&n));
@@ -742,7 +756,7 @@ class CudaIpcPairTest : public ::testing::TestWithParam<Placement> {
  protected:
   void SetUp() override {
     ASSERT_NE(plugin(), nullptr) << "cannot load " << PLUGBOARD_CUDAIPC_PLUGIN;
-    PB_REQUIRE_GPUS_FORKSAFE(std::max(GetParam().dev0, GetParam().dev1) + 1);
+    REQUIRE_GPUS(std::max(GetParam().dev0, GetParam().dev1) + 1);
   }
 };
 

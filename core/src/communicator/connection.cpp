@@ -102,6 +102,26 @@ void checkSignal(ConnectionImpl& c, const RemoteMemoryImpl* dstImpl, uint64_t ds
 
 }  // namespace
 
+bool Connection::mapsPeerMemory() const {
+  const pb_transport_v1& api = impl_->plugin->api();
+  return (impl_->plugin->properties().flags & PB_CAP_MAPPED) &&
+         api.struct_size >= offsetof(pb_transport_v1, remote_pointer) + sizeof(void*) && api.remote_pointer;
+}
+
+void* Connection::remotePointer(const RemoteMemory& remote) const {
+  ConnectionImpl& c = *impl_;
+  if (!mapsPeerMemory())
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": transport " + c.plugin->name() +
+                                             " does not map peer memory into this process (use a port channel)");
+  if (!remote.impl_ || remote.impl_->connection.get() != &c)
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": remotePointer of memory imported on another connection");
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.requireOpen();
+  void* ptr = nullptr;
+  c.plugin->check(c.plugin->api().remote_pointer(c.conn, remote.impl_->rkey, &ptr), c.describe() + ": remote pointer");
+  return ptr;
+}
+
 bool Connection::notifiesWaiters() const { return (impl_->plugin->properties().flags & PB_CAP_SIGNAL_NOTIFY) != 0; }
 
 void Connection::writeWithSignal(const RemoteMemory& dst, uint64_t dstOffset, const RegisteredMemory& src,

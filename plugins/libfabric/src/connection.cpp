@@ -1,0 +1,378 @@
+// Set-up, posting, completion bookkeeping and close of a connection.
+//
+// Ordering (see README.md): writes are posted with FI_DELIVERY_COMPLETE, so
+// a write's completion means its data is in the target's memory. A signal
+// is handed to the provider only once every earlier write on the
+// connection has completed, so it cannot become visible before them,
+// whatever order the provider delivers operations in.
+#include "connection.hpp"
+
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "error.hpp"
+
+namespace plugboard::libfabric {
+
+namespace {
+
+/// How long free() keeps progressing operations already handed to the
+/// provider before it abandons them.
+constexpr std::chrono::milliseconds kCloseGrace{2000};
+
+}  // namespace
+
+Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen) : ctx_(ctx), peer_(peer) {
+  OFI_CHECK(addrLen, PB_ERR_INVALID, "libfabric setup: addr_len must not be NULL");
+  std::string why = ctx.whyUnreachable(peer);
+  OFI_CHECK(why.empty(), PB_ERR_UNSUPPORTED, why);
+  std::lock_guard<std::mutex> lock(ctx_.mutex());
+  wire::AddressBlob blob;
+  blob.rank = ctx_.rank();
+  blob.addrFormat = ctx_.addrFormat();
+  blob.provider = ctx_.provider().name;
+  blob.name = ctx_.endpointName();
+  size_t room = *addrLen;
+  *addrLen = blob.size();
+  OFI_CHECK(addr && room >= blob.size(), PB_ERR_INVALID,
+            "libfabric setup: address buffer of " + std::to_string(room) + " bytes is smaller than the " +
+                std::to_string(blob.size()) + " a libfabric address needs");
+  id_ = ctx_.addConnection(this);
+  blob.conn = id_;
+  blob.encode(static_cast<uint8_t*>(addr));
+}
+
+Connection::~Connection() {
+  std::unique_lock<std::mutex> lock(ctx_.mutex());
+  // Queued operations are abandoned (transport.h); those the provider has
+  // may still read our memory, so give them a bounded time to finish.
+  backlog_.clear();
+  signals_.clear();
+  try {
+    auto deadline = std::chrono::steady_clock::now() + kCloseGrace;
+    while (inFabric_ > 0 && !failure_ && std::chrono::steady_clock::now() < deadline) {
+      ctx_.progressLocked();
+      if (inFabric_ == 0 || failure_) break;
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      lock.lock();
+    }
+  } catch (const std::exception& e) {
+    ctx_.log(PB_LOG_WARN, "libfabric: closing the connection to " + peer_.describe() + ": " + e.what());
+  }
+  if (inFabric_ > 0 && !failure_)
+    ctx_.log(PB_LOG_WARN, "libfabric: closing the connection to " + peer_.describe() + " with " +
+                              std::to_string(inFabric_) + " operation(s) still in flight after " +
+                              std::to_string(kCloseGrace.count()) + " ms");
+  ctx_.removeConnection(id_);
+  if (addr_ != FI_ADDR_NOTAVAIL) ctx_.removeAddress(addr_);
+}
+
+std::string Connection::link() const {
+  return "rank " + std::to_string(ctx_.rank()) + " -> " + peer_.describe();
+}
+
+void Connection::requireConnected() const {
+  OFI_CHECK(connected_, PB_ERR_INVALID,
+            "libfabric connection " + link() + " is not connected (proxy_connect has not returned PB_OK)");
+}
+
+void Connection::throwIfFailed() const {
+  if (failure_) throw Error(failure_->status, failure_->reason);
+}
+
+void Connection::fail(pb_status status, const std::string& reason) {
+  if (failure_) return;
+  failure_ = Failure{status, reason};
+  ctx_.log(PB_LOG_WARN, reason);
+}
+
+// ---- set-up ------------------------------------------------------------------
+
+bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
+  std::lock_guard<std::mutex> lock(ctx_.mutex());
+  if (connected_) return true;
+  throwIfFailed();
+  if (!peerBlob_) {
+    auto blob = wire::AddressBlob::decode(static_cast<const uint8_t*>(peerAddr), peerAddrLen, peer_.describe());
+    std::string from = "libfabric address blob from " + peer_.describe();
+    OFI_CHECK(blob.rank == peer_.rank, PB_ERR_INVALID, from + " was made by rank " + std::to_string(blob.rank));
+    OFI_CHECK(blob.provider == ctx_.provider().name, PB_ERR_INVALID,
+              from + ": it uses provider '" + blob.provider + "', " + ctx_.describeSelf() + " uses '" +
+                  ctx_.provider().name + "' (set libfabric.provider alike on every rank)");
+    OFI_CHECK(blob.addrFormat == ctx_.addrFormat(), PB_ERR_INVALID,
+              from + ": its endpoint address has format " + std::to_string(blob.addrFormat) + ", ours " +
+                  std::to_string(ctx_.addrFormat()) + " (different address families? see libfabric.iface)");
+    addr_ = ctx_.insertAddress(blob.name, peer_.describe());
+    peerBlob_ = blob;
+    if (helloReceived_ && helloFromConn_ != blob.conn)
+      fail(PB_ERR_REMOTE, "bad message from " + peer_.describe() + ": its hello came from connection " +
+                              std::to_string(helloFromConn_) + ", its address blob names connection " +
+                              std::to_string(blob.conn));
+  }
+  if (!helloPosted_ && !failure_) helloPosted_ = postHello();
+  ctx_.progressLocked();
+  throwIfFailed();
+  if (!(helloSent_ && helloReceived_)) return false;
+  connected_ = true;
+  ctx_.log(PB_LOG_INFO, link() + " connected over libfabric " + ctx_.provider().name + " (domain " +
+                            ctx_.provider().domain + ")");
+  return true;
+}
+
+bool Connection::postHello() {
+  int slot = ctx_.takeSlot();
+  if (slot < 0) return false;
+  wire::Message m;
+  m.type = static_cast<uint16_t>(wire::MessageType::Hello);
+  m.fromRank = ctx_.rank();
+  m.toRank = peer_.rank;
+  m.toConn = peerBlob_->conn;
+  m.fromConn = id_;
+  m.encode(ctx_.slot(slot));
+  OpRecord* op = ctx_.newOp(OpRecord::Kind::Hello, id_, 0, slot);
+  ssize_t rc = fi_send(ctx_.ep(), ctx_.slot(slot), wire::Message::kSize, ctx_.slotDesc(), addr_, &op->fiCtx);
+  if (rc != 0) ctx_.dropOp(op);
+  if (rc == -FI_EAGAIN) return false;
+  fiCheck(rc, "libfabric hello from " + link() + ": fi_send");
+  ++inFabric_;
+  return true;
+}
+
+void Connection::onHello(const wire::Message& m) {
+  std::string bad = "bad message from " + peer_.describe() + ": ";
+  if (helloReceived_) return fail(PB_ERR_REMOTE, bad + "a second hello");
+  helloReceived_ = true;
+  helloFromConn_ = m.fromConn;
+  if (peerBlob_ && m.fromConn != peerBlob_->conn)
+    fail(PB_ERR_REMOTE, bad + "its hello came from connection " + std::to_string(m.fromConn) +
+                            ", its address blob names connection " + std::to_string(peerBlob_->conn));
+}
+
+// ---- posting -------------------------------------------------------------------
+
+uint64_t Connection::postWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset,
+                               size_t size) {
+  std::lock_guard<std::mutex> lock(ctx_.mutex());
+  requireConnected();
+  throwIfFailed();
+  OFI_CHECK(rangeFits(srcOffset, size, src.size), PB_ERR_INVALID,
+            "libfabric write: source range of " + std::to_string(size) + " bytes at offset " +
+                std::to_string(srcOffset) + " lies outside the registered region of " + std::to_string(src.size) +
+                " bytes");
+  OFI_CHECK(rangeFits(dstOffset, size, dst.size), PB_ERR_INVALID,
+            "libfabric write: destination range of " + std::to_string(size) + " bytes at offset " +
+                std::to_string(dstOffset) + " lies outside " + peer_.describe() + "'s region of " +
+                std::to_string(dst.size) + " bytes");
+  uint64_t seq = ++posted_;
+  uint64_t fragment = ctx_.maxFragment();
+  uint64_t parts = (size + fragment - 1) / fragment;  // 0 for an empty write: done at once
+  parts_.push_back(parts);
+  if (parts == 0) {
+    opPartDone(0);
+    return seq;
+  }
+  openWrites_.insert(seq);
+  Pending w;
+  w.seq = seq;
+  w.src = src.base + srcOffset;
+  w.desc = src.reg.desc;
+  w.remote = dst.rmaBase + dstOffset;
+  w.key = dst.mrKey;
+  w.left = size;
+  if (!backlog_.empty() || !postFragments(w)) backlog_.push_back(w);
+  throwIfFailed();
+  return seq;
+}
+
+uint64_t Connection::postSignal(const RemoteRegion& dst, size_t dstOffset, uint64_t value) {
+  std::lock_guard<std::mutex> lock(ctx_.mutex());
+  requireConnected();
+  throwIfFailed();
+  OFI_CHECK((dst.base + dstOffset) % alignof(uint64_t) == 0, PB_ERR_INVALID,
+            "libfabric signal: the target at offset " + std::to_string(dstOffset) + " is not 8-byte aligned");
+  OFI_CHECK(rangeFits(dstOffset, sizeof(uint64_t), dst.size), PB_ERR_INVALID,
+            "libfabric signal: the 8-byte target at offset " + std::to_string(dstOffset) + " lies outside " +
+                peer_.describe() + "'s region of " + std::to_string(dst.size) + " bytes");
+  uint64_t seq = ++posted_;
+  parts_.push_back(1);
+  Pending s;
+  s.seq = seq;
+  s.remote = dst.rmaBase + dstOffset;
+  s.key = dst.mrKey;
+  s.region = dst.region;
+  s.check = dst.check;
+  s.offset = dstOffset;
+  s.value = value;
+  signals_.push_back(s);
+  drain();
+  throwIfFailed();
+  return seq;
+}
+
+bool Connection::postFragments(Pending& w) {
+  bool progressed = false;
+  while (w.left > 0) {
+    uint64_t len = std::min<uint64_t>(w.left, ctx_.maxFragment());
+    OpRecord* op = ctx_.newOp(OpRecord::Kind::Write, id_, w.seq, -1);
+    iovec iov{const_cast<char*>(w.src), len};
+    void* desc = w.desc;
+    fi_rma_iov rma{w.remote, len, w.key};
+    fi_msg_rma msg{};
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    msg.addr = addr_;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    msg.context = &op->fiCtx;
+    // Delivery complete: the completion means the data is at the target.
+    ssize_t rc = fi_writemsg(ctx_.ep(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+    if (rc != 0) ctx_.dropOp(op);
+    if (rc == -FI_EAGAIN) {
+      // The provider is out of room: completions free some; once per call.
+      if (progressed) return false;
+      progressed = true;
+      ctx_.progressLocked();
+      if (failure_) return false;
+      continue;
+    }
+    if (rc < 0) {
+      fail(statusForFiError(static_cast<int>(-rc)), "libfabric write of " + std::to_string(len) + " bytes " +
+                                                        link() + " could not be posted: fi_writemsg: " +
+                                                        fiErrorText(rc));
+      return false;
+    }
+    ++inFabric_;
+    w.src += len;
+    w.remote += len;
+    w.left -= len;
+  }
+  return true;
+}
+
+bool Connection::postSignalNow(const Pending& s) {
+  int slot = ctx_.takeSlot();
+  if (slot < 0) {
+    ctx_.progressLocked();
+    if (failure_ || (slot = ctx_.takeSlot()) < 0) return false;
+  }
+  OpRecord* op = ctx_.newOp(OpRecord::Kind::Signal, id_, s.seq, slot);
+  uint8_t* buf = ctx_.slot(slot);
+  ssize_t rc;
+  const char* call;
+  if (ctx_.signalMode() == SignalMode::Atomic) {
+    std::memcpy(buf, &s.value, sizeof(s.value));  // the operand, in registered memory
+    fi_ioc ioc{buf, 1};
+    void* desc = ctx_.slotDesc();
+    fi_rma_ioc target{s.remote, 1, s.key};
+    fi_msg_atomic msg{};
+    msg.msg_iov = &ioc;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    msg.addr = addr_;
+    msg.rma_iov = &target;
+    msg.rma_iov_count = 1;
+    msg.datatype = FI_UINT64;
+    msg.op = FI_SUM;
+    msg.context = &op->fiCtx;
+    rc = fi_atomicmsg(ctx_.ep(), &msg, FI_COMPLETION);
+    call = "fi_atomicmsg";
+  } else {
+    wire::Message m;
+    m.type = static_cast<uint16_t>(wire::MessageType::Signal);
+    m.fromRank = ctx_.rank();
+    m.toRank = peer_.rank;
+    m.toConn = peerBlob_->conn;
+    m.fromConn = id_;
+    m.region = s.region;
+    m.check = s.check;
+    m.offset = s.offset;
+    m.value = s.value;
+    m.encode(buf);
+    rc = fi_send(ctx_.ep(), buf, wire::Message::kSize, ctx_.slotDesc(), addr_, &op->fiCtx);
+    call = "fi_send";
+  }
+  if (rc != 0) ctx_.dropOp(op);  // releases the slot too
+  if (rc == -FI_EAGAIN) return false;
+  if (rc < 0) {
+    fail(statusForFiError(static_cast<int>(-rc)),
+         "libfabric signal " + link() + " could not be posted: " + call + ": " + fiErrorText(rc));
+    return false;
+  }
+  ++inFabric_;
+  return true;
+}
+
+bool Connection::writesDoneBefore(uint64_t seq) const {
+  return openWrites_.empty() || *openWrites_.begin() > seq;
+}
+
+void Connection::drain() {
+  while (!backlog_.empty() && !failure_) {
+    if (!postFragments(backlog_.front())) return;
+    backlog_.pop_front();
+  }
+  while (!signals_.empty() && !failure_) {
+    const Pending& s = signals_.front();
+    if (!writesDoneBefore(s.seq) || !postSignalNow(s)) return;
+    signals_.pop_front();
+  }
+}
+
+// ---- completion ----------------------------------------------------------------
+
+void Connection::opPartDone(uint64_t seq) {
+  if (seq != 0) {  // 0: nothing finished, just advance past empty writes
+    if (seq <= completed_ || seq - completed_ > parts_.size() || parts_[seq - completed_ - 1] == 0)
+      return fail(PB_ERR_INTERNAL, "libfabric " + link() + ": completion for operation " + std::to_string(seq) +
+                                       " that is not in flight (completed " + std::to_string(completed_) +
+                                       ", posted " + std::to_string(posted_) + ")");
+    if (--parts_[seq - completed_ - 1] == 0) openWrites_.erase(seq);
+  }
+  while (!parts_.empty() && parts_.front() == 0) {
+    parts_.pop_front();
+    ++completed_;
+  }
+}
+
+void Connection::onComplete(const OpRecord& op) {
+  --inFabric_;
+  if (op.kind == OpRecord::Kind::Hello)
+    helloSent_ = true;
+  else
+    opPartDone(op.seq);
+}
+
+void Connection::onError(const OpRecord& op, pb_status status, const std::string& what) {
+  --inFabric_;
+  const char* kind = op.kind == OpRecord::Kind::Write    ? "write"
+                     : op.kind == OpRecord::Kind::Signal ? "signal"
+                                                         : "hello";
+  fail(status, std::string("libfabric ") + kind + " " + link() + " failed: " + what);
+}
+
+void Connection::progress(uint64_t* completed) {
+  std::lock_guard<std::mutex> lock(ctx_.mutex());
+  if (!failure_) {
+    ctx_.progressLocked();
+    if (connected_ && !failure_) drain();
+  }
+  *completed = completed_;
+  throwIfFailed();
+}
+
+void Connection::flush() {
+  std::lock_guard<std::mutex> lock(ctx_.mutex());
+  requireConnected();
+  drain();
+  throwIfFailed();
+}
+
+}  // namespace plugboard::libfabric

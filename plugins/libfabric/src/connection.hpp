@@ -1,0 +1,128 @@
+// One libfabric connection to a peer (the core's pb_conn*). Connections of
+// a context share its RDM endpoint; a connection is the peer's address in
+// the address vector plus the bookkeeping that turns fabric operations into
+// the ABI's sequence numbers.
+//
+// Every method runs with the context's mutex held (the public ones take it
+// themselves; the on* callbacks are called by Context::progressLocked).
+#pragma once
+
+#include <rdma/fabric.h>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "context.hpp"
+#include "memory.hpp"
+#include "wire.hpp"
+
+namespace plugboard::libfabric {
+
+/// A connection. See README.md for the operation model and ordering.
+class Connection {
+ public:
+  /// setup(): registers with ctx and writes our address blob into addr
+  /// (*addrLen: room in, size used out). Throws Error.
+  Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen);
+  /// free(): waits a bounded time for operations already handed to the
+  /// provider, then forgets them and drops the peer's address. Never throws.
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  /// proxy_connect(): one non-blocking step. True once both hellos are
+  /// through. Throws Error for a bad blob or a failed hello.
+  bool connect(const void* peerAddr, size_t peerAddrLen);
+  /// Posts a write of size bytes (split into fragments of at most
+  /// Context::maxFragment()); returns its sequence number. Throws Error
+  /// (PB_ERR_INVALID for a bad range, the connection's failure otherwise).
+  uint64_t postWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset,
+                     size_t size);
+  /// Posts an atomic add of value to the u64 at dst + dstOffset; it is
+  /// handed to the provider once every earlier write has completed. As
+  /// postWrite.
+  uint64_t postSignal(const RemoteRegion& dst, size_t dstOffset, uint64_t value);
+  /// Polls the completion queue, posts what waits, sets *completed to the
+  /// sequence number of the last completed operation, then throws the
+  /// connection's failure if any (final).
+  void progress(uint64_t* completed);
+  /// Posts whatever waits for resources; throws the failure if any.
+  void flush();
+  /// The owning context.
+  Context& context() { return ctx_; }
+  /// The peer.
+  const PeerInfo& peer() const { return peer_; }
+
+  // ---- called by the context, mutex held --------------------------------
+
+  /// An operation of this connection completed.
+  void onComplete(const OpRecord& op);
+  /// An operation of this connection failed: the connection fails.
+  void onError(const OpRecord& op, pb_status status, const std::string& what);
+  /// The peer's hello arrived.
+  void onHello(const wire::Message& m);
+  /// Records the connection's final failure (first one wins) and logs it.
+  void fail(pb_status status, const std::string& reason);
+
+ private:
+  /// A write or signal not yet (fully) handed to the provider.
+  struct Pending {
+    uint64_t seq = 0;
+    // write: the rest of it
+    const char* src = nullptr;
+    void* desc = nullptr;
+    uint64_t remote = 0;  ///< Remote address of the next byte.
+    uint64_t key = 0;
+    uint64_t left = 0;
+    // signal
+    uint64_t region = 0, check = 0, offset = 0, value = 0;
+  };
+
+  /// Throws Error(PB_ERR_INVALID) until proxy_connect has returned PB_OK.
+  void requireConnected() const;
+  /// Throws the failure, if any.
+  void throwIfFailed() const;
+  /// Hands fragments of w to the provider until it is all posted (true) or
+  /// the provider is out of room (false).
+  bool postFragments(Pending& w);
+  /// Hands signal s to the provider; false when out of room.
+  bool postSignalNow(const Pending& s);
+  /// Sends our hello; false when out of room.
+  bool postHello();
+  /// Posts backlogged fragments and the signals whose writes are delivered.
+  void drain();
+  /// True when every write before seq has completed.
+  bool writesDoneBefore(uint64_t seq) const;
+  /// One fabric operation of op seq completed.
+  void opPartDone(uint64_t seq);
+  /// "rank A -> rank B (host H)", for messages.
+  std::string link() const;
+
+  Context& ctx_;
+  PeerInfo peer_;
+  uint64_t id_ = 0;                 // our connection id (in our blob)
+  std::optional<wire::AddressBlob> peerBlob_;
+  fi_addr_t addr_ = FI_ADDR_NOTAVAIL;
+  bool helloPosted_ = false, helloSent_ = false, helloReceived_ = false;
+  uint64_t helloFromConn_ = 0;      // from_conn of the peer's hello
+  bool connected_ = false;
+
+  uint64_t posted_ = 0;             // last sequence number handed out
+  uint64_t completed_ = 0;          // all operations <= completed_ are done
+  std::deque<uint64_t> parts_;      // parts_[i]: fabric ops left of seq completed_ + 1 + i
+  std::set<uint64_t> openWrites_;   // writes not yet complete
+  std::deque<Pending> backlog_;     // write fragments waiting for room, in order
+  std::deque<Pending> signals_;     // signals waiting for earlier writes, in order
+  uint64_t inFabric_ = 0;           // operations handed to the provider, not yet completed
+
+  struct Failure {
+    pb_status status;
+    std::string reason;
+  };
+  std::optional<Failure> failure_;
+};
+
+}  // namespace plugboard::libfabric

@@ -1,0 +1,431 @@
+// Context set-up: settings, provider choice and the libfabric objects.
+// Completion-queue handling is in progress.cpp.
+#include "context.hpp"
+
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "connection.hpp"
+#include "error.hpp"
+
+namespace plugboard::libfabric {
+
+namespace {
+
+/// Setting keys, plugin-relative (the core prefixes "libfabric.").
+constexpr const char* kProvider = "provider";
+constexpr const char* kIface = "iface";
+constexpr const char* kSignal = "signal";
+constexpr const char* kFragmentBytes = "fragment_bytes";
+
+/// libfabric API version asked for: the one of the headers built against.
+constexpr uint32_t kApiVersion = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+/// Writes larger than this are split even where the provider allows more.
+constexpr uint64_t kMaxFragmentCap = 1ull << 30;
+/// Control-message slots (signal operands, outgoing messages) and receive
+/// buffers per context.
+constexpr size_t kSlots = 1024;
+constexpr size_t kReceives = 256;
+
+/// Calls a host service. The ABI is C, but should the host let a C++
+/// exception out (e.g. a badly typed env value), report it as the user error
+/// it is rather than as an internal one.
+template <typename Call>
+pb_status hostCall(const std::string& what, Call&& call) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    throw Error(PB_ERR_INVALID, what + ": " + e.what());
+  }
+}
+
+/// The capabilities every provider must have: one-sided writes into
+/// registered memory and messages (hellos, and signals without atomics).
+void baseHints(fi_info* h) {
+  h->ep_attr->type = FI_EP_RDM;
+  h->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_MSG | FI_SEND | FI_RECV;
+  // A write's completion must mean its data is at the target: a signal is
+  // only sent after every earlier write completed (see README.md).
+  h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+  h->mode = FI_CONTEXT | FI_CONTEXT2;
+  h->domain_attr->mr_mode =
+      FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT | FI_MR_HMEM;
+  h->domain_attr->threading = FI_THREAD_DOMAIN;  // every call is under Context::mutex()
+}
+
+/// fi_allocinfo as a unique_ptr.
+std::unique_ptr<fi_info, void (*)(fi_info*)> allocInfo() {
+  std::unique_ptr<fi_info, void (*)(fi_info*)> h(fi_allocinfo(), fi_freeinfo);
+  OFI_CHECK(h, PB_ERR_NOMEM, "libfabric: fi_allocinfo failed");
+  return h;
+}
+
+}  // namespace
+
+PeerInfo PeerInfo::from(const pb_peer_info_v1* peer) {
+  OFI_CHECK(peer, PB_ERR_INVALID, "peer info must not be NULL");
+  OFI_CHECK(PB_HAS_FIELD(peer, pb_peer_info_v1, same_host), PB_ERR_INVALID,
+            "pb_peer_info_v1 of " + std::to_string(peer->struct_size) + " bytes is too short");
+  PeerInfo info;
+  info.rank = peer->peer_rank;
+  info.host = peer->peer_host ? peer->peer_host : "?";
+  info.sameHost = peer->same_host != 0;
+  return info;
+}
+
+std::string PeerInfo::describe() const { return "rank " + std::to_string(rank) + " (host " + host + ")"; }
+
+Context::Context(const pb_host_services_v1* host) {
+  OFI_CHECK(host, PB_ERR_INVALID, "libfabric: init needs the host services table");
+  OFI_CHECK(host->abi_major == PB_TRANSPORT_ABI_MAJOR, PB_ERR_VERSION,
+            "libfabric: the core speaks transport ABI " + std::to_string(host->abi_major) + "." +
+                std::to_string(host->abi_minor) + ", this plugin speaks " + std::to_string(PB_TRANSPORT_ABI_MAJOR) +
+                "." + std::to_string(PB_TRANSPORT_ABI_MINOR));
+  OFI_CHECK(PB_HAS_FIELD(host, pb_host_services_v1, hostname), PB_ERR_INVALID,
+            "libfabric: pb_host_services_v1 of " + std::to_string(host->struct_size) + " bytes is too short");
+  std::memcpy(&host_, host, std::min(sizeof(host_), host->struct_size));
+  if (host->struct_size < sizeof(host_)) host_.signal_landed = nullptr;  // older core
+  rank_ = host->rank;
+  hostname_ = host->hostname ? host->hostname : "?";
+  declareSettings();
+  settings_ = readSettings();
+
+  // Every provider that can do the basics, then the one the settings pick.
+  auto hints = allocInfo();
+  baseHints(hints.get());
+  fi_info* offered = nullptr;
+  int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &offered);
+  std::unique_ptr<fi_info, void (*)(fi_info*)> offer(offered, fi_freeinfo);
+  OFI_CHECK(rc != -FI_ENODATA, PB_ERR_UNSUPPORTED,
+            "libfabric: fi_getinfo finds no provider with reliable datagram endpoints (FI_EP_RDM), RMA writes, "
+            "messages and delivery-complete writes on this host" +
+                std::string(std::getenv("FI_PROVIDER") ? std::string(" (FI_PROVIDER=") + std::getenv("FI_PROVIDER") + ")"
+                                                       : ""));
+  fiCheck(rc, "libfabric: fi_getinfo");
+  std::string why;
+  const fi_info* chosen = chooseInfo(offer.get(), settings_.provider, settings_.iface, &why);
+  OFI_CHECK(chosen, PB_ERR_UNSUPPORTED, "libfabric: " + why);
+
+  // The same provider, domain and fabric again, with the optional
+  // capabilities it has: atomics for signals, FI_HMEM for CUDA memory.
+  bool wantAtomic = settings_.signal != "message";
+  const uint64_t extras[] = {FI_ATOMIC | FI_HMEM, FI_ATOMIC, FI_HMEM, 0};
+  for (uint64_t extra : extras) {
+    if ((extra & FI_ATOMIC) && !wantAtomic) continue;
+    auto refined = allocInfo();
+    baseHints(refined.get());
+    refined->caps |= extra;
+    refined->addr_format = chosen->addr_format;
+    refined->fabric_attr->prov_name = strdup(chosen->fabric_attr->prov_name);
+    refined->fabric_attr->name = strdup(chosen->fabric_attr->name);
+    refined->domain_attr->name = strdup(chosen->domain_attr->name);
+    fi_info* got = nullptr;
+    if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, refined.get(), &got) != 0) continue;
+    std::unique_ptr<fi_info, void (*)(fi_info*)> list(got, fi_freeinfo);
+    // Layered providers may ignore the name hints: keep only the same one.
+    for (const fi_info* i = list.get(); i && !info_; i = i->next)
+      if (std::strcmp(i->fabric_attr->prov_name, chosen->fabric_attr->prov_name) == 0 &&
+          std::strcmp(i->fabric_attr->name, chosen->fabric_attr->name) == 0 &&
+          std::strcmp(i->domain_attr->name, chosen->domain_attr->name) == 0 && i->addr_format == chosen->addr_format)
+        info_.reset(fi_dupinfo(i));
+    if (info_) break;
+  }
+  if (!info_) info_.reset(fi_dupinfo(chosen));
+  OFI_CHECK(info_, PB_ERR_NOMEM, "libfabric: fi_dupinfo failed");
+  choice_ = ProviderChoice{info_->fabric_attr->prov_name, info_->fabric_attr->name, info_->domain_attr->name};
+  hmem_ = (info_->caps & FI_HMEM) != 0;
+  mrMode_ = info_->domain_attr->mr_mode;
+  addrFormat_ = info_->addr_format;
+  maxFragment_ = std::min<uint64_t>(info_->ep_attr->max_msg_size, kMaxFragmentCap);
+  if (settings_.fragmentBytes) maxFragment_ = std::min(maxFragment_, settings_.fragmentBytes);
+
+  openEndpoint(info_.get());
+  chooseSignalMode();
+  setUpMessages();
+  bool manual = info_->domain_attr->data_progress == FI_PROGRESS_MANUAL;
+  log(PB_LOG_INFO, "rank " + std::to_string(rank_) + ": libfabric provider " + choice_.name + ", fabric " +
+                       choice_.fabric + ", domain " + choice_.domain + "; signals by " +
+                       (signalMode_ == SignalMode::Atomic ? "fi_atomic FI_SUM" : "control message") +
+                       " after delivery-complete writes; " + (hmem_ ? "FI_HMEM" : "no FI_HMEM") + "; " +
+                       (manual ? "manual" : "auto") + " data progress");
+}
+
+Context::~Context() {
+  // Reverse order of creation; records and registrations before the domain.
+  ep_.reset();
+  sendSlab_.mr.reset();
+  recvSlab_.mr.reset();
+  regions_ = RegionRegistry();
+  av_.reset();
+  cq_.reset();
+  domain_.reset();
+  fabric_.reset();
+  for (OpRecord* op : ops_) delete op;
+}
+
+void Context::declareSettings() const {
+  if (!host_.declare_setting) return;
+  const pb_setting_decl_v1 decls[] = {
+      {sizeof(pb_setting_decl_v1), kProvider, PB_SETTING_STRING, "",
+       "libfabric providers in preference order, FI_PROVIDER syntax (^ excludes; tcp also matches tcp;ofi_rxm, "
+       "=tcp only tcp); empty: the first available of efa, verbs;ofi_rxm, tcp;ofi_rxm, tcp, sockets",
+       0},
+      {sizeof(pb_setting_decl_v1), kIface, PB_SETTING_STRING, "",
+       "libfabric domains (NICs or interfaces, e.g. lo, eth0, mlx5_0), NCCL_SOCKET_IFNAME syntax (^ excludes, "
+       "= exact, else prefix); empty: the provider's first domain",
+       1},
+      {sizeof(pb_setting_decl_v1), kSignal, PB_SETTING_STRING, "auto",
+       "How signals reach the peer: atomic (fi_atomic FI_SUM), message (a control message the peer's plugin "
+       "applies), auto (atomic where the provider validates FI_SUM on FI_UINT64)",
+       0},
+      {sizeof(pb_setting_decl_v1), kFragmentBytes, PB_SETTING_INT, "0",
+       "Largest single libfabric write a write() is split into, bytes; 0: the provider's max_msg_size, at most "
+       "1 GiB",
+       1},
+  };
+  for (const auto& d : decls) {
+    std::string what = std::string("libfabric: declaring setting '") + d.key + "'";
+    pb_status st = hostCall(what, [&] { return host_.declare_setting(host_.core, &d); });
+    OFI_CHECK(st == PB_OK, st, what + ": the core refused it (status " + std::to_string(st) + ")");
+  }
+}
+
+std::string Context::readSetting(const char* key) const {
+  if (!host_.get_setting) return "";
+  std::vector<char> buf(256);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    size_t needed = 0;
+    pb_status st = hostCall(std::string("libfabric: reading setting '") + key + "'",
+                            [&] { return host_.get_setting(host_.core, key, buf.data(), buf.size(), &needed); });
+    if (st == PB_OK) return std::string(buf.data());
+    OFI_CHECK(st == PB_ERR_NOMEM && needed > buf.size(), st,
+              std::string("libfabric: cannot read setting '") + key + "' from the core");
+    buf.resize(needed);
+  }
+  throw Error(PB_ERR_INTERNAL, std::string("libfabric: setting '") + key + "' keeps growing while read");
+}
+
+Settings Context::readSettings() const {
+  Settings s;
+  s.provider = readSetting(kProvider);
+  ProviderSpec::parse(s.provider);  // reject a malformed list here, with its text
+  s.iface = readSetting(kIface);
+  std::string signal = readSetting(kSignal);
+  if (!signal.empty()) s.signal = signal;
+  OFI_CHECK(s.signal == "auto" || s.signal == "atomic" || s.signal == "message", PB_ERR_INVALID,
+            "libfabric.signal = '" + s.signal + "' is not one of auto, atomic, message");
+  std::string text = readSetting(kFragmentBytes);
+  if (!text.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(text.c_str(), &end, 10);
+    OFI_CHECK(errno == 0 && *end == '\0' && (v == 0 || (v >= 64 && v <= (1LL << 40))), PB_ERR_INVALID,
+              "libfabric.fragment_bytes = '" + text + "' is not 0 or a byte count in [64, 2^40]");
+    s.fragmentBytes = static_cast<uint64_t>(v);
+  }
+  return s;
+}
+
+void Context::openEndpoint(const fi_info* info) {
+  std::string where = "libfabric provider " + choice_.name + " (domain " + choice_.domain + ")";
+  fid_fabric* fabric = nullptr;
+  fiCheck(fi_fabric(info->fabric_attr, &fabric, nullptr), where + ": fi_fabric");
+  fabric_.reset(fabric);
+  fid_domain* domain = nullptr;
+  fiCheck(fi_domain(fabric, const_cast<fi_info*>(info), &domain, nullptr), where + ": fi_domain");
+  domain_.reset(domain);
+
+  fi_cq_attr cqAttr{};
+  cqAttr.format = FI_CQ_FORMAT_MSG;
+  cqAttr.wait_obj = FI_WAIT_NONE;
+  cqAttr.size = std::min<size_t>(info->tx_attr->size + info->rx_attr->size + kReceives, 1 << 16);
+  fid_cq* cq = nullptr;
+  fiCheck(fi_cq_open(domain, &cqAttr, &cq, nullptr), where + ": fi_cq_open");
+  cq_.reset(cq);
+
+  fi_av_attr avAttr{};
+  avAttr.type = info->domain_attr->av_type;
+  fid_av* av = nullptr;
+  fiCheck(fi_av_open(domain, &avAttr, &av, nullptr), where + ": fi_av_open");
+  av_.reset(av);
+
+  fid_ep* ep = nullptr;
+  fiCheck(fi_endpoint(domain, const_cast<fi_info*>(info), &ep, nullptr), where + ": fi_endpoint");
+  ep_.reset(ep);
+  fiCheck(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), where + ": binding the completion queue");
+  fiCheck(fi_ep_bind(ep, &av->fid, 0), where + ": binding the address vector");
+  fiCheck(fi_enable(ep), where + ": fi_enable");
+
+  size_t len = 0;
+  int rc = fi_getname(&ep->fid, nullptr, &len);
+  OFI_CHECK(rc == -FI_ETOOSMALL || rc == 0, statusForFiError(-rc), where + ": fi_getname: " + fiErrorText(rc));
+  epName_.resize(len);
+  fiCheck(fi_getname(&ep->fid, epName_.data(), &len), where + ": fi_getname");
+  epName_.resize(len);
+  OFI_CHECK(len > 0 && len <= 0xffff, PB_ERR_UNSUPPORTED,
+            where + ": endpoint name of " + std::to_string(len) + " bytes does not fit the address blob");
+}
+
+void Context::chooseSignalMode() {
+  bool atomic = false;
+  std::string why = "the provider has no FI_ATOMIC";
+  if (info_->caps & FI_ATOMIC) {
+    size_t count = 0;
+    int rc = fi_atomicvalid(ep_.get(), FI_UINT64, FI_SUM, &count);
+    atomic = rc == 0 && count >= 1;
+    if (!atomic) why = "fi_atomicvalid(FI_UINT64, FI_SUM) says " + (rc ? fiErrorText(rc) : std::string("count 0"));
+  }
+  if (settings_.signal == "atomic")
+    OFI_CHECK(atomic, PB_ERR_UNSUPPORTED,
+              "libfabric.signal = atomic, but provider " + choice_.name + " cannot add to a remote uint64 (" + why +
+                  "); use signal = message or auto");
+  signalMode_ = atomic && settings_.signal != "message" ? SignalMode::Atomic : SignalMode::Message;
+}
+
+void Context::setUpMessages() {
+  MrTarget target{domain_.get(), ep_.get(), mrMode_};
+  sendBytes_.assign(kSlots * wire::Message::kSize, 0);
+  recvBytes_.assign(kReceives * wire::Message::kSize, 0);
+  // The slots are the source of atomics (FI_WRITE) and of sends.
+  sendSlab_ = registerBuffer(target, sendBytes_.data(), sendBytes_.size(), FI_SEND | FI_WRITE | FI_READ,
+                             FI_HMEM_SYSTEM, 0, nextKey_++, "libfabric: control-message slots");
+  recvSlab_ = registerBuffer(target, recvBytes_.data(), recvBytes_.size(), FI_RECV, FI_HMEM_SYSTEM, 0, nextKey_++,
+                             "libfabric: receive buffers");
+  for (int i = int(kSlots) - 1; i >= 0; --i) freeSlots_.push_back(i);
+  receives_.resize(kReceives);
+  for (size_t i = 0; i < kReceives; ++i) {
+    receives_[i].kind = OpRecord::Kind::Recv;
+    receives_[i].slot = static_cast<int>(i);
+    if (!postReceive(i)) unpostedReceives_.push_back(i);
+  }
+}
+
+bool Context::postReceive(size_t i) {
+  ssize_t rc = fi_recv(ep_.get(), recvBytes_.data() + i * wire::Message::kSize, wire::Message::kSize,
+                       recvSlab_.desc, FI_ADDR_UNSPEC, &receives_[i].fiCtx);
+  if (rc == -FI_EAGAIN) return false;
+  fiCheck(rc, "libfabric: posting a receive buffer (fi_recv)");
+  return true;
+}
+
+void Context::repostReceives() {
+  while (!unpostedReceives_.empty()) {
+    if (!postReceive(unpostedReceives_.back())) return;
+    unpostedReceives_.pop_back();
+  }
+}
+
+std::string Context::describeSelf() const {
+  return "rank " + std::to_string(rank_) + " (host " + hostname_ + ")";
+}
+
+std::string Context::whyUnreachable(const PeerInfo& peer) const {
+  if (peer.sameHost || !choice_.hostLocal()) return "";
+  std::string where = choice_.core() == "shm" ? "shared memory" : "loopback domain " + choice_.domain;
+  return "libfabric " + choice_.name + " endpoint on " + where + " reaches only this host, but rank " +
+         std::to_string(peer.rank) + " is on host " + peer.host + " (this is host " + hostname_ + ")";
+}
+
+LocalRegion* Context::registerMemory(void* ptr, size_t size, pb_mem_type type) {
+  std::string what = "libfabric register_memory of " + std::to_string(size) + " bytes";
+  OFI_CHECK(type == PB_MEM_HOST || type == PB_MEM_CUDA, PB_ERR_UNSUPPORTED,
+            what + ": memory type " + std::to_string(int(type)) + " is unknown to this plugin");
+  OFI_CHECK(type != PB_MEM_CUDA || hmem_, PB_ERR_UNSUPPORTED,
+            "libfabric provider " + choice_.name + " lacks FI_HMEM, so it cannot register CUDA memory (GPU buffers "
+            "are staged through host memory by the core)");
+  OFI_CHECK(ptr || size == 0, PB_ERR_INVALID, what + ": NULL pointer");
+  auto region = std::make_unique<LocalRegion>();
+  region->base = static_cast<char*>(ptr);
+  region->size = size;
+  region->type = type;
+  if (size > 0) {
+    fi_hmem_iface iface = type == PB_MEM_CUDA ? FI_HMEM_CUDA : FI_HMEM_SYSTEM;
+    int device = type == PB_MEM_CUDA ? cudaDeviceOf(ptr) : 0;
+    region->reg = registerBuffer(MrTarget{domain_.get(), ep_.get(), mrMode_}, ptr, size,
+                                 FI_WRITE | FI_REMOTE_WRITE | FI_READ | FI_REMOTE_READ, iface, device,
+                                 nextKey_++, what);
+    region->rmaBase = (mrMode_ & FI_MR_VIRT_ADDR) ? reinterpret_cast<uintptr_t>(ptr) : 0;
+  }
+  return regions_.add(std::move(region));
+}
+
+void Context::deregisterMemory(LocalRegion* region) { regions_.remove(region); }
+
+uint64_t Context::addConnection(Connection* conn) {
+  uint64_t id = nextConnection_++;
+  connections_.emplace(id, conn);
+  return id;
+}
+
+void Context::removeConnection(uint64_t id) { connections_.erase(id); }
+
+Connection* Context::findConnection(uint64_t id) const {
+  auto it = connections_.find(id);
+  return it == connections_.end() ? nullptr : it->second;
+}
+
+fi_addr_t Context::insertAddress(const std::vector<uint8_t>& name, const std::string& who) {
+  fi_addr_t addr = FI_ADDR_NOTAVAIL;
+  int rc = fi_av_insert(av_.get(), name.data(), 1, &addr, 0, nullptr);
+  OFI_CHECK(rc == 1 && addr != FI_ADDR_NOTAVAIL, rc < 0 ? statusForFiError(-rc) : PB_ERR_INVALID,
+            "libfabric: cannot insert the endpoint address of " + who + " into the address vector (fi_av_insert: " +
+                (rc < 0 ? fiErrorText(rc) : std::to_string(rc) + " of 1 inserted") + ")");
+  ++addressRefs_[addr];
+  return addr;
+}
+
+void Context::removeAddress(fi_addr_t addr) noexcept {
+  auto it = addressRefs_.find(addr);
+  if (it == addressRefs_.end() || --it->second > 0) return;
+  addressRefs_.erase(it);
+  fi_av_remove(av_.get(), &addr, 1, 0);
+}
+
+OpRecord* Context::newOp(OpRecord::Kind kind, uint64_t conn, uint64_t seq, int slot) {
+  auto* op = new OpRecord;
+  op->kind = kind;
+  op->conn = conn;
+  op->seq = seq;
+  op->slot = slot;
+  ops_.insert(op);
+  return op;
+}
+
+void Context::dropOp(OpRecord* op) {
+  if (op->slot >= 0) releaseSlot(op->slot);
+  ops_.erase(op);
+  delete op;
+}
+
+int Context::takeSlot() {
+  if (freeSlots_.empty()) return -1;
+  int s = freeSlots_.back();
+  freeSlots_.pop_back();
+  return s;
+}
+
+void Context::releaseSlot(int slot) { freeSlots_.push_back(slot); }
+
+uint8_t* Context::slot(int slot) { return sendBytes_.data() + size_t(slot) * wire::Message::kSize; }
+
+void Context::log(pb_log_level level, const std::string& message) const {
+  if (host_.log) host_.log(host_.core, level, message.c_str());
+}
+
+void Context::setError(const std::string& message) {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  error_ = message;
+}
+
+std::string Context::lastError() const {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  return error_;
+}
+
+}  // namespace plugboard::libfabric

@@ -1,0 +1,103 @@
+#include "wire.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "error.hpp"
+
+namespace plugboard::libfabric::wire {
+
+void AddressBlob::encode(uint8_t* out) const {
+  std::memset(out, 0, kHeaderSize);
+  storeLE(out + 0, magic);
+  storeLE(out + 4, version);
+  storeLE(out + 6, static_cast<uint16_t>(name.size()));
+  storeLE(out + 8, rank);
+  storeLE(out + 12, addrFormat);
+  storeLE(out + 16, conn);
+  std::memcpy(out + 24, provider.data(), std::min(provider.size(), kProviderField - 1));
+  if (!name.empty()) std::memcpy(out + kHeaderSize, name.data(), name.size());
+}
+
+AddressBlob AddressBlob::decode(const uint8_t* in, size_t len, const std::string& from) {
+  std::string what = "libfabric address blob from " + from;
+  OFI_CHECK(in, PB_ERR_INVALID, what + " is NULL");
+  OFI_CHECK(len >= kHeaderSize, PB_ERR_INVALID,
+            what + " is " + std::to_string(len) + " bytes, shorter than its " + std::to_string(kHeaderSize) +
+                "-byte header (a blob of another transport?)");
+  AddressBlob b;
+  b.magic = loadLE<uint32_t>(in);
+  OFI_CHECK(b.magic == kAddressMagic, PB_ERR_INVALID, what + " has a bad magic (a blob of another transport?)");
+  b.version = loadLE<uint16_t>(in + 4);
+  OFI_CHECK(b.version == kVersion, PB_ERR_INVALID,
+            what + " has format version " + std::to_string(b.version) + ", this plugin speaks " +
+                std::to_string(kVersion));
+  size_t nameLen = loadLE<uint16_t>(in + 6);
+  OFI_CHECK(len == kHeaderSize + nameLen, PB_ERR_INVALID,
+            what + " is " + std::to_string(len) + " bytes but announces a " + std::to_string(nameLen) +
+                "-byte endpoint name after its " + std::to_string(kHeaderSize) + "-byte header");
+  b.rank = loadLE<int32_t>(in + 8);
+  b.addrFormat = loadLE<uint32_t>(in + 12);
+  b.conn = loadLE<uint64_t>(in + 16);
+  const char* prov = reinterpret_cast<const char*>(in + 24);
+  b.provider.assign(prov, strnlen(prov, kProviderField));
+  b.name.assign(in + kHeaderSize, in + len);
+  return b;
+}
+
+void PackedRkey::encode(uint8_t* out) const {
+  storeLE(out + 0, magic);
+  storeLE(out + 4, version);
+  storeLE(out + 6, uint16_t(0));
+  storeLE(out + 8, region);
+  storeLE(out + 16, check);
+  storeLE(out + 24, mrKey);
+  storeLE(out + 32, base);
+  storeLE(out + 40, size);
+  storeLE(out + 48, rmaBase);
+}
+
+PackedRkey PackedRkey::decode(const uint8_t* in) {
+  PackedRkey k;
+  k.magic = loadLE<uint32_t>(in);
+  k.version = loadLE<uint16_t>(in + 4);
+  k.region = loadLE<uint64_t>(in + 8);
+  k.check = loadLE<uint64_t>(in + 16);
+  k.mrKey = loadLE<uint64_t>(in + 24);
+  k.base = loadLE<uint64_t>(in + 32);
+  k.size = loadLE<uint64_t>(in + 40);
+  k.rmaBase = loadLE<uint64_t>(in + 48);
+  return k;
+}
+
+void Message::encode(uint8_t* out) const {
+  storeLE(out + 0, magic);
+  storeLE(out + 4, version);
+  storeLE(out + 6, type);
+  storeLE(out + 8, fromRank);
+  storeLE(out + 12, toRank);
+  storeLE(out + 16, toConn);
+  storeLE(out + 24, fromConn);
+  storeLE(out + 32, region);
+  storeLE(out + 40, check);
+  storeLE(out + 48, offset);
+  storeLE(out + 56, value);
+}
+
+Message Message::decode(const uint8_t* in) {
+  Message m;
+  m.magic = loadLE<uint32_t>(in);
+  m.version = loadLE<uint16_t>(in + 4);
+  m.type = loadLE<uint16_t>(in + 6);
+  m.fromRank = loadLE<int32_t>(in + 8);
+  m.toRank = loadLE<int32_t>(in + 12);
+  m.toConn = loadLE<uint64_t>(in + 16);
+  m.fromConn = loadLE<uint64_t>(in + 24);
+  m.region = loadLE<uint64_t>(in + 32);
+  m.check = loadLE<uint64_t>(in + 40);
+  m.offset = loadLE<uint64_t>(in + 48);
+  m.value = loadLE<uint64_t>(in + 56);
+  return m;
+}
+
+}  // namespace plugboard::libfabric::wire

@@ -1,0 +1,116 @@
+// Byte layouts the libfabric transport puts in blobs the core carries
+// between ranks (address, packed key) and in its control messages (hello,
+// signal). Every integer is little-endian; the structs below are the
+// decoded forms.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace plugboard::libfabric::wire {
+
+/// Format version shared by every layout below; bumped on any change.
+constexpr uint16_t kVersion = 1;
+/// "PBFA": address blob from setup().
+constexpr uint32_t kAddressMagic = 0x41464250;
+/// "PBFR": packed remote key.
+constexpr uint32_t kRkeyMagic = 0x52464250;
+/// "PBFM": control message.
+constexpr uint32_t kMessageMagic = 0x4d464250;
+
+/// Stores v at p as little-endian, whatever the host byte order.
+template <typename T>
+inline void storeLE(uint8_t* p, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+}
+
+/// Loads a little-endian T from p.
+template <typename T>
+inline T loadLE(const uint8_t* p) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return static_cast<T>(v);
+}
+
+/// setup()'s address blob: a 56-byte header, then the endpoint name from
+/// fi_getname (name_len bytes):
+/// magic u32 | version u16 | name_len u16 | rank i32 | addr_format u32 |
+/// conn u64 (the sender's connection id, quoted in messages to it) |
+/// provider 32 bytes (fi_fabric_attr.prov_name, NUL-padded, truncated to 31).
+struct AddressBlob {
+  uint32_t magic = kAddressMagic;
+  uint16_t version = kVersion;
+  int32_t rank = -1;
+  uint32_t addrFormat = 0;
+  uint64_t conn = 0;
+  std::string provider;
+  std::vector<uint8_t> name;
+
+  static constexpr size_t kHeaderSize = 56;
+  static constexpr size_t kProviderField = 32;
+  /// Bytes encode() writes.
+  size_t size() const { return kHeaderSize + name.size(); }
+  /// Writes size() bytes to out.
+  void encode(uint8_t* out) const;
+  /// Reads a blob of len bytes; throws Error(PB_ERR_INVALID) naming `from`
+  /// ("rank 3 (host h)") when it is short, has a bad magic or version, or
+  /// its name length disagrees with len.
+  static AddressBlob decode(const uint8_t* in, size_t len, const std::string& from);
+};
+
+/// pack_rkey()'s blob. 56 bytes: magic u32 | version u16 | reserved u16 (0) |
+/// region u64 | check u64 | mr_key u64 | base u64 | size u64 | rma_base u64.
+/// region and check (random) name the region for signals applied by the
+/// target (control messages); mr_key and rma_base are what fi_write and
+/// fi_atomic need: the remote address of offset o is rma_base + o, where
+/// rma_base is the region's virtual address under FI_MR_VIRT_ADDR and 0
+/// otherwise. base is the virtual address (for alignment checks).
+struct PackedRkey {
+  uint32_t magic = kRkeyMagic;
+  uint16_t version = kVersion;
+  uint64_t region = 0;
+  uint64_t check = 0;
+  uint64_t mrKey = 0;
+  uint64_t base = 0;
+  uint64_t size = 0;
+  uint64_t rmaBase = 0;
+
+  static constexpr size_t kSize = 56;
+  /// Writes the 56-byte wire form to out.
+  void encode(uint8_t* out) const;
+  /// Reads the wire form; the caller has checked the length.
+  static PackedRkey decode(const uint8_t* in);
+};
+
+/// Kinds of control message.
+enum class MessageType : uint16_t {
+  Hello = 1,  ///< Connection set-up: "rank from_rank's connection from_conn reaches your to_conn".
+  Signal = 2  ///< Add value to the u64 at (region, check) + offset, after every earlier write landed.
+};
+
+/// A control message, sent with fi_send into buffers the target posted.
+/// 64 bytes: magic u32 | version u16 | type u16 | from_rank i32 | to_rank i32 |
+/// to_conn u64 | from_conn u64 | region u64 | check u64 | offset u64 | value u64.
+struct Message {
+  uint32_t magic = kMessageMagic;
+  uint16_t version = kVersion;
+  uint16_t type = 0;
+  int32_t fromRank = -1;
+  int32_t toRank = -1;
+  uint64_t toConn = 0;
+  uint64_t fromConn = 0;
+  uint64_t region = 0;
+  uint64_t check = 0;
+  uint64_t offset = 0;
+  uint64_t value = 0;
+
+  static constexpr size_t kSize = 64;
+  /// Writes the 64-byte wire form to out.
+  void encode(uint8_t* out) const;
+  /// Reads the wire form; the caller has checked the length.
+  static Message decode(const uint8_t* in);
+};
+
+}  // namespace plugboard::libfabric::wire

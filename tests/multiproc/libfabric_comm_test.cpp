@@ -1,0 +1,196 @@
+// The communicator and host collectives over the libfabric plugin, 2 and 4
+// forked ranks on loopback (PLUGBOARD_TRANSPORTS=libfabric, provider tcp,
+// iface lo). Skipped, with the reason, where the plugin was not built or
+// no tcp provider is usable.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <plugboard/transport.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+
+#include "collective_reference.hpp"
+#include "comm_fixture.hpp"
+#include "multiproc.hpp"
+#include "plugboard/host_collectives.hpp"
+
+using namespace plugboard;
+using namespace plugboard::test;
+
+namespace {
+
+constexpr auto kTestTimeout = std::chrono::seconds(90);
+const std::string kPlugin = std::string(PLUGBOARD_TEST_PLUGIN_DIR) + "/libplugboard-libfabric.so";
+
+/// Minimal host services for the probe: provider tcp on lo, defaults else.
+struct ProbeHost {
+  std::map<std::string, std::string> values{{"provider", "tcp"}, {"iface", "lo"}};
+  static pb_status declare(void* core, const pb_setting_decl_v1* d) {
+    auto& v = static_cast<ProbeHost*>(core)->values;
+    v.emplace(d->key, d->default_value ? d->default_value : "");
+    return PB_OK;
+  }
+  static pb_status get(void* core, const char* key, char* buf, size_t len, size_t* needed) {
+    const std::string& v = static_cast<ProbeHost*>(core)->values[key];
+    *needed = v.size() + 1;
+    if (*needed > len) return PB_ERR_NOMEM;
+    std::memcpy(buf, v.c_str(), *needed);
+    return PB_OK;
+  }
+};
+
+/// Why the libfabric plugin cannot run these tests ("" when it can). The
+/// probe runs in a child process, so this process never initialises
+/// libfabric before the ranks fork.
+const std::string& unusableReason() {
+  static const std::string reason = []() -> std::string {
+    struct stat st{};
+    if (stat(kPlugin.c_str(), &st) != 0) return kPlugin + " was not built (no libfabric-dev?)";
+    int fds[2];
+    if (pipe(fds) != 0) return "pipe failed";
+    pid_t child = fork();
+    if (child == 0) {
+      close(fds[0]);
+      std::string why;
+      void* lib = dlopen(kPlugin.c_str(), RTLD_NOW | RTLD_LOCAL);
+      auto entry = lib ? reinterpret_cast<pb_transport_entry_v1_fn>(dlsym(lib, PB_TRANSPORT_ENTRY_SYMBOL_V1)) : nullptr;
+      const pb_transport_v1* t = entry ? entry(PB_TRANSPORT_ABI_MAJOR, PB_TRANSPORT_ABI_MINOR) : nullptr;
+      if (!t) {
+        why = "cannot load " + kPlugin + ": " + (lib ? "no usable entry symbol" : dlerror());
+      } else {
+        ProbeHost probe;
+        pb_host_services_v1 host{};
+        host.struct_size = sizeof(host);
+        host.abi_major = PB_TRANSPORT_ABI_MAJOR;
+        host.abi_minor = PB_TRANSPORT_ABI_MINOR;
+        host.core = &probe;
+        host.declare_setting = &ProbeHost::declare;
+        host.get_setting = &ProbeHost::get;
+        host.hostname = "probe";
+        pb_plugin_ctx* ctx = nullptr;
+        if (t->init(&host, &ctx) == PB_OK)
+          t->finalize(ctx);
+        else
+          why = std::string("libfabric provider tcp is not usable here: ") + t->last_error(nullptr);
+      }
+      ssize_t ignored = write(fds[1], why.data(), why.size());
+      (void)ignored;
+      _exit(0);
+    }
+    close(fds[1]);
+    std::string why;
+    char buf[512];
+    for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) why.append(buf, size_t(n));
+    close(fds[0]);
+    int status = 0;
+    waitpid(child, &status, 0);
+    if (!WIFEXITED(status)) return "the libfabric probe process crashed (status " + std::to_string(status) + ")";
+    return why;
+  }();
+  return reason;
+}
+
+/// Environment of every rank: libfabric only, tcp on loopback.
+void useLibfabric(const char* signal = "auto") {
+  setenv("PLUGBOARD_TRANSPORTS", "libfabric", 1);
+  setenv("PLUGBOARD_LIBFABRIC_PROVIDER", "tcp", 1);
+  setenv("PLUGBOARD_LIBFABRIC_IFACE", "lo", 1);
+  setenv("PLUGBOARD_LIBFABRIC_SIGNAL", signal, 1);
+}
+
+uint8_t patternByte(int writer, int reader, size_t i) {
+  return static_cast<uint8_t>((writer * 131 + reader * 31 + i * 7 + (i >> 8)) & 0xff);
+}
+
+// The all-to-all of communicator_test.cpp: rank w writes slot w of rank
+// r's buffer, signals r, and r checks every slot after nranks-1 signals.
+void allToAllWrites(Communicator& comm, size_t slot) {
+  const int n = comm.size(), me = comm.rank();
+  std::vector<uint8_t> inbox(slot * n, 0), outbox(slot * n);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < slot; ++i) outbox[r * slot + i] = patternByte(me, r, i);
+  auto conns = comm.connectAll();
+  RegisteredMemory in = comm.registerMemory(inbox.data(), inbox.size());
+  RegisteredMemory out = comm.registerMemory(outbox.data(), outbox.size());
+  std::map<int, RemoteMemory> remote;
+  std::map<int, std::unique_ptr<Host2HostSemaphore>> sems;
+  for (auto& [p, c] : conns) comm.sendMemory(in, p);
+  for (auto& [p, c] : conns) remote[p] = comm.recvMemory(p);
+  for (auto& [p, c] : conns) sems[p] = std::make_unique<Host2HostSemaphore>(comm, c);
+  for (auto& [p, c] : conns) {
+    if (c->transport() != "libfabric") throw std::runtime_error("rank " + std::to_string(me) + " uses " + c->transport());
+    c->write(remote[p], me * slot, out, p * slot, slot);
+    sems[p]->signal();
+  }
+  for (auto& [p, c] : conns) c->flush();
+  for (auto& [p, s] : sems) s->wait();
+  for (int w = 0; w < n; ++w) {
+    if (w == me) continue;
+    for (size_t i = 0; i < slot; ++i)
+      if (inbox[w * slot + i] != patternByte(w, me, i))
+        throw std::runtime_error("rank " + std::to_string(me) + ": byte " + std::to_string(i) + " from rank " +
+                                 std::to_string(w) + " is wrong");
+  }
+  comm.bootstrap().barrier();  // no rank tears down while a peer still reads
+}
+
+void runAllToAll(int nranks, size_t slot, const char* signal) {
+  auto results = runRanks(nranks, kTestTimeout, [&](int rank, int n, const UniqueId& id) {
+    useLibfabric(signal);
+    Communicator comm(loopbackBootstrap(rank, n, id));
+    allToAllWrites(comm, slot);
+  });
+  expectAllPassed(results);
+}
+
+// AllReduce over libfabric for a few types, ops and counts (0, 1, a prime,
+// and past the one-step threshold so the pipelined path runs).
+void runAllReduce(int nranks) {
+  auto results = runRanks(nranks, kTestTimeout, [&](int rank, int n, const UniqueId& id) {
+    useLibfabric();
+    setenv("PLUGBOARD_HOST_CHUNK_BYTES", "4096", 1);
+    setenv("PLUGBOARD_ALLREDUCE_SMALL_BYTES", "4096", 1);
+    Communicator comm(loopbackBootstrap(rank, n, id));
+    for (int p = 0; p < n; ++p)
+      if (p != rank && comm.transportFor(p) != "libfabric")
+        throw std::runtime_error("rank " + std::to_string(rank) + " reaches rank " + std::to_string(p) + " over " +
+                                 comm.transportFor(p));
+    HostCollectives hc(comm);
+    for (DataType type : {DataType::Float32, DataType::Int64, DataType::BFloat16})
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max})
+        for (size_t count : {size_t(0), size_t(1), size_t(1009), size_t(12347)}) {
+          size_t es = dataTypeSize(type);
+          std::vector<char> send(count * es + 1), recv(count * es + 1);
+          fillInputs(send.data(), count, 0, rank, type, op);
+          hc.allReduce(send.data(), recv.data(), count, type, op);
+          for (size_t i = 0; i < count; ++i) {
+            double got = loadValue(recv.data(), i, type), want = expectedValue(i, n, type, op);
+            if (!sameValue(got, want, type, op))
+              throw std::runtime_error("allreduce " + std::string(dataTypeName(type)) + " " + reduceOpName(op) +
+                                       " count " + std::to_string(count) + " rank " + std::to_string(rank) +
+                                       ": element " + std::to_string(i) + " is " + std::to_string(got) +
+                                       ", expected " + std::to_string(want));
+          }
+        }
+    comm.bootstrap().barrier();
+  });
+  expectAllPassed(results);
+}
+
+class LibfabricComm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!unusableReason().empty()) GTEST_SKIP() << unusableReason();
+  }
+};
+
+}  // namespace
+
+TEST_F(LibfabricComm, TwoRanksAllToAll) { runAllToAll(2, 4097, "auto"); }
+TEST_F(LibfabricComm, FourRanksAllToAll) { runAllToAll(4, 1 << 20, "auto"); }
+TEST_F(LibfabricComm, TwoRanksAllToAllWithMessageSignals) { runAllToAll(2, 1 << 16, "message"); }
+TEST_F(LibfabricComm, HostAllReduceTwoRanks) { runAllReduce(2); }
+TEST_F(LibfabricComm, HostAllReduceFourRanks) { runAllReduce(4); }

@@ -1,0 +1,988 @@
+// Tests of libplugboard-libfabric.so through its C ABI only, as the core
+// uses it: dlopen, a fake host-services table, two plugin contexts (ranks 0
+// and 1 of one host) in this process, a real libfabric provider on
+// loopback: tcp;ofi_rxm unless PB_TEST_LIBFABRIC_PROVIDER names
+// another. Tests that need a provider skip, with fi_getinfo's reason, where
+// none is usable.
+#include <dlfcn.h>
+#include <plugboard/transport.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef PLUGBOARD_LIBFABRIC_PLUGIN
+#error "PLUGBOARD_LIBFABRIC_PLUGIN must name libplugboard-libfabric.so"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kTimeout = std::chrono::seconds(20);
+
+/// The provider the tests force, on the loopback domain.
+std::string testProvider() {
+  const char* p = std::getenv("PB_TEST_LIBFABRIC_PROVIDER");
+  return p && *p ? p : "tcp;ofi_rxm";
+}
+
+/// Settings every test context starts from.
+std::map<std::string, std::string> baseSettings() { return {{"provider", testProvider()}, {"iface", "lo"}}; }
+
+/// The plugin's table, loaded once the way the core loads it.
+const pb_transport_v1* plugin() {
+  static const pb_transport_v1* table = []() -> const pb_transport_v1* {
+    void* handle = dlopen(PLUGBOARD_LIBFABRIC_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      ADD_FAILURE() << "dlopen " << PLUGBOARD_LIBFABRIC_PLUGIN << ": " << dlerror();
+      return nullptr;
+    }
+    auto entry = reinterpret_cast<pb_transport_entry_v1_fn>(dlsym(handle, PB_TRANSPORT_ENTRY_SYMBOL_V1));
+    if (!entry) {
+      ADD_FAILURE() << "no " << PB_TRANSPORT_ENTRY_SYMBOL_V1 << " in " << PLUGBOARD_LIBFABRIC_PLUGIN;
+      return nullptr;
+    }
+    return entry(PB_TRANSPORT_ABI_MAJOR, PB_TRANSPORT_ABI_MINOR);
+  }();
+  return table;
+}
+
+/// A stand-in for the core's host services: settings come from a map
+/// (standing in for env/YAML), defaults from the plugin's declarations.
+struct FakeHost {
+  struct Decl {
+    pb_setting_type type;
+    std::string defaultValue;
+    int rankLocal;
+  };
+
+  FakeHost(int rank, std::string host, std::map<std::string, std::string> values)
+      : hostname(std::move(host)), values(std::move(values)) {
+    services.struct_size = sizeof(services);
+    services.abi_major = PB_TRANSPORT_ABI_MAJOR;
+    services.abi_minor = PB_TRANSPORT_ABI_MINOR;
+    services.core = this;
+    services.log = &FakeHost::log;
+    services.declare_setting = &FakeHost::declare;
+    services.get_setting = &FakeHost::get;
+    services.rank = rank;
+    services.nranks = 2;
+    services.hostname = hostname.c_str();
+    services.signal_landed = &FakeHost::landed;
+  }
+
+  static void log(void* core, pb_log_level level, const char* message) {
+    auto* self = static_cast<FakeHost*>(core);
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->logs.push_back(std::to_string(int(level)) + " " + message);
+  }
+
+  static pb_status declare(void* core, const pb_setting_decl_v1* d) {
+    auto* self = static_cast<FakeHost*>(core);
+    std::lock_guard<std::mutex> lock(self->mu);
+    if (!d || !d->key || self->declared.count(d->key)) return PB_ERR_INVALID;
+    self->declared[d->key] = Decl{d->type, d->default_value ? d->default_value : "", d->rank_local};
+    return PB_OK;
+  }
+
+  static pb_status get(void* core, const char* key, char* buf, size_t len, size_t* needed) {
+    auto* self = static_cast<FakeHost*>(core);
+    std::lock_guard<std::mutex> lock(self->mu);
+    auto decl = self->declared.find(key);
+    if (decl == self->declared.end()) return PB_ERR_INVALID;
+    auto value = self->values.count(key) ? self->values[key] : decl->second.defaultValue;
+    *needed = value.size() + 1;
+    if (*needed > len) return PB_ERR_NOMEM;
+    std::memcpy(buf, value.c_str(), value.size() + 1);
+    return PB_OK;
+  }
+
+  static void landed(void* core) { static_cast<FakeHost*>(core)->landings.fetch_add(1); }
+
+  /// Every log line containing needle.
+  std::vector<std::string> logsWith(const std::string& needle) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<std::string> out;
+    for (const auto& l : logs)
+      if (l.find(needle) != std::string::npos) out.push_back(l);
+    return out;
+  }
+
+  std::string hostname;
+  std::map<std::string, std::string> values;
+  std::map<std::string, Decl> declared;
+  std::vector<std::string> logs;
+  std::atomic<int> landings{0};
+  std::mutex mu;
+  pb_host_services_v1 services{};
+};
+
+/// Peer description as the core would build it.
+struct Peer {
+  Peer(int local, int peer, std::string localHost, std::string peerHost)
+      : localHost(std::move(localHost)), peerHost(std::move(peerHost)) {
+    info.struct_size = sizeof(info);
+    info.local_rank = local;
+    info.peer_rank = peer;
+    info.local_host = this->localHost.c_str();
+    info.peer_host = this->peerHost.c_str();
+    info.same_host = this->localHost == this->peerHost;
+  }
+  std::string localHost, peerHost;
+  pb_peer_info_v1 info{};
+};
+
+/// Why the test provider cannot be used here ("" when it can), found once
+/// by opening and closing a context.
+const std::string& unusableReason() {
+  static const std::string reason = [] {
+    const pb_transport_v1* t = plugin();
+    if (!t) return std::string("the plugin does not load");
+    FakeHost host(0, "testhost", baseSettings());
+    pb_plugin_ctx* ctx = nullptr;
+    if (t->init(&host.services, &ctx) != PB_OK)
+      return "libfabric provider " + testProvider() + " is not usable here: " + t->last_error(nullptr);
+    t->finalize(ctx);
+    return std::string();
+  }();
+  return reason;
+}
+
+/// Owns contexts, connections, regions and keys made in a test, and frees
+/// them in ABI order at the end.
+class LibfabricTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    t_ = plugin();
+    ASSERT_NE(t_, nullptr);
+  }
+
+  /// Skips the test where the provider cannot be used.
+  void requireProvider() {
+    if (!unusableReason().empty()) GTEST_SKIP() << unusableReason();
+  }
+
+  void TearDown() override {
+    for (auto& [conn, rkey] : rkeys_) EXPECT_EQ(t_->release_rkey(conn, rkey), PB_OK);
+    for (pb_conn* conn : conns_) EXPECT_EQ(t_->free(conn), PB_OK);
+    for (auto& [ctx, mr] : mrs_) EXPECT_EQ(t_->deregister_memory(ctx, mr), PB_OK) << t_->last_error(ctx);
+    for (pb_plugin_ctx* ctx : ctxs_) EXPECT_EQ(t_->finalize(ctx), PB_OK) << t_->last_error(ctx);
+  }
+
+  /// A context of rank with the base settings, overridden by extra.
+  pb_plugin_ctx* makeContext(int rank, std::map<std::string, std::string> extra = {},
+                             std::string hostname = "testhost") {
+    auto settings = baseSettings();
+    for (auto& [k, v] : extra) settings[k] = v;
+    hosts_.push_back(std::make_unique<FakeHost>(rank, std::move(hostname), std::move(settings)));
+    pb_plugin_ctx* ctx = nullptr;
+    pb_status st = t_->init(&hosts_.back()->services, &ctx);
+    EXPECT_EQ(st, PB_OK) << t_->last_error(nullptr);
+    if (ctx) ctxs_.push_back(ctx);
+    return ctx;
+  }
+
+  /// init with these settings (no base), expected to fail; returns the status.
+  pb_status failInit(std::map<std::string, std::string> settings) {
+    hosts_.push_back(std::make_unique<FakeHost>(0, "testhost", std::move(settings)));
+    pb_plugin_ctx* ctx = nullptr;
+    pb_status st = t_->init(&hosts_.back()->services, &ctx);
+    if (ctx) ctxs_.push_back(ctx);
+    EXPECT_EQ(ctx, nullptr);
+    return st;
+  }
+
+  std::string error(pb_plugin_ctx* ctx) { return t_->last_error(ctx); }
+
+  /// setup() for the connection from rank `local` to rank `peer`.
+  pb_conn* setup(pb_plugin_ctx* ctx, int local, int peer, std::vector<uint8_t>* blob) {
+    Peer info(local, peer, "testhost", "testhost");
+    pb_conn* conn = nullptr;
+    blob->resize(256);
+    size_t len = blob->size();
+    EXPECT_EQ(t_->setup(ctx, &info.info, &conn, blob->data(), &len), PB_OK) << error(ctx);
+    blob->resize(len);
+    if (conn) conns_.push_back(conn);
+    return conn;
+  }
+
+  /// Connects ctx0 (rank 0) and ctx1 (rank 1), polling both sides as the
+  /// core's proxy threads would.
+  void connectPair(pb_plugin_ctx* ctx0, pb_plugin_ctx* ctx1, pb_conn** c0, pb_conn** c1) {
+    std::vector<uint8_t> blob0, blob1;
+    *c0 = setup(ctx0, 0, 1, &blob0);
+    *c1 = setup(ctx1, 1, 0, &blob1);
+    ASSERT_TRUE(*c0 && *c1);
+    pb_status s0 = PB_IN_PROGRESS, s1 = PB_IN_PROGRESS;
+    auto deadline = Clock::now() + kTimeout;
+    while ((s0 == PB_IN_PROGRESS || s1 == PB_IN_PROGRESS) && Clock::now() < deadline) {
+      if (s0 == PB_IN_PROGRESS) s0 = t_->proxy_connect(*c0, blob1.data(), blob1.size());
+      if (s1 == PB_IN_PROGRESS) s1 = t_->proxy_connect(*c1, blob0.data(), blob0.size());
+    }
+    ASSERT_EQ(s0, PB_OK) << error(ctx0);
+    ASSERT_EQ(s1, PB_OK) << error(ctx1);
+  }
+
+  pb_mr* reg(pb_plugin_ctx* ctx, void* ptr, size_t size) {
+    pb_mr* mr = nullptr;
+    EXPECT_EQ(t_->register_memory(ctx, ptr, size, PB_MEM_HOST, &mr), PB_OK) << error(ctx);
+    if (mr) mrs_.emplace_back(ctx, mr);
+    return mr;
+  }
+
+  void deregister(pb_plugin_ctx* ctx, pb_mr* mr) {
+    ASSERT_EQ(t_->deregister_memory(ctx, mr), PB_OK) << error(ctx);
+    mrs_.erase(std::find(mrs_.begin(), mrs_.end(), std::make_pair(ctx, mr)));
+  }
+
+  /// Packs owner's mr and imports it on conn (the peer's connection).
+  pb_rkey* remoteKey(pb_plugin_ctx* owner, pb_mr* mr, pb_conn* conn) {
+    uint8_t buf[128];
+    size_t len = sizeof(buf);
+    EXPECT_EQ(t_->pack_rkey(owner, mr, buf, &len), PB_OK) << error(owner);
+    pb_rkey* rkey = nullptr;
+    EXPECT_EQ(t_->import_rkey(conn, buf, len, &rkey), PB_OK);
+    if (rkey) rkeys_.emplace_back(conn, rkey);
+    return rkey;
+  }
+
+  void freeConn(pb_conn* conn) {
+    for (auto it = rkeys_.begin(); it != rkeys_.end();) {
+      if (it->first == conn) {
+        EXPECT_EQ(t_->release_rkey(conn, it->second), PB_OK);
+        it = rkeys_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    ASSERT_EQ(t_->free(conn), PB_OK);
+    conns_.erase(std::find(conns_.begin(), conns_.end(), conn));
+  }
+
+  const pb_transport_v1* t_ = nullptr;
+  std::vector<std::unique_ptr<FakeHost>> hosts_;
+  std::vector<pb_plugin_ctx*> ctxs_;
+  std::vector<pb_conn*> conns_;
+  std::vector<std::pair<pb_plugin_ctx*, pb_mr*>> mrs_;
+  std::vector<std::pair<pb_conn*, pb_rkey*>> rkeys_;
+};
+
+/// Two connected ranks of one host: c0_ is rank 0's connection to rank 1.
+/// Providers with manual progress apply a peer's operations only while the
+/// target polls, so every wait below progresses both sides, as the core's
+/// proxy thread does for every connection.
+class LibfabricPairTest : public LibfabricTest {
+ protected:
+  void SetUp() override {
+    LibfabricTest::SetUp();
+    if (HasFatalFailure()) return;
+    requireProvider();
+    if (IsSkipped()) return;
+    ctx0_ = makeContext(0, pairSettings());
+    ctx1_ = makeContext(1, pairSettings());
+    ASSERT_TRUE(ctx0_ && ctx1_);
+    connectPair(ctx0_, ctx1_, &c0_, &c1_);
+  }
+
+  /// Extra settings for both contexts.
+  virtual std::map<std::string, std::string> pairSettings() { return {}; }
+
+  /// One progress call on the peer's connection (lets it receive).
+  void pumpPeer(pb_conn* peer) {
+    uint64_t ignored = 0;
+    ASSERT_EQ(t_->proxy_progress(peer, &ignored), PB_OK) << error(peer == c0_ ? ctx0_ : ctx1_);
+  }
+
+  /// Polls conn until seq completed (progressing the peer too); fails on
+  /// error or timeout.
+  void waitCompleted(pb_conn* conn, uint64_t seq) {
+    pb_plugin_ctx* ctx = conn == c0_ ? ctx0_ : ctx1_;
+    pb_conn* peer = conn == c0_ ? c1_ : c0_;
+    uint64_t done = 0;
+    auto deadline = Clock::now() + kTimeout;
+    while (Clock::now() < deadline) {
+      ASSERT_EQ(t_->proxy_progress(conn, &done), PB_OK) << error(ctx);
+      ASSERT_LE(done, seq) << "completed runs ahead of what was posted";
+      if (done == seq) return;
+      ASSERT_NO_FATAL_FAILURE(pumpPeer(peer));
+    }
+    FAIL() << "completion stuck at " << done << ", waiting for " << seq;
+  }
+
+  /// Waits until the counter (written by signals on `from`) reaches value,
+  /// progressing both ends.
+  void waitCounter(const uint64_t* counter, uint64_t value, pb_conn* from = nullptr) {
+    if (!from) from = c0_;
+    pb_conn* to = from == c0_ ? c1_ : c0_;
+    auto deadline = Clock::now() + kTimeout;
+    while (__atomic_load_n(counter, __ATOMIC_ACQUIRE) < value) {
+      ASSERT_LT(Clock::now(), deadline) << "counter stuck at " << __atomic_load_n(counter, __ATOMIC_ACQUIRE);
+      ASSERT_NO_FATAL_FAILURE(pumpPeer(to));
+      ASSERT_NO_FATAL_FAILURE(pumpPeer(from));
+    }
+  }
+
+  pb_plugin_ctx* ctx0_ = nullptr;
+  pb_plugin_ctx* ctx1_ = nullptr;
+  pb_conn* c0_ = nullptr;
+  pb_conn* c1_ = nullptr;
+};
+
+void fillPattern(uint8_t* p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>((i * 131u + seed * 7u + (i >> 12)) & 0xff);
+}
+
+// ---- loading, settings, provider choice --------------------------------------
+
+TEST_F(LibfabricTest, EntryRefusesAnotherMajor) {
+  EXPECT_EQ(t_->abi_major, uint32_t(PB_TRANSPORT_ABI_MAJOR));
+  EXPECT_EQ(std::string(t_->name), "libfabric");
+  EXPECT_GE(t_->struct_size, sizeof(pb_transport_v1));
+  void* handle = dlopen(PLUGBOARD_LIBFABRIC_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  auto entry = reinterpret_cast<pb_transport_entry_v1_fn>(dlsym(handle, PB_TRANSPORT_ENTRY_SYMBOL_V1));
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry(2, 0), nullptr);
+  dlclose(handle);
+}
+
+TEST_F(LibfabricTest, InitWithWrongHostMajorFailsWithReason) {
+  FakeHost host(0, "testhost", {});
+  host.services.abi_major = 7;
+  pb_plugin_ctx* ctx = reinterpret_cast<pb_plugin_ctx*>(&host);  // must be overwritten
+  EXPECT_EQ(t_->init(&host.services, &ctx), PB_ERR_VERSION);
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find("transport ABI 7."), std::string::npos) << t_->last_error(nullptr);
+}
+
+TEST_F(LibfabricTest, HostThatThrowsFromDeclareIsReportedNotFatal) {
+  FakeHost host(0, "testhost", {});
+  host.services.declare_setting = [](void*, const pb_setting_decl_v1*) -> pb_status {
+    throw std::runtime_error("PLUGBOARD_LIBFABRIC_PROVIDER: bad value");
+  };
+  pb_plugin_ctx* ctx = nullptr;
+  EXPECT_EQ(t_->init(&host.services, &ctx), PB_ERR_INVALID);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find("declaring setting 'provider': PLUGBOARD_LIBFABRIC_PROVIDER"),
+            std::string::npos)
+      << t_->last_error(nullptr);
+}
+
+TEST_F(LibfabricTest, BadSettingValuesFailInitNamingThem) {
+  EXPECT_EQ(failInit({{"signal", "sometimes"}}), PB_ERR_INVALID);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find("libfabric.signal = 'sometimes'"), std::string::npos)
+      << t_->last_error(nullptr);
+  EXPECT_EQ(failInit({{"fragment_bytes", "lots"}}), PB_ERR_INVALID);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find("fragment_bytes = 'lots'"), std::string::npos)
+      << t_->last_error(nullptr);
+  EXPECT_EQ(failInit({{"provider", "tcp,,sockets"}}), PB_ERR_INVALID);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find("empty provider name"), std::string::npos)
+      << t_->last_error(nullptr);
+}
+
+TEST_F(LibfabricTest, NonexistentProviderFailsInitNamingItAndTheOffer) {
+  EXPECT_EQ(failInit({{"provider", "nosuchprov"}}), PB_ERR_UNSUPPORTED);
+  std::string why = t_->last_error(nullptr);
+  EXPECT_NE(why.find("provider 'nosuchprov'"), std::string::npos) << why;
+  if (unusableReason().empty()) {
+    // fi_getinfo works here, so the reason lists what it offers.
+    EXPECT_NE(why.find("fi_getinfo offers"), std::string::npos) << why;
+    EXPECT_NE(why.find(testProvider()), std::string::npos) << why;
+  }
+}
+
+TEST_F(LibfabricTest, ExcludingEveryProviderFailsInit) {
+  requireProvider();
+  if (IsSkipped()) return;
+  // The iface matches no domain at all: nothing is left to choose.
+  EXPECT_EQ(failInit({{"provider", testProvider()}, {"iface", "=nosuchiface0"}}), PB_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find("on iface '=nosuchiface0'"), std::string::npos)
+      << t_->last_error(nullptr);
+  EXPECT_EQ(failInit({{"provider", "^" + testProvider() + ",efa,verbs,tcp,sockets,net,shm,udp,psm2,psm3,opx,cxi"},
+                      {"iface", "lo"}}),
+            PB_ERR_UNSUPPORTED)
+      << "something other than the excluded providers was chosen";
+}
+
+TEST_F(LibfabricTest, DeclaresItsSettingsAndLogsTheChoice) {
+  requireProvider();
+  if (IsSkipped()) return;
+  ASSERT_NE(makeContext(0), nullptr);
+  FakeHost& host = *hosts_.back();
+  auto& declared = host.declared;
+  ASSERT_EQ(declared.count("provider"), 1u);
+  EXPECT_EQ(declared["provider"].type, PB_SETTING_STRING);
+  EXPECT_EQ(declared["provider"].defaultValue, "");
+  EXPECT_EQ(declared["provider"].rankLocal, 0) << "every rank must use the same provider";
+  ASSERT_EQ(declared.count("iface"), 1u);
+  EXPECT_EQ(declared["iface"].rankLocal, 1);
+  ASSERT_EQ(declared.count("signal"), 1u);
+  EXPECT_EQ(declared["signal"].defaultValue, "auto");
+  ASSERT_EQ(declared.count("fragment_bytes"), 1u);
+  EXPECT_EQ(declared["fragment_bytes"].type, PB_SETTING_INT);
+  auto info = host.logsWith("libfabric provider " + testProvider());
+  ASSERT_EQ(info.size(), 1u) << "one INFO line names the provider";
+  EXPECT_EQ(info[0].substr(0, 2), "2 ") << info[0];
+  EXPECT_NE(info[0].find("domain lo"), std::string::npos) << info[0];
+  EXPECT_NE(info[0].find("fabric "), std::string::npos) << info[0];
+}
+
+TEST_F(LibfabricTest, CoreNameAlsoMatchesLayeredProvider) {
+  requireProvider();
+  if (IsSkipped()) return;
+  std::string full = testProvider();
+  if (full.find(';') == std::string::npos) GTEST_SKIP() << full << " is not a layered provider";
+  std::string core = full.substr(0, full.find(';'));
+  ASSERT_NE(makeContext(0, {{"provider", "nosuchprov, " + core}}), nullptr);
+  EXPECT_EQ(hosts_.back()->logsWith("libfabric provider " + core).size(), 1u);
+}
+
+TEST_F(LibfabricTest, PropertiesAndReachability) {
+  requireProvider();
+  if (IsSkipped()) return;
+  pb_plugin_ctx* ctx = makeContext(0);
+  ASSERT_NE(ctx, nullptr);
+  pb_transport_properties_v1 props{};
+  props.struct_size = sizeof(props);
+  ASSERT_EQ(t_->properties(ctx, &props), PB_OK);
+  EXPECT_TRUE(props.mem_types & PB_MEM_HOST);
+  EXPECT_EQ(props.flags, uint32_t(PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY));
+  EXPECT_GT(props.bandwidth_gbps, 0.0);
+  EXPECT_GT(props.latency_us, 0.0);
+  EXPECT_GT(props.max_address_size, 56u);
+  EXPECT_EQ(props.max_rkey_size, 56u);
+  EXPECT_EQ(t_->write_signal, nullptr);
+  EXPECT_STREQ(t_->last_error(ctx), "");
+
+  Peer same(0, 1, "testhost", "testhost");
+  int cost = -7;
+  char reason[256] = "junk";
+  ASSERT_EQ(t_->can_connect(ctx, &same.info, &cost, reason, sizeof(reason)), PB_OK);
+  EXPECT_GE(cost, 0);
+  EXPECT_STREQ(reason, "");
+  if (testProvider().rfind("tcp", 0) == 0) {
+    EXPECT_EQ(cost, 120) << "tcp ranks behind the ethernet plugin (100)";
+  }
+  // The endpoint is on loopback: another host is out of reach, and says why.
+  Peer far(0, 3, "testhost", "otherhost");
+  ASSERT_EQ(t_->can_connect(ctx, &far.info, &cost, reason, sizeof(reason)), PB_OK);
+  EXPECT_LT(cost, 0);
+  EXPECT_NE(std::string(reason).find("rank 3 is on host otherhost"), std::string::npos) << reason;
+  pb_conn* conn = nullptr;
+  uint8_t blob[256];
+  size_t len = sizeof(blob);
+  EXPECT_EQ(t_->setup(ctx, &far.info, &conn, blob, &len), PB_ERR_UNSUPPORTED);
+  EXPECT_EQ(conn, nullptr);
+}
+
+// ---- memory registration and keys -------------------------------------------
+
+TEST_F(LibfabricTest, CudaMemoryIsUnsupportedWithoutHmem) {
+  requireProvider();
+  if (IsSkipped()) return;
+  pb_plugin_ctx* ctx = makeContext(0);
+  pb_transport_properties_v1 props{};
+  props.struct_size = sizeof(props);
+  ASSERT_EQ(t_->properties(ctx, &props), PB_OK);
+  if (props.mem_types & PB_MEM_CUDA) GTEST_SKIP() << "this provider has FI_HMEM";
+  char buf[64];
+  pb_mr* mr = reinterpret_cast<pb_mr*>(buf);
+  EXPECT_EQ(t_->register_memory(ctx, buf, sizeof(buf), PB_MEM_CUDA, &mr), PB_ERR_UNSUPPORTED);
+  EXPECT_EQ(mr, nullptr);
+  EXPECT_NE(error(ctx).find("provider " + testProvider() + " lacks FI_HMEM"), std::string::npos) << error(ctx);
+}
+
+TEST_F(LibfabricTest, SetupReportsTheAddressSizeItNeeds) {
+  requireProvider();
+  if (IsSkipped()) return;
+  pb_plugin_ctx* ctx = makeContext(0);
+  Peer peer(0, 1, "testhost", "testhost");
+  pb_conn* conn = nullptr;
+  uint8_t blob[256];
+  size_t len = 8;
+  EXPECT_EQ(t_->setup(ctx, &peer.info, &conn, blob, &len), PB_ERR_INVALID);
+  EXPECT_EQ(conn, nullptr);
+  pb_transport_properties_v1 props{};
+  props.struct_size = sizeof(props);
+  ASSERT_EQ(t_->properties(ctx, &props), PB_OK);
+  EXPECT_EQ(len, props.max_address_size);
+}
+
+TEST_F(LibfabricPairTest, RkeyRoundTripAndBadKeys) {
+  std::vector<uint8_t> mem(100);
+  pb_mr* mr = reg(ctx1_, mem.data(), mem.size());
+  uint8_t buf[128];
+  size_t len = 4;
+  EXPECT_EQ(t_->pack_rkey(ctx1_, mr, buf, &len), PB_ERR_INVALID) << "buffer too small";
+  EXPECT_EQ(len, 56u) << "a failed pack reports the size it needs";
+  len = sizeof(buf);
+  ASSERT_EQ(t_->pack_rkey(ctx1_, mr, buf, &len), PB_OK);
+  pb_rkey* rkey = nullptr;
+  EXPECT_EQ(t_->import_rkey(c0_, buf, len - 1, &rkey), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0_).find("import_rkey"), std::string::npos) << error(ctx0_);
+  EXPECT_EQ(t_->import_rkey(c0_, nullptr, len, &rkey), PB_ERR_INVALID);
+  std::vector<uint8_t> junk(len, 0x5a);
+  EXPECT_EQ(t_->import_rkey(c0_, junk.data(), junk.size(), &rkey), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0_).find("bad magic"), std::string::npos) << error(ctx0_);
+  buf[4] = 9;  // format version
+  EXPECT_EQ(t_->import_rkey(c0_, buf, len, &rkey), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0_).find("version 9"), std::string::npos) << error(ctx0_);
+  EXPECT_EQ(rkey, nullptr);
+}
+
+TEST_F(LibfabricPairTest, ZeroByteRegionIsFine) {
+  char byte = 0;
+  pb_mr* mr = reg(ctx0_, &byte, 0);
+  ASSERT_NE(mr, nullptr);
+  pb_rkey* rk = remoteKey(ctx0_, mr, c1_);
+  ASSERT_NE(rk, nullptr);
+  std::vector<uint8_t> src(8);
+  pb_mr* mrSrc = reg(ctx1_, src.data(), src.size());
+  EXPECT_EQ(t_->write(c1_, mrSrc, 0, rk, 0, 1), PB_ERR_INVALID);
+  ASSERT_EQ(t_->write(c1_, mrSrc, 0, rk, 0, 0), PB_OK) << error(ctx1_);
+  waitCompleted(c1_, 1);
+}
+
+// ---- data path ------------------------------------------------------------------
+
+/// The pair with a given signal mode ("atomic" skips where the provider
+/// has no FI_SUM on FI_UINT64).
+class LibfabricSignalModeTest : public LibfabricPairTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "atomic" && unusableReason().empty()) {
+      FakeHost host(0, "testhost", {{"provider", testProvider()}, {"iface", "lo"}, {"signal", "atomic"}});
+      pb_plugin_ctx* ctx = nullptr;
+      if (plugin()->init(&host.services, &ctx) != PB_OK)
+        GTEST_SKIP() << "no atomics: " << plugin()->last_error(nullptr);
+      plugin()->finalize(ctx);
+    }
+    LibfabricPairTest::SetUp();
+  }
+  std::map<std::string, std::string> pairSettings() override { return {{"signal", GetParam()}}; }
+};
+
+TEST_P(LibfabricSignalModeTest, ModeIsLogged) {
+  std::string expect = GetParam() == "atomic" ? "signals by fi_atomic FI_SUM" : "signals by control message";
+  EXPECT_EQ(hosts_[0]->logsWith(expect).size(), 1u);
+}
+
+TEST_P(LibfabricSignalModeTest, WritesOfOddSizesLandByteForByte) {
+  for (size_t size : {size_t(0), size_t(1), size_t(4097)}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    constexpr size_t kSrcOff = 3, kDstOff = 5, kSlack = 16;
+    std::vector<uint8_t> src(size + kSlack), dst(size + kSlack, 0xEE);
+    fillPattern(src.data(), src.size(), unsigned(size));
+    std::vector<uint64_t> counter(1, 0);
+    pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+    pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+    pb_mr* mrCounter = reg(ctx1_, counter.data(), sizeof(uint64_t));
+    pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+    pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+    uint64_t before = 0;
+    ASSERT_EQ(t_->proxy_progress(c0_, &before), PB_OK);
+    ASSERT_EQ(t_->write(c0_, mrSrc, kSrcOff, rkDst, kDstOff, size), PB_OK) << error(ctx0_);
+    ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+    ASSERT_EQ(t_->flush(c0_), PB_OK);
+    waitCounter(counter.data(), 1);
+    waitCompleted(c0_, before + 2);
+    EXPECT_EQ(std::memcmp(dst.data() + kDstOff, src.data() + kSrcOff, size), 0);
+    for (size_t i = 0; i < kDstOff; ++i) ASSERT_EQ(dst[i], 0xEE) << "byte " << i << " before the target changed";
+    for (size_t i = kDstOff + size; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE) << "byte " << i << " past the target";
+  }
+}
+
+TEST_P(LibfabricSignalModeTest, SignalBecomesVisibleOnlyAfterEarlierWrites) {
+  // A receiver thread polls only its own connection (as the core's proxy
+  // would) and checks, each time the counter moves, that every slot the
+  // counter covers holds its round's data.
+  constexpr size_t kSlot = 64 << 10;
+  constexpr uint64_t kRounds = 200;
+  std::vector<uint8_t> src(kSlot * kRounds), dst(kSlot * kRounds, 0);
+  for (uint64_t r = 0; r < kRounds; ++r) fillPattern(&src[r * kSlot], kSlot, unsigned(r + 1));
+  std::vector<uint64_t> counter(2, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), 2 * sizeof(uint64_t));
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+
+  std::atomic<bool> stop{false};
+  std::string receiverFailure;
+  std::thread receiver;
+  // A failed assertion below returns early: stop and join the receiver
+  // first, so the test reports instead of terminating the binary.
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~Joiner() {
+      stop = true;
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{stop, receiver};
+  receiver = std::thread([&] {
+    uint64_t checked = 0, ignored = 0;
+    auto deadline = Clock::now() + kTimeout;
+    while (checked < kRounds && !stop.load() && Clock::now() < deadline) {
+      if (t_->proxy_progress(c1_, &ignored) != PB_OK) {
+        receiverFailure = "receiver progress: " + error(ctx1_);
+        return;
+      }
+      uint64_t seen = __atomic_load_n(&counter[1], __ATOMIC_ACQUIRE);
+      for (; checked < seen; ++checked)
+        if (std::memcmp(&dst[checked * kSlot], &src[checked * kSlot], kSlot) != 0) {
+          receiverFailure = "counter reached " + std::to_string(seen) + " but slot " + std::to_string(checked) +
+                            " is not all there: a signal overtook its write";
+          return;
+        }
+    }
+    if (checked < kRounds) receiverFailure = "receiver saw only " + std::to_string(checked) + " signals";
+  });
+  for (uint64_t r = 0; r < kRounds; ++r) {
+    ASSERT_EQ(t_->write(c0_, mrSrc, r * kSlot, rkDst, r * kSlot, kSlot), PB_OK) << error(ctx0_);
+    ASSERT_EQ(t_->signal(c0_, rkCounter, 8, 1), PB_OK) << error(ctx0_);
+    uint64_t done = 0;
+    ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << error(ctx0_);
+  }
+  uint64_t done = 0;
+  auto deadline = Clock::now() + kTimeout;
+  while (done < 2 * kRounds && Clock::now() < deadline) ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK);
+  stop = done < 2 * kRounds;
+  if (receiver.joinable()) receiver.join();
+  EXPECT_EQ(done, 2 * kRounds);
+  EXPECT_EQ(receiverFailure, "");
+  EXPECT_EQ(__atomic_load_n(&counter[1], __ATOMIC_ACQUIRE), kRounds);
+  EXPECT_EQ(counter[0], 0u) << "signal hit the wrong word";
+  if (GetParam() == "message") {
+    EXPECT_GE(hosts_[1]->landings.load(), int(kRounds)) << "signal_landed after each applied signal";
+  }
+}
+
+TEST_P(LibfabricSignalModeTest, SignalIntoDeregisteredRegionFails) {
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), sizeof(uint64_t));
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  deregister(ctx1_, mrCounter);
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+  // Whichever side notices (the target applying a message, or the
+  // initiator's atomic being refused) reports it naming the other.
+  uint64_t done = 0;
+  pb_status s0 = PB_OK, s1 = PB_OK;
+  auto deadline = Clock::now() + kTimeout;
+  while (s0 == PB_OK && s1 == PB_OK && Clock::now() < deadline) {
+    s1 = t_->proxy_progress(c1_, &done);
+    s0 = t_->proxy_progress(c0_, &done);
+  }
+  if (GetParam() == "message") {
+    EXPECT_EQ(s1, PB_ERR_REMOTE);
+    EXPECT_NE(error(ctx1_).find("bad message from rank 0 (host testhost)"), std::string::npos) << error(ctx1_);
+    EXPECT_NE(error(ctx1_).find("not registered"), std::string::npos) << error(ctx1_);
+    EXPECT_EQ(t_->proxy_progress(c1_, &done), PB_ERR_REMOTE) << "a connection error is final";
+  } else {
+    EXPECT_TRUE(s0 != PB_OK || s1 != PB_OK) << "nobody noticed the signal into a deregistered region";
+    if (s0 != PB_OK) {
+      EXPECT_NE(error(ctx0_).find("rank 0 -> rank 1 (host testhost)"), std::string::npos) << error(ctx0_);
+    }
+  }
+  EXPECT_EQ(counter[0], 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, LibfabricSignalModeTest, ::testing::Values("atomic", "message"),
+                         [](const auto& info) { return info.param; });
+
+TEST_F(LibfabricPairTest, LargeWriteArrivesByteForByte) {
+  constexpr size_t kSize = size_t(64) << 20;
+  std::vector<uint8_t> src(kSize + 8), dst(kSize + 8, 0xEE);
+  fillPattern(src.data(), src.size(), 4);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  ASSERT_EQ(t_->write(c0_, mrSrc, 1, rkDst, 3, kSize), PB_OK) << error(ctx0_);
+  waitCompleted(c0_, 1);
+  // Delivery complete: once the write completed, the bytes are there.
+  EXPECT_EQ(std::memcmp(dst.data() + 3, src.data() + 1, kSize), 0);
+  EXPECT_EQ(dst[2], 0xEE);
+  EXPECT_EQ(dst[kSize + 3], 0xEE);
+}
+
+/// Writes split into many small fragments, more than the provider queues.
+class LibfabricFragmentTest : public LibfabricPairTest {
+ protected:
+  std::map<std::string, std::string> pairSettings() override { return {{"fragment_bytes", "16384"}}; }
+};
+
+TEST_F(LibfabricFragmentTest, FragmentedWriteWithBacklogArrivesWhole) {
+  constexpr size_t kSize = (size_t(64) << 20) + 123;  // 4097 fragments, the last one short
+  std::vector<uint8_t> src(kSize), dst(kSize, 0);
+  fillPattern(src.data(), kSize, 5);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
+  pb_mr* mrDst = reg(ctx1_, dst.data(), kSize);
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), 8);
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kSize), PB_OK) << error(ctx0_);
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 5), PB_OK) << error(ctx0_);
+  waitCounter(counter.data(), 5);
+  EXPECT_EQ(std::memcmp(src.data(), dst.data(), kSize), 0) << "signal before the last fragment";
+  waitCompleted(c0_, 2);
+}
+
+TEST_F(LibfabricPairTest, ManyWritesInFlightCompleteInOrder) {
+  // More writes than the provider's transmit queue holds, posted without
+  // progress in between: the rest wait in the plugin's backlog.
+  constexpr size_t kChunk = 1000, kCount = 5000;
+  std::vector<uint8_t> src(kChunk * kCount), dst(kChunk * kCount, 0);
+  fillPattern(src.data(), src.size(), 9);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), sizeof(uint64_t));
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  for (size_t i = 0; i < kCount; ++i) {
+    size_t off = (kCount - 1 - i) * kChunk;  // reverse order, so a mix-up shows
+    ASSERT_EQ(t_->write(c0_, mrSrc, off, rkDst, off, kChunk), PB_OK) << error(ctx0_);
+  }
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK);
+  uint64_t last = 0, done = 0;
+  auto deadline = Clock::now() + kTimeout;
+  while (done < kCount + 1 && Clock::now() < deadline) {
+    ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << error(ctx0_);
+    ASSERT_GE(done, last) << "completion went backwards";
+    last = done;
+    pumpPeer(c1_);
+  }
+  ASSERT_EQ(done, kCount + 1);
+  waitCounter(counter.data(), 1);
+  EXPECT_EQ(std::memcmp(src.data(), dst.data(), src.size()), 0);
+}
+
+TEST_F(LibfabricPairTest, WriteCompletesOnlyOnceDelivered) {
+  // With manual data progress the target's plugin must poll before data
+  // lands; a write that completed without that would have completed on
+  // transmission, not delivery, and a signal could then overtake it.
+  std::vector<uint8_t> src(4096, 7), dst(4096, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  if (hosts_[0]->logsWith("manual data progress").empty()) GTEST_SKIP() << "the provider progresses by itself";
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, src.size()), PB_OK) << error(ctx0_);
+  uint64_t done = 0;
+  auto until = Clock::now() + std::chrono::milliseconds(300);
+  while (Clock::now() < until) {
+    ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << error(ctx0_);
+    ASSERT_EQ(done, 0u) << "the write completed while the target never polled";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  waitCompleted(c0_, 1);
+  EXPECT_EQ(dst, src);
+}
+
+TEST_P(LibfabricSignalModeTest, SignalIsHeldUntilEarlierWritesAreDelivered) {
+  // The mechanism behind the ordering rule (README.md): a signal goes to
+  // the provider only once the initiator has seen its earlier writes
+  // complete with delivery-complete semantics. With manual progress that
+  // is visible: while only the target polls, the write lands but the
+  // signal cannot, because the initiator has not polled the write's
+  // delivery acknowledgement yet.
+  if (hosts_[0]->logsWith("manual data progress").empty()) GTEST_SKIP() << "the provider progresses by itself";
+  std::vector<uint8_t> src(4096), dst(4096, 0);
+  fillPattern(src.data(), src.size(), 77);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), 8);
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, src.size()), PB_OK) << error(ctx0_);
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+  uint64_t done = 0;
+  ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << error(ctx0_);
+  auto deadline = Clock::now() + kTimeout;
+  while (dst != src && Clock::now() < deadline) pumpPeer(c1_);
+  ASSERT_EQ(dst, src) << "the write did not land while the target polled";
+  for (int i = 0; i < 200; ++i) {
+    pumpPeer(c1_);
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  EXPECT_EQ(__atomic_load_n(counter.data(), __ATOMIC_ACQUIRE), 0u)
+      << "the signal was handed to the provider before its write was known to be delivered";
+  waitCounter(counter.data(), 1);
+  waitCompleted(c0_, 2);
+}
+
+TEST_F(LibfabricPairTest, BothDirectionsAtOnce) {
+  constexpr size_t kSize = 16 << 20;
+  std::vector<uint8_t> a(kSize), b(kSize), intoA(kSize), intoB(kSize);
+  fillPattern(a.data(), kSize, 21);
+  fillPattern(b.data(), kSize, 22);
+  std::vector<uint64_t> counterA(1, 0), counterB(1, 0);
+  pb_mr* mrA = reg(ctx0_, a.data(), kSize);
+  pb_mr* mrB = reg(ctx1_, b.data(), kSize);
+  pb_mr* mrIntoA = reg(ctx0_, intoA.data(), kSize);
+  pb_mr* mrIntoB = reg(ctx1_, intoB.data(), kSize);
+  pb_mr* mrCounterA = reg(ctx0_, counterA.data(), 8);
+  pb_mr* mrCounterB = reg(ctx1_, counterB.data(), 8);
+  pb_rkey* rkIntoB = remoteKey(ctx1_, mrIntoB, c0_);
+  pb_rkey* rkCounterB = remoteKey(ctx1_, mrCounterB, c0_);
+  pb_rkey* rkIntoA = remoteKey(ctx0_, mrIntoA, c1_);
+  pb_rkey* rkCounterA = remoteKey(ctx0_, mrCounterA, c1_);
+  ASSERT_EQ(t_->write(c0_, mrA, 0, rkIntoB, 0, kSize), PB_OK);
+  ASSERT_EQ(t_->write(c1_, mrB, 0, rkIntoA, 0, kSize), PB_OK);
+  ASSERT_EQ(t_->signal(c0_, rkCounterB, 0, 1), PB_OK);
+  ASSERT_EQ(t_->signal(c1_, rkCounterA, 0, 1), PB_OK);
+  waitCounter(counterA.data(), 1, c1_);
+  waitCounter(counterB.data(), 1, c0_);
+  EXPECT_EQ(std::memcmp(a.data(), intoB.data(), kSize), 0);
+  EXPECT_EQ(std::memcmp(b.data(), intoA.data(), kSize), 0);
+  waitCompleted(c0_, 2);
+  waitCompleted(c1_, 2);
+}
+
+TEST_F(LibfabricPairTest, OutOfRangeOperationsAreRejected) {
+  std::vector<uint8_t> src(64), dst(64);
+  std::vector<uint64_t> counter(2, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), 16);
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  const size_t kHuge = SIZE_MAX;
+  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 65), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0_).find("source range"), std::string::npos) << error(ctx0_);
+  EXPECT_EQ(t_->write(c0_, mrSrc, 65, rkDst, 0, 0), PB_ERR_INVALID);
+  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 60, 8), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0_).find("destination range"), std::string::npos) << error(ctx0_);
+  EXPECT_NE(error(ctx0_).find("rank 1 (host testhost)"), std::string::npos) << error(ctx0_);
+  EXPECT_EQ(t_->write(c0_, mrSrc, 8, rkDst, 0, kHuge), PB_ERR_INVALID) << "size overflow";
+  EXPECT_EQ(t_->write(c0_, mrSrc, kHuge, rkDst, 0, 2), PB_ERR_INVALID) << "offset overflow";
+  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, kHuge - 1, 4), PB_ERR_INVALID) << "offset overflow";
+  EXPECT_EQ(t_->signal(c0_, rkCounter, 12, 1), PB_ERR_INVALID) << "unaligned";
+  EXPECT_NE(error(ctx0_).find("not 8-byte aligned"), std::string::npos) << error(ctx0_);
+  EXPECT_EQ(t_->signal(c0_, rkCounter, 16, 1), PB_ERR_INVALID) << "past the end";
+  EXPECT_EQ(t_->signal(c0_, rkCounter, kHuge - 3, 1), PB_ERR_INVALID) << "offset overflow";
+  EXPECT_EQ(t_->write(c0_, nullptr, 0, rkDst, 0, 1), PB_ERR_INVALID);
+  EXPECT_EQ(t_->signal(c0_, nullptr, 0, 1), PB_ERR_INVALID);
+  // Rejected posts take no sequence number and leave the connection usable.
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 64), PB_OK) << error(ctx0_);
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 8, 1), PB_OK) << error(ctx0_);
+  waitCompleted(c0_, 2);
+  waitCounter(&counter[1], 1);
+}
+
+// ---- set-up failures and close ---------------------------------------------------
+
+TEST_F(LibfabricTest, BadPeerAddressIsInvalidNamingThePeer) {
+  requireProvider();
+  if (IsSkipped()) return;
+  pb_plugin_ctx* ctx0 = makeContext(0);
+  pb_plugin_ctx* ctx1 = makeContext(1);
+  std::vector<uint8_t> blob0, blob1;
+  pb_conn* c0 = setup(ctx0, 0, 1, &blob0);
+  ASSERT_NE(setup(ctx1, 1, 0, &blob1), nullptr);
+  ASSERT_NE(c0, nullptr);
+  EXPECT_EQ(t_->proxy_connect(c0, blob1.data(), blob1.size() - 1), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0).find("from rank 1 (host testhost)"), std::string::npos) << error(ctx0);
+  EXPECT_EQ(t_->proxy_connect(c0, blob1.data(), 10), PB_ERR_INVALID);
+  std::vector<uint8_t> wrong(blob1.size(), 0x5a);
+  EXPECT_EQ(t_->proxy_connect(c0, wrong.data(), wrong.size()), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0).find("bad magic"), std::string::npos) << error(ctx0);
+  // Rank 0's own blob is a well-formed blob from the wrong rank.
+  EXPECT_EQ(t_->proxy_connect(c0, blob0.data(), blob0.size()), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0).find("was made by rank 0"), std::string::npos) << error(ctx0);
+  // A peer on another provider (documented layout: provider at byte 24).
+  std::vector<uint8_t> other = blob1;
+  std::memset(&other[24], 0, 32);
+  std::memcpy(&other[24], "otherprov", 9);
+  EXPECT_EQ(t_->proxy_connect(c0, other.data(), other.size()), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0).find("uses provider 'otherprov'"), std::string::npos) << error(ctx0);
+}
+
+TEST_F(LibfabricPairTest, WriteIntoDeregisteredRegionFailsNamingThePeer) {
+  std::vector<uint8_t> src(32, 1), dst(32, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  deregister(ctx1_, mrDst);
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 32), PB_OK);
+  uint64_t done = 0;
+  pb_status st = PB_OK;
+  auto deadline = Clock::now() + kTimeout;
+  while (st == PB_OK && Clock::now() < deadline) {
+    st = t_->proxy_progress(c0_, &done);
+    pumpPeer(c1_);
+  }
+  EXPECT_EQ(st, PB_ERR_REMOTE) << error(ctx0_);
+  EXPECT_NE(error(ctx0_).find("libfabric write rank 0 -> rank 1 (host testhost) failed"), std::string::npos)
+      << error(ctx0_);
+  EXPECT_EQ(done, 0u);
+  EXPECT_EQ(t_->proxy_progress(c0_, &done), PB_ERR_REMOTE) << "a connection error is final";
+  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 1), PB_ERR_REMOTE) << "and refuses new posts";
+  EXPECT_EQ(dst, std::vector<uint8_t>(32, 0));
+}
+
+TEST_F(LibfabricPairTest, PostsBeforeConnectAreRefused) {
+  std::vector<uint8_t> blob;
+  pb_conn* fresh = setup(ctx0_, 0, 1, &blob);
+  ASSERT_NE(fresh, nullptr);
+  std::vector<uint8_t> src(8);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  std::vector<uint8_t> dst(8);
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_rkey* rk = remoteKey(ctx1_, mrDst, fresh);
+  EXPECT_EQ(t_->write(fresh, mrSrc, 0, rk, 0, 8), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0_).find("not connected"), std::string::npos) << error(ctx0_);
+}
+
+TEST_F(LibfabricPairTest, FreeNeverHangsWithWritesInFlight) {
+  constexpr size_t kSize = 32 << 20;
+  std::vector<uint8_t> src(kSize), dst(kSize);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
+  pb_mr* mrDst = reg(ctx1_, dst.data(), kSize);
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kSize), PB_OK);
+  auto start = Clock::now();
+  freeConn(c0_);
+  freeConn(c1_);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST_F(LibfabricTest, FinalizeRefusesWhileConnectionsAreOpen) {
+  requireProvider();
+  if (IsSkipped()) return;
+  pb_plugin_ctx* ctx = makeContext(0);
+  std::vector<uint8_t> blob;
+  ASSERT_NE(setup(ctx, 0, 1, &blob), nullptr);
+  EXPECT_EQ(t_->finalize(ctx), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx).find("still open"), std::string::npos) << error(ctx);
+}
+
+TEST_F(LibfabricPairTest, ReconnectAfterFreeWorks) {
+  // Free both ends, connect again on the same contexts: ids are fresh, the
+  // old connection's stragglers are ignored.
+  freeConn(c0_);
+  freeConn(c1_);
+  connectPair(ctx0_, ctx1_, &c0_, &c1_);
+  std::vector<uint8_t> src(4097), dst(4097, 0);
+  fillPattern(src.data(), src.size(), 3);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, src.size()), PB_OK) << error(ctx0_);
+  waitCompleted(c0_, 1);
+  EXPECT_EQ(dst, src);
+}
+
+}  // namespace
