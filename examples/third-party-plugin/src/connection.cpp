@@ -101,11 +101,12 @@ bool Connection::connect(const void* addr, size_t len) {
     const char* name = reinterpret_cast<const char*>(p + kNameOffset);
     SHM_CHECK(memchr(name, '\0', kAddressBytes - kNameOffset) && std::strncmp(name, "/plugboard-shm-", 15) == 0,
               PB_ERR_INVALID, "shm proxy_connect: the address from " + peerName() + " names no shm segment");
-    outbound_ = Segment::open(name);
-    SegmentHeader* h = outbound_->header();
+    std::unique_ptr<Segment> seg = Segment::open(name);
+    SegmentHeader* h = seg->header();
     SHM_CHECK(h->ownerRank == peerRank_ && h->producerRank == ctx_.rank(), PB_ERR_REMOTE,
-              "shm proxy_connect: segment " + outbound_->name() + " belongs to rank " + std::to_string(h->ownerRank) +
+              "shm proxy_connect: segment " + seg->name() + " belongs to rank " + std::to_string(h->ownerRank) +
                   " -> rank " + std::to_string(h->producerRank) + ", not to " + peerName());
+    outbound_ = std::move(seg);
     peerPid_ = int64_t(get64(p + 16));
     chunkBytes_ = std::min<uint64_t>(kMaxChunk, outbound_->ringBytes() / 4);
     writer_ = std::make_unique<RingWriter>(*outbound_);
@@ -215,8 +216,8 @@ void Connection::apply(const RingReader& reader, const RecordHeader& r) {
             "sequence number jumped from " + std::to_string(lastSeq_) + " to " + std::to_string(r.seq));
   lastSeq_ = r.seq;
   if (r.type == kRecordWrite) {
-    SHM_CHECK(recordBytes(r.type, r.length) <= inbound_->ringBytes(), PB_ERR_REMOTE,
-              "write record of " + std::to_string(r.length) + " bytes is larger than the ring");
+    SHM_CHECK(recordBytes(r.type, r.length) <= reader.available(), PB_ERR_REMOTE,
+              "write record of " + std::to_string(r.length) + " bytes is longer than what was published");
     ctx_.regions().with(r.region, r.key, r.offset, r.length,
                         [&](uint8_t* dst) { reader.copyPayload(dst, 0, r.length); });
     return;

@@ -61,6 +61,8 @@ class RingReader {
   bool hasRecord() const { return __atomic_load_n(&seg_.header()->head, __ATOMIC_ACQUIRE) != tail_; }
   /// Copies the next record's header (call only when hasRecord()).
   RecordHeader peek() const;
+  /// Published bytes not consumed yet (a whole record is never less than its size).
+  uint64_t available() const { return __atomic_load_n(&seg_.header()->head, __ATOMIC_ACQUIRE) - tail_; }
   /// Copies n payload bytes of the current record, from byte `from` of its payload.
   void copyPayload(void* dst, uint64_t from, uint64_t n) const;
   /// Frees the current record's bytes for the producer.

@@ -73,7 +73,7 @@ std::unique_ptr<Segment> Segment::open(const std::string& name) {
   auto* h = static_cast<SegmentHeader*>(base);
   const size_t ring = size_t(st.st_size) - kHeaderBytes;
   if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != kSegmentMagic || h->version != kLayoutVersion ||
-      h->ringBytes != ring) {
+      h->ringBytes != ring || (ring & (ring - 1)) != 0) {
     munmap(base, size_t(st.st_size));
     throw Error(PB_ERR_REMOTE, "shm: " + name + " is not a layout-" + std::to_string(kLayoutVersion) + " shm segment");
   }
