@@ -280,7 +280,8 @@ TEST_F(EthernetTest, TableDescribesTheTransport) {
   props.struct_size = sizeof(props);
   ASSERT_EQ(t_->properties(ctx, &props), PB_OK);
   EXPECT_EQ(props.mem_types, uint32_t(PB_MEM_HOST));
-  EXPECT_EQ(props.flags, uint32_t(PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY));
+  EXPECT_EQ(props.flags, uint32_t(PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY |
+                                  PB_CAP_SIGNAL_NOTIFY));
   EXPECT_GT(props.bandwidth_gbps, 0.0);
   EXPECT_GT(props.latency_us, 0.0);
   EXPECT_GT(props.max_address_size, 0u);
@@ -303,7 +304,8 @@ TEST_F(EthernetTest, InitWithWrongHostMajorFailsWithReason) {
   pb_plugin_ctx* ctx = reinterpret_cast<pb_plugin_ctx*>(&host);  // must be overwritten
   EXPECT_EQ(t_->init(&host.services, &ctx), PB_ERR_VERSION);
   EXPECT_EQ(ctx, nullptr);
-  EXPECT_NE(std::string(t_->last_error(nullptr)).find("ABI 7.0"), std::string::npos) << t_->last_error(nullptr);
+  std::string expected = "ABI 7." + std::to_string(PB_TRANSPORT_ABI_MINOR);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find(expected), std::string::npos) << t_->last_error(nullptr);
 }
 
 TEST_F(EthernetTest, DeclaresItsSettings) {
@@ -472,6 +474,29 @@ TEST_F(EthernetPairTest, SignalBecomesVisibleOnlyAfterEarlierWrites) {
   }
   EXPECT_EQ(__atomic_load_n(&counter[1], __ATOMIC_ACQUIRE), 3 * kRounds);
   EXPECT_EQ(counter[0], 0u) << "signal hit the wrong word";
+}
+
+TEST_F(EthernetPairTest, WriteSignalLandsDataBeforeCounterWithOneSequenceNumber) {
+  // Small (sent inline by post) and large (sent by the sender thread) payloads.
+  for (size_t size : {size_t(24), size_t(3) << 20}) {
+    std::vector<uint8_t> src(size), dst(size, 0);
+    std::vector<uint64_t> counter(2, 0);
+    pb_mr* mrSrc = reg(ctx0_, src.data(), size);
+    pb_rkey* rkDst = remoteKey(ctx1_, reg(ctx1_, dst.data(), size), c0_);
+    pb_rkey* rkCounter = remoteKey(ctx1_, reg(ctx1_, counter.data(), 2 * sizeof(uint64_t)), c0_);
+    uint64_t done = 0;
+    ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK);
+    for (uint64_t round = 1; round <= 8; ++round) {
+      fillPattern(src.data(), size, unsigned(round + size));
+      ASSERT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, 0, size, rkCounter, 8, 5), PB_OK) << error(ctx0_);
+      waitCounter(&counter[1], 5 * round);
+      ASSERT_EQ(std::memcmp(dst.data(), src.data(), size), 0) << size << " B round " << round << ": counter before data";
+      waitCompleted(ctx0_, c0_, done + round);  // one sequence number per fused operation
+    }
+    EXPECT_EQ(counter[0], 0u);
+    EXPECT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, 0, size, rkCounter, 4, 1), PB_ERR_INVALID)
+        << "a misaligned signal target must be refused";
+  }
 }
 
 TEST_F(EthernetPairTest, ManyWritesInFlightCompleteInOrder) {

@@ -11,6 +11,7 @@ using plugboard::test::EnvGuard;
 namespace {
 
 const std::string kMock = PLUGBOARD_TEST_MOCK_DIR;
+const std::string kMinor = std::to_string(PB_TRANSPORT_ABI_MINOR);
 
 std::string loadError(const std::string& name, const std::vector<std::string>& dirs) {
   Config c = Config::fromYamlText("", "x.yaml");
@@ -51,8 +52,8 @@ TEST(Loader, NoEntrySymbol) {
 
 TEST(Loader, WrongAbiNamesBothVersions) {
   std::string m = loadError("mock", {kMock + "/wrong_abi"});
-  expectHas(m, "plugin ABI 99.0");
-  expectHas(m, "core ABI 1.0");
+  expectHas(m, "plugin ABI 99." + kMinor);
+  expectHas(m, "core ABI 1." + kMinor);
 }
 
 TEST(Loader, InitFailureCarriesPluginReason) {
@@ -63,14 +64,14 @@ TEST(Loader, InitFailureCarriesPluginReason) {
 
 TEST(Loader, ExistingBrokenFileIsNotMaskedByALaterGoodOne) {
   std::string m = loadError("mock", {kMock + "/wrong_abi", kMock + "/good"});
-  expectHas(m, "plugin ABI 99.0");
+  expectHas(m, "plugin ABI 99." + kMinor);
 }
 
 TEST(Loader, GoodMockLoadsAndReportsProperties) {
   Config c = Config::fromYamlText("", "x.yaml");
   auto p = loadTransport("mock", {kMock + "/good"}, c, LocalIdentity{0, 1, "h"});
   EXPECT_EQ(p->name(), "mock");
-  EXPECT_EQ(p->abiVersion(), "1.0");
+  EXPECT_EQ(p->abiVersion(), "1." + kMinor);
   EXPECT_EQ(p->properties().mem_types, static_cast<uint32_t>(PB_MEM_HOST));
 }
 

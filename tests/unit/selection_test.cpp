@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <plugboard/transport.h>
 
 #include "plugboard/error.hpp"
 #include "selection/selector.hpp"
@@ -37,7 +38,7 @@ Rule rule(PeerMatch::Kind kind, std::vector<std::string> use) {
 
 TEST(Selection, LowestCostWithoutRules) {
   auto views = makeViews({"a", "a", "b", "b"}, {"local", "ethernet"});
-  auto c = selectTransports(views, {});
+  auto c = selectTransports(views, {}, PB_MEM_HOST);
   EXPECT_EQ(c.at({0, 1}).transport, "local");
   EXPECT_EQ(c.at({2, 3}).transport, "local");
   EXPECT_EQ(c.at({0, 2}).transport, "ethernet");
@@ -47,7 +48,7 @@ TEST(Selection, LowestCostWithoutRules) {
 TEST(Selection, FirstMatchingRuleWinsInItsOrder) {
   auto views = makeViews({"a", "a", "b", "b"}, {"local", "ethernet"});
   std::vector<Rule> rules{rule(PeerMatch::Kind::SameHost, {"ethernet", "local"}), rule(PeerMatch::Kind::Any, {"ethernet"})};
-  auto c = selectTransports(views, rules);
+  auto c = selectTransports(views, rules, PB_MEM_HOST);
   EXPECT_EQ(c.at({0, 1}).transport, "ethernet");  // rule order beats cost
   EXPECT_NE(c.at({0, 1}).why.find("rule test.yaml:1 same-host"), std::string::npos);
   EXPECT_EQ(c.at({1, 3}).transport, "ethernet");
@@ -58,7 +59,7 @@ TEST(Selection, RankRangesMatchEitherDirection) {
   Rule r = rule(PeerMatch::Kind::Ranks, {"y"});
   r.peers.from = RankSet::parse("0-1", "t");
   r.peers.to = RankSet::parse("2-3", "t");
-  auto c = selectTransports(views, {r, rule(PeerMatch::Kind::Any, {"x"})});
+  auto c = selectTransports(views, {r, rule(PeerMatch::Kind::Any, {"x"})}, PB_MEM_HOST);
   EXPECT_EQ(c.at({0, 2}).transport, "y");
   EXPECT_EQ(c.at({1, 3}).transport, "y");
   EXPECT_EQ(c.at({0, 1}).transport, "x");
@@ -69,7 +70,7 @@ TEST(Selection, HostListRule) {
   auto views = makeViews({"n1", "n2", "n3"}, {"x", "y"});
   Rule r = rule(PeerMatch::Kind::Hosts, {"y"});
   r.peers.hosts = {"n1", "n2"};
-  auto c = selectTransports(views, {r, rule(PeerMatch::Kind::Any, {"x"})});
+  auto c = selectTransports(views, {r, rule(PeerMatch::Kind::Any, {"x"})}, PB_MEM_HOST);
   EXPECT_EQ(c.at({0, 1}).transport, "y");
   EXPECT_EQ(c.at({0, 2}).transport, "x");
 }
@@ -77,7 +78,7 @@ TEST(Selection, HostListRule) {
 TEST(Selection, NoUsableTransportNamesPairAndReasons) {
   auto views = makeViews({"a", "b"}, {"local"});
   try {
-    selectTransports(views, {});
+    selectTransports(views, {}, PB_MEM_HOST);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     std::string m = e.what();
@@ -89,7 +90,7 @@ TEST(Selection, NoUsableTransportNamesPairAndReasons) {
 TEST(Selection, TransportMissingOnOneRankIsSkippedWithReason) {
   auto views = makeViews({"a", "a"}, {"fast", "slow"});
   views[1].transports = {"slow"};
-  auto c = selectTransports(views, {rule(PeerMatch::Kind::Any, {"fast", "slow"})});
+  auto c = selectTransports(views, {rule(PeerMatch::Kind::Any, {"fast", "slow"})}, PB_MEM_HOST);
   EXPECT_EQ(c.at({0, 1}).transport, "slow");
   EXPECT_NE(c.at({0, 1}).why.find("fast: not loaded on rank 1"), std::string::npos) << c.at({0, 1}).why;
 }
@@ -102,8 +103,28 @@ TEST(Selection, RuleNamingUnloadedTransportFails) {
 
 TEST(Selection, SameAnswerOnEveryRankIsAPureFunction) {
   auto views = makeViews({"a", "b", "a", "b", "c"}, {"local", "ethernet"});
-  EXPECT_EQ(selectTransports(views, {}).size(), 10u);
-  auto first = selectTransports(views, {});
-  auto second = selectTransports(views, {});
+  EXPECT_EQ(selectTransports(views, {}, PB_MEM_HOST).size(), 10u);
+  auto first = selectTransports(views, {}, PB_MEM_HOST);
+  auto second = selectTransports(views, {}, PB_MEM_HOST);
   for (auto& [k, v] : first) EXPECT_EQ(second.at(k).transport, v.transport);
+}
+
+TEST(Selection, EachMemoryKindGetsATransportThatMovesIt) {
+  auto views = makeViews({"a", "a"}, {"local", "ethernet"});
+  for (auto& v : views) {
+    v.memTypes["local"] = PB_MEM_CUDA;  // like cudaipc: GPU memory only
+    v.memTypes["ethernet"] = PB_MEM_HOST;
+  }
+  auto host = selectTransports(views, {}, PB_MEM_HOST);
+  auto gpu = selectTransports(views, {}, PB_MEM_CUDA);
+  EXPECT_EQ(host.at({0, 1}).transport, "ethernet");
+  EXPECT_NE(host.at({0, 1}).why.find("local: does not move host memory"), std::string::npos) << host.at({0, 1}).why;
+  EXPECT_EQ(gpu.at({0, 1}).transport, "local");
+  views[0].memTypes["local"] = PB_MEM_HOST;
+  try {
+    selectTransports(views, {}, PB_MEM_CUDA);
+    FAIL() << "expected no CUDA transport";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no transport can move CUDA memory"), std::string::npos) << e.what();
+  }
 }

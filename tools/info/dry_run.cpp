@@ -29,15 +29,23 @@ void printSelection(const LocalSetup& setup, const std::vector<std::string>& hos
   std::vector<RankView> views(n);
   for (int a = 0; a < n; ++a) {
     views[a].host = hosts[a];
-    for (const auto& p : setup.plugins) views[a].transports.push_back(p->name());
+    for (const auto& p : setup.plugins) {
+      views[a].transports.push_back(p->name());
+      views[a].memTypes[p->name()] = p->properties().mem_types;
+    }
     for (int b = 0; b < n; ++b)
       if (a != b) views[a].reach[b] = reachFrom(setup, hosts, a, b);
   }
   checkRulesUseLoaded(setup.config->rules(), views);
-  auto choices = selectTransports(views, setup.config->rules());
-  for (const auto& [pair, c] : choices)
-    out << "  rank " << pair.first << " (" << hosts[pair.first] << ") <-> rank " << pair.second << " ("
-        << hosts[pair.second] << ") via " << c.transport << " (" << c.why << ")\n";
+  bool anyCuda = false;
+  for (const auto& p : setup.plugins) anyCuda = anyCuda || (p->properties().mem_types & PB_MEM_CUDA);
+  for (uint32_t memType : {uint32_t(PB_MEM_HOST), uint32_t(PB_MEM_CUDA)}) {
+    if (memType == PB_MEM_CUDA && !anyCuda) continue;
+    out << "  " << memTypeName(memType) << " memory:\n";
+    for (const auto& [pair, c] : selectTransports(views, setup.config->rules(), memType))
+      out << "    rank " << pair.first << " (" << hosts[pair.first] << ") <-> rank " << pair.second << " ("
+          << hosts[pair.second] << ") via " << c.transport << " (" << c.why << ")\n";
+  }
 }
 
 }  // namespace plugboard::info

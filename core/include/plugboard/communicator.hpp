@@ -23,6 +23,12 @@ struct ConnectionImpl;
 struct RegisteredMemoryImpl;
 struct RemoteMemoryImpl;
 
+/// Where a registered buffer lives.
+enum class MemoryKind {
+  Host,  ///< CPU memory.
+  Cuda   ///< CUDA device memory (cudaMalloc or cuMem).
+};
+
 /// How to build a communicator's settings.
 struct CommunicatorOptions {
   /// A ready registry; when empty, one is read from configPath, or from
@@ -44,6 +50,8 @@ class RegisteredMemory {
   void* data() const;
   /// Size in bytes.
   size_t size() const;
+  /// Host or CUDA memory.
+  MemoryKind kind() const;
   /// True if this refers to a registration.
   explicit operator bool() const { return impl_ != nullptr; }
 
@@ -87,6 +95,20 @@ class Connection {
   /// Posts an atomic add of value to the 8-byte counter at dst+dstOffset;
   /// it lands after every earlier write on this connection.
   void signal(const RemoteMemory& dst, uint64_t dstOffset, uint64_t value);
+  /// write() then signal(), as one operation where the transport can
+  /// (ABI write_signal), else as two.
+  void writeWithSignal(const RemoteMemory& dst, uint64_t dstOffset, const RegisteredMemory& src, uint64_t srcOffset,
+                       uint64_t size, const RemoteMemory& signalDst, uint64_t signalOffset, uint64_t value);
+  /// True when the transport wakes host waiters (PB_CAP_SIGNAL_NOTIFY), so
+  /// waits on this connection may sleep instead of poll.
+  bool notifiesWaiters() const;
+  /// True when peer memory imported on this connection is mapped into this
+  /// process (PB_CAP_MAPPED, e.g. CUDA IPC): kernels may load and store it.
+  bool mapsPeerMemory() const;
+  /// The address in this process where the peer's region starts (a device
+  /// pointer for CUDA memory). Throws Error(InvalidUsage) when the
+  /// transport does not map peer memory.
+  void* remotePointer(const RemoteMemory& remote) const;
   /// Waits until every operation posted so far has completed locally.
   /// timeout < 0 uses the "timeout" setting. Throws Error(Timeout) naming
   /// the peer, host and transport.
@@ -127,30 +149,35 @@ class Communicator {
   const Config& config() const;
   /// Host identity of a rank.
   const std::string& hostOf(int rank) const;
-  /// Transport selected for the pair (rank(), peer), and why.
-  std::string transportFor(int peer) const;
-  /// Why transportFor(peer) was chosen.
-  std::string selectionReason(int peer) const;
+  /// Transport selected for the pair (rank(), peer) and memory kind. Throws
+  /// Error(Config) with the reason when no transport moves that kind.
+  std::string transportFor(int peer, MemoryKind kind = MemoryKind::Host) const;
+  /// Why transportFor(peer, kind) was chosen.
+  std::string selectionReason(int peer, MemoryKind kind = MemoryKind::Host) const;
   /// Names of the transports loaded on this rank.
   std::vector<std::string> loadedTransports() const;
 
-  /// Asks for a connection to peer; the peer must ask for one to this rank
-  /// too. Completed by setup().
-  std::shared_future<std::shared_ptr<Connection>> connect(int peer);
+  /// Asks for a connection to peer over the transport selected for `kind`
+  /// memory; the peer must ask for the same. Completed by setup(). Kinds
+  /// served by the same transport share one connection.
+  std::shared_future<std::shared_ptr<Connection>> connect(int peer, MemoryKind kind = MemoryKind::Host);
   /// Completes every pending connect(): exchanges addresses and drives the
   /// transports' non-blocking connect until all are up or the timeout.
   void setup();
   /// connect() to every other rank, then setup(); returns connections by peer.
-  std::map<int, std::shared_ptr<Connection>> connectAll();
-  /// The established connection to peer; throws Error(InvalidUsage) if none.
-  std::shared_ptr<Connection> connection(int peer) const;
+  std::map<int, std::shared_ptr<Connection>> connectAll(MemoryKind kind = MemoryKind::Host);
+  /// The established connection for `kind` memory to peer; throws
+  /// Error(InvalidUsage) if none.
+  std::shared_ptr<Connection> connection(int peer, MemoryKind kind = MemoryKind::Host) const;
 
-  /// Registers host memory with every loaded transport that accepts it.
-  RegisteredMemory registerMemory(void* data, size_t size);
+  /// Registers memory of the given kind with every loaded transport that
+  /// accepts that kind. Throws Error(InvalidUsage) when none does (naming
+  /// the loaded transports).
+  RegisteredMemory registerMemory(void* data, size_t size, MemoryKind kind = MemoryKind::Host);
   /// Sends mem's descriptor to peer (tag >= 0 tells apart several).
   void sendMemory(const RegisteredMemory& mem, int peer, int tag = 0);
-  /// Receives a descriptor peer sent with sendMemory and imports it for the
-  /// connection to that peer (connect to peer first).
+  /// Receives a descriptor peer sent with sendMemory and imports it on the
+  /// connection carrying its memory kind (connect to peer for that kind first).
   RemoteMemory recvMemory(int peer, int tag = 0);
 
   /// Rethrows the first error a background thread recorded, if any.
@@ -162,6 +189,7 @@ class Communicator {
 
  private:
   friend class Host2HostSemaphore;
+  friend class Device2DeviceSemaphore;
   std::unique_ptr<Impl> impl_;
 };
 
@@ -181,6 +209,10 @@ class Host2HostSemaphore {
   void signal();
   /// Posts +n to the peer's inbound counter (n signals at once).
   void signalAdd(uint64_t n);
+  /// Posts a write on the connection and then +1 to the peer's counter,
+  /// fused into one operation where the transport allows.
+  void writeAndSignal(const RemoteMemory& dst, uint64_t dstOffset, const RegisteredMemory& src, uint64_t srcOffset,
+                      uint64_t size);
   /// Waits for the next signal from the peer. timeout < 0: the "timeout"
   /// setting. Throws Error(Timeout) naming peer, host, transport and counts,
   /// or the connection's error if the peer failed.

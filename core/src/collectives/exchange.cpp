@@ -103,13 +103,17 @@ std::string describeCall(uint8_t kind, uint8_t dtype, uint8_t op, int32_t root, 
 void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
                  std::chrono::milliseconds timeout) {
   const CallSignature call = !recvs.empty() ? recvs[0].call : !sends.empty() ? sends[0].call : CallSignature{};
-  Backoff backoff(timeout);
+  bool notifying = true;
+  for (const auto& s : sends) notifying = notifying && s.link->notifiesWaiters();
+  for (const auto& r : recvs) notifying = notifying && r.link->notifiesWaiters();
+  Backoff backoff(timeout, notifying);
   for (;;) {
+    backoff.arm();
     bool moved = false;
     for (auto& s : sends) moved = stepSend(s) || moved;
     for (auto& r : recvs) moved = stepRecv(comm, r) || moved;
     if (allDone(sends, recvs)) return;
-    if (moved) { backoff = Backoff(timeout); continue; }
+    if (moved) { backoff = Backoff(timeout, notifying); continue; }
     // About to wait: hand back every credit, or a peer blocked on them
     // could be waiting for this rank while this rank waits for it.
     for (auto& r : recvs) r.link->returnCredits();

@@ -35,8 +35,7 @@ void PeerLink::send(const ChunkHeader& header, const void* payload, size_t len) 
   returned_ = received_;
   std::memcpy(outbox_.data() + offset, &h, sizeof(h));
   if (len) std::memcpy(outbox_.data() + offset + sizeof(header), payload, len);
-  conn_->write(peerInbox_, offset, outboxMem_, offset, sizeof(header) + len);
-  data_->signal();
+  data_->writeAndSignal(peerInbox_, offset, outboxMem_, offset, sizeof(header) + len);
   slotPostedSeq_[sent_ % slots_] = conn_->posted();
   ++sent_;
 }

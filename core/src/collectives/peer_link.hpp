@@ -63,6 +63,8 @@ class PeerLink {
   void release();
   /// Sends any credits not yet returned; call before waiting idle.
   void returnCredits();
+  /// True when the connection's transport wakes waiters.
+  bool notifiesWaiters() const { return conn_->notifiesWaiters(); }
 
  private:
   size_t stride() const { return sizeof(ChunkHeader) + chunkBytes_; }

@@ -50,7 +50,7 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
 void Communicator::Impl::shutdown() {
   if (proxy) proxy->stop();
   std::lock_guard<std::mutex> lock(mutex);
-  for (auto& [peer, c] : connections) c->close();
+  for (auto& [key, c] : connections) c->close();
   for (auto& w : memories)
     if (auto m = w.lock()) m->release();
   memories.clear();
@@ -75,8 +75,8 @@ const std::string& Communicator::hostOf(int rank) const {
   return impl_->views[rank].host;
 }
 
-std::string Communicator::transportFor(int peer) const { return impl_->choiceFor(peer).transport; }
-std::string Communicator::selectionReason(int peer) const { return impl_->choiceFor(peer).why; }
+std::string Communicator::transportFor(int peer, MemoryKind kind) const { return impl_->choiceFor(peer, kind).transport; }
+std::string Communicator::selectionReason(int peer, MemoryKind kind) const { return impl_->choiceFor(peer, kind).why; }
 
 std::vector<std::string> Communicator::loadedTransports() const {
   std::vector<std::string> out;
@@ -86,7 +86,7 @@ std::vector<std::string> Communicator::loadedTransports() const {
 
 void Communicator::checkErrors() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  for (auto& [peer, c] : impl_->connections) c->throwIfFailed();
+  for (auto& [key, c] : impl_->connections) c->throwIfFailed();
 }
 
 TransportPlugin& Communicator::Impl::plugin(const std::string& name) const {
@@ -95,10 +95,23 @@ TransportPlugin& Communicator::Impl::plugin(const std::string& name) const {
   throw Error(ErrorCode::Internal, "transport " + name + " was selected but is not loaded on rank " + std::to_string(self.rank));
 }
 
-const PairChoice& Communicator::Impl::choiceFor(int peer) const {
+const PairChoice& Communicator::Impl::choiceFor(int peer, MemoryKind kind) const {
   checkPeer(peer, "transportFor");
+  auto table = choices.find(kind);
+  if (table == choices.end()) {
+    auto err = selectionErrors.find(kind);
+    throw Error(ErrorCode::Config, err != selectionErrors.end()
+                                       ? err->second
+                                       : std::string("no loaded transport moves ") +
+                                             (kind == MemoryKind::Cuda ? "CUDA" : "host") + " memory");
+  }
   auto key = peer < self.rank ? std::make_pair(peer, self.rank) : std::make_pair(self.rank, peer);
-  return choices.at(key);
+  return table->second.at(key);
+}
+
+std::shared_ptr<ConnectionImpl> Communicator::Impl::findConnection(int peer, MemoryKind kind) const {
+  auto it = connections.find({peer, choiceFor(peer, kind).transport});
+  return it == connections.end() ? nullptr : it->second;
 }
 
 void Communicator::Impl::checkPeer(int peer, const char* what) const {

@@ -63,6 +63,7 @@ struct ConnectionImpl {
 struct RegisteredMemoryImpl {
   void* data = nullptr;
   size_t size = 0;
+  MemoryKind kind = MemoryKind::Host;
   int rank = -1;
   std::mutex mutex;
   std::vector<std::pair<TransportPlugin*, pb_mr*>> regs;  // guarded by mutex
@@ -90,13 +91,16 @@ struct Communicator::Impl {
   LocalIdentity self;
   std::vector<std::unique_ptr<TransportPlugin>>& plugins = local.plugins;
   std::vector<RankView> views;  // by rank: host, transports, reach
-  std::map<std::pair<int, int>, PairChoice> choices;
+  std::map<MemoryKind, std::map<std::pair<int, int>, PairChoice>> choices;  // by memory kind, then pair
+  std::map<MemoryKind, std::string> selectionErrors;  // kinds no transport serves, and why
   std::chrono::milliseconds timeout{60000};
 
   std::mutex mutex;  // guards the maps below
-  std::map<int, std::shared_ptr<ConnectionImpl>> connections;
-  std::map<int, std::promise<std::shared_ptr<Connection>>> pendingPromises;
-  std::map<int, std::shared_future<std::shared_ptr<Connection>>> pendingFutures;
+  /// Connections by (peer, transport): one serves every memory kind its transport moves.
+  using ConnKey = std::pair<int, std::string>;
+  std::map<ConnKey, std::shared_ptr<ConnectionImpl>> connections;
+  std::map<ConnKey, std::promise<std::shared_ptr<Connection>>> pendingPromises;
+  std::map<ConnKey, std::shared_future<std::shared_ptr<Connection>>> pendingFutures;
   std::vector<std::weak_ptr<RegisteredMemoryImpl>> memories;
   std::unique_ptr<ProxyService> proxy;
 
@@ -106,8 +110,13 @@ struct Communicator::Impl {
   void exchangeReach();
   /// The loaded plugin named name; throws Error(Internal) if absent.
   TransportPlugin& plugin(const std::string& name) const;
-  /// The choice for the pair (rank, peer).
-  const PairChoice& choiceFor(int peer) const;
+  /// The choice for the pair (rank, peer) and memory kind; throws the
+  /// selection's error when no transport serves that kind.
+  const PairChoice& choiceFor(int peer, MemoryKind kind) const;
+  /// Selects transports for each memory kind (after exchangeReach's data).
+  void selectAllKinds();
+  /// The open connection carrying `kind` memory to peer, or null.
+  std::shared_ptr<ConnectionImpl> findConnection(int peer, MemoryKind kind) const;
   /// Sends a registration's descriptor under a raw bootstrap tag.
   void sendMemoryTagged(const RegisteredMemory& mem, int peer, int tag);
   /// Receives and imports a descriptor under a raw bootstrap tag.

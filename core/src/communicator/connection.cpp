@@ -74,20 +74,82 @@ void Connection::progress() {
   impl_->throwIfFailed();
 }
 
+namespace {
+
+/// Checks a write's handles and ranges; returns the source's handle for c's transport.
+pb_mr* checkWrite(ConnectionImpl& c, const RemoteMemoryImpl* dstImpl, uint64_t dstOffset, const RegisteredMemory& src,
+                  RegisteredMemoryImpl* srcImpl, uint64_t srcOffset, uint64_t size, size_t dstSize, int dstRank) {
+  if (!dstImpl || !srcImpl) throw Error(ErrorCode::InvalidUsage, c.describe() + ": write with an empty memory handle");
+  if (dstImpl->connection.get() != &c)
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": destination memory of rank " + std::to_string(dstRank) +
+                                             " was imported on another connection");
+  if (srcOffset > src.size() || size > src.size() - srcOffset || dstOffset > dstSize || size > dstSize - dstOffset)
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": write of " + std::to_string(size) + " bytes from offset " +
+                                             std::to_string(srcOffset) + " (of " + std::to_string(src.size()) + ") to offset " +
+                                             std::to_string(dstOffset) + " (of " + std::to_string(dstSize) + ") is out of range");
+  pb_mr* mr = srcImpl->handleFor(c.plugin);
+  if (!mr) throw Error(ErrorCode::InvalidUsage, c.describe() + ": source memory is not registered with " + c.plugin->name());
+  return mr;
+}
+
+void checkSignal(ConnectionImpl& c, const RemoteMemoryImpl* dstImpl, uint64_t dstOffset, size_t dstSize) {
+  if (!dstImpl || dstImpl->connection.get() != &c)
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": signal target was not imported on this connection");
+  if (dstOffset % 8 != 0 || dstOffset > dstSize || dstSize - dstOffset < 8)
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": signal offset " + std::to_string(dstOffset) +
+                                             " is not an aligned 8-byte slot inside " + std::to_string(dstSize) + " bytes");
+}
+
+}  // namespace
+
+bool Connection::mapsPeerMemory() const {
+  const pb_transport_v1& api = impl_->plugin->api();
+  return (impl_->plugin->properties().flags & PB_CAP_MAPPED) &&
+         api.struct_size >= offsetof(pb_transport_v1, remote_pointer) + sizeof(void*) && api.remote_pointer;
+}
+
+void* Connection::remotePointer(const RemoteMemory& remote) const {
+  ConnectionImpl& c = *impl_;
+  if (!mapsPeerMemory())
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": transport " + c.plugin->name() +
+                                             " does not map peer memory into this process (use a port channel)");
+  if (!remote.impl_ || remote.impl_->connection.get() != &c)
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": remotePointer of memory imported on another connection");
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.requireOpen();
+  void* ptr = nullptr;
+  c.plugin->check(c.plugin->api().remote_pointer(c.conn, remote.impl_->rkey, &ptr), c.describe() + ": remote pointer");
+  return ptr;
+}
+
+bool Connection::notifiesWaiters() const { return (impl_->plugin->properties().flags & PB_CAP_SIGNAL_NOTIFY) != 0; }
+
+void Connection::writeWithSignal(const RemoteMemory& dst, uint64_t dstOffset, const RegisteredMemory& src,
+                                 uint64_t srcOffset, uint64_t size, const RemoteMemory& signalDst, uint64_t signalOffset,
+                                 uint64_t value) {
+  ConnectionImpl& c = *impl_;
+  auto fused = c.plugin->api().struct_size >= offsetof(pb_transport_v1, write_signal) + sizeof(void*)
+                   ? c.plugin->api().write_signal : nullptr;
+  if (!fused) {
+    write(dst, dstOffset, src, srcOffset, size);
+    signal(signalDst, signalOffset, value);
+    return;
+  }
+  pb_mr* mr = checkWrite(c, dst.impl_.get(), dstOffset, src, src.impl_.get(), srcOffset, size, dst.size(), dst.rank());
+  checkSignal(c, signalDst.impl_.get(), signalOffset, signalDst.size());
+  c.throwIfFailed();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.requireOpen();
+  c.plugin->check(fused(c.conn, mr, srcOffset, dst.impl_->rkey, dstOffset, size, signalDst.impl_->rkey, signalOffset, value),
+                  c.describe() + ": write with signal");
+  c.posted.fetch_add(1);
+}
+
 void Connection::write(const RemoteMemory& dst, uint64_t dstOffset, const RegisteredMemory& src, uint64_t srcOffset,
                        uint64_t size) {
   ConnectionImpl& c = *impl_;
-  if (!dst.impl_ || !src.impl_) throw Error(ErrorCode::InvalidUsage, c.describe() + ": write with an empty memory handle");
-  if (dst.impl_->connection.get() != &c)
-    throw Error(ErrorCode::InvalidUsage, c.describe() + ": destination memory of rank " + std::to_string(dst.rank()) +
-                                             " was imported on another connection");
-  if (srcOffset > src.size() || size > src.size() - srcOffset || dstOffset > dst.size() || size > dst.size() - dstOffset)
-    throw Error(ErrorCode::InvalidUsage, c.describe() + ": write of " + std::to_string(size) + " bytes from offset " +
-                                             std::to_string(srcOffset) + " (of " + std::to_string(src.size()) + ") to offset " +
-                                             std::to_string(dstOffset) + " (of " + std::to_string(dst.size()) + ") is out of range");
+  pb_mr* mr = checkWrite(c, dst.impl_.get(), dstOffset, src, src.impl_.get(), srcOffset, size, dst.size(), dst.rank());
   c.throwIfFailed();
-  pb_mr* mr = src.impl_->handleFor(c.plugin);
-  if (!mr) throw Error(ErrorCode::InvalidUsage, c.describe() + ": source memory is not registered with " + c.plugin->name());
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     c.requireOpen();
@@ -98,11 +160,7 @@ void Connection::write(const RemoteMemory& dst, uint64_t dstOffset, const Regist
 
 void Connection::signal(const RemoteMemory& dst, uint64_t dstOffset, uint64_t value) {
   ConnectionImpl& c = *impl_;
-  if (!dst.impl_ || dst.impl_->connection.get() != &c)
-    throw Error(ErrorCode::InvalidUsage, c.describe() + ": signal target was not imported on this connection");
-  if (dstOffset % 8 != 0 || dstOffset > dst.size() || dst.size() - dstOffset < 8)
-    throw Error(ErrorCode::InvalidUsage, c.describe() + ": signal offset " + std::to_string(dstOffset) +
-                                             " is not an aligned 8-byte slot inside " + std::to_string(dst.size()) + " bytes");
+  checkSignal(c, dst.impl_.get(), dstOffset, dst.size());
   c.throwIfFailed();
   std::lock_guard<std::mutex> lock(c.mutex);
   c.requireOpen();
@@ -120,8 +178,8 @@ void Connection::flush(std::chrono::milliseconds timeout) {
     c.plugin->check(c.plugin->api().flush(c.conn), c.describe() + ": flush");
   }
   if (timeout.count() < 0) timeout = c.timeout;
-  Backoff backoff(timeout);
-  while (c.completed.load(std::memory_order_acquire) < target) {
+  Backoff backoff(timeout, notifiesWaiters());
+  for (backoff.arm(); c.completed.load(std::memory_order_acquire) < target; backoff.arm()) {
     c.progress();
     c.throwIfFailed();
     if (c.completed.load(std::memory_order_acquire) >= target) break;

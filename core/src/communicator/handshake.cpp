@@ -15,6 +15,7 @@ namespace {
 
 struct TransportId {
   std::string name, abi, version;
+  uint32_t memTypes = 0;
 };
 
 struct Identity {
@@ -41,6 +42,7 @@ Identity parseIdentity(const std::vector<char>& blob, int rank) {
     t.name = r.str();
     t.abi = r.str();
     t.version = r.str();
+    t.memTypes = static_cast<uint32_t>(r.u64());
     id.transports.push_back(t);
   }
   return id;
@@ -111,6 +113,7 @@ void Communicator::Impl::exchangeIdentity(const std::string& localError, ErrorCo
     w.str(p->name());
     w.str(p->abiVersion());
     w.str(p->version());
+    w.u64(p->properties().mem_types);
   }
   auto blobs = bootstrap->allGatherBlobs(w.data());
   std::vector<Identity> ids;
@@ -121,7 +124,10 @@ void Communicator::Impl::exchangeIdentity(const std::string& localError, ErrorCo
   views.assign(ids.size(), RankView{});
   for (size_t r = 0; r < ids.size(); ++r) {
     views[r].host = ids[r].host;
-    for (const auto& t : ids[r].transports) views[r].transports.push_back(t.name);
+    for (const auto& t : ids[r].transports) {
+      views[r].transports.push_back(t.name);
+      views[r].memTypes[t.name] = t.memTypes;
+    }
   }
   checkRulesUseLoaded(config->rules(), views);
 }
@@ -160,12 +166,35 @@ void Communicator::Impl::exchangeReach() {
       }
     }
   }
-  choices = selectTransports(views, config->rules());
+  selectAllKinds();
   for (int peer = 0; peer < static_cast<int>(views.size()); ++peer) {
     if (peer == self.rank) continue;
-    const PairChoice& c = choiceFor(peer);
-    PB_LOG(Info, "INIT", "rank " << self.rank << " -> rank " << peer << " via " << c.transport << " (" << c.why << ")");
+    for (auto& [kind, table] : choices) {
+      const PairChoice& c = choiceFor(peer, kind);
+      PB_LOG(Info, "INIT", "rank " << self.rank << " -> rank " << peer << " via " << c.transport << " for "
+                                   << (kind == MemoryKind::Cuda ? "CUDA" : "host") << " memory (" << c.why << ")");
+    }
   }
+}
+
+void Communicator::Impl::selectAllKinds() {
+  // Host memory always; CUDA memory when some rank loaded a transport for it.
+  // A kind no transport can serve is an error only when it is used, unless
+  // no kind works at all: then set-up fails now, on every rank alike.
+  bool anyCuda = false;
+  for (const auto& v : views)
+    for (const auto& [t, m] : v.memTypes) anyCuda = anyCuda || (m & PB_MEM_CUDA);
+  std::string firstError;
+  for (MemoryKind kind : {MemoryKind::Host, MemoryKind::Cuda}) {
+    if (kind == MemoryKind::Cuda && !anyCuda) continue;
+    try {
+      choices[kind] = selectTransports(views, config->rules(), kind == MemoryKind::Cuda ? PB_MEM_CUDA : PB_MEM_HOST);
+    } catch (const Error& e) {
+      selectionErrors[kind] = e.what();
+      if (firstError.empty()) firstError = e.what();
+    }
+  }
+  if (choices.empty() && views.size() > 1) throw Error(ErrorCode::Config, firstError);
 }
 
 }  // namespace plugboard

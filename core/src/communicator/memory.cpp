@@ -25,24 +25,34 @@ void RegisteredMemoryImpl::release() {
 }
 
 void* RegisteredMemory::data() const { return impl_ ? impl_->data : nullptr; }
+MemoryKind RegisteredMemory::kind() const { return impl_ ? impl_->kind : MemoryKind::Host; }
 size_t RegisteredMemory::size() const { return impl_ ? impl_->size : 0; }
 size_t RemoteMemory::size() const { return impl_ ? impl_->size : 0; }
 int RemoteMemory::rank() const { return impl_ ? impl_->rank : -1; }
 
-RegisteredMemory Communicator::registerMemory(void* data, size_t size) {
+RegisteredMemory Communicator::registerMemory(void* data, size_t size, MemoryKind kind) {
+  const char* kindName = kind == MemoryKind::Cuda ? "CUDA" : "host";
   if (!data && size > 0)
     throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(rank()) + ": registerMemory of " +
                                              std::to_string(size) + " bytes at a null pointer");
+  const pb_mem_type type = kind == MemoryKind::Cuda ? PB_MEM_CUDA : PB_MEM_HOST;
   auto m = std::make_shared<RegisteredMemoryImpl>();
   m->data = data;
   m->size = size;
+  m->kind = kind;
   m->rank = rank();
   for (auto& p : impl_->plugins) {
-    if (!(p->properties().mem_types & PB_MEM_HOST)) continue;
+    if (!(p->properties().mem_types & type)) continue;
     pb_mr* mr = nullptr;
-    p->check(p->api().register_memory(p->context(), data, size, PB_MEM_HOST, &mr),
-             "rank " + std::to_string(rank()) + ": register " + std::to_string(size) + " bytes");
+    p->check(p->api().register_memory(p->context(), data, size, type, &mr),
+             "rank " + std::to_string(rank()) + ": register " + std::to_string(size) + " bytes of " + kindName + " memory");
     m->regs.emplace_back(p.get(), mr);
+  }
+  if (m->regs.empty() && size > 0) {
+    std::string loaded;
+    for (auto& p : impl_->plugins) loaded += (loaded.empty() ? "" : ", ") + p->name();
+    throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(rank()) + ": no loaded transport can register " +
+                                             kindName + " memory (loaded: " + loaded + ")");
   }
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->memories.push_back(m);
@@ -58,6 +68,7 @@ void Communicator::Impl::sendMemoryTagged(const RegisteredMemory& mem, int peer,
   w.u64(kMemoryMagic);
   w.i32(self.rank);
   w.u64(mem.size());
+  w.u64(mem.kind() == MemoryKind::Cuda ? 1 : 0);
   std::lock_guard<std::mutex> lock(mem.impl_->mutex);
   w.u64(mem.impl_->regs.size());
   for (auto& [p, mr] : mem.impl_->regs) {
@@ -72,21 +83,31 @@ void Communicator::Impl::sendMemoryTagged(const RegisteredMemory& mem, int peer,
 
 RemoteMemory Communicator::Impl::recvMemoryTagged(int peer, int tag) {
   checkPeer(peer, "recvMemory");
-  std::shared_ptr<ConnectionImpl> conn;
+  bool anyConnection = false;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    auto it = connections.find(peer);
-    if (it == connections.end())
-      throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(self.rank) + ": recvMemory from rank " +
-                                               std::to_string(peer) + " needs a connection to it: connect() and setup() first");
-    conn = it->second;
+    for (auto& [key, c] : connections) anyConnection = anyConnection || key.first == peer;
   }
+  if (!anyConnection)
+    throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(self.rank) + ": recvMemory from rank " +
+                                             std::to_string(peer) + " needs a connection to it: connect() and setup() first");
   std::vector<char> blob = bootstrap->recv(peer, tag);
   BlobReader r(blob, "rank " + std::to_string(peer));
-  if (r.u64() != kMemoryMagic) throw Error(ErrorCode::Remote, conn->describe() + ": received something that is not a memory descriptor");
+  if (r.u64() != kMemoryMagic)
+    throw Error(ErrorCode::Remote, "rank " + std::to_string(peer) + " sent something that is not a memory descriptor");
   auto out = std::make_shared<RemoteMemoryImpl>();
   out->rank = r.i32();
   out->size = r.u64();
+  const MemoryKind kind = r.u64() == 1 ? MemoryKind::Cuda : MemoryKind::Host;
+  std::shared_ptr<ConnectionImpl> conn;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    conn = findConnection(peer, kind);
+  }
+  if (!conn)
+    throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(self.rank) + ": rank " + std::to_string(peer) + " sent " +
+                                             (kind == MemoryKind::Cuda ? "CUDA" : "host") + " memory but there is no connection for it over " +
+                                             choiceFor(peer, kind).transport + ": connect(peer, kind) and setup() first");
   size_t n = r.count();
   std::vector<char> key;
   for (size_t i = 0; i < n; ++i) {

@@ -20,13 +20,18 @@ void Host2HostSemaphore::signal() { connection_->signal(remote_, 0, 1); }
 
 void Host2HostSemaphore::signalAdd(uint64_t n) { connection_->signal(remote_, 0, n); }
 
+void Host2HostSemaphore::writeAndSignal(const RemoteMemory& dst, uint64_t dstOffset, const RegisteredMemory& src,
+                                        uint64_t srcOffset, uint64_t size) {
+  connection_->writeWithSignal(dst, dstOffset, src, srcOffset, size, remote_, 0, 1);
+}
+
 uint64_t Host2HostSemaphore::inbound() const { return __atomic_load_n(inbound_.get(), __ATOMIC_ACQUIRE); }
 
 void Host2HostSemaphore::wait(std::chrono::milliseconds timeout) {
   ++expected_;
   if (timeout.count() < 0) timeout = comm_.defaultTimeout();
-  Backoff backoff(timeout);
-  while (inbound() < expected_) {
+  Backoff backoff(timeout, connection_->notifiesWaiters());
+  for (backoff.arm(); inbound() < expected_; backoff.arm()) {
     ConnectionImpl& c = *connection_->impl_;
     c.progress();  // a transport may need polling to land the signal; also finds a dead peer
     c.throwIfFailed();

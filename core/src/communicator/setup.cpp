@@ -10,9 +10,10 @@
 namespace plugboard {
 namespace {
 
-std::shared_ptr<ConnectionImpl> startConnection(Communicator::Impl& comm, int peer, std::vector<char>& addr) {
+std::shared_ptr<ConnectionImpl> startConnection(Communicator::Impl& comm, int peer, const std::string& transport,
+                                                std::vector<char>& addr) {
   auto c = std::make_shared<ConnectionImpl>();
-  c->plugin = &comm.plugin(comm.choiceFor(peer).transport);
+  c->plugin = &comm.plugin(transport);
   c->rank = comm.self.rank;
   c->peer = peer;
   c->peerHost = comm.views[peer].host;
@@ -27,10 +28,12 @@ std::shared_ptr<ConnectionImpl> startConnection(Communicator::Impl& comm, int pe
   return c;
 }
 
+using ConnKey = Communicator::Impl::ConnKey;
+
 /// Drives proxy_connect on every connection until all are up or time runs out.
-void finishConnections(std::map<int, std::shared_ptr<ConnectionImpl>>& conns,
-                       std::map<int, std::vector<char>>& peerAddrs, std::chrono::milliseconds timeout) {
-  std::map<int, bool> done;
+void finishConnections(std::map<ConnKey, std::shared_ptr<ConnectionImpl>>& conns,
+                       std::map<ConnKey, std::vector<char>>& peerAddrs, std::chrono::milliseconds timeout) {
+  std::map<ConnKey, bool> done;
   Backoff backoff(timeout);
   while (done.size() < conns.size()) {
     for (auto& [peer, c] : conns) {
@@ -54,80 +57,84 @@ void finishConnections(std::map<int, std::shared_ptr<ConnectionImpl>>& conns,
 
 }  // namespace
 
-std::shared_future<std::shared_ptr<Connection>> Communicator::connect(int peer) {
+std::shared_future<std::shared_ptr<Connection>> Communicator::connect(int peer, MemoryKind kind) {
   impl_->checkPeer(peer, "connect");
+  const ConnKey key{peer, impl_->choiceFor(peer, kind).transport};
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  if (auto it = impl_->pendingFutures.find(peer); it != impl_->pendingFutures.end()) return it->second;
-  auto& promise = impl_->pendingPromises[peer];
+  if (auto it = impl_->pendingFutures.find(key); it != impl_->pendingFutures.end()) return it->second;
+  auto& promise = impl_->pendingPromises[key];
   auto future = promise.get_future().share();
-  if (auto it = impl_->connections.find(peer); it != impl_->connections.end()) {
+  if (auto it = impl_->connections.find(key); it != impl_->connections.end()) {
     promise.set_value(std::shared_ptr<Connection>(new Connection(it->second)));
-    impl_->pendingPromises.erase(peer);
+    impl_->pendingPromises.erase(key);
     return future;
   }
-  impl_->pendingFutures[peer] = future;
+  impl_->pendingFutures[key] = future;
   return future;
 }
 
 void Communicator::setup() {
   Impl& m = *impl_;
-  std::map<int, std::promise<std::shared_ptr<Connection>>> promises;
+  std::map<ConnKey, std::promise<std::shared_ptr<Connection>>> promises;
   {
     std::lock_guard<std::mutex> lock(m.mutex);
     promises.swap(m.pendingPromises);
     m.pendingFutures.clear();
   }
-  std::map<int, std::shared_ptr<ConnectionImpl>> conns;
+  std::map<ConnKey, std::shared_ptr<ConnectionImpl>> conns;
   try {
-    std::map<int, std::vector<char>> mine, theirs;
-    for (auto& [peer, p] : promises) conns[peer] = startConnection(m, peer, mine[peer]);
-    for (auto& [peer, addr] : mine) {
+    // Keys are sorted by (peer, transport): both ends send and receive a
+    // pair's blobs in the same order under one tag.
+    std::map<ConnKey, std::vector<char>> mine, theirs;
+    for (auto& [key, p] : promises) conns[key] = startConnection(m, key.first, key.second, mine[key]);
+    for (auto& [key, addr] : mine) {
       BlobWriter w;
-      w.str(conns[peer]->plugin->name());
+      w.str(key.second);
       w.bytes(addr.data(), addr.size());
-      m.bootstrap->send(w.data().data(), w.data().size(), peer, kTagConnect);
+      m.bootstrap->send(w.data().data(), w.data().size(), key.first, kTagConnect);
     }
-    for (auto& [peer, p] : promises) {
-      std::vector<char> blob = m.bootstrap->recv(peer, kTagConnect);
-      BlobReader r(blob, "rank " + std::to_string(peer));
+    for (auto& [key, p] : promises) {
+      std::vector<char> blob = m.bootstrap->recv(key.first, kTagConnect);
+      BlobReader r(blob, "rank " + std::to_string(key.first));
       std::string transport = r.str();
-      theirs[peer] = r.bytes();
-      if (transport != conns[peer]->plugin->name())
-        throw Error(ErrorCode::Remote, conns[peer]->describe() + ": the peer set up its side with " + transport);
+      theirs[key] = r.bytes();
+      if (transport != key.second)
+        throw Error(ErrorCode::Remote, conns[key]->describe() + ": the peer set up its side with " + transport +
+                                           " (both ranks must connect for the same memory kinds)");
     }
     finishConnections(conns, theirs, m.timeout);
   } catch (...) {
-    for (auto& [peer, c] : conns) c->close();
-    for (auto& [peer, p] : promises) p.set_exception(std::current_exception());
+    for (auto& [key, c] : conns) c->close();
+    for (auto& [key, p] : promises) p.set_exception(std::current_exception());
     throw;
   }
   std::lock_guard<std::mutex> lock(m.mutex);
-  for (auto& [peer, c] : conns) {
-    m.connections[peer] = c;
+  for (auto& [key, c] : conns) {
+    m.connections[key] = c;
     m.proxy->add(c);
     PB_LOG(Info, "NET", "connected " << c->describe());
-    promises[peer].set_value(std::shared_ptr<Connection>(new Connection(c)));
+    promises[key].set_value(std::shared_ptr<Connection>(new Connection(c)));
   }
 }
 
-std::map<int, std::shared_ptr<Connection>> Communicator::connectAll() {
+std::map<int, std::shared_ptr<Connection>> Communicator::connectAll(MemoryKind kind) {
   std::map<int, std::shared_future<std::shared_ptr<Connection>>> futures;
   for (int p = 0; p < size(); ++p)
-    if (p != rank()) futures[p] = connect(p);
+    if (p != rank()) futures[p] = connect(p, kind);
   setup();
   std::map<int, std::shared_ptr<Connection>> out;
   for (auto& [p, f] : futures) out[p] = f.get();
   return out;
 }
 
-std::shared_ptr<Connection> Communicator::connection(int peer) const {
+std::shared_ptr<Connection> Communicator::connection(int peer, MemoryKind kind) const {
   impl_->checkPeer(peer, "connection");
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  auto it = impl_->connections.find(peer);
-  if (it == impl_->connections.end())
+  auto c = impl_->findConnection(peer, kind);
+  if (!c)
     throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(rank()) + " has no connection to rank " +
                                              std::to_string(peer) + ": call connect() and setup() first");
-  return std::shared_ptr<Connection>(new Connection(it->second));
+  return std::shared_ptr<Connection>(new Connection(c));
 }
 
 }  // namespace plugboard

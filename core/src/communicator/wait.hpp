@@ -1,5 +1,8 @@
-// Polling with a deadline: spin briefly, then yield, then sleep, so waits
-// are quick when the answer is near and cheap when it is not.
+// Polling with a deadline. Spin briefly; then, where every transport
+// involved promises wake-ups (PB_CAP_SIGNAL_NOTIFY), sleep on the
+// process's SignalEvent until something lands; otherwise yield, then sleep
+// a little longer each round. Quick when the answer is near, cheap when
+// ranks outnumber cores.
 #pragma once
 
 #include <chrono>
@@ -7,20 +10,30 @@
 #include <string>
 #include <thread>
 
+#include "communicator/signal_event.hpp"
+
 namespace plugboard {
 
-/// A polling loop's pacing and deadline.
+/// A polling loop's pacing and deadline. Usage:
+///   Backoff b(timeout, notifying);
+///   for (;;) { b.arm(); if (condition) break; if (b.expired()) fail; b.pause(); }
 class Backoff {
  public:
-  /// Deadline timeout from now.
-  explicit Backoff(std::chrono::milliseconds timeout)
-      : start_(std::chrono::steady_clock::now()), deadline_(start_ + timeout) {}
+  /// Deadline timeout from now; eventDriven: wake-ups are promised.
+  explicit Backoff(std::chrono::milliseconds timeout, bool eventDriven = false)
+      : start_(std::chrono::steady_clock::now()), deadline_(start_ + timeout), eventDriven_(eventDriven) {}
+  /// Call before each check of the condition.
+  void arm() { seen_ = SignalEvent::instance().epoch(); }
   /// True once the deadline passed.
   bool expired() const { return std::chrono::steady_clock::now() >= deadline_; }
-  /// Waits a little longer each call, up to 100 us.
+  /// Waits a little, as described above.
   void pause() {
     ++rounds_;
     if (rounds_ < 20) return;
+    if (eventDriven_) {  // bounded, so a missed promise costs latency, not a hang
+      SignalEvent::instance().waitChanged(seen_, std::chrono::microseconds(1000));
+      return;
+    }
     if (rounds_ < 40) { std::this_thread::yield(); return; }
     std::this_thread::sleep_for(std::chrono::microseconds(rounds_ < 2000 ? 5 : 100));
   }
@@ -34,6 +47,8 @@ class Backoff {
 
  private:
   std::chrono::steady_clock::time_point start_, deadline_;
+  bool eventDriven_;
+  uint32_t seen_ = 0;
   unsigned rounds_ = 0;
 };
 

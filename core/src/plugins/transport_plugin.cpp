@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstring>
 
+#include "communicator/signal_event.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/logger.hpp"
 
@@ -61,6 +62,8 @@ pb_status hostGet(void* core, const char* key, char* buf, size_t len, size_t* ne
   return PB_OK;
 }
 
+void hostSignalLanded(void*) noexcept { SignalEvent::instance().notify(); }
+
 }  // namespace
 
 ErrorCode errorCodeForStatus(pb_status status) {
@@ -88,6 +91,7 @@ TransportPlugin::TransportPlugin(const std::string& path, Config& config, const 
   s.log = hostLog;
   s.declare_setting = hostDeclare;
   s.get_setting = hostGet;
+  s.signal_landed = hostSignalLanded;
   s.rank = self.rank;
   s.nranks = self.nranks;
   binding_->host = self.host;

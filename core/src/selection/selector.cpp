@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <plugboard/transport.h>
+
 #include "plugboard/error.hpp"
 
 namespace plugboard {
@@ -29,8 +31,17 @@ Reach reachOf(const std::vector<RankView>& ranks, int a, int b, const std::strin
   return it->second;
 }
 
+/// True when rank r's transport t moves memory of memType (unknown: assume host only).
+bool moves(const RankView& r, const std::string& t, uint32_t memType) {
+  auto it = r.memTypes.find(t);
+  return (it == r.memTypes.end() ? 1u : it->second) & memType;
+}
+
 /// Combined cost of t for the pair, or -1 with the reason.
-Reach pairReach(const std::vector<RankView>& ranks, int a, int b, const std::string& t) {
+Reach pairReach(const std::vector<RankView>& ranks, int a, int b, const std::string& t, uint32_t memType) {
+  for (int r : {a, b})
+    if (has(ranks[r].transports, t) && !moves(ranks[r], t, memType))
+      return {-1, std::string("does not move ") + memTypeName(memType) + " memory"};
   Reach ab = reachOf(ranks, a, b, t);
   if (ab.cost < 0) return ab;
   Reach ba = reachOf(ranks, b, a, t);
@@ -44,13 +55,14 @@ const Rule* firstMatch(const std::vector<Rule>& rules, const std::vector<RankVie
   return nullptr;
 }
 
-PairChoice choosePair(const std::vector<RankView>& ranks, const std::vector<Rule>& rules, int a, int b) {
+PairChoice choosePair(const std::vector<RankView>& ranks, const std::vector<Rule>& rules, int a, int b,
+                      uint32_t memType) {
   const Rule* rule = firstMatch(rules, ranks, a, b);
   std::vector<std::string> candidates = rule ? rule->use : allTransports(ranks);
   std::string best, skipped;
   int bestCost = -1;
   for (const auto& t : candidates) {
-    Reach r = pairReach(ranks, a, b, t);
+    Reach r = pairReach(ranks, a, b, t, memType);
     if (r.cost < 0) {
       skipped += (skipped.empty() ? "" : "; ") + t + ": " + r.reason;
       continue;
@@ -60,7 +72,8 @@ PairChoice choosePair(const std::vector<RankView>& ranks, const std::vector<Rule
   }
   std::string basis = rule ? "rule " + rule->origin + " " + rule->peers.describe() : "lowest cost";
   if (best.empty())
-    throw Error(ErrorCode::Config, "no transport can connect rank " + std::to_string(a) + " (host " + ranks[a].host +
+    throw Error(ErrorCode::Config, std::string("no transport can move ") + memTypeName(memType) +
+                                       " memory between rank " + std::to_string(a) + " (host " + ranks[a].host +
                                        ") and rank " + std::to_string(b) + " (host " + ranks[b].host + ") by " +
                                        basis + ": " + (skipped.empty() ? "no candidates" : skipped));
   return {best, basis + (skipped.empty() ? "" : "; " + skipped)};
@@ -89,12 +102,14 @@ void checkRulesUseLoaded(const std::vector<Rule>& rules, const std::vector<RankV
 }
 
 std::map<std::pair<int, int>, PairChoice> selectTransports(const std::vector<RankView>& ranks,
-                                                           const std::vector<Rule>& rules) {
+                                                           const std::vector<Rule>& rules, uint32_t memType) {
   std::map<std::pair<int, int>, PairChoice> out;
   const int n = static_cast<int>(ranks.size());
   for (int a = 0; a < n; ++a)
-    for (int b = a + 1; b < n; ++b) out[{a, b}] = choosePair(ranks, rules, a, b);
+    for (int b = a + 1; b < n; ++b) out[{a, b}] = choosePair(ranks, rules, a, b, memType);
   return out;
 }
+
+const char* memTypeName(uint32_t memType) { return memType == PB_MEM_CUDA ? "CUDA" : "host"; }
 
 }  // namespace plugboard

@@ -3,6 +3,7 @@
 // answer without further messages.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@ struct Reach {
 struct RankView {
   std::string host;                               ///< Host identity.
   std::vector<std::string> transports;            ///< Loaded, in load order.
+  std::map<std::string, uint32_t> memTypes;       ///< transport -> pb_mem_type bits it moves.
   std::map<int, std::map<std::string, Reach>> reach;  ///< peer -> transport -> reach.
 };
 
@@ -30,13 +32,17 @@ struct PairChoice {
   std::string why;        ///< e.g. "rule config.yaml:4 same-host; cudaipc: different host".
 };
 
-/// Chooses a transport for every unordered pair (a < b); key is {a, b}.
+/// Chooses a transport for every unordered pair (a < b), among those that
+/// move memory of memType (a pb_mem_type bit) on both ranks; key is {a, b}.
 /// The first rule whose peers match decides the candidates in its order;
 /// without a matching rule the candidate with the lowest summed cost wins
 /// (ties: rank 0's load order). Throws Error(Config) naming the pair and
 /// every candidate's reason when no transport works for it.
 std::map<std::pair<int, int>, PairChoice> selectTransports(const std::vector<RankView>& ranks,
-                                                           const std::vector<Rule>& rules);
+                                                           const std::vector<Rule>& rules, uint32_t memType);
+
+/// "host" or "CUDA" for a pb_mem_type bit, for messages.
+const char* memTypeName(uint32_t memType);
 
 /// Throws Error(Config) with the rule's file:line when a rule names a
 /// transport that no rank loaded.

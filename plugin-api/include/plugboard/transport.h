@@ -51,7 +51,7 @@ extern "C" {
 /** ABI major version described by this header. */
 #define PB_TRANSPORT_ABI_MAJOR 1
 /** ABI minor version described by this header (grows with struct fields). */
-#define PB_TRANSPORT_ABI_MINOR 1
+#define PB_TRANSPORT_ABI_MINOR 2
 /** Name of the exported entry symbol for ABI major 1. */
 #define PB_TRANSPORT_ENTRY_SYMBOL_V1 "plugboard_transport_v1"
 
@@ -85,7 +85,12 @@ typedef enum pb_transport_flag {
   PB_CAP_ATOMIC_SIGNAL = 1u << 1,   /**< signal() is supported. */
   PB_CAP_NEEDS_PROXY = 1u << 2,     /**< Completions need proxy_progress calls. */
   PB_CAP_SAME_HOST_ONLY = 1u << 3,  /**< Only connects ranks of one host. */
-  PB_CAP_GROUP = 1u << 4            /**< A group (switch) transport such as nvls. */
+  PB_CAP_GROUP = 1u << 4,           /**< A group (switch) transport such as nvls. */
+  PB_CAP_SIGNAL_NOTIFY = 1u << 5,   /**< Calls signal_landed for every signal it applies and
+                                         every operation it completes (minor 1). */
+  PB_CAP_MAPPED = 1u << 6           /**< Imported regions are mapped into this process:
+                                         remote_pointer() gives an address kernels can
+                                         load and store through (minor 2). */
 } pb_transport_flag;
 
 /** Log levels understood by pb_host_services_v1.log. */
@@ -143,11 +148,12 @@ typedef struct pb_host_services_v1 {
 
   /* ---- minor 1 ---- */
   /**
-   * Tells the core that a peer's signal (or write) has just landed in this
-   * process's memory. A plugin that applies incoming signals with a CPU
-   * thread of its own calls it right after the atomic add, so host-side
-   * waiters can sleep instead of polling. Cheap when nobody waits.
-   * Check PB_HAS_FIELD before calling: older cores lack it.
+   * Tells the core that something it may be waiting for happened: a peer's
+   * signal landed in this process's memory (call right after the atomic
+   * add), or a posted operation completed. Lets host-side waiters sleep
+   * instead of polling; cheap when nobody waits. A plugin that calls it in
+   * both cases sets PB_CAP_SIGNAL_NOTIFY. Check PB_HAS_FIELD first: older
+   * cores lack it.
    */
   void (*signal_landed)(void* core);
 } pb_host_services_v1;
@@ -287,6 +293,15 @@ typedef struct pb_transport_v1 {
    */
   pb_status (*write_signal)(pb_conn* conn, pb_mr* src, size_t src_offset, pb_rkey* dst, size_t dst_offset,
                             size_t size, pb_rkey* signal_dst, size_t signal_offset, uint64_t value);
+
+  /* ---- minor 2 ---- */
+  /**
+   * Optional (NULL unless PB_CAP_MAPPED): the address in this process at
+   * which the imported region starts, valid until release_rkey. For a
+   * PB_MEM_CUDA region it is a device pointer usable by kernels on this
+   * process's device (e.g. through CUDA IPC); PB_ERR_UNSUPPORTED otherwise.
+   */
+  pb_status (*remote_pointer)(pb_conn* conn, pb_rkey* rkey, void** ptr);
 
   /* Fields added in later minors go here, after this line. Group (switch)
    * transports such as nvls will add group_setup / group_connect. */

@@ -64,6 +64,15 @@ void Connection::startThreads(net::Socket outbound, net::Socket inbound) {
 
 uint64_t Connection::postWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst,
                                size_t dstOffset, size_t size) {
+  checkWrite(src, srcOffset, dst, dstOffset, size);
+  Op op;
+  op.header = {wire::kFrameMagic, uint16_t(wire::FrameType::Write), 0, 0, dst.id, dst.key, dstOffset, size};
+  op.payload = src.base + srcOffset;
+  return post(op);
+}
+
+void Connection::checkWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset,
+                            size_t size) const {
   ETH_CHECK(src.owner == &ctx_, PB_ERR_INVALID, "write: the source region belongs to another context");
   ETH_CHECK(rangeFits(srcOffset, size, src.size), PB_ERR_INVALID,
             "write: source range of " + std::to_string(size) + " bytes at offset " + std::to_string(srcOffset) +
@@ -72,18 +81,30 @@ uint64_t Connection::postWrite(const LocalRegion& src, size_t srcOffset, const R
             "write: destination range of " + std::to_string(size) + " bytes at offset " +
                 std::to_string(dstOffset) + " lies outside " + peer_.describe() + "'s region of " +
                 std::to_string(dst.size) + " bytes");
-  Op op;
-  op.header = {wire::kFrameMagic, uint16_t(wire::FrameType::Write), 0, 0, dst.id, dst.key, dstOffset, size};
-  op.payload = src.base + srcOffset;
-  return post(op);
 }
 
-uint64_t Connection::postSignal(const RemoteRegion& dst, size_t dstOffset, uint64_t value) {
+void Connection::checkSignalTarget(const RemoteRegion& dst, size_t dstOffset) const {
   ETH_CHECK(rangeFits(dstOffset, sizeof(uint64_t), dst.size), PB_ERR_INVALID,
             "signal: offset " + std::to_string(dstOffset) + " + 8 bytes lies outside " + peer_.describe() +
                 "'s region of " + std::to_string(dst.size) + " bytes");
   ETH_CHECK((dst.base + dstOffset) % alignof(uint64_t) == 0, PB_ERR_INVALID,
             "signal: the target (region offset " + std::to_string(dstOffset) + ") is not 8-byte aligned");
+}
+
+uint64_t Connection::postWriteSignal(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst,
+                                     size_t dstOffset, size_t size, const RemoteRegion& signalDst,
+                                     size_t signalOffset, uint64_t value) {
+  checkWrite(src, srcOffset, dst, dstOffset, size);
+  checkSignalTarget(signalDst, signalOffset);
+  Op op;
+  op.header = {wire::kFrameMagic, uint16_t(wire::FrameType::WriteSignal), 0, 0, dst.id, dst.key, dstOffset, size};
+  op.payload = src.base + srcOffset;
+  op.ext = {signalDst.id, signalDst.key, signalOffset, value};
+  return post(op);
+}
+
+uint64_t Connection::postSignal(const RemoteRegion& dst, size_t dstOffset, uint64_t value) {
+  checkSignalTarget(dst, dstOffset);
   Op op;
   op.header = {wire::kFrameMagic, uint16_t(wire::FrameType::Signal), 0, 0, dst.id, dst.key, dstOffset, value};
   return post(op);

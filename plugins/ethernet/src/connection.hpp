@@ -44,6 +44,9 @@ class Connection {
                      size_t size);
   /// Posts an atomic add of value to the u64 at dst + dstOffset. As postWrite.
   uint64_t postSignal(const RemoteRegion& dst, size_t dstOffset, uint64_t value);
+  /// Posts a write and then a signal as one WriteSignal frame (one seq).
+  uint64_t postWriteSignal(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset,
+                           size_t size, const RemoteRegion& signalDst, size_t signalOffset, uint64_t value);
   /// Sets *completed to the sequence number of the last completed
   /// operation, then throws the connection's failure if any (final).
   void progress(uint64_t* completed);
@@ -57,7 +60,8 @@ class Connection {
   struct Op {
     wire::FrameHeader header;
     const char* payload = nullptr;
-    size_t sent = 0;  ///< Bytes of header + payload already sent inline by post().
+    wire::SignalExt ext{};  ///< WriteSignal only: the signal that follows the write.
+    size_t sent = 0;  ///< Bytes of header + ext + payload already sent inline by post().
   };
   /// A final error and the status it maps to.
   struct Failure {
@@ -85,6 +89,13 @@ class Connection {
   /// iov for the unsent part of op's frame; header bytes go to headerBuf.
   /// Returns the number of iov entries used.
   size_t frameIov(const Op& op, uint8_t* headerBuf, iovec iov[2]) const;
+  /// Throws PB_ERR_INVALID unless a write's ranges fit its regions.
+  void checkWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset,
+                  size_t size) const;
+  /// Throws PB_ERR_INVALID unless the signal target is an aligned u64 inside dst.
+  void checkSignalTarget(const RemoteRegion& dst, size_t dstOffset) const;
+  /// Applies the signal of a Signal or WriteSignal frame.
+  void applySignalTo(uint64_t region, uint64_t key, uint64_t offset, uint64_t value);
   /// With mu_ held and the sender idle: sends op now without blocking.
   /// True when all of it went; otherwise op.sent says how much did.
   bool trySendInline(Op& op);

@@ -63,7 +63,9 @@ Context::Context(const pb_host_services_v1* host) {
                 std::to_string(PB_TRANSPORT_ABI_MAJOR) + "." + std::to_string(PB_TRANSPORT_ABI_MINOR));
   ETH_CHECK(PB_HAS_FIELD(host, pb_host_services_v1, hostname), PB_ERR_INVALID,
             "ethernet: pb_host_services_v1 of " + std::to_string(host->struct_size) + " bytes is too short");
-  std::memcpy(&host_, host, sizeof(host_));
+  // An older core's table may be shorter than ours: copy what it has.
+  std::memcpy(&host_, host, std::min(sizeof(host_), host->struct_size));
+  hasSignalLanded_ = PB_HAS_FIELD(host, pb_host_services_v1, signal_landed) && host->signal_landed != nullptr;
   rank_ = host->rank;
   hostname_ = host->hostname ? host->hostname : "?";
   declareSettings();

@@ -48,6 +48,10 @@ class Context {
  public:
   /// Checks the host table and declares the settings; throws Error.
   explicit Context(const pb_host_services_v1* host);
+  /// Wakes the core's host-side waiters (host service signal_landed), if the core offers it.
+  void notifyWaiters() const {
+    if (hasSignalLanded_) host_.signal_landed(host_.core);
+  }
 
   /// This process's rank.
   int rank() const { return rank_; }
@@ -81,6 +85,7 @@ class Context {
   std::string readSetting(const char* key) const;
 
   pb_host_services_v1 host_{};
+  bool hasSignalLanded_ = false;  // the core is minor >= 1 and set signal_landed
   int rank_ = -1;
   std::string hostname_;
   RegionRegistry regions_;

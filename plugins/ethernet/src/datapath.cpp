@@ -29,6 +29,7 @@ void Connection::sendLoop() {
     while (nextOp(op)) {
       sendFrame(op);
       completed_.store(op.header.seq, std::memory_order_release);
+      ctx_.notifyWaiters();
     }
     Op close;
     close.header = {wire::kFrameMagic, uint16_t(wire::FrameType::Close), 0, 0, 0, 0, 0, 0};
@@ -54,11 +55,18 @@ bool Connection::nextOp(Op& op) {
 }
 
 size_t Connection::frameIov(const Op& op, uint8_t* headerBuf, iovec iov[2]) const {
+  // headerBuf holds the header, and for WriteSignal the SignalExt after it:
+  // one contiguous prefix, then the payload straight from the registered
+  // source (no staging copy, whatever the size), all in one sendmsg.
   op.header.encode(headerBuf);
-  bool hasPayload = op.header.type == uint16_t(wire::FrameType::Write) && op.header.length > 0;
-  // Header and payload in one sendmsg, the payload straight from the
-  // registered source: no staging copy, whatever the size.
-  iov[0] = {headerBuf, wire::FrameHeader::kSize};
+  size_t prefix = wire::FrameHeader::kSize;
+  bool fused = op.header.type == uint16_t(wire::FrameType::WriteSignal);
+  if (fused) {
+    op.ext.encode(headerBuf + prefix);
+    prefix += wire::SignalExt::kSize;
+  }
+  bool hasPayload = (fused || op.header.type == uint16_t(wire::FrameType::Write)) && op.header.length > 0;
+  iov[0] = {headerBuf, prefix};
   iov[1] = {const_cast<char*>(op.payload), hasPayload ? op.header.length : 0};
   size_t skip = op.sent, first = 0;
   if (skip >= iov[0].iov_len) {
@@ -72,7 +80,7 @@ size_t Connection::frameIov(const Op& op, uint8_t* headerBuf, iovec iov[2]) cons
 }
 
 void Connection::sendFrame(const Op& op) {
-  uint8_t header[wire::FrameHeader::kSize];
+  uint8_t header[wire::FrameHeader::kSize + wire::SignalExt::kSize];
   iovec iov[2];
   size_t n = frameIov(op, header, iov);
   outbound_.sendAllV(iov, n, net::Deadline::never());
@@ -81,9 +89,10 @@ void Connection::sendFrame(const Op& op) {
 bool Connection::trySendInline(Op& op) {
   // Only small frames: post() must stay quick, and it holds mu_.
   constexpr size_t kInlineLimit = 64 * 1024;
-  bool hasPayload = op.header.type == uint16_t(wire::FrameType::Write);
+  bool hasPayload = op.header.type == uint16_t(wire::FrameType::Write) ||
+                    op.header.type == uint16_t(wire::FrameType::WriteSignal);
   if (hasPayload && op.header.length > kInlineLimit) return false;
-  uint8_t header[wire::FrameHeader::kSize];
+  uint8_t header[wire::FrameHeader::kSize + wire::SignalExt::kSize];
   iovec iov[2];
   size_t n = frameIov(op, header, iov);
   size_t total = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
@@ -154,11 +163,17 @@ bool Connection::receiveFrame() {
   if (h.seq != expectedSeq_)
     badMessage("frame seq " + std::to_string(h.seq) + ", expected " + std::to_string(expectedSeq_));
   ++expectedSeq_;
-  if (h.type == uint16_t(wire::FrameType::Write))
+  if (h.type == uint16_t(wire::FrameType::Write)) {
     applyWrite(h);
-  else if (h.type == uint16_t(wire::FrameType::Signal))
+  } else if (h.type == uint16_t(wire::FrameType::Signal)) {
     applySignal(h);
-  else
+  } else if (h.type == uint16_t(wire::FrameType::WriteSignal)) {
+    uint8_t ext[wire::SignalExt::kSize];
+    inbound_.recvAll(ext, sizeof(ext), net::Deadline::never());
+    auto e = wire::SignalExt::decode(ext);
+    applyWrite(h);
+    applySignalTo(e.region, e.key, e.offset, e.value);
+  } else
     badMessage("unknown frame type " + std::to_string(h.type));
   return true;
 }
@@ -176,21 +191,24 @@ void Connection::applyWrite(const wire::FrameHeader& h) {
   if (h.length > 0) inbound_.recvAll(region->base + h.offset, h.length, net::Deadline::never());
 }
 
-void Connection::applySignal(const wire::FrameHeader& h) {
-  auto pin = ctx_.regions().pin(h.region, h.key);
+void Connection::applySignal(const wire::FrameHeader& h) { applySignalTo(h.region, h.key, h.offset, h.length); }
+
+void Connection::applySignalTo(uint64_t regionId, uint64_t key, uint64_t offset, uint64_t value) {
+  auto pin = ctx_.regions().pin(regionId, key);
   LocalRegion* region = pin.get();
   if (!region)
-    badMessage("signal to region " + std::to_string(h.region) +
+    badMessage("signal to region " + std::to_string(regionId) +
                ", which is not registered here (deregistered, or a stale key)");
-  if (!rangeFits(h.offset, sizeof(uint64_t), region->size))
-    badMessage("signal at offset " + std::to_string(h.offset) + " overruns region " + std::to_string(h.region) +
+  if (!rangeFits(offset, sizeof(uint64_t), region->size))
+    badMessage("signal at offset " + std::to_string(offset) + " overruns region " + std::to_string(regionId) +
                " of " + std::to_string(region->size) + " bytes");
-  char* target = region->base + h.offset;
+  char* target = region->base + offset;
   if (reinterpret_cast<uintptr_t>(target) % alignof(uint64_t) != 0)
-    badMessage("signal target at offset " + std::to_string(h.offset) + " is not 8-byte aligned");
+    badMessage("signal target at offset " + std::to_string(offset) + " is not 8-byte aligned");
   // Release: the payloads this thread received before are visible to
   // whoever acquires the new counter value.
-  __atomic_fetch_add(reinterpret_cast<uint64_t*>(target), h.length, __ATOMIC_RELEASE);
+  __atomic_fetch_add(reinterpret_cast<uint64_t*>(target), value, __ATOMIC_RELEASE);
+  ctx_.notifyWaiters();
 }
 
 void Connection::badMessage(const std::string& what) const {

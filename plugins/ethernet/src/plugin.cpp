@@ -96,7 +96,7 @@ pb_status ethProperties(pb_plugin_ctx* ctx, pb_transport_properties_v1* props) {
     using P = pb_transport_properties_v1;
     if (PB_HAS_FIELD(props, P, mem_types)) props->mem_types = PB_MEM_HOST;
     if (PB_HAS_FIELD(props, P, flags))
-      props->flags = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY;
+      props->flags = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY | PB_CAP_SIGNAL_NOTIFY;
     if (PB_HAS_FIELD(props, P, bandwidth_gbps)) props->bandwidth_gbps = 1.25;  // 10 GbE-class link
     if (PB_HAS_FIELD(props, P, latency_us)) props->latency_us = 25.0;         // kernel TCP round trip / 2
     if (PB_HAS_FIELD(props, P, max_address_size)) props->max_address_size = wire::AddressBlob::kSize;
@@ -250,6 +250,19 @@ pb_status ethWrite(pb_conn* conn, pb_mr* src, size_t srcOffset, pb_rkey* dst, si
   });
 }
 
+/// pb_transport_v1::write_signal (contract in transport.h).
+pb_status ethWriteSignal(pb_conn* conn, pb_mr* src, size_t srcOffset, pb_rkey* dst, size_t dstOffset, size_t size,
+                         pb_rkey* signalDst, size_t signalOffset, uint64_t value) {
+  return guarded(ctxOfConn(conn), "write_signal", [&] {
+    need(connOf(conn), "write_signal", "conn")
+        ->postWriteSignal(*need(reinterpret_cast<LocalRegion*>(src), "write_signal", "src"), srcOffset,
+                          *need(reinterpret_cast<RemoteRegion*>(dst), "write_signal", "dst"), dstOffset, size,
+                          *need(reinterpret_cast<RemoteRegion*>(signalDst), "write_signal", "signal_dst"),
+                          signalOffset, value);
+    return PB_OK;
+  });
+}
+
 /// pb_transport_v1::signal (contract in transport.h).
 pb_status ethSignal(pb_conn* conn, pb_rkey* dst, size_t dstOffset, uint64_t value) {
   return guarded(ctxOfConn(conn), "signal", [&] {
@@ -303,6 +316,7 @@ pb_transport_v1 makeTable() {
   t.deregister_memory = ethDeregisterMemory;
   t.write = ethWrite;
   t.signal = ethSignal;
+  t.write_signal = ethWriteSignal;
   t.proxy_progress = ethProxyProgress;
   t.flush = ethFlush;
   t.free = ethFree;

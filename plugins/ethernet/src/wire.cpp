@@ -47,6 +47,18 @@ void FrameHeader::encode(uint8_t* out) const {
   storeLE(out + 40, length);
 }
 
+void SignalExt::encode(uint8_t* out) const {
+  storeLE(out + 0, region);
+  storeLE(out + 8, key);
+  storeLE(out + 16, offset);
+  storeLE(out + 24, value);
+}
+
+SignalExt SignalExt::decode(const uint8_t* in) {
+  return SignalExt{loadLE<uint64_t>(in + 0), loadLE<uint64_t>(in + 8), loadLE<uint64_t>(in + 16),
+                   loadLE<uint64_t>(in + 24)};
+}
+
 FrameHeader FrameHeader::decode(const uint8_t* in) {
   FrameHeader h{};
   h.magic = loadLE<uint32_t>(in + 0);

@@ -74,8 +74,25 @@ static_assert(sizeof(Hello) == Hello::kSize, "Hello layout changed");
 enum class FrameType : uint16_t {
   Write = 1,   ///< length payload bytes follow; store them at region+offset.
   Signal = 2,  ///< Atomically add length (the value) to the u64 at region+offset.
-  Close = 3    ///< Orderly close: the sender posts nothing more.
+  Close = 3,   ///< Orderly close: the sender posts nothing more.
+  WriteSignal = 4  ///< A Write whose payload is preceded by a SignalExt: apply
+                   ///< the write, then the signal it describes.
 };
+
+/// What follows the header of a WriteSignal frame, before its payload.
+/// 32 bytes: region u64 | key u64 | offset u64 | value u64.
+struct SignalExt {
+  uint64_t region;
+  uint64_t key;
+  uint64_t offset;
+  uint64_t value;
+  static constexpr size_t kSize = 32;
+  /// Writes the 32-byte wire form to out.
+  void encode(uint8_t* out) const;
+  /// Reads the wire form.
+  static SignalExt decode(const uint8_t* in);
+};
+static_assert(sizeof(SignalExt) == SignalExt::kSize, "SignalExt layout changed");
 
 /// Header of every frame. 48 bytes: magic u32 | type u16 | reserved u16 (0) |
 /// seq u64 | region u64 | key u64 | offset u64 | length u64 (payload bytes

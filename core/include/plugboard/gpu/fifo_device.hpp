@@ -1,0 +1,91 @@
+/// @file fifo_device.hpp
+/// Device side of the GPU -> CPU trigger queue (see fifo.hpp): many GPU
+/// threads push 16-byte triggers, the proxy thread pops them.
+///
+/// Layout and protocol (the invariants both sides rely on):
+///  - triggers: `size` slots in pinned, mapped host memory.
+///  - head: a device-memory counter; push() takes position p = head++.
+///  - tailReplica: a device-memory copy of the host's tail, refreshed by the
+///    host (periodically and on demand). Position p may be written only once
+///    p < tailReplica + size: the slot's previous trigger was popped.
+///  - A trigger is valid when bit 63 of `snd` is set. push() writes `fst`,
+///    fences, then writes `snd` with the bit; the host reads `snd` first and
+///    clears it when it pops, so a half-written trigger is never consumed.
+///  - Every wait is bounded by a spin count and by the host's abort flag; on
+///    either, push() returns kFifoPushFailed and records why in *error.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define PB_DEVICE_INLINE __forceinline__ __device__
+#else
+#define PB_DEVICE_INLINE inline
+#endif
+
+namespace plugboard {
+
+/// One request from a GPU thread to the proxy. Bit 63 of snd is the valid
+/// flag, so users have 127 bits; PortChannel defines their meaning.
+struct alignas(16) ProxyTrigger {
+  uint64_t fst;
+  uint64_t snd;
+};
+static_assert(sizeof(ProxyTrigger) == 16, "a trigger is 16 bytes");
+
+/// Bit of ProxyTrigger::snd that marks a slot as holding a trigger.
+constexpr uint64_t kTriggerValidBit = 1ull << 63;
+/// push() result when it gave up (spin bound or abort).
+constexpr uint64_t kFifoPushFailed = ~0ull;
+/// Default spin bound of device-side waits (about a second or more on H100).
+constexpr int64_t kDefaultMaxSpins = 1ll << 30;
+
+/// Codes a device-side wait leaves in FifoDeviceHandle::error.
+enum FifoDeviceError : uint32_t { kFifoOk = 0, kFifoFullTimeout = 1, kFifoAborted = 2, kFifoSyncTimeout = 3 };
+
+/// Plain struct handed to kernels by Fifo::deviceHandle(); copy it by value.
+struct FifoDeviceHandle {
+  ProxyTrigger* triggers;          ///< size slots, host-pinned and mapped.
+  unsigned long long* head;        ///< Device memory: next position to take.
+  volatile uint64_t* tailReplica;  ///< Device memory: positions < it are popped.
+  volatile uint32_t* abortFlag;    ///< Mapped host memory: non-zero makes waits give up.
+  uint32_t* error;                 ///< Mapped host memory: first FifoDeviceError seen.
+  uint32_t size;                   ///< Number of slots.
+
+#if defined(__CUDACC__)
+  /// Pushes t (bit 63 of t.snd must be clear); returns its position, or
+  /// kFifoPushFailed after maxSpins polls of a full queue or on abort.
+  PB_DEVICE_INLINE uint64_t push(ProxyTrigger t, int64_t maxSpins = kDefaultMaxSpins) const {
+    const uint64_t pos = atomicAdd(head, 1ull);
+    if (!waitBelow(pos, size, maxSpins, kFifoFullTimeout)) return kFifoPushFailed;
+    ProxyTrigger* slot = &triggers[pos % size];
+    *reinterpret_cast<volatile uint64_t*>(&slot->fst) = t.fst;
+    __threadfence_system();  // fst reaches host memory before the valid bit does
+    *reinterpret_cast<volatile uint64_t*>(&slot->snd) = t.snd | kTriggerValidBit;
+    return pos;
+  }
+
+  /// Waits until the trigger at pos was popped (the host flushes the tail
+  /// replica when asked). False after maxSpins or on abort.
+  PB_DEVICE_INLINE bool sync(uint64_t pos, int64_t maxSpins = kDefaultMaxSpins) const {
+    return waitBelow(pos, 0, maxSpins, kFifoSyncTimeout);
+  }
+
+ private:
+  /// Waits for pos < tailReplica + slack.
+  PB_DEVICE_INLINE bool waitBelow(uint64_t pos, uint64_t slack, int64_t maxSpins, uint32_t why) const {
+    for (int64_t spins = 0; pos >= *tailReplica + slack; ++spins) {
+      // The abort flag lives across PCIe: look at it only now and then.
+      if ((spins & 255) == 255 && *abortFlag) return fail(kFifoAborted);
+      if (spins >= maxSpins) return fail(why);
+    }
+    return true;
+  }
+  PB_DEVICE_INLINE bool fail(uint32_t why) const {
+    atomicCAS(error, 0u, why);
+    return false;
+  }
+#endif
+};
+
+}  // namespace plugboard
