@@ -41,7 +41,7 @@ std::string Decoder::bytes() {
 std::string encode(const VerifyRequest& v) {
   Encoder e;
   e.u64(v.buffer).u64(v.offset).u64(v.length).u64(v.patternStart).u64(v.seed).u64(v.fill);
-  e.u64(v.counterBuffer).u64(v.counterOffset).u64(v.counterValue);
+  e.u64(v.counterBuffer).u64(v.counterOffset).u64(v.counterValue).u64(v.expectNotify);
   return e.str();
 }
 
@@ -57,6 +57,7 @@ VerifyRequest decodeVerify(const std::string& body) {
   v.counterBuffer = d.u64();
   v.counterOffset = d.u64();
   v.counterValue = d.u64();
+  v.expectNotify = d.u64();
   return v;
 }
 

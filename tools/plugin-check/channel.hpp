@@ -34,6 +34,7 @@ struct VerifyRequest {
   uint64_t counterBuffer = ~0ull; ///< Id of the counter buffer, ~0: no signal (poll the data).
   uint64_t counterOffset = 0; ///< Offset of the uint64_t counter.
   uint64_t counterValue = 0;  ///< Wait until the counter reaches it, then check the data at once.
+  uint64_t expectNotify = 0;  ///< 1: signal_landed must have been called since the last reply.
 };
 
 /// Builds a message body.

@@ -2,6 +2,7 @@
 // checks, flush, and free with operations still queued. The peer process
 // checks every byte.
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 
 #include "checks_datapath.hpp"
@@ -158,10 +159,51 @@ void checkFlush(Session& s) {
   s.verify(expectation(dst, 0, kChunk * kCount, 0, 9, nullptr, 0));
 }
 
+/// PB_CAP_SIGNAL_NOTIFY: signal_landed is called in the receiving process
+/// for a signal, and in the sending process when an operation completes
+/// after its post returned (a large write; what completes inside the post
+/// call has no other thread waiting for it).
+void checkNotify(Session& s, double timeoutSeconds) {
+  if (!(s.props().flags & PB_CAP_SIGNAL_NOTIFY)) skip("the plugin does not set PB_CAP_SIGNAL_NOTIFY");
+  if (!hasSignal(s)) skip("PB_CAP_SIGNAL_NOTIFY without PB_CAP_ATOMIC_SIGNAL: nothing to check");
+  constexpr size_t kBig = 16 << 20;
+  LocalBuffer& src = s.localBuffer(kBig);
+  fillPattern(src.bytes.data(), src.bytes.size(), 0, 31);
+  RemoteBuffer& dst = s.remoteBuffer(kBig, kFill);
+  RemoteBuffer& counter = s.remoteBuffer(64, 0);
+  s.write(src, 0, dst, 0, 4096);
+  s.signal(counter, kCounterOffset, 1);
+  VerifyRequest v = expectation(dst, 0, 4096, 0, 31, &counter, 1);
+  v.expectNotify = 1;
+  s.verify(v);
+  s.waitCompleted(s.posted());
+  const uint64_t before = s.signalsLanded();
+  s.write(src, 0, dst, 0, kBig);
+  s.waitCompleted(s.posted());
+  Deadline deadline(std::min(1.0, timeoutSeconds));
+  while (s.signalsLanded() == before && !deadline.expired()) Pause()();
+  expect(s.signalsLanded() > before, "the plugin sets PB_CAP_SIGNAL_NOTIFY but did not call signal_landed in the "
+                                     "sending process when a 16 MiB write completed");
+}
+
+/// PB_CAP_MAPPED: remote_pointer gives an address in this process through
+/// which stores reach the peer's host region.
+void checkRemotePointer(Session& s) {
+  if (!(s.props().flags & PB_CAP_MAPPED)) skip("the plugin does not set PB_CAP_MAPPED");
+  RemoteBuffer& dst = s.remoteBuffer(4096, kFill);
+  void* p = nullptr;
+  pb_status st = s.remotePointer(dst, &p);
+  if (st == PB_ERR_UNSUPPORTED) skip("remote_pointer does not map host regions (" + s.error() + ")");
+  expect(st == PB_OK, "remote_pointer returned " + statusName(st) + ": " + s.error());
+  expect(p != nullptr, "remote_pointer returned PB_OK and a NULL address");
+  fillPattern(static_cast<uint8_t*>(p) + 8, 1000, 0, 41);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  s.verify(expectation(dst, 8, 1000, 0, 41, nullptr, 0));
+}
+
 }  // namespace
 
 void runDataPathChecks(const Options& o, Report& r, Session& s) {
-  (void)o;
   const std::pair<size_t, const char*> sizes[] = {
       {0, "write.size_0"}, {1, "write.size_1"}, {4097, "write.size_4KiB_plus_1"}, {size_t(64) << 20, "write.size_64MiB"}};
   uint64_t seed = 1;
@@ -186,6 +228,14 @@ void runDataPathChecks(const Options& o, Report& r, Session& s) {
   r.run("flush", [&] {
     requireWrite(s);
     checkFlush(s);
+  });
+  r.run("signal.notify", [&] {
+    requireWrite(s);
+    checkNotify(s, o.timeoutSeconds);
+  });
+  r.run("memory.remote_pointer", [&] {
+    s.requireUsable();
+    checkRemotePointer(s);
   });
 }
 

@@ -156,10 +156,15 @@ void runPropertyChecks(const Options& o, Report& r, LoadedPlugin& p) {
         pr.check(q.mem_types != 0, "mem_types is 0 (no memory type can be registered)");
         pr.check((q.mem_types & ~uint32_t(PB_MEM_HOST | PB_MEM_CUDA)) == 0, "mem_types has unknown bits");
         const uint32_t known = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY |
-                               PB_CAP_SAME_HOST_ONLY | PB_CAP_GROUP;
+                               PB_CAP_SAME_HOST_ONLY | PB_CAP_GROUP | PB_CAP_SIGNAL_NOTIFY | PB_CAP_MAPPED;
         pr.check((q.flags & ~known) == 0, "flags has unknown bits");
         pr.check(!(q.flags & PB_CAP_ONE_SIDED_WRITE) || t.write, "ONE_SIDED_WRITE is set but write is NULL");
         pr.check(!(q.flags & PB_CAP_ATOMIC_SIGNAL) || t.signal, "ATOMIC_SIGNAL is set but signal is NULL");
+        const bool hasRemotePointer = PB_HAS_FIELD(&t, pb_transport_v1, remote_pointer) && t.remote_pointer;
+        pr.check(!(q.flags & PB_CAP_MAPPED) || hasRemotePointer,
+                 "MAPPED is set but the table has no remote_pointer (it needs ABI minor 2)");
+        pr.check((q.flags & PB_CAP_MAPPED) || !hasRemotePointer, "remote_pointer is set but MAPPED is not "
+                                                                 "(transport.h: NULL unless PB_CAP_MAPPED)");
         pr.check(q.max_address_size > 0 && q.max_address_size <= 65536,
                  "max_address_size " + std::to_string(q.max_address_size) + " is not in 1..65536");
         pr.check(q.max_rkey_size > 0 && q.max_rkey_size <= 65536,

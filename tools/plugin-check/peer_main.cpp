@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -176,7 +177,23 @@ class Peer {
       }
     }
     if (!progressError_.empty()) throw CheckFailed(progressError_);
+    if (v.expectNotify) waitNotified();
+    landedAtLastReply_ = host_.signalsLanded();
     channel_.send(Msg::Ok);
+  }
+
+  /// A PB_CAP_SIGNAL_NOTIFY plugin calls signal_landed right after the
+  /// add; allow it a moment, since the counter may be seen first.
+  void waitNotified() {
+    Deadline deadline(std::min(1.0, o_.timeoutSeconds));
+    Pause pause;
+    while (host_.signalsLanded() <= landedAtLastReply_) {
+      if (deadline.expired())
+        throw CheckFailed("the plugin sets PB_CAP_SIGNAL_NOTIFY but did not call signal_landed in the process "
+                          "a signal landed in");
+      pause();
+    }
+    for (const auto& v : host_.violations()) throw CheckFailed("host services misused: " + v);
   }
 
   void freeConn() {
@@ -222,6 +239,7 @@ class Peer {
   std::string progressError_;
   std::map<uint64_t, Buffer> buffers_;
   uint64_t nextId_ = 1;
+  uint64_t landedAtLastReply_ = 0;
 };
 
 }  // namespace

@@ -166,6 +166,12 @@ void Session::verify(const VerifyRequest& v) {
   if (!progressError_.empty()) throw CheckFailed(progressError_);
 }
 
+pb_status Session::remotePointer(RemoteBuffer& b, void** ptr) {
+  *ptr = nullptr;
+  if (!PB_HAS_FIELD(&t_, pb_transport_v1, remote_pointer) || !t_.remote_pointer) return PB_ERR_UNSUPPORTED;
+  return t_.remote_pointer(conn_, b.rkey, ptr);
+}
+
 void Session::releaseKeys() {
   for (auto& r : remotes_) {
     if (r->rkey && conn_) {

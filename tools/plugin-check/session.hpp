@@ -75,6 +75,11 @@ class Session {
   void waitCompleted(uint64_t seq);
   /// Asks the peer to check a buffer; progresses rank 0 while it waits.
   void verify(const VerifyRequest& v);
+  /// Times rank 0's host services saw signal_landed.
+  uint64_t signalsLanded() const { return host_.signalsLanded(); }
+  /// Imported key's address in this process (remote_pointer); the status
+  /// is returned, the pointer stored in *ptr.
+  pb_status remotePointer(RemoteBuffer& b, void** ptr);
 
   /// Releases every imported key, then frees the connection; returns the
   /// seconds free() took.

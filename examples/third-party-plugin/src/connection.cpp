@@ -158,6 +158,12 @@ void Connection::postSignal(const RemoteKey& dst, uint64_t offset, uint64_t valu
 }
 
 void Connection::pump() {
+  const uint64_t before = completed_;
+  pumpRecords();
+  if (completed_ != before) ctx_.signalLanded();  // wakes core threads waiting for completions
+}
+
+void Connection::pumpRecords() {
   while (!pending_.empty()) {
     Op& op = pending_.front();
     do {

@@ -73,6 +73,7 @@ class Connection {
   void requirePostable(const char* op) const;
   void enqueue(const Op& op);
   void pump();
+  void pumpRecords();
   void receiveLoop();
   void apply(const RingReader& reader, const RecordHeader& r);
   void failReceive(const std::string& reason);

@@ -79,7 +79,8 @@ pb_status shmProperties(pb_plugin_ctx* ctx, pb_transport_properties_v1* props) {
     need(props, "properties", "props");
     if (PB_HAS_FIELD(props, P, mem_types)) props->mem_types = PB_MEM_HOST;
     if (PB_HAS_FIELD(props, P, flags))
-      props->flags = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY | PB_CAP_SAME_HOST_ONLY;
+      props->flags = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY | PB_CAP_SAME_HOST_ONLY |
+                     PB_CAP_SIGNAL_NOTIFY;  // signal_landed for each signal applied and each completion
     if (PB_HAS_FIELD(props, P, bandwidth_gbps)) props->bandwidth_gbps = 5.0;  // two memcpys per byte
     if (PB_HAS_FIELD(props, P, latency_us)) props->latency_us = 1.0;
     if (PB_HAS_FIELD(props, P, max_address_size)) props->max_address_size = kAddressBytes;
@@ -266,7 +267,8 @@ pb_transport_v1 makeTable() {
   t.free = shmFree;
   t.finalize = shmFinalize;
   t.last_error = shmLastError;
-  t.write_signal = nullptr;  // optional (minor 1): write() then signal() is just as ordered here
+  t.write_signal = nullptr;    // optional (minor 1): write() then signal() is just as ordered here
+  t.remote_pointer = nullptr;  // optional (minor 2): a peer's heap is not mapped here (no PB_CAP_MAPPED)
   return t;
 }
 
