@@ -142,79 +142,98 @@ void runAbiChecks(const Options& o, Report& r, LoadedPlugin& p) {
   });
 }
 
+namespace {
+
+/// properties.values: the invariants of what properties() reports.
+void checkPropertyValues(const pb_transport_v1& t, pb_plugin_ctx* ctx, pb_transport_properties_v1& q) {
+  q.struct_size = sizeof(q);
+  pb_status st = t.properties(ctx, &q);
+  expect(st == PB_OK, "properties returned " + statusName(st) + ": " + lastError(t, ctx));
+  Problems pr;
+  pr.check(q.mem_types != 0, "mem_types is 0 (no memory type can be registered)");
+  pr.check((q.mem_types & ~uint32_t(PB_MEM_HOST | PB_MEM_CUDA)) == 0, "mem_types has unknown bits");
+  const uint32_t known = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY | PB_CAP_SAME_HOST_ONLY |
+                         PB_CAP_GROUP | PB_CAP_SIGNAL_NOTIFY | PB_CAP_MAPPED;
+  pr.check((q.flags & ~known) == 0, "flags has unknown bits");
+  pr.check(!(q.flags & PB_CAP_ONE_SIDED_WRITE) || t.write, "ONE_SIDED_WRITE is set but write is NULL");
+  pr.check(!(q.flags & PB_CAP_ATOMIC_SIGNAL) || t.signal, "ATOMIC_SIGNAL is set but signal is NULL");
+  const bool hasRemotePointer = PB_HAS_FIELD(&t, pb_transport_v1, remote_pointer) && t.remote_pointer;
+  pr.check(!(q.flags & PB_CAP_MAPPED) || hasRemotePointer,
+           "MAPPED is set but the table has no remote_pointer (it needs ABI minor 2)");
+  pr.check((q.flags & PB_CAP_MAPPED) || !hasRemotePointer,
+           "remote_pointer is set but MAPPED is not (transport.h: NULL unless PB_CAP_MAPPED)");
+  pr.check(q.max_address_size > 0 && q.max_address_size <= 65536,
+           "max_address_size " + std::to_string(q.max_address_size) + " is not in 1..65536");
+  pr.check(q.max_rkey_size > 0 && q.max_rkey_size <= 65536,
+           "max_rkey_size " + std::to_string(q.max_rkey_size) + " is not in 1..65536");
+  pr.check(std::isfinite(q.bandwidth_gbps) && q.bandwidth_gbps > 0, "bandwidth_gbps is not a positive number");
+  pr.check(std::isfinite(q.latency_us) && q.latency_us >= 0, "latency_us is not a non-negative number");
+  pr.raise();
+}
+
+/// properties.struct_size_respected: an older core's smaller struct gets
+/// nothing written past its struct_size.
+void checkStructSizeRespected(const pb_transport_v1& t, pb_plugin_ctx* ctx) {
+  unsigned char buf[sizeof(pb_transport_properties_v1) + 64];
+  std::memset(buf, 0xA5, sizeof(buf));
+  auto* q = reinterpret_cast<pb_transport_properties_v1*>(buf);
+  q->struct_size = offsetof(pb_transport_properties_v1, flags) + sizeof(q->flags);
+  pb_status st = t.properties(ctx, q);
+  expect(st == PB_OK, "properties with struct_size " + std::to_string(q->struct_size) + " returned " + statusName(st));
+  for (size_t i = q->struct_size; i < sizeof(buf); ++i)
+    expect(buf[i] == 0xA5, "properties wrote byte " + std::to_string(i) + " although struct_size is " +
+                               std::to_string(q->struct_size) + " (check PB_HAS_FIELD before each field)");
+}
+
+/// can_connect.same_host: records in p whether the connection checks can run.
+void checkSameHost(const pb_transport_v1& t, pb_plugin_ctx* ctx, LoadedPlugin& p) {
+  PeerDescription peer(0, 1, true);
+  int cost = -99;
+  char reason[256] = "";
+  pb_status st = t.can_connect(ctx, &peer.info, &cost, reason, sizeof(reason));
+  expect(st == PB_OK, "can_connect returned " + statusName(st) + ": " + lastError(t, ctx));
+  expect(std::memchr(reason, '\0', sizeof(reason)) != nullptr, "reason is not NUL-terminated");
+  p.sameHostReachable = cost >= 0;
+  p.unreachableReason = reason;
+  expect(cost >= 0 || reason[0], "cost " + std::to_string(cost) + " (unreachable) without a reason");
+  if (cost < 0) skip(std::string("the plugin cannot reach a same-host peer here: ") + reason);
+}
+
+/// can_connect.different_host: a same-host-only transport refuses, with a
+/// reason truncated to reason_len.
+void checkDifferentHost(const pb_transport_v1& t, pb_plugin_ctx* ctx, const pb_transport_properties_v1& props) {
+  if (!(props.flags & PB_CAP_SAME_HOST_ONLY)) skip("not a same-host-only transport");
+  PeerDescription peer(0, 1, false);
+  int cost = 0;
+  char reason[16];
+  std::memset(reason, 'x', sizeof(reason));
+  pb_status st = t.can_connect(ctx, &peer.info, &cost, reason, 8);
+  expect(st == PB_OK, "can_connect returned " + statusName(st) + ": " + lastError(t, ctx));
+  expect(cost < 0, "SAME_HOST_ONLY is set but can_connect accepts a peer on another host (cost " +
+                       std::to_string(cost) + ")");
+  expect(std::memchr(reason, '\0', 8) != nullptr && reason[8] == 'x',
+         "the reason was not truncated to reason_len (8) with a NUL inside it");
+  expect(reason[0] != '\0', "refused a peer on another host without a reason");
+}
+
+}  // namespace
+
 void runPropertyChecks(const Options& o, Report& r, LoadedPlugin& p) {
   const pb_transport_v1& t = *p.table;
   FakeHost host(0, 2, localHostName(), o.settings, o.verbose);
   pb_plugin_ctx* ctx = nullptr;
-  if (!r.run("properties.values", [&] {
-        ctx = initOrFail(t, host, "for properties");
-        pb_transport_properties_v1& q = p.props;
-        q.struct_size = sizeof(q);
-        pb_status st = t.properties(ctx, &q);
-        expect(st == PB_OK, "properties returned " + statusName(st) + ": " + lastError(t, ctx));
-        Problems pr;
-        pr.check(q.mem_types != 0, "mem_types is 0 (no memory type can be registered)");
-        pr.check((q.mem_types & ~uint32_t(PB_MEM_HOST | PB_MEM_CUDA)) == 0, "mem_types has unknown bits");
-        const uint32_t known = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY |
-                               PB_CAP_SAME_HOST_ONLY | PB_CAP_GROUP | PB_CAP_SIGNAL_NOTIFY | PB_CAP_MAPPED;
-        pr.check((q.flags & ~known) == 0, "flags has unknown bits");
-        pr.check(!(q.flags & PB_CAP_ONE_SIDED_WRITE) || t.write, "ONE_SIDED_WRITE is set but write is NULL");
-        pr.check(!(q.flags & PB_CAP_ATOMIC_SIGNAL) || t.signal, "ATOMIC_SIGNAL is set but signal is NULL");
-        const bool hasRemotePointer = PB_HAS_FIELD(&t, pb_transport_v1, remote_pointer) && t.remote_pointer;
-        pr.check(!(q.flags & PB_CAP_MAPPED) || hasRemotePointer,
-                 "MAPPED is set but the table has no remote_pointer (it needs ABI minor 2)");
-        pr.check((q.flags & PB_CAP_MAPPED) || !hasRemotePointer, "remote_pointer is set but MAPPED is not "
-                                                                 "(transport.h: NULL unless PB_CAP_MAPPED)");
-        pr.check(q.max_address_size > 0 && q.max_address_size <= 65536,
-                 "max_address_size " + std::to_string(q.max_address_size) + " is not in 1..65536");
-        pr.check(q.max_rkey_size > 0 && q.max_rkey_size <= 65536,
-                 "max_rkey_size " + std::to_string(q.max_rkey_size) + " is not in 1..65536");
-        pr.check(std::isfinite(q.bandwidth_gbps) && q.bandwidth_gbps > 0, "bandwidth_gbps is not a positive number");
-        pr.check(std::isfinite(q.latency_us) && q.latency_us >= 0, "latency_us is not a non-negative number");
-        pr.raise();
-        p.propsOk = true;
-      })) {
-    if (ctx) t.finalize(ctx);
-    return;
+  p.propsOk = r.run("properties.values", [&] {
+    ctx = initOrFail(t, host, "for properties");
+    checkPropertyValues(t, ctx, p.props);
+  });
+  if (p.propsOk) {
+    r.run("properties.struct_size_respected", [&] { checkStructSizeRespected(t, ctx); });
+    r.run("can_connect.same_host", [&] { checkSameHost(t, ctx, p); });
+    r.run("can_connect.different_host", [&] { checkDifferentHost(t, ctx, p.props); });
+  } else {
+    for (const char* name : {"properties.struct_size_respected", "can_connect.same_host", "can_connect.different_host"})
+      r.skip(name, "properties.values did not pass");
   }
-  r.run("properties.struct_size_respected", [&] {
-    // An older core's smaller struct: nothing past its struct_size may be written.
-    unsigned char buf[sizeof(pb_transport_properties_v1) + 64];
-    std::memset(buf, 0xA5, sizeof(buf));
-    auto* q = reinterpret_cast<pb_transport_properties_v1*>(buf);
-    q->struct_size = offsetof(pb_transport_properties_v1, flags) + sizeof(q->flags);
-    pb_status st = t.properties(ctx, q);
-    expect(st == PB_OK, "properties with struct_size " + std::to_string(q->struct_size) + " returned " + statusName(st));
-    for (size_t i = q->struct_size; i < sizeof(buf); ++i)
-      expect(buf[i] == 0xA5, "properties wrote byte " + std::to_string(i) + " although struct_size is " +
-                                 std::to_string(q->struct_size) + " (check PB_HAS_FIELD before each field)");
-  });
-  r.run("can_connect.same_host", [&] {
-    PeerDescription peer(0, 1, true);
-    int cost = -99;
-    char reason[256] = "";
-    pb_status st = t.can_connect(ctx, &peer.info, &cost, reason, sizeof(reason));
-    expect(st == PB_OK, "can_connect returned " + statusName(st) + ": " + lastError(t, ctx));
-    expect(std::memchr(reason, '\0', sizeof(reason)) != nullptr, "reason is not NUL-terminated");
-    p.sameHostReachable = cost >= 0;
-    p.unreachableReason = reason;
-    expect(cost >= 0 || reason[0], "cost " + std::to_string(cost) + " (unreachable) without a reason");
-    if (cost < 0) skip(std::string("the plugin cannot reach a same-host peer here: ") + reason);
-  });
-  r.run("can_connect.different_host", [&] {
-    if (!(p.props.flags & PB_CAP_SAME_HOST_ONLY)) skip("not a same-host-only transport");
-    PeerDescription peer(0, 1, false);
-    int cost = 0;
-    char reason[16];
-    std::memset(reason, 'x', sizeof(reason));
-    pb_status st = t.can_connect(ctx, &peer.info, &cost, reason, 8);
-    expect(st == PB_OK, "can_connect returned " + statusName(st) + ": " + lastError(t, ctx));
-    expect(cost < 0, "SAME_HOST_ONLY is set but can_connect accepts a peer on another host (cost " +
-                         std::to_string(cost) + ")");
-    expect(std::memchr(reason, '\0', 8) != nullptr && reason[8] == 'x',
-           "the reason was not truncated to reason_len (8) with a NUL inside it");
-    expect(reason[0] != '\0', "refused a peer on another host without a reason");
-  });
   if (ctx) t.finalize(ctx);
 }
 
