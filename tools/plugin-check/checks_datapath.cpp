@@ -180,7 +180,7 @@ void checkNotify(Session& s, double timeoutSeconds) {
   const uint64_t before = s.signalsLanded();
   s.write(src, 0, dst, 0, kBig);
   s.waitCompleted(s.posted());
-  Deadline deadline(std::min(1.0, timeoutSeconds));
+  Deadline deadline(timeoutSeconds);
   while (s.signalsLanded() == before && !deadline.expired()) Pause()();
   expect(s.signalsLanded() > before, "the plugin sets PB_CAP_SIGNAL_NOTIFY but did not call signal_landed in the "
                                      "sending process when a 16 MiB write completed");

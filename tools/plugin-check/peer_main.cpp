@@ -183,9 +183,9 @@ class Peer {
   }
 
   /// A PB_CAP_SIGNAL_NOTIFY plugin calls signal_landed right after the
-  /// add; allow it a moment, since the counter may be seen first.
+  /// add; the counter may be seen before that call, so wait for it.
   void waitNotified() {
-    Deadline deadline(std::min(1.0, o_.timeoutSeconds));
+    Deadline deadline(o_.timeoutSeconds);
     Pause pause;
     while (host_.signalsLanded() <= landedAtLastReply_) {
       if (deadline.expired())
