@@ -1,0 +1,271 @@
+// Set-up, remote keys and close of a connection. Posting and completion
+// are in progress.cpp.
+#include "connection.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <thread>
+
+#include "error.hpp"
+#include "wire.hpp"
+
+namespace plugboard::ucx {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// How long free() waits for the close marker to land at the peer, and
+/// then for UCX to close the endpoint. Bounded, so a dead or stalled peer
+/// never hangs free().
+constexpr std::chrono::milliseconds kCloseGrace{2000};
+
+}  // namespace
+
+Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen) : ctx_(ctx), peer_(peer) {
+  PB_UCX_CHECK(addr && addrLen, PB_ERR_INVALID, "ucx setup: address buffer and length must not be NULL");
+  std::lock_guard<std::mutex> lock(ctx.workerMutex());
+  size_t room = *addrLen;
+  *addrLen = ctx.addressSize();
+  PB_UCX_CHECK(room >= ctx.addressSize(), PB_ERR_INVALID,
+               "ucx setup with " + peer.describe() + ": address buffer of " + std::to_string(room) +
+                   " bytes is smaller than the " + std::to_string(ctx.addressSize()) + " a ucx address needs");
+  control_ = ctx.newControlSlot();
+  wire::AddressBlob blob;
+  blob.rank = ctx.rank();
+  blob.controlAddr = reinterpret_cast<uintptr_t>(control_.word);
+  blob.workerAddress = ctx.workerAddress();
+  blob.controlRkey = *control_.rkey;
+  blob.encode(static_cast<uint8_t*>(addr));
+  guard_ = ctx.newEndpointGuard(this);
+  ctx_.connectionOpened();
+}
+
+Connection::~Connection() {
+  close();
+  ctx_.connectionClosed();
+}
+
+void Connection::onEndpointError(void* arg, ucp_ep_h, ucs_status_t status) {
+  // Runs inside a worker call, under the worker lock.
+  auto* self = static_cast<Connection*>(static_cast<EndpointGuard*>(arg)->owner);
+  if (self && self->epStatus_ == UCS_OK) self->epStatus_ = status;
+}
+
+bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
+  std::lock_guard<std::mutex> lock(ctx_.workerMutex());
+  if (connected_) return true;
+  throwIfFailed();
+  const std::string who = "ucx connection to " + peer_.describe();
+  if (!ep_) {
+    wire::AddressBlob blob;
+    std::string why = wire::AddressBlob::decode(static_cast<const uint8_t*>(peerAddr), peerAddrLen, &blob);
+    PB_UCX_CHECK(why.empty(), PB_ERR_INVALID, who + ": bad address blob from rank " + std::to_string(peer_.rank) +
+                                                  ": " + why);
+    PB_UCX_CHECK(blob.rank == peer_.rank, PB_ERR_INVALID,
+                 who + ": the address blob is from rank " + std::to_string(blob.rank) + ", expected rank " +
+                     std::to_string(peer_.rank));
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.address = reinterpret_cast<const ucp_address_t*>(blob.workerAddress.data());
+    // PEER mode: a vanished peer becomes an error on this endpoint instead
+    // of a process abort inside UCX.
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = &Connection::onEndpointError;
+    params.err_handler.arg = guard_;
+    ucs_status_t st = ucp_ep_create(ctx_.worker(), &params, &ep_);
+    PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText(who + ": ucp_ep_create failed", st));
+    // From here on a failure is final: a later call must not find the
+    // endpoint and take the connection for made.
+    ucp_rkey_h rkey = nullptr;
+    st = ucp_ep_rkey_unpack(ep_, blob.controlRkey.data(), &rkey);
+    if (st != UCS_OK) fail(PB_ERR_INVALID, ucsText(who + ": the peer's control key does not unpack", st));
+    throwIfFailed();
+    peerControl_ = std::make_shared<UcpRkey>(rkey);
+    peerControlAddr_ = blob.controlAddr;
+    // UCX wires the endpoint up in the background; a flush completes once
+    // every lane is connected, so it is the handshake.
+    ucp_request_param_t none{};
+    ucs_status_ptr_t req = ucp_ep_flush_nbx(ep_, &none);
+    if (UCS_PTR_IS_ERR(req)) fail(PB_ERR_REMOTE, ucsText(who + ": the handshake flush failed", UCS_PTR_STATUS(req)));
+    throwIfFailed();
+    handshake_ = req;
+  }
+  ctx_.progressLocked();
+  if (epStatus_ != UCS_OK) fail(PB_ERR_REMOTE, ucsText(who + " failed while connecting", epStatus_));
+  throwIfFailed();
+  if (handshake_) {
+    ucs_status_t st = ucp_request_check_status(handshake_);
+    if (st == UCS_INPROGRESS) return false;
+    ucp_request_free(handshake_);
+    handshake_ = nullptr;
+    if (st != UCS_OK) fail(PB_ERR_REMOTE, ucsText(who + ": the handshake flush failed", st));
+    throwIfFailed();
+  }
+  connected_ = true;
+  ctx_.attach(this);
+  ctx_.log(PB_LOG_INFO, "rank " + std::to_string(ctx_.rank()) + " connected to " + peer_.describe() +
+                            " over UCX (" + ctx_.tlsSource() + "): " + describeLanes());
+  return true;
+}
+
+std::string Connection::describeLanes() const {
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* stream = open_memstream(&text, &size);
+  if (!stream) return "(lanes unknown)";
+  ucp_ep_print_info(ep_, stream);
+  std::fclose(stream);
+  std::istringstream in(std::string(text, size));
+  std::free(text);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (line.find("lane[") == std::string::npos) continue;
+    // "#     lane[0]:  0:tcp/lo.0 md[0]     -> ..." -> "lane[0]: 0:tcp/lo.0 md[0] -> ..."
+    std::istringstream words(line);
+    std::string word, compact;
+    while (words >> word)
+      if (word != "#") compact += (compact.empty() ? "" : " ") + word;
+    out += (out.empty() ? "" : "; ") + compact;
+  }
+  return out.empty() ? "(no lanes reported)" : out;
+}
+
+RemoteKey* Connection::importRkey(const void* buf, size_t len) {
+  wire::PackedRkey packed;
+  std::string why = wire::PackedRkey::decode(static_cast<const uint8_t*>(buf), len, &packed);
+  PB_UCX_CHECK(why.empty(), PB_ERR_INVALID, "ucx import_rkey from " + peer_.describe() + ": " + why);
+  std::lock_guard<std::mutex> lock(ctx_.workerMutex());
+  PB_UCX_CHECK(ep_, PB_ERR_INVALID,
+               "ucx import_rkey: the connection to " + peer_.describe() + " has no endpoint yet (call proxy_connect first)");
+  auto key = std::make_unique<RemoteKey>();
+  key->conn = this;
+  key->base = packed.base;
+  key->size = packed.size;
+  if (packed.size > 0) {  // a zero-byte region packs no UCX key (see RegionRegistry::add)
+    ucp_rkey_h rkey = nullptr;
+    ucs_status_t st = ucp_ep_rkey_unpack(ep_, packed.ucpRkey.data(), &rkey);
+    PB_UCX_CHECK(st == UCS_OK, PB_ERR_INVALID,
+                 ucsText("ucx import_rkey: a key from " + peer_.describe() + " does not unpack", st));
+    key->rkey = std::make_shared<UcpRkey>(rkey);
+  }
+  RemoteKey* handle = key.get();
+  keys_.emplace(handle, std::move(key));
+  return handle;
+}
+
+void Connection::releaseRkey(RemoteKey* key) {
+  std::lock_guard<std::mutex> lock(ctx_.workerMutex());
+  auto it = keys_.find(key);
+  PB_UCX_CHECK(it != keys_.end(), PB_ERR_INVALID,
+               "ucx release_rkey: not a key imported on this connection (already released?)");
+  keys_.erase(it);  // operations in flight keep their own reference to the UCX key
+}
+
+ucs_status_t Connection::waitAndFree(void* req, Clock::time_point deadline) {
+  if (!req) return UCS_OK;
+  if (UCS_PTR_IS_ERR(req)) return UCS_PTR_STATUS(req);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(ctx_.workerMutex());
+      ctx_.progressLocked();
+      ucs_status_t st = ucp_request_check_status(req);
+      if (st != UCS_INPROGRESS || Clock::now() >= deadline) {
+        ucp_request_free(req);  // an unfinished one is released by UCX when it completes
+        return st;
+      }
+    }
+    std::this_thread::yield();
+  }
+}
+
+void Connection::sayGoodbye() {
+  void* put = nullptr;
+  void* flush = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(ctx_.workerMutex());
+    // Static: should the put outlive this connection (a close that timed
+    // out), UCX still reads valid memory.
+    static const uint64_t kMarker = wire::kCloseMarker;
+    ucp_request_param_t none{};
+    put = ucp_put_nbx(ep_, &kMarker, sizeof(kMarker), peerControlAddr_, peerControl_->get(), &none);
+    if (UCS_PTR_IS_ERR(put)) return;
+    flush = ucp_ep_flush_nbx(ep_, &none);
+  }
+  auto deadline = Clock::now() + kCloseGrace;
+  ucs_status_t st = waitAndFree(flush, deadline);
+  waitAndFree(put, Clock::now());  // done if the flush was; else the forced close below completes it
+  if (st != UCS_OK)
+    ctx_.log(PB_LOG_WARN, ucsText("could not tell " + peer_.describe() + " that rank " + std::to_string(ctx_.rank()) +
+                                      " closes its ucx connection; it will see the close as a failure",
+                                  st));
+}
+
+void Connection::closeEndpoint() {
+  void* req = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(ctx_.workerMutex());
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    params.flags = UCP_EP_CLOSE_FLAG_FORCE;  // in-flight operations are abandoned (transport.h)
+    req = ucp_ep_close_nbx(ep_, &params);
+    ep_ = nullptr;
+  }
+  bool closed = waitAndFree(req, Clock::now() + kCloseGrace) != UCS_INPROGRESS;
+  std::lock_guard<std::mutex> lock(ctx_.workerMutex());
+  // Released now if complete, else by UCX when it completes.
+  for (Op& op : ops_) {
+    if (op.putReq) ucp_request_free(op.putReq);
+    if (op.amoReq) ucp_request_free(op.amoReq);
+  }
+  for (void* r : {flushReq_, handshake_})
+    if (r) ucp_request_free(r);
+  flushReq_ = handshake_ = nullptr;
+  if (!closed) {
+    // UCX may still run requests that use these keys: never destroy them.
+    ctx_.log(PB_LOG_WARN, "UCX did not finish closing the endpoint to " + peer_.describe() + " within " +
+                              std::to_string(kCloseGrace.count()) + " ms; leaking its remote keys");
+    for (Op& op : ops_) {
+      if (op.putRkey) op.putRkey->leak();
+      if (op.signalRkey) op.signalRkey->leak();
+    }
+    for (auto& [handle, key] : keys_)
+      if (key->rkey) key->rkey->leak();
+    if (peerControl_) peerControl_->leak();
+    // Atomics in flight read their operand from the Op: keep the storage
+    // (moving a deque keeps its elements where they are).
+    new std::deque<Op>(std::move(ops_));
+  }
+  ops_.clear();
+  pendingSignals_.clear();
+  keys_.clear();  // the core never releases keys after free()
+  peerControl_.reset();
+}
+
+void Connection::close() noexcept {
+  try {
+    bool haveEp = false, peerThere = false;
+    {
+      std::lock_guard<std::mutex> lock(ctx_.workerMutex());
+      ctx_.detach(this);  // the progress thread must not pump what is being closed
+      if (ep_) ctx_.progressLocked();  // learn of a peer that already closed or vanished
+      haveEp = ep_ != nullptr;
+      peerThere = haveEp && connected_ && !failure_ && epStatus_ == UCS_OK && !peerClosed();
+    }
+    if (peerThere) sayGoodbye();
+    if (haveEp) closeEndpoint();
+  } catch (...) {
+    // Nothing sensible to report from a destructor path.
+  }
+  try {
+    std::lock_guard<std::mutex> lock(ctx_.workerMutex());
+    keys_.clear();
+    peerControl_.reset();
+    guard_->owner = nullptr;  // a late error handler now finds nobody
+  } catch (...) {
+  }
+}
+
+}  // namespace plugboard::ucx

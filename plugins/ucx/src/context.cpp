@@ -1,0 +1,427 @@
+#include "context.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "error.hpp"
+#include "wire.hpp"
+
+namespace plugboard::ucx {
+
+namespace {
+
+/// Setting keys, plugin-relative (the core prefixes "ucx.").
+constexpr const char* kTls = "tls";
+constexpr const char* kOrdering = "ordering";
+constexpr const char* kProgressThread = "progress_thread";
+
+/// Control words per registered chunk (one 4 KiB page).
+constexpr size_t kControlWordsPerChunk = 512;
+/// Room left in max_address_size / max_rkey_size beyond what the probes
+/// measured, for keys of other memory types and transports that pack
+/// per-region data.
+constexpr size_t kBlobSlack = 256;
+
+/// Calls a host service. The ABI is C, but should the host let a C++
+/// exception out (e.g. a badly typed env value), report it as the user error
+/// it is rather than as an internal one.
+template <typename Call>
+pb_status hostCall(const std::string& what, Call&& call) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    throw Error(PB_ERR_INVALID, what + ": " + e.what());
+  }
+}
+
+/// Owns a ucp_config_t for the duration of initUcp().
+struct ConfigHolder {
+  ucp_config_t* config = nullptr;
+  ~ConfigHolder() {
+    if (config) ucp_config_release(config);
+  }
+};
+
+/// Splits "a,b, c" into its trimmed, non-empty items.
+std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+}  // namespace
+
+PeerInfo PeerInfo::from(const pb_peer_info_v1* peer) {
+  PB_UCX_CHECK(peer, PB_ERR_INVALID, "peer info must not be NULL");
+  PB_UCX_CHECK(PB_HAS_FIELD(peer, pb_peer_info_v1, same_host), PB_ERR_INVALID,
+               "pb_peer_info_v1 of " + std::to_string(peer->struct_size) + " bytes is too short");
+  PeerInfo info;
+  info.rank = peer->peer_rank;
+  info.host = peer->peer_host ? peer->peer_host : "?";
+  info.sameHost = peer->same_host != 0;
+  return info;
+}
+
+std::string PeerInfo::describe() const { return "rank " + std::to_string(rank) + " (host " + host + ")"; }
+
+Context::Context(const pb_host_services_v1* host) {
+  PB_UCX_CHECK(host, PB_ERR_INVALID, "ucx: init needs the host services table");
+  PB_UCX_CHECK(host->abi_major == PB_TRANSPORT_ABI_MAJOR, PB_ERR_VERSION,
+               "ucx: the core speaks transport ABI " + std::to_string(host->abi_major) + "." +
+                   std::to_string(host->abi_minor) + ", this plugin speaks " +
+                   std::to_string(PB_TRANSPORT_ABI_MAJOR) + "." + std::to_string(PB_TRANSPORT_ABI_MINOR));
+  PB_UCX_CHECK(PB_HAS_FIELD(host, pb_host_services_v1, hostname), PB_ERR_INVALID,
+               "ucx: pb_host_services_v1 of " + std::to_string(host->struct_size) + " bytes is too short");
+  // An older core's table is shorter: copy what it has; struct_size then
+  // tells PB_HAS_FIELD which fields are real.
+  std::memcpy(&host_, host, std::min(sizeof(host_), host->struct_size));
+  rank_ = host->rank;
+  nranks_ = host->nranks;
+  hostname_ = host->hostname ? host->hostname : "?";
+  declareSettings();
+  settings_ = readSettings();  // Fail at init, not at the first connection, on a bad value.
+  try {
+    initUcp();
+    surveyResources();
+    initWorker();
+    {
+      std::lock_guard<std::mutex> lock(workerMu_);
+      addControlChunk();
+    }
+    if (settings_.progressThread) startProgressThread();
+  } catch (...) {
+    teardown();
+    throw;
+  }
+  log(PB_LOG_INFO, std::string("UCX ") + ucp_get_version_string() + ", transports " + tlsSource_ +
+                       ", resources " + resources_ + " (cost " + std::to_string(connectCost()) + ")" +
+                       ", signal ordering by " +
+                       (settings_.ordering == Ordering::Flush ? "ep flush" : "worker fence") +
+                       ", progress " + (settings_.progressThread ? "thread + proxy" : "by proxy only") +
+                       ", memory types " + memoryTypesText());
+}
+
+Context::~Context() { teardown(); }
+
+void Context::teardown() noexcept {
+  stopProgressThread();
+  std::lock_guard<std::mutex> lock(workerMu_);
+  if (ucp_) {
+    regions_.clear(*this);
+    for (auto& chunk : controlChunks_)
+      if (chunk->memh) ucp_mem_unmap(ucp_, chunk->memh);
+  }
+  controlChunks_.clear();
+  if (worker_) ucp_worker_destroy(worker_);
+  worker_ = nullptr;
+  // Endpoint handlers can only run inside worker calls: none are left.
+  guards_.clear();
+  if (ucp_) ucp_cleanup(ucp_);
+  ucp_ = nullptr;
+}
+
+void Context::declareSettings() const {
+  if (!host_.declare_setting) return;
+  const pb_setting_decl_v1 decls[] = {
+      {sizeof(pb_setting_decl_v1), kTls, PB_SETTING_STRING, "",
+       "UCX transports (UCX_TLS syntax, e.g. 'tcp' or 'rc,sm'); used only when the UCX_TLS "
+       "environment variable is unset, which wins; empty: UCX's own default",
+       0},
+      {sizeof(pb_setting_decl_v1), kOrdering, PB_SETTING_STRING, "flush",
+       "How a signal waits for earlier writes: 'flush' (post the atomic after an ep flush "
+       "completes; correct on every UCX) or 'fence' (ucp_worker_fence; faster, relies on UCX "
+       "ordering across its lanes)",
+       0},
+      {sizeof(pb_setting_decl_v1), kProgressThread, PB_SETTING_BOOL, "1",
+       "Progress the UCX worker from a plugin thread that sleeps on its event fd, so peers' "
+       "writes and signals land without waiting for the core to poll; 0: only proxy_progress",
+       1},
+  };
+  for (const auto& d : decls) {
+    std::string what = std::string("ucx: declaring setting '") + d.key + "'";
+    pb_status st = hostCall(what, [&] { return host_.declare_setting(host_.core, &d); });
+    PB_UCX_CHECK(st == PB_OK, st, what + ": the core refused it (status " + std::to_string(st) + ")");
+  }
+}
+
+std::string Context::readSetting(const char* key) const {
+  if (!host_.get_setting) return "";
+  std::vector<char> buf(256);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    size_t needed = 0;
+    pb_status st = hostCall(std::string("ucx: reading setting '") + key + "'",
+                            [&] { return host_.get_setting(host_.core, key, buf.data(), buf.size(), &needed); });
+    if (st == PB_OK) return std::string(buf.data());
+    PB_UCX_CHECK(st == PB_ERR_NOMEM && needed > buf.size(), st,
+                 std::string("ucx: cannot read setting '") + key + "' from the core");
+    buf.resize(needed);
+  }
+  throw Error(PB_ERR_INTERNAL, std::string("ucx: setting '") + key + "' keeps growing while read");
+}
+
+Settings Context::readSettings() const {
+  Settings s;
+  s.tls = readSetting(kTls);
+  std::string ordering = readSetting(kOrdering);
+  if (ordering.empty() || ordering == "flush") {
+    s.ordering = Ordering::Flush;
+  } else if (ordering == "fence") {
+    s.ordering = Ordering::Fence;
+  } else {
+    throw Error(PB_ERR_INVALID, "ucx.ordering = '" + ordering + "' is neither 'flush' nor 'fence'");
+  }
+  std::string thread = readSetting(kProgressThread);
+  for (auto& ch : thread) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (thread.empty() || thread == "1" || thread == "true" || thread == "yes" || thread == "on") {
+    s.progressThread = true;
+  } else if (thread == "0" || thread == "false" || thread == "no" || thread == "off") {
+    s.progressThread = false;
+  } else {
+    throw Error(PB_ERR_INVALID, "ucx.progress_thread = '" + thread + "' is not a boolean");
+  }
+  return s;
+}
+
+void Context::initUcp() {
+  ConfigHolder config;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config.config);
+  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText("ucx: ucp_config_read failed", st));
+  // The user's UCX_TLS wins: UCX users expect it to, and ucp_config_read
+  // has already applied it.
+  const char* env = std::getenv("UCX_TLS");
+  if (env && *env) {
+    effectiveTls_ = env;
+    tlsSource_ = std::string("UCX_TLS=") + env + " (environment)";
+    if (!settings_.tls.empty() && settings_.tls != env)
+      log(PB_LOG_WARN, "ucx.tls = '" + settings_.tls + "' is ignored: the environment sets UCX_TLS=" + env);
+  } else if (!settings_.tls.empty()) {
+    st = ucp_config_modify(config.config, "TLS", settings_.tls.c_str());
+    PB_UCX_CHECK(st == UCS_OK, PB_ERR_INVALID,
+                 ucsText("ucx.tls = '" + settings_.tls + "' was refused by UCX", st));
+    effectiveTls_ = settings_.tls;
+    tlsSource_ = "UCX_TLS=" + settings_.tls + " (ucx.tls setting)";
+  } else {
+    tlsSource_ = "UCX default (UCX_TLS unset)";
+  }
+
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | (settings_.progressThread ? UCP_FEATURE_WAKEUP : 0);
+  params.estimated_num_eps = static_cast<size_t>(std::max(nranks_, 1));
+  st = ucp_init(&params, config.config, &ucp_);
+  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM,
+               ucsText("ucx: ucp_init with RMA and 64-bit atomics (transports " + tlsSource_ + ") failed", st));
+
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  st = ucp_context_query(ucp_, &attr);
+  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText("ucx: ucp_context_query failed", st));
+  memoryTypes_ = attr.memory_types;
+}
+
+void Context::surveyResources() {
+  // UCX has no query for its transport resources; its context dump lists
+  // them as "#      resource 1  :  md 1  dev 1  flags -- tcp/lo".
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* stream = open_memstream(&text, &size);
+  if (!stream) return;
+  ucp_context_print_info(ucp_, stream);
+  std::fclose(stream);
+  std::istringstream in(std::string(text, size));
+  std::free(text);
+  static const char* const kHostLocalOrTcp[] = {"self", "tcp", "sysv", "posix", "cma", "knem", "xpmem"};
+  std::vector<std::string> names;
+  bool other = false;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto at = line.find("flags -- ");
+    if (line.find("resource") == std::string::npos || at == std::string::npos) continue;
+    std::string tl = line.substr(at + 9);
+    tl = tl.substr(0, tl.find('/'));
+    if (tl.empty()) continue;
+    if (std::find(names.begin(), names.end(), tl) == names.end()) names.push_back(tl);
+    other = other || std::none_of(std::begin(kHostLocalOrTcp), std::end(kHostLocalOrTcp),
+                                  [&](const char* n) { return tl == n; });
+  }
+  for (const auto& n : names) resources_ += (resources_.empty() ? "" : ", ") + n;
+  if (resources_.empty()) resources_ = "(not listed)";
+  // Unknown (nothing parsed) counts as "may have RDMA": keep the lower cost.
+  networkOnlyTcp_ = !names.empty() && !other;
+}
+
+void Context::initWorker() {
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // workerMu_ serializes every call
+  ucs_status_t st = ucp_worker_create(ucp_, &params, &worker_);
+  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM,
+               ucsText("ucx: ucp_worker_create (transports " + tlsSource_ + ") failed", st));
+  ucp_address_t* address = nullptr;
+  size_t length = 0;
+  st = ucp_worker_get_address(worker_, &address, &length);
+  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText("ucx: ucp_worker_get_address failed", st));
+  auto* bytes = reinterpret_cast<const uint8_t*>(address);
+  workerAddress_.assign(bytes, bytes + length);
+  ucp_worker_release_address(worker_, address);
+}
+
+void Context::addControlChunk() {
+  auto chunk = std::make_unique<ControlChunk>();
+  chunk->words.reset(new uint64_t[kControlWordsPerChunk]());
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  params.address = chunk->words.get();
+  params.length = kControlWordsPerChunk * sizeof(uint64_t);
+  ucs_status_t st = ucp_mem_map(ucp_, &params, &chunk->memh);
+  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText("ucx: ucp_mem_map of the control words failed", st));
+  void* packed = nullptr;
+  size_t packedLen = 0;
+  st = ucp_rkey_pack(ucp_, chunk->memh, &packed, &packedLen);
+  if (st != UCS_OK) {
+    ucp_mem_unmap(ucp_, chunk->memh);
+    throw Error(PB_ERR_SYSTEM, ucsText("ucx: ucp_rkey_pack of the control words failed", st));
+  }
+  chunk->rkey.assign(static_cast<uint8_t*>(packed), static_cast<uint8_t*>(packed) + packedLen);
+  ucp_rkey_buffer_release(packed);
+  controlChunks_.push_back(std::move(chunk));
+}
+
+ControlSlot Context::newControlSlot() {
+  if (controlChunks_.empty() || controlChunks_.back()->used == kControlWordsPerChunk) addControlChunk();
+  ControlChunk& chunk = *controlChunks_.back();
+  return ControlSlot{&chunk.words[chunk.used++], &chunk.rkey};
+}
+
+EndpointGuard* Context::newEndpointGuard(void* owner) {
+  guards_.push_back(std::make_unique<EndpointGuard>());
+  guards_.back()->owner = owner;
+  return guards_.back().get();
+}
+
+unsigned Context::progressLocked() {
+  unsigned total = 0;
+  // Drain what is ready, bounded so one busy peer cannot starve the caller.
+  for (int i = 0; i < 64; ++i) {
+    unsigned n = ucp_worker_progress(worker_);
+    if (n == 0) break;
+    total += n;
+  }
+  return total;
+}
+
+void Context::attach(Connection* conn) { attached_.push_back(conn); }
+
+void Context::detach(Connection* conn) {
+  attached_.erase(std::remove(attached_.begin(), attached_.end(), conn), attached_.end());
+}
+
+void Context::startProgressThread() {
+  int workerFd = -1;
+  ucs_status_t st = ucp_worker_get_efd(worker_, &workerFd);
+  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM,
+               ucsText("ucx: ucp_worker_get_efd failed (set ucx.progress_thread=0 to poll instead)", st));
+  epollFd_ = epoll_create1(EPOLL_CLOEXEC);
+  stopFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  PB_UCX_CHECK(epollFd_ >= 0 && stopFd_ >= 0, PB_ERR_SYSTEM,
+               std::string("ucx: cannot create the progress thread's epoll/eventfd: ") + std::strerror(errno));
+  for (int fd : {workerFd, stopFd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    PB_UCX_CHECK(epoll_ctl(epollFd_, EPOLL_CTL_ADD, fd, &ev) == 0, PB_ERR_SYSTEM,
+                 std::string("ucx: epoll_ctl for the progress thread: ") + std::strerror(errno));
+  }
+  progressThread_ = std::thread(&Context::progressLoop, this);
+}
+
+void Context::stopProgressThread() noexcept {
+  stopping_ = true;
+  if (progressThread_.joinable()) {
+    uint64_t one = 1;
+    ssize_t ignored = ::write(stopFd_, &one, sizeof(one));
+    (void)ignored;
+    progressThread_.join();
+  }
+  for (int* fd : {&epollFd_, &stopFd_})
+    if (*fd >= 0) {
+      ::close(*fd);
+      *fd = -1;
+    }
+}
+
+void Context::notifyLanded() const {
+  if (PB_HAS_FIELD(&host_, pb_host_services_v1, signal_landed) && host_.signal_landed)
+    host_.signal_landed(host_.core);
+}
+
+bool Context::supportsCuda() const { return (memoryTypes_ & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0; }
+
+std::string Context::memoryTypesText() const {
+  static const std::pair<ucs_memory_type_t, const char*> names[] = {
+      {UCS_MEMORY_TYPE_HOST, "host"},         {UCS_MEMORY_TYPE_CUDA, "cuda"},
+      {UCS_MEMORY_TYPE_CUDA_MANAGED, "cuda-managed"}, {UCS_MEMORY_TYPE_ROCM, "rocm"},
+      {UCS_MEMORY_TYPE_ROCM_MANAGED, "rocm-managed"}};
+  std::string out;
+  for (const auto& [type, name] : names)
+    if (memoryTypes_ & UCS_BIT(type)) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out.empty() ? "none" : out;
+}
+
+size_t Context::addressSize() const {
+  return wire::AddressBlob::kHeaderSize + workerAddress_.size() + controlChunks_.front()->rkey.size();
+}
+
+size_t Context::maxAddressSize() const { return addressSize() + kBlobSlack; }
+
+size_t Context::maxRkeySize() const {
+  // Host regions pack like the control words; other memory types may carry more.
+  return wire::PackedRkey::kHeaderSize + controlChunks_.front()->rkey.size() + kBlobSlack;
+}
+
+std::string Context::unreachableReason(const PeerInfo& peer) const {
+  if (peer.sameHost || effectiveTls_.empty()) return "";
+  // Only shared-memory and loopback transports listed: nothing leaves the host.
+  static const char* const kHostOnly[] = {"self", "sm", "shm", "posix", "sysv", "cma", "knem", "xpmem",
+                                          "cuda_ipc", "cuda_copy", "cuda", "rocm_ipc", "rocm_copy", "rocm"};
+  auto items = splitList(effectiveTls_);
+  for (const auto& item : items) {
+    if (item[0] == '^') return "";  // an exclusion list leaves UCX's network transports in
+    bool hostOnly = std::any_of(std::begin(kHostOnly), std::end(kHostOnly),
+                                [&](const char* name) { return item == name; });
+    if (!hostOnly) return "";
+  }
+  return "UCX_TLS=" + effectiveTls_ + " has no transport that leaves the host, but " + peer.describe() +
+         " is on another host (this is host " + hostname_ + ")";
+}
+
+void Context::log(pb_log_level level, const std::string& message) const {
+  if (host_.log) host_.log(host_.core, level, message.c_str());
+}
+
+void Context::setError(const std::string& message) {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  error_ = message;
+}
+
+std::string Context::lastError() const {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  return error_;
+}
+
+}  // namespace plugboard::ucx

@@ -1,0 +1,226 @@
+// The plugin context: host services, settings, the UCP context and its one
+// worker, the lock every UCX call runs under, control words for clean
+// close, the registry of local regions and the last error. One per loaded
+// plugin per communicator; the core's pb_plugin_ctx*.
+#pragma once
+
+#include <plugboard/transport.h>
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "memory.hpp"
+
+namespace plugboard::ucx {
+
+class Connection;
+
+/// can_connect's cost for a reachable peer (lower is better) when UCX has
+/// an RDMA or GPU transport: below the ethernet plugin's 100, above in-host
+/// paths such as cudaipc (~10).
+constexpr int kConnectCost = 90;
+/// The cost when UCX's only way between processes is TCP: then it is a
+/// slower TCP than the ethernet plugin, which `transports: auto` should
+/// prefer (README "Reachability and cost").
+constexpr int kTcpOnlyConnectCost = 110;
+
+/// How a signal is kept behind the writes posted before it (README:
+/// "Ordering").
+enum class Ordering {
+  Flush,  ///< Post the atomic once an ep flush covering those writes completed.
+  Fence   ///< ucp_worker_fence() between the writes and the atomic.
+};
+
+/// Resolved values of the plugin's settings (see Context::declareSettings).
+struct Settings {
+  std::string tls;                    ///< UCX_TLS to use when the environment sets none; "" = UCX's default.
+  Ordering ordering = Ordering::Flush;
+  bool progressThread = true;         ///< Run Context::progressLoop (README "Progress").
+};
+
+/// The far end of a connection, copied out of pb_peer_info_v1.
+struct PeerInfo {
+  int rank = -1;          ///< Peer's rank.
+  std::string host;       ///< Peer's host identity.
+  bool sameHost = false;  ///< Same host as this process.
+
+  /// Copies *peer; throws Error(PB_ERR_INVALID) on NULL or a short struct.
+  static PeerInfo from(const pb_peer_info_v1* peer);
+  /// "rank N (host H)", for messages.
+  std::string describe() const;
+};
+
+/// A registered 8-byte word a peer writes wire::kCloseMarker into when it
+/// closes its end of one connection cleanly. Never reused or unmapped
+/// before the context dies, so a late marker can never land in memory
+/// that has been given to something else.
+struct ControlSlot {
+  uint64_t* word = nullptr;                   ///< The word, initially 0.
+  const std::vector<uint8_t>* rkey = nullptr; ///< Packed UCP rkey covering it.
+};
+
+/// The argument of an endpoint's error handler. Owned by the context and
+/// kept until the worker is destroyed, so a handler UCX runs after its
+/// connection is gone finds owner == nullptr instead of freed memory.
+struct EndpointGuard {
+  void* owner = nullptr;  ///< The Connection, or null once it was freed.
+};
+
+/// State shared by every connection and region of one plugin instance.
+///
+/// Locking: one mutex (workerMutex()) guards every UCX call on the
+/// context, its worker, endpoints, requests and rkeys, and all mutable
+/// state of every Connection. UCX runs callbacks only inside calls made
+/// under it, so a callback for one connection may safely update that
+/// connection while another thread drives a different one, and the
+/// progress thread may pump any connection.
+class Context {
+ public:
+  /// Checks the host table, declares and reads the settings, creates the
+  /// UCP context and worker; throws Error.
+  explicit Context(const pb_host_services_v1* host);
+  /// Unmaps control words and leftover regions, destroys worker and context.
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  /// This process's rank.
+  int rank() const { return rank_; }
+  /// This host's name as the core identifies it.
+  const std::string& hostname() const { return hostname_; }
+  /// Settings read at init.
+  const Settings& settings() const { return settings_; }
+  /// The transports UCX was asked for ("" = its default) and from where,
+  /// e.g. "UCX_TLS=tcp (environment)".
+  const std::string& tlsSource() const { return tlsSource_; }
+  /// Empty if peer is reachable, else why not (e.g. shared-memory-only
+  /// UCX_TLS and a peer on another host).
+  std::string unreachableReason(const PeerInfo& peer) const;
+  /// can_connect's cost for a reachable peer.
+  int connectCost() const { return networkOnlyTcp_ ? kTcpOnlyConnectCost : kConnectCost; }
+  /// "self, tcp, posix": the transports of UCX's resources, for messages.
+  const std::string& resources() const { return resources_; }
+
+  /// The lock described in the class comment.
+  std::mutex& workerMutex() const { return workerMu_; }
+  /// The UCP context.
+  ucp_context_h ucp() const { return ucp_; }
+  /// The worker every connection of this context uses.
+  ucp_worker_h worker() const { return worker_; }
+  /// Our worker's address as ucp_worker_get_address gave it.
+  const std::vector<uint8_t>& workerAddress() const { return workerAddress_; }
+  /// Progresses the worker until it reports no more events (bounded).
+  /// Caller holds workerMutex(). Returns the number of events.
+  unsigned progressLocked();
+  /// Tells the core something may have landed (host signal_landed).
+  void notifyLanded() const;
+  /// Lets the progress thread pump conn (connected); caller holds workerMutex().
+  void attach(Connection* conn);
+  /// Stops pumping conn; caller holds workerMutex().
+  void detach(Connection* conn);
+
+  /// True when UCX can register CUDA memory (ucp_context_query).
+  bool supportsCuda() const;
+  /// "host, cuda": the memory types UCX reports, for messages.
+  std::string memoryTypesText() const;
+  /// Upper bound on setup()'s address blob.
+  size_t maxAddressSize() const;
+  /// Upper bound on pack_rkey()'s blob.
+  size_t maxRkeySize() const;
+  /// Size of setup()'s blob (fixed for this context).
+  size_t addressSize() const;
+
+  /// A fresh control word; caller holds workerMutex(). Throws Error.
+  ControlSlot newControlSlot();
+  /// A fresh endpoint guard pointing at owner; caller holds workerMutex().
+  EndpointGuard* newEndpointGuard(void* owner);
+  /// Local registered regions; callers hold workerMutex().
+  RegionRegistry& regions() { return regions_; }
+
+  /// Logs one line through the core.
+  void log(pb_log_level level, const std::string& message) const;
+  /// Records message as the reason last_error() reports.
+  void setError(const std::string& message);
+  /// The last recorded reason ("" if none).
+  std::string lastError() const;
+
+  /// Counts live connections, so finalize can refuse while any remain.
+  void connectionOpened() { ++connections_; }
+  /// See connectionOpened().
+  void connectionClosed() { --connections_; }
+  /// Live connections.
+  int connections() const { return connections_.load(); }
+
+ private:
+  /// Registered memory holding control words.
+  struct ControlChunk {
+    std::unique_ptr<uint64_t[]> words;
+    ucp_mem_h memh = nullptr;
+    std::vector<uint8_t> rkey;
+    size_t used = 0;
+  };
+
+  /// Declares tls and ordering through the host table.
+  void declareSettings() const;
+  /// A declared setting's value as text, through the host table.
+  std::string readSetting(const char* key) const;
+  /// Reads and checks every setting; throws Error(PB_ERR_INVALID).
+  Settings readSettings() const;
+  /// ucp_init with the tls setting applied unless UCX_TLS is set.
+  void initUcp();
+  /// Creates the worker and records its address.
+  void initWorker();
+  /// Lists UCX's resources (ucp_context_print_info) into resources_ and
+  /// networkOnlyTcp_.
+  void surveyResources();
+  /// Maps one more chunk of control words.
+  void addControlChunk();
+  /// Starts progressLoop on its own thread (settings().progressThread).
+  void startProgressThread();
+  /// Stops and joins it; never throws.
+  void stopProgressThread() noexcept;
+  /// The progress thread (progress.cpp): sleeps on the worker's event fd,
+  /// progresses the worker when it fires (landing peers' puts and
+  /// atomics), pumps every attached connection (posting signals whose
+  /// flush completed) and tells the core.
+  void progressLoop();
+  /// Releases everything UCX gave us; safe on a half-built context.
+  void teardown() noexcept;
+
+  pb_host_services_v1 host_{};
+  int rank_ = -1;
+  int nranks_ = 0;
+  std::string hostname_;
+  Settings settings_;
+  std::string tlsSource_;
+  std::string effectiveTls_;
+  std::string resources_;         // see resources()
+  bool networkOnlyTcp_ = false;   // no UCX resource but TCP and host-local ones
+  uint64_t memoryTypes_ = 0;
+
+  mutable std::mutex workerMu_;
+  ucp_context_h ucp_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::vector<uint8_t> workerAddress_;
+  std::vector<std::unique_ptr<ControlChunk>> controlChunks_;
+  std::vector<std::unique_ptr<EndpointGuard>> guards_;
+  std::vector<Connection*> attached_;  // connected, not closing
+  RegionRegistry regions_;
+
+  std::thread progressThread_;
+  int epollFd_ = -1;  // worker event fd + stopFd_
+  int stopFd_ = -1;   // eventfd: wakes the progress thread to exit
+  std::atomic<bool> stopping_{false};
+
+  std::atomic<int> connections_{0};
+  mutable std::mutex errorMu_;
+  std::string error_;
+};
+
+}  // namespace plugboard::ucx

@@ -1,0 +1,1008 @@
+// Tests of libplugboard-ucx.so through its C ABI only, as the core uses it:
+// dlopen, a fake host-services table, two plugin contexts (ranks 0 and 1 of
+// one host, so two UCP workers) in this process, UCX_TLS=tcp on loopback.
+// UCX's TCP transport moves data only while the target's worker progresses,
+// so every wait loop here calls proxy_progress on both sides, as each
+// rank's proxy thread would. A peer process that dies is tested in
+// tests/multiproc/ucx_comm_test.cpp.
+#include <dlfcn.h>
+#include <plugboard/transport.h>
+
+#include <gtest/gtest.h>
+
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef PLUGBOARD_UCX_PLUGIN
+#error "PLUGBOARD_UCX_PLUGIN must name libplugboard-ucx.so"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kTimeout = std::chrono::seconds(30);
+
+/// Every test runs UCX over TCP on loopback, whatever the machine has.
+class TcpOnly : public ::testing::Environment {
+ public:
+  void SetUp() override { setenv("UCX_TLS", "tcp", 1); }
+};
+const auto* const kTcpOnly = ::testing::AddGlobalTestEnvironment(new TcpOnly);
+
+/// The plugin's table, loaded once the way the core loads it.
+const pb_transport_v1* plugin() {
+  static const pb_transport_v1* table = []() -> const pb_transport_v1* {
+    void* handle = dlopen(PLUGBOARD_UCX_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      ADD_FAILURE() << "dlopen " << PLUGBOARD_UCX_PLUGIN << ": " << dlerror();
+      return nullptr;
+    }
+    auto entry = reinterpret_cast<pb_transport_entry_v1_fn>(dlsym(handle, PB_TRANSPORT_ENTRY_SYMBOL_V1));
+    if (!entry) {
+      ADD_FAILURE() << "no " << PB_TRANSPORT_ENTRY_SYMBOL_V1 << " in " << PLUGBOARD_UCX_PLUGIN;
+      return nullptr;
+    }
+    return entry(PB_TRANSPORT_ABI_MAJOR, PB_TRANSPORT_ABI_MINOR);
+  }();
+  return table;
+}
+
+/// A stand-in for the core's host services: settings come from a map
+/// (standing in for env/YAML), defaults from the plugin's declarations.
+struct FakeHost {
+  struct Decl {
+    pb_setting_type type;
+    std::string defaultValue;
+    int rankLocal;
+  };
+
+  FakeHost(int rank, std::string host, std::map<std::string, std::string> values)
+      : hostname(std::move(host)), values(std::move(values)) {
+    services.struct_size = sizeof(services);
+    services.abi_major = PB_TRANSPORT_ABI_MAJOR;
+    services.abi_minor = PB_TRANSPORT_ABI_MINOR;
+    services.core = this;
+    services.log = &FakeHost::log;
+    services.declare_setting = &FakeHost::declare;
+    services.get_setting = &FakeHost::get;
+    services.rank = rank;
+    services.nranks = 2;
+    services.hostname = hostname.c_str();
+    services.signal_landed = &FakeHost::landed;
+  }
+
+  static void log(void* core, pb_log_level level, const char* message) {
+    auto* self = static_cast<FakeHost*>(core);
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->logs.push_back((level == PB_LOG_WARN ? "WARN " : level == PB_LOG_INFO ? "INFO " : "TRACE ") +
+                         std::string(message));
+  }
+
+  static pb_status declare(void* core, const pb_setting_decl_v1* d) {
+    auto* self = static_cast<FakeHost*>(core);
+    std::lock_guard<std::mutex> lock(self->mu);
+    if (!d || !d->key || self->declared.count(d->key)) return PB_ERR_INVALID;
+    self->declared[d->key] = Decl{d->type, d->default_value ? d->default_value : "", d->rank_local};
+    return PB_OK;
+  }
+
+  static pb_status get(void* core, const char* key, char* buf, size_t len, size_t* needed) {
+    auto* self = static_cast<FakeHost*>(core);
+    std::lock_guard<std::mutex> lock(self->mu);
+    auto decl = self->declared.find(key);
+    if (decl == self->declared.end()) return PB_ERR_INVALID;
+    auto value = self->values.count(key) ? self->values[key] : decl->second.defaultValue;
+    *needed = value.size() + 1;
+    if (*needed > len) return PB_ERR_NOMEM;
+    std::memcpy(buf, value.c_str(), value.size() + 1);
+    return PB_OK;
+  }
+
+  static void landed(void* core) { static_cast<FakeHost*>(core)->landings.fetch_add(1); }
+
+  /// True when some log line contains every needle.
+  bool logged(std::initializer_list<std::string> needles) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& line : logs) {
+      bool all = true;
+      for (const auto& n : needles) all = all && line.find(n) != std::string::npos;
+      if (all) return true;
+    }
+    return false;
+  }
+
+  std::string allLogs() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::string out;
+    for (const auto& l : logs) out += l + "\n";
+    return out;
+  }
+
+  std::string hostname;
+  std::map<std::string, std::string> values;
+  std::map<std::string, Decl> declared;
+  std::vector<std::string> logs;
+  std::atomic<int> landings{0};
+  std::mutex mu;
+  pb_host_services_v1 services{};
+};
+
+/// Peer description as the core would build it.
+struct Peer {
+  Peer(int local, int peer, std::string localHost, std::string peerHost)
+      : localHost(std::move(localHost)), peerHost(std::move(peerHost)) {
+    info.struct_size = sizeof(info);
+    info.local_rank = local;
+    info.peer_rank = peer;
+    info.local_host = this->localHost.c_str();
+    info.peer_host = this->peerHost.c_str();
+    info.same_host = this->localHost == this->peerHost;
+  }
+  std::string localHost, peerHost;
+  pb_peer_info_v1 info{};
+};
+
+/// Sets or unsets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    had_ = std::getenv(name) != nullptr;
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+/// Owns contexts, connections, regions and keys made in a test, and frees
+/// them in ABI order at the end.
+class UcxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    t_ = plugin();
+    ASSERT_NE(t_, nullptr);
+    // Skip, with UCX's reason, where UCX cannot bring up a TCP worker.
+    static const std::string unusable = [this] {
+      FakeHost host(0, "probe", {});
+      pb_plugin_ctx* ctx = nullptr;
+      if (t_->init(&host.services, &ctx) != PB_OK) return std::string(t_->last_error(nullptr));
+      t_->finalize(ctx);
+      return std::string();
+    }();
+    if (!unusable.empty()) GTEST_SKIP() << "UCX cannot create a TCP worker here: " << unusable;
+  }
+
+  void TearDown() override {
+    for (auto& [conn, rkey] : rkeys_) EXPECT_EQ(t_->release_rkey(conn, rkey), PB_OK);
+    freeAll(conns_);
+    for (auto& [ctx, mr] : mrs_) EXPECT_EQ(t_->deregister_memory(ctx, mr), PB_OK) << t_->last_error(ctx);
+    for (pb_plugin_ctx* ctx : ctxs_) EXPECT_EQ(t_->finalize(ctx), PB_OK) << t_->last_error(ctx);
+  }
+
+  /// Frees conns all at once, one thread each, as ranks close their ends
+  /// in parallel: each free() progresses its own worker, which lands the
+  /// peer's close marker.
+  void freeAll(std::vector<pb_conn*> conns) {
+    std::vector<std::thread> threads;
+    std::vector<pb_status> results(conns.size(), PB_OK);
+    for (size_t i = 0; i < conns.size(); ++i)
+      threads.emplace_back([&, i] { results[i] = t_->free(conns[i]); });
+    for (auto& th : threads) th.join();
+    for (pb_status st : results) EXPECT_EQ(st, PB_OK);
+    for (pb_conn* c : conns) {
+      conns_.erase(std::remove(conns_.begin(), conns_.end(), c), conns_.end());
+      connected_.erase(std::remove(connected_.begin(), connected_.end(), c), connected_.end());
+    }
+  }
+
+  pb_plugin_ctx* makeContext(int rank, std::map<std::string, std::string> settings = {},
+                             std::string hostname = "testhost") {
+    hosts_.push_back(std::make_unique<FakeHost>(rank, std::move(hostname), std::move(settings)));
+    pb_plugin_ctx* ctx = nullptr;
+    pb_status st = t_->init(&hosts_.back()->services, &ctx);
+    EXPECT_EQ(st, PB_OK) << t_->last_error(nullptr);
+    if (ctx) {
+      ctxs_.push_back(ctx);
+      hostOf_[ctx] = hosts_.back().get();
+    }
+    return ctx;
+  }
+
+  std::string error(pb_plugin_ctx* ctx) { return t_->last_error(ctx); }
+
+  /// setup() for the connection from rank `local` to rank `peer`.
+  pb_conn* setup(pb_plugin_ctx* ctx, int local, int peer, std::vector<uint8_t>* blob) {
+    Peer info(local, peer, "testhost", "testhost");
+    pb_conn* conn = nullptr;
+    pb_transport_properties_v1 props{};
+    props.struct_size = sizeof(props);
+    EXPECT_EQ(t_->properties(ctx, &props), PB_OK);
+    blob->resize(props.max_address_size);
+    size_t len = blob->size();
+    EXPECT_EQ(t_->setup(ctx, &info.info, &conn, blob->data(), &len), PB_OK) << error(ctx);
+    blob->resize(len);
+    if (conn) conns_.push_back(conn);
+    return conn;
+  }
+
+  /// Connects ctx0 (rank 0) and ctx1 (rank 1), polling both sides as the
+  /// core's proxy threads would.
+  void connectPair(pb_plugin_ctx* ctx0, pb_plugin_ctx* ctx1, pb_conn** c0, pb_conn** c1) {
+    std::vector<uint8_t> blob0, blob1;
+    *c0 = setup(ctx0, 0, 1, &blob0);
+    *c1 = setup(ctx1, 1, 0, &blob1);
+    ASSERT_TRUE(*c0 && *c1);
+    pb_status s0 = PB_IN_PROGRESS, s1 = PB_IN_PROGRESS;
+    auto deadline = Clock::now() + kTimeout;
+    while ((s0 == PB_IN_PROGRESS || s1 == PB_IN_PROGRESS) && Clock::now() < deadline) {
+      if (s0 == PB_IN_PROGRESS) s0 = t_->proxy_connect(*c0, blob1.data(), blob1.size());
+      if (s1 == PB_IN_PROGRESS) s1 = t_->proxy_connect(*c1, blob0.data(), blob0.size());
+    }
+    ASSERT_EQ(s0, PB_OK) << error(ctx0);
+    ASSERT_EQ(s1, PB_OK) << error(ctx1);
+    connected_.push_back(*c0);
+    connected_.push_back(*c1);
+  }
+
+  pb_mr* reg(pb_plugin_ctx* ctx, void* ptr, size_t size) {
+    pb_mr* mr = nullptr;
+    EXPECT_EQ(t_->register_memory(ctx, ptr, size, PB_MEM_HOST, &mr), PB_OK) << error(ctx);
+    if (mr) mrs_.emplace_back(ctx, mr);
+    return mr;
+  }
+
+  /// Packs owner's mr and imports it on conn (the peer's connection).
+  pb_rkey* remoteKey(pb_plugin_ctx* owner, pb_mr* mr, pb_conn* conn) {
+    std::vector<uint8_t> buf = packed(owner, mr);
+    pb_rkey* rkey = nullptr;
+    EXPECT_EQ(t_->import_rkey(conn, buf.data(), buf.size(), &rkey), PB_OK);
+    if (rkey) rkeys_.emplace_back(conn, rkey);
+    return rkey;
+  }
+
+  std::vector<uint8_t> packed(pb_plugin_ctx* owner, pb_mr* mr) {
+    pb_transport_properties_v1 props{};
+    props.struct_size = sizeof(props);
+    EXPECT_EQ(t_->properties(owner, &props), PB_OK);
+    std::vector<uint8_t> buf(props.max_rkey_size);
+    size_t len = buf.size();
+    EXPECT_EQ(t_->pack_rkey(owner, mr, buf.data(), &len), PB_OK) << error(owner);
+    buf.resize(len);
+    return buf;
+  }
+
+  void releaseKey(pb_conn* conn, pb_rkey* rkey) {
+    ASSERT_EQ(t_->release_rkey(conn, rkey), PB_OK);
+    rkeys_.erase(std::find(rkeys_.begin(), rkeys_.end(), std::make_pair(conn, rkey)));
+  }
+
+  /// Drops conn's keys from the books (free() releases what is left).
+  void forgetKeysOf(pb_conn* conn) {
+    rkeys_.erase(std::remove_if(rkeys_.begin(), rkeys_.end(), [&](const auto& e) { return e.first == conn; }),
+                 rkeys_.end());
+  }
+
+  /// proxy_progress on every connected connection but skip, so the peer
+  /// side's worker moves; fails the test on an error.
+  void progressOthers(pb_conn* skip = nullptr) {
+    for (pb_conn* c : connected_) {
+      if (c == skip) continue;
+      uint64_t ignored = 0;
+      pb_status st = t_->proxy_progress(c, &ignored);
+      ASSERT_EQ(st, PB_OK) << "proxy_progress on another connection failed";
+    }
+  }
+
+  /// Polls proxy_progress until seq completed; fails on error or timeout.
+  void waitCompleted(pb_plugin_ctx* ctx, pb_conn* conn, uint64_t seq) {
+    uint64_t done = 0;
+    auto deadline = Clock::now() + kTimeout;
+    while (Clock::now() < deadline) {
+      ASSERT_EQ(t_->proxy_progress(conn, &done), PB_OK) << error(ctx);
+      ASSERT_LE(done, seq) << "completed runs ahead of what was posted";
+      if (done == seq) return;
+      ASSERT_NO_FATAL_FAILURE(progressOthers(conn));
+    }
+    FAIL() << "completion stuck at " << done << ", waiting for " << seq;
+  }
+
+  /// Waits until the counter (written by the peer's signals) reaches value.
+  void waitCounter(const uint64_t* counter, uint64_t value) {
+    auto deadline = Clock::now() + kTimeout;
+    while (__atomic_load_n(counter, __ATOMIC_ACQUIRE) < value) {
+      ASSERT_LT(Clock::now(), deadline) << "counter stuck at " << __atomic_load_n(counter, __ATOMIC_ACQUIRE);
+      ASSERT_NO_FATAL_FAILURE(progressOthers());
+    }
+  }
+
+  const pb_transport_v1* t_ = nullptr;
+  std::vector<std::unique_ptr<FakeHost>> hosts_;
+  std::map<pb_plugin_ctx*, FakeHost*> hostOf_;
+  std::vector<pb_plugin_ctx*> ctxs_;
+  std::vector<pb_conn*> conns_;
+  std::vector<pb_conn*> connected_;
+  std::vector<std::pair<pb_plugin_ctx*, pb_mr*>> mrs_;
+  std::vector<std::pair<pb_conn*, pb_rkey*>> rkeys_;
+};
+
+/// Two connected ranks of one host: c0_ is rank 0's connection to rank 1.
+/// UcxOrderingTest below adds the ordering setting; UcxPolledPairTest turns
+/// the plugin's progress thread off.
+class UcxPairTest : public UcxTest {
+ protected:
+  void SetUp() override {
+    UcxTest::SetUp();
+    if (HasFatalFailure() || IsSkipped()) return;
+    connectWith(pairSettings());
+  }
+
+  virtual std::map<std::string, std::string> pairSettings() const { return {}; }
+
+  void connectWith(const std::map<std::string, std::string>& settings) {
+    ctx0_ = makeContext(0, settings);
+    ctx1_ = makeContext(1, settings);
+    ASSERT_TRUE(ctx0_ && ctx1_);
+    connectPair(ctx0_, ctx1_, &c0_, &c1_);
+  }
+
+  pb_plugin_ctx* ctx0_ = nullptr;
+  pb_plugin_ctx* ctx1_ = nullptr;
+  pb_conn* c0_ = nullptr;
+  pb_conn* c1_ = nullptr;
+};
+
+/// A pair without the plugin's progress thread: a rank's worker moves
+/// only when proxy_progress is called on it, so a test can hold a rank still.
+class UcxPolledPairTest : public UcxPairTest {
+ protected:
+  std::map<std::string, std::string> pairSettings() const override { return {{"progress_thread", "0"}}; }
+};
+
+void fillPattern(uint8_t* p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>((i * 131u + seed * 7u + (i >> 12)) & 0xff);
+}
+
+// ---- loading, settings, reachability ---------------------------------------
+
+TEST_F(UcxTest, TableDescribesTheTransport) {
+  EXPECT_EQ(t_->abi_major, uint32_t(PB_TRANSPORT_ABI_MAJOR));
+  EXPECT_EQ(std::string(t_->name), "ucx");
+  EXPECT_GE(t_->struct_size, sizeof(pb_transport_v1));
+  EXPECT_NE(t_->write_signal, nullptr);
+  pb_plugin_ctx* ctx = makeContext(0);
+  ASSERT_NE(ctx, nullptr);
+  pb_transport_properties_v1 props{};
+  props.struct_size = sizeof(props);
+  ASSERT_EQ(t_->properties(ctx, &props), PB_OK);
+  EXPECT_EQ(props.mem_types, uint32_t(PB_MEM_HOST)) << "this UCX has no CUDA support";
+  EXPECT_EQ(props.flags, uint32_t(PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY));
+  EXPECT_GT(props.bandwidth_gbps, 0.0);
+  EXPECT_GT(props.latency_us, 0.0);
+  EXPECT_GT(props.max_address_size, 40u);
+  EXPECT_GT(props.max_rkey_size, 40u);
+  EXPECT_STREQ(t_->last_error(ctx), "");
+}
+
+TEST_F(UcxTest, EntryRefusesAnotherMajor) {
+  void* handle = dlopen(PLUGBOARD_UCX_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  auto entry = reinterpret_cast<pb_transport_entry_v1_fn>(dlsym(handle, PB_TRANSPORT_ENTRY_SYMBOL_V1));
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry(2, 0), nullptr);
+  dlclose(handle);
+}
+
+TEST_F(UcxTest, InitWithWrongHostMajorFailsWithReason) {
+  FakeHost host(0, "testhost", {});
+  host.services.abi_major = 7;
+  pb_plugin_ctx* ctx = reinterpret_cast<pb_plugin_ctx*>(&host);  // must be overwritten
+  EXPECT_EQ(t_->init(&host.services, &ctx), PB_ERR_VERSION);
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find("ABI 7." + std::to_string(PB_TRANSPORT_ABI_MINOR)), std::string::npos) << t_->last_error(nullptr);
+}
+
+TEST_F(UcxTest, DeclaresItsSettings) {
+  ASSERT_NE(makeContext(0), nullptr);
+  auto& declared = hosts_.back()->declared;
+  ASSERT_EQ(declared.count("tls"), 1u);
+  EXPECT_EQ(declared["tls"].type, PB_SETTING_STRING);
+  EXPECT_EQ(declared["tls"].defaultValue, "");
+  EXPECT_EQ(declared["tls"].rankLocal, 0) << "ranks must agree on transports";
+  ASSERT_EQ(declared.count("ordering"), 1u);
+  EXPECT_EQ(declared["ordering"].defaultValue, "flush");
+  EXPECT_EQ(declared["ordering"].rankLocal, 0);
+  ASSERT_EQ(declared.count("progress_thread"), 1u);
+  EXPECT_EQ(declared["progress_thread"].type, PB_SETTING_BOOL);
+  EXPECT_EQ(declared["progress_thread"].defaultValue, "1");
+}
+
+TEST_F(UcxTest, BadOrderingFailsInit) {
+  hosts_.push_back(std::make_unique<FakeHost>(0, "testhost", std::map<std::string, std::string>{{"ordering", "none"}}));
+  pb_plugin_ctx* ctx = nullptr;
+  EXPECT_EQ(t_->init(&hosts_.back()->services, &ctx), PB_ERR_INVALID);
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find("ucx.ordering = 'none'"), std::string::npos)
+      << t_->last_error(nullptr);
+}
+
+TEST_F(UcxTest, LogsTransportsAndWhereTheyCameFrom) {
+  ASSERT_NE(makeContext(0), nullptr);
+  EXPECT_TRUE(hosts_.back()->logged({"INFO UCX 1.", "UCX_TLS=tcp (environment)", "ep flush", "progress thread"}))
+      << hosts_.back()->allLogs();
+}
+
+TEST_F(UcxTest, TlsSettingAppliesWhenUcxTlsIsUnset) {
+  ScopedEnv env("UCX_TLS", nullptr);
+  pb_plugin_ctx* ctx0 = makeContext(0, {{"tls", "tcp"}});
+  pb_plugin_ctx* ctx1 = makeContext(1, {{"tls", "tcp"}});
+  ASSERT_TRUE(ctx0 && ctx1);
+  EXPECT_TRUE(hostOf_[ctx0]->logged({"UCX_TLS=tcp (ucx.tls setting)"})) << hostOf_[ctx0]->allLogs();
+  pb_conn *c0 = nullptr, *c1 = nullptr;
+  connectPair(ctx0, ctx1, &c0, &c1);
+  EXPECT_TRUE(hostOf_[ctx0]->logged({"rank 0 connected to rank 1 (host testhost) over UCX", "tcp/"}))
+      << hostOf_[ctx0]->allLogs();
+}
+
+TEST_F(UcxTest, UcxTlsFromTheEnvironmentWinsOverTheSetting) {
+  pb_plugin_ctx* ctx = makeContext(0, {{"tls", "rc"}});
+  ASSERT_NE(ctx, nullptr);
+  EXPECT_TRUE(hostOf_[ctx]->logged({"WARN ucx.tls = 'rc' is ignored: the environment sets UCX_TLS=tcp"}))
+      << hostOf_[ctx]->allLogs();
+  EXPECT_TRUE(hostOf_[ctx]->logged({"UCX_TLS=tcp (environment)"})) << hostOf_[ctx]->allLogs();
+}
+
+TEST_F(UcxTest, CanConnectSameAndOtherHosts) {
+  pb_plugin_ctx* ctx = makeContext(0);
+  ASSERT_NE(ctx, nullptr);
+  // UCX_TLS=tcp: no RDMA resource, so UCX ranks behind ethernet (100).
+  EXPECT_TRUE(hostOf_[ctx]->logged({"resources self, tcp (cost 110)"}) ||
+              hostOf_[ctx]->logged({"resources tcp (cost 110)"}))
+      << hostOf_[ctx]->allLogs();
+  for (const char* peerHost : {"testhost", "otherhost"}) {
+    Peer peer(0, 1, "testhost", peerHost);
+    int cost = -7;
+    char reason[128] = "x";
+    ASSERT_EQ(t_->can_connect(ctx, &peer.info, &cost, reason, sizeof(reason)), PB_OK) << error(ctx);
+    EXPECT_EQ(cost, 110) << peerHost;
+    EXPECT_STREQ(reason, "") << peerHost;
+  }
+}
+
+TEST_F(UcxTest, SharedMemoryOnlyTransportsCannotReachAnotherHost) {
+  ScopedEnv env("UCX_TLS", "self,sm");
+  FakeHost host(0, "testhost", {});
+  pb_plugin_ctx* ctx = nullptr;
+  if (t_->init(&host.services, &ctx) != PB_OK) GTEST_SKIP() << "UCX_TLS=self,sm: " << t_->last_error(nullptr);
+  ctxs_.push_back(ctx);
+  Peer peer(0, 3, "testhost", "otherhost");
+  int cost = 0;
+  char reason[256] = "";
+  ASSERT_EQ(t_->can_connect(ctx, &peer.info, &cost, reason, sizeof(reason)), PB_OK) << error(ctx);
+  EXPECT_LT(cost, 0);
+  EXPECT_NE(std::string(reason).find("UCX_TLS=self,sm has no transport that leaves the host"), std::string::npos)
+      << reason;
+  EXPECT_NE(std::string(reason).find("rank 3 (host otherhost)"), std::string::npos) << reason;
+}
+
+// ---- memory registration ---------------------------------------------------
+
+TEST_F(UcxTest, CudaMemoryIsUnsupportedWithReason) {
+  pb_plugin_ctx* ctx = makeContext(0);
+  ASSERT_NE(ctx, nullptr);
+  char buf[64];
+  pb_mr* mr = reinterpret_cast<pb_mr*>(buf);
+  EXPECT_EQ(t_->register_memory(ctx, buf, sizeof(buf), PB_MEM_CUDA, &mr), PB_ERR_UNSUPPORTED);
+  EXPECT_EQ(mr, nullptr);
+  EXPECT_NE(error(ctx).find("ucx cannot register CUDA memory"), std::string::npos) << error(ctx);
+  EXPECT_NE(error(ctx).find("memory types: host"), std::string::npos) << error(ctx);
+}
+
+TEST_F(UcxTest, DeregisterTwiceIsInvalid) {
+  pb_plugin_ctx* ctx = makeContext(0);
+  ASSERT_NE(ctx, nullptr);
+  std::vector<uint8_t> mem(64);
+  pb_mr* mr = nullptr;
+  ASSERT_EQ(t_->register_memory(ctx, mem.data(), mem.size(), PB_MEM_HOST, &mr), PB_OK) << error(ctx);
+  EXPECT_EQ(t_->deregister_memory(ctx, mr), PB_OK);
+  EXPECT_EQ(t_->deregister_memory(ctx, mr), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx).find("not a region registered"), std::string::npos) << error(ctx);
+}
+
+TEST_F(UcxPairTest, RkeyRoundTripAndBadKeys) {
+  std::vector<uint8_t> mem(100);
+  pb_mr* mr = reg(ctx1_, mem.data(), mem.size());
+  uint8_t small[8];
+  size_t len = sizeof(small);
+  EXPECT_EQ(t_->pack_rkey(ctx1_, mr, small, &len), PB_ERR_INVALID) << "buffer too small";
+  pb_transport_properties_v1 props{};
+  props.struct_size = sizeof(props);
+  ASSERT_EQ(t_->properties(ctx1_, &props), PB_OK);
+  EXPECT_GT(len, sizeof(small)) << "a failed pack reports the size it needs";
+  EXPECT_LE(len, props.max_rkey_size);
+  std::vector<uint8_t> key = packed(ctx1_, mr);
+  ASSERT_EQ(key.size(), len);
+  pb_rkey* rkey = nullptr;
+  EXPECT_EQ(t_->import_rkey(c0_, key.data(), key.size() - 1, &rkey), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0_).find("do not add up"), std::string::npos) << error(ctx0_);
+  EXPECT_EQ(t_->import_rkey(c0_, key.data(), 12, &rkey), PB_ERR_INVALID);
+  auto bad = key;
+  bad[0] ^= 0xff;
+  EXPECT_EQ(t_->import_rkey(c0_, bad.data(), bad.size(), &rkey), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0_).find("bad magic"), std::string::npos) << error(ctx0_);
+  // A flipped bit in the UCX part would reach UCX's parser: the checksum stops it.
+  for (size_t at : {size_t(9), key.size() - 1}) {
+    bad = key;
+    bad[at] ^= 0x10;
+    EXPECT_EQ(t_->import_rkey(c0_, bad.data(), bad.size(), &rkey), PB_ERR_INVALID) << "byte " << at;
+    EXPECT_NE(error(ctx0_).find("checksum"), std::string::npos) << error(ctx0_);
+  }
+  std::vector<uint8_t> garbage(key.size(), 0x5a);
+  EXPECT_EQ(t_->import_rkey(c0_, garbage.data(), garbage.size(), &rkey), PB_ERR_INVALID);
+  EXPECT_EQ(t_->import_rkey(c0_, nullptr, 40, &rkey), PB_ERR_INVALID);
+  EXPECT_EQ(rkey, nullptr);
+  ASSERT_EQ(t_->import_rkey(c0_, key.data(), key.size(), &rkey), PB_OK) << error(ctx0_);
+  EXPECT_EQ(t_->release_rkey(c0_, rkey), PB_OK);
+  EXPECT_EQ(t_->release_rkey(c0_, rkey), PB_ERR_INVALID) << "released twice";
+}
+
+TEST_F(UcxTest, BadPeerAddressIsInvalid) {
+  pb_plugin_ctx* ctx = makeContext(0);
+  ASSERT_NE(ctx, nullptr);
+  std::vector<uint8_t> blob;
+  pb_conn* conn = setup(ctx, 0, 1, &blob);
+  ASSERT_NE(conn, nullptr);
+  EXPECT_EQ(t_->proxy_connect(conn, blob.data(), blob.size() - 1), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx).find("from rank 1"), std::string::npos) << error(ctx);
+  EXPECT_EQ(t_->proxy_connect(conn, blob.data(), 10), PB_ERR_INVALID);
+  std::vector<uint8_t> wrong(blob.size(), 0x5a);
+  EXPECT_EQ(t_->proxy_connect(conn, wrong.data(), wrong.size()), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx).find("bad magic"), std::string::npos) << error(ctx);
+  auto flipped = blob;
+  flipped[blob.size() / 2] ^= 0x01;  // inside UCX's worker address
+  EXPECT_EQ(t_->proxy_connect(conn, flipped.data(), flipped.size()), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx).find("checksum"), std::string::npos) << error(ctx);
+  // Our own blob is well formed but says rank 0: not the peer we expect.
+  EXPECT_EQ(t_->proxy_connect(conn, blob.data(), blob.size()), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx).find("from rank 0, expected rank 1"), std::string::npos) << error(ctx);
+  EXPECT_EQ(t_->proxy_connect(conn, nullptr, 0), PB_ERR_INVALID);
+}
+
+TEST_F(UcxTest, SetupReportsTheRoomItNeeds) {
+  pb_plugin_ctx* ctx = makeContext(0);
+  ASSERT_NE(ctx, nullptr);
+  Peer info(0, 1, "testhost", "testhost");
+  pb_conn* conn = nullptr;
+  uint8_t small[16];
+  size_t len = sizeof(small);
+  EXPECT_EQ(t_->setup(ctx, &info.info, &conn, small, &len), PB_ERR_INVALID);
+  EXPECT_EQ(conn, nullptr);
+  pb_transport_properties_v1 props{};
+  props.struct_size = sizeof(props);
+  ASSERT_EQ(t_->properties(ctx, &props), PB_OK);
+  EXPECT_GT(len, sizeof(small));
+  EXPECT_LE(len, props.max_address_size);
+}
+
+TEST_F(UcxTest, OperationsBeforeConnectAreInvalid) {
+  pb_plugin_ctx* ctx = makeContext(0);
+  ASSERT_NE(ctx, nullptr);
+  std::vector<uint8_t> blob;
+  pb_conn* conn = setup(ctx, 0, 1, &blob);
+  ASSERT_NE(conn, nullptr);
+  uint64_t done = 0;
+  EXPECT_EQ(t_->proxy_progress(conn, &done), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx).find("not connected yet"), std::string::npos) << error(ctx);
+  pb_rkey* rkey = nullptr;
+  EXPECT_EQ(t_->import_rkey(conn, blob.data(), blob.size(), &rkey), PB_ERR_INVALID);
+}
+
+TEST_F(UcxTest, FinalizeRefusesWhileConnectionsAreOpen) {
+  pb_plugin_ctx* ctx = makeContext(0);
+  ASSERT_NE(ctx, nullptr);
+  std::vector<uint8_t> blob;
+  ASSERT_NE(setup(ctx, 0, 1, &blob), nullptr);
+  EXPECT_EQ(t_->finalize(ctx), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx).find("still open"), std::string::npos) << error(ctx);
+}
+
+// ---- data path -------------------------------------------------------------
+
+TEST_F(UcxPairTest, ConnectLogsTheLanesUcxChose) {
+  EXPECT_TRUE(hostOf_[ctx0_]->logged({"INFO rank 0 connected to rank 1 (host testhost) over UCX", "lane[0]", "tcp/"}))
+      << hostOf_[ctx0_]->allLogs();
+}
+
+class UcxWriteSizeTest : public UcxPairTest, public ::testing::WithParamInterface<size_t> {};
+
+TEST_P(UcxWriteSizeTest, WriteArrivesByteForByte) {
+  const size_t size = GetParam();
+  constexpr size_t kSrcOff = 3, kDstOff = 5, kSlack = 16;
+  std::vector<uint8_t> src(size + kSlack), dst(size + kSlack, 0xEE);
+  fillPattern(src.data(), src.size(), 1);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), sizeof(uint64_t));
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+
+  ASSERT_EQ(t_->write(c0_, mrSrc, kSrcOff, rkDst, kDstOff, size), PB_OK) << error(ctx0_);
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+  ASSERT_EQ(t_->flush(c0_), PB_OK) << error(ctx0_);
+  waitCompleted(ctx0_, c0_, 2);
+  waitCounter(counter.data(), 1);
+  EXPECT_EQ(std::memcmp(dst.data() + kDstOff, src.data() + kSrcOff, size), 0);
+  for (size_t i = 0; i < kDstOff; ++i) ASSERT_EQ(dst[i], 0xEE) << "byte " << i << " before the target changed";
+  for (size_t i = kDstOff + size; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE) << "byte " << i << " past the target";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, UcxWriteSizeTest,
+                         ::testing::Values(size_t(0), size_t(1), size_t(4097), size_t(64) << 20),
+                         [](const auto& info) { return std::to_string(info.param) + "B"; });
+
+/// The pair connected with ucx.ordering = GetParam().
+class UcxOrderingTest : public UcxPairTest, public ::testing::WithParamInterface<const char*> {
+ protected:
+  void SetUp() override {
+    UcxTest::SetUp();
+    if (HasFatalFailure() || IsSkipped()) return;
+    connectWith({{"ordering", GetParam()}});
+  }
+};
+
+TEST_P(UcxOrderingTest, SignalBecomesVisibleOnlyAfterEarlierWrites) {
+  constexpr size_t kSize = 1 << 20;
+  constexpr uint64_t kRounds = 24;
+  std::vector<uint8_t> src(kSize), dst(kSize, 0);
+  std::vector<uint64_t> counter(2, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
+  pb_mr* mrDst = reg(ctx1_, dst.data(), kSize);
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), 2 * sizeof(uint64_t));
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  std::vector<uint8_t> expect(kSize);
+  for (uint64_t round = 1; round <= kRounds; ++round) {
+    fillPattern(src.data(), kSize, unsigned(round));
+    ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kSize), PB_OK) << error(ctx0_);
+    ASSERT_EQ(t_->signal(c0_, rkCounter, 8, 3), PB_OK) << error(ctx0_);
+    // The receiving side observes the counter first, then the data.
+    waitCounter(&counter[1], 3 * round);
+    fillPattern(expect.data(), kSize, unsigned(round));
+    ASSERT_EQ(std::memcmp(dst.data(), expect.data(), kSize), 0) << "round " << round << ": signal overtook its write";
+    waitCompleted(ctx0_, c0_, 2 * round);  // Only now may src be refilled.
+  }
+  EXPECT_EQ(__atomic_load_n(&counter[1], __ATOMIC_ACQUIRE), 3 * kRounds);
+  EXPECT_EQ(counter[0], 0u) << "signal hit the wrong word";
+}
+
+// Many write+signal pairs in flight at once, each write to its own slot:
+// whenever the receiver sees the counter at c, slots [0, c) must be whole.
+// A checker thread watches the counter while this thread drives both
+// workers, so it also looks between two events of one progress call, as a
+// waiter on another thread than the proxy's would.
+TEST_P(UcxOrderingTest, PipelinedSignalsNeverOvertakeTheirWrites) {
+  constexpr size_t kSlot = 256 << 10, kSlots = 48;
+  std::vector<uint8_t> src(kSlot * kSlots), dst(kSlot * kSlots, 0);
+  fillPattern(src.data(), src.size(), 5);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), sizeof(uint64_t));
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  std::atomic<bool> stop{false};
+  std::atomic<long> overtaken{-1};
+  std::thread checker([&] {
+    size_t checked = 0;
+    while (!stop && checked < kSlots) {
+      uint64_t seen = __atomic_load_n(counter.data(), __ATOMIC_ACQUIRE);
+      for (; checked < seen && checked < kSlots; ++checked) {
+        const uint8_t* got = dst.data() + checked * kSlot;
+        const uint8_t* want = src.data() + checked * kSlot;
+        // Last byte first: a write still arriving is most likely incomplete at its end.
+        if (got[kSlot - 1] != want[kSlot - 1] || std::memcmp(got, want, kSlot) != 0) {
+          overtaken = long(checked);
+          return;
+        }
+      }
+    }
+  });
+  for (size_t i = 0; i < kSlots; ++i) {
+    if (i % 2) {
+      ASSERT_EQ(t_->write_signal(c0_, mrSrc, i * kSlot, rkDst, i * kSlot, kSlot, rkCounter, 0, 1), PB_OK)
+          << error(ctx0_);
+    } else {
+      ASSERT_EQ(t_->write(c0_, mrSrc, i * kSlot, rkDst, i * kSlot, kSlot), PB_OK) << error(ctx0_);
+      ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+    }
+  }
+  const uint64_t posted = kSlots + kSlots / 2;  // write+signal for even slots, write_signal for odd
+  waitCounter(counter.data(), kSlots);
+  stop = true;
+  checker.join();
+  EXPECT_EQ(overtaken.load(), -1) << "the signal for slot " << overtaken.load() << " arrived before its data";
+  waitCompleted(ctx0_, c0_, posted);
+  EXPECT_EQ(dst, src);
+}
+
+// Over UCX's TCP transport every operation shares one lane, so the end-to-
+// end tests above would pass even without the flush. This one checks the
+// flush itself: while rank 1 does not progress, it cannot acknowledge the
+// write, so the flush cannot complete and the signal must stay unposted
+// (not completed), even though the small write itself completed locally.
+TEST_F(UcxPolledPairTest, FlushModeHoldsTheSignalUntilThePeerHasTheWrite) {
+  std::vector<uint8_t> src(4096, 0xab), dst(4096, 0);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), 8);
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, src.size()), PB_OK) << error(ctx0_);
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+  uint64_t done = 0;
+  auto until = Clock::now() + std::chrono::milliseconds(300);
+  while (Clock::now() < until) ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << error(ctx0_);
+  EXPECT_EQ(done, 1u) << "the signal completed before rank 1 could have acknowledged the write";
+  EXPECT_EQ(counter[0], 0u);
+  waitCompleted(ctx0_, c0_, 2);  // progresses rank 1 too
+  waitCounter(counter.data(), 1);
+  EXPECT_EQ(dst, src);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, UcxOrderingTest, ::testing::Values("flush", "fence"),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST_F(UcxPairTest, ManyWritesInFlightCompleteInOrder) {
+  constexpr size_t kChunk = 1000, kCount = 4000;
+  std::vector<uint8_t> src(kChunk * kCount), dst(kChunk * kCount, 0);
+  fillPattern(src.data(), src.size(), 9);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), sizeof(uint64_t));
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  // Reverse order of offsets, so a reordering would show in the data.
+  for (size_t i = 0; i < kCount; ++i) {
+    size_t off = (kCount - 1 - i) * kChunk;
+    ASSERT_EQ(t_->write(c0_, mrSrc, off, rkDst, off, kChunk), PB_OK) << error(ctx0_);
+  }
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK);
+  uint64_t last = 0;
+  auto deadline = Clock::now() + kTimeout;
+  while (last < kCount + 1) {
+    ASSERT_LT(Clock::now(), deadline) << "completion stuck at " << last;
+    uint64_t done = 0;
+    ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << error(ctx0_);
+    ASSERT_GE(done, last) << "completion went backwards";
+    ASSERT_LE(done, kCount + 1);
+    last = done;
+    ASSERT_NO_FATAL_FAILURE(progressOthers(c0_));
+  }
+  waitCounter(counter.data(), 1);
+  EXPECT_EQ(std::memcmp(src.data(), dst.data(), src.size()), 0);
+}
+
+TEST_F(UcxPairTest, BothDirectionsAtOnce) {
+  constexpr size_t kSize = 16 << 20;
+  std::vector<uint8_t> a(kSize), b(kSize), intoA(kSize), intoB(kSize);
+  fillPattern(a.data(), kSize, 21);
+  fillPattern(b.data(), kSize, 22);
+  std::vector<uint64_t> counterA(1, 0), counterB(1, 0);
+  pb_mr* mrA = reg(ctx0_, a.data(), kSize);
+  pb_mr* mrB = reg(ctx1_, b.data(), kSize);
+  pb_mr* mrIntoA = reg(ctx0_, intoA.data(), kSize);
+  pb_mr* mrIntoB = reg(ctx1_, intoB.data(), kSize);
+  pb_mr* mrCounterA = reg(ctx0_, counterA.data(), 8);
+  pb_mr* mrCounterB = reg(ctx1_, counterB.data(), 8);
+  pb_rkey* rkIntoB = remoteKey(ctx1_, mrIntoB, c0_);
+  pb_rkey* rkCounterB = remoteKey(ctx1_, mrCounterB, c0_);
+  pb_rkey* rkIntoA = remoteKey(ctx0_, mrIntoA, c1_);
+  pb_rkey* rkCounterA = remoteKey(ctx0_, mrCounterA, c1_);
+  ASSERT_EQ(t_->write(c0_, mrA, 0, rkIntoB, 0, kSize), PB_OK);
+  ASSERT_EQ(t_->write(c1_, mrB, 0, rkIntoA, 0, kSize), PB_OK);
+  ASSERT_EQ(t_->signal(c0_, rkCounterB, 0, 1), PB_OK);
+  ASSERT_EQ(t_->signal(c1_, rkCounterA, 0, 1), PB_OK);
+  waitCounter(counterA.data(), 1);
+  waitCounter(counterB.data(), 1);
+  EXPECT_EQ(std::memcmp(a.data(), intoB.data(), kSize), 0);
+  EXPECT_EQ(std::memcmp(b.data(), intoA.data(), kSize), 0);
+  waitCompleted(ctx0_, c0_, 2);
+  waitCompleted(ctx1_, c1_, 2);
+}
+
+TEST_F(UcxPairTest, KeyReleasedWhileItsWriteIsInFlight) {
+  constexpr size_t kSize = 8 << 20;
+  std::vector<uint8_t> src(kSize), dst(kSize, 0);
+  fillPattern(src.data(), kSize, 31);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
+  pb_mr* mrDst = reg(ctx1_, dst.data(), kSize);
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), 8);
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kSize), PB_OK);
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK);
+  releaseKey(c0_, rkDst);  // the operations keep UCX's key alive
+  releaseKey(c0_, rkCounter);
+  waitCompleted(ctx0_, c0_, 2);
+  waitCounter(counter.data(), 1);
+  EXPECT_EQ(std::memcmp(src.data(), dst.data(), kSize), 0);
+}
+
+TEST_F(UcxPairTest, ProgressThreadLandsDataWithoutTheReceiverPolling) {
+  std::vector<uint8_t> src(100000), dst(100000, 0);
+  fillPattern(src.data(), src.size(), 41);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), 8);
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, src.size()), PB_OK) << error(ctx0_);
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+  // No proxy_progress on either side: both plugin threads do the work.
+  auto deadline = Clock::now() + kTimeout;
+  while (__atomic_load_n(counter.data(), __ATOMIC_ACQUIRE) < 1) {
+    ASSERT_LT(Clock::now(), deadline) << "nothing landed without polling";
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  EXPECT_EQ(dst, src);
+  waitCompleted(ctx0_, c0_, 2);
+}
+
+TEST_F(UcxPairTest, IdleProgressThreadsSleep) {
+  // Both contexts' threads are up and connected; with nothing to do they
+  // must block on the worker's event fd, not spin (CI has two cores).
+  auto cpu = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+  };
+  double before = cpu();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  double used = cpu() - before;
+  EXPECT_LT(used, 100.0) << "idle plugin threads used " << used << " ms of CPU in 500 ms";
+}
+
+TEST_F(UcxPairTest, SignalsTellTheCoreSomethingLanded) {
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), 8);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  int before = hostOf_[ctx1_]->landings.load();
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 5), PB_OK);
+  waitCounter(counter.data(), 5);
+  EXPECT_GT(hostOf_[ctx1_]->landings.load(), before) << "signal_landed was not called on the receiving side";
+}
+
+TEST_F(UcxPairTest, OutOfRangeOperationsAreRejected) {
+  std::vector<uint8_t> src(64), dst(64);
+  std::vector<uint64_t> counter(2, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_mr* mrCounter = reg(ctx1_, counter.data(), 16);
+  pb_mr* mrForeign = reg(ctx1_, src.data(), src.size());  // ctx1's region used as ctx0's source
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
+  pb_rkey* rkOnOtherConn = remoteKey(ctx0_, reg(ctx0_, dst.data(), dst.size()), c1_);
+  const size_t kHuge = SIZE_MAX;
+  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 65), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0_).find("source range"), std::string::npos) << error(ctx0_);
+  EXPECT_EQ(t_->write(c0_, mrSrc, 65, rkDst, 0, 0), PB_ERR_INVALID);
+  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 60, 8), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0_).find("destination range"), std::string::npos) << error(ctx0_);
+  EXPECT_EQ(t_->write(c0_, mrSrc, 8, rkDst, 0, kHuge), PB_ERR_INVALID) << "size overflow";
+  EXPECT_EQ(t_->write(c0_, mrSrc, kHuge, rkDst, 0, 2), PB_ERR_INVALID) << "offset overflow";
+  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, kHuge - 1, 4), PB_ERR_INVALID) << "offset overflow";
+  EXPECT_EQ(t_->signal(c0_, rkCounter, 12, 1), PB_ERR_INVALID) << "unaligned";
+  EXPECT_EQ(t_->signal(c0_, rkCounter, 16, 1), PB_ERR_INVALID) << "past the end";
+  EXPECT_EQ(t_->signal(c0_, rkCounter, kHuge - 3, 1), PB_ERR_INVALID) << "offset overflow";
+  EXPECT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, 0, 64, rkCounter, 16, 1), PB_ERR_INVALID) << "signal past the end";
+  EXPECT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, 1, 64, rkCounter, 0, 1), PB_ERR_INVALID) << "write past the end";
+  EXPECT_EQ(t_->write(c0_, nullptr, 0, rkDst, 0, 1), PB_ERR_INVALID);
+  EXPECT_EQ(t_->write(c0_, mrForeign, 0, rkDst, 0, 1), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0_).find("another context"), std::string::npos) << error(ctx0_);
+  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkOnOtherConn, 0, 1), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx0_).find("another connection"), std::string::npos) << error(ctx0_);
+  // Rejected posts take no sequence number and leave the connection usable.
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 64), PB_OK) << error(ctx0_);
+  ASSERT_EQ(t_->signal(c0_, rkCounter, 8, 1), PB_OK) << error(ctx0_);
+  waitCompleted(ctx0_, c0_, 2);
+  waitCounter(&counter[1], 1);
+}
+
+TEST_F(UcxPairTest, ZeroByteRegionTakesZeroByteWrites) {
+  std::vector<uint8_t> src(8);
+  uint8_t target = 0x77;
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrEmpty = reg(ctx1_, &target, 0);
+  pb_rkey* rkEmpty = remoteKey(ctx1_, mrEmpty, c0_);
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkEmpty, 0, 0), PB_OK) << error(ctx0_);
+  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkEmpty, 0, 1), PB_ERR_INVALID);
+  EXPECT_EQ(t_->signal(c0_, rkEmpty, 0, 1), PB_ERR_INVALID);
+  waitCompleted(ctx0_, c0_, 1);
+  EXPECT_EQ(target, 0x77);
+}
+
+// ---- close -----------------------------------------------------------------
+
+TEST_F(UcxPairTest, CleanCloseIsNotAnError) {
+  std::vector<uint8_t> src(8), dstMem(8);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dstMem.data(), dstMem.size());
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  // Rank 0 keeps progressing (its proxy thread) while rank 1 closes.
+  std::atomic<bool> stop{false};
+  std::atomic<pb_status> progressStatus{PB_OK};
+  std::thread rank0([&] {
+    while (!stop) {
+      uint64_t done = 0;
+      pb_status st = t_->proxy_progress(c0_, &done);
+      if (st != PB_OK) progressStatus = st;
+      std::this_thread::yield();
+    }
+  });
+  auto start = Clock::now();
+  forgetKeysOf(c1_);
+  freeAll({c1_});
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(1900)) << "free() waited out its 2 s grace: the marker did not land";
+  // UCX resets rank 0's endpoint when rank 1's goes; that is no error.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  stop = true;
+  rank0.join();
+  EXPECT_EQ(progressStatus.load(), PB_OK) << error(ctx0_);
+  uint64_t done = 0;
+  EXPECT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << error(ctx0_);
+  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 0), PB_ERR_REMOTE) << "posting after the peer closed";
+  std::string reason = error(ctx0_);
+  EXPECT_NE(reason.find("rank 1 (host testhost) closed the ucx connection"), std::string::npos) << reason;
+  EXPECT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << "a refused post does not break the connection";
+}
+
+TEST_F(UcxPairTest, FreeNeverHangsWithWritesInFlight) {
+  constexpr size_t kSize = 32 << 20;
+  std::vector<uint8_t> src(kSize), dst(kSize);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
+  pb_mr* mrDst = reg(ctx1_, dst.data(), kSize);
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kSize), PB_OK);
+  auto start = Clock::now();
+  forgetKeysOf(c0_);
+  freeAll({c0_, c1_});
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST_F(UcxPolledPairTest, FreeWithAPeerThatNeverProgressesIsBounded) {
+  // Nobody progresses rank 1: the close marker cannot land, free() gives up.
+  auto start = Clock::now();
+  freeAll({c0_});
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(8));
+  EXPECT_TRUE(hostOf_[ctx0_]->logged({"WARN could not tell rank 1 (host testhost)"})) << hostOf_[ctx0_]->allLogs();
+}
+
+}  // namespace
