@@ -1,15 +1,16 @@
-# plugboard_add_conformance_test(<plugin target> [NAME <test name>] [ARGS <checker args>...])
+# plugboard_add_conformance_test(<plugin target> [NAME <test name>] [TIMEOUT <s>]
+#                                [ARGS <checker args>...] [ENVIRONMENT <VAR=value>...])
 #
 # Registers a ctest that runs plugboard-plugin-check against the plugin
 # built by <plugin target> (e.g. plugboard-ethernet), passing ARGS (e.g.
-# --set provider=tcp) before the plugin path. Callable from any directory,
+# --set tls=tcp) before the plugin path, with ENVIRONMENT set. Callable from any directory,
 # before or after the plugin and the checker are defined: the requests are
 # collected and registered at the end of the top-level directory, each only
 # if its plugin target exists (a transport that is not built is no error).
 include_guard(GLOBAL)
 
 function(plugboard_add_conformance_test target)
-  cmake_parse_arguments(C "" "NAME;TIMEOUT" "ARGS" ${ARGN})
+  cmake_parse_arguments(C "" "NAME;TIMEOUT" "ARGS;ENVIRONMENT" ${ARGN})
   if(NOT C_NAME)
     string(REGEX REPLACE "^plugboard-" "" short "${target}")
     set(C_NAME "plugin_check_${short}")
@@ -21,6 +22,7 @@ function(plugboard_add_conformance_test target)
   set_property(GLOBAL PROPERTY PLUGBOARD_CONFORMANCE_${C_NAME}_TARGET ${target})
   set_property(GLOBAL PROPERTY PLUGBOARD_CONFORMANCE_${C_NAME}_ARGS "${C_ARGS}")
   set_property(GLOBAL PROPERTY PLUGBOARD_CONFORMANCE_${C_NAME}_TIMEOUT ${C_TIMEOUT})
+  set_property(GLOBAL PROPERTY PLUGBOARD_CONFORMANCE_${C_NAME}_ENVIRONMENT "${C_ENVIRONMENT}")
 endfunction()
 
 # Runs once, deferred to the end of the top-level CMakeLists.txt.
@@ -33,11 +35,15 @@ function(_plugboard_register_conformance_tests)
     get_property(target GLOBAL PROPERTY PLUGBOARD_CONFORMANCE_${name}_TARGET)
     get_property(args GLOBAL PROPERTY PLUGBOARD_CONFORMANCE_${name}_ARGS)
     get_property(timeout GLOBAL PROPERTY PLUGBOARD_CONFORMANCE_${name}_TIMEOUT)
+    get_property(environment GLOBAL PROPERTY PLUGBOARD_CONFORMANCE_${name}_ENVIRONMENT)
     if(NOT TARGET ${target})
       continue()
     endif()
     add_test(NAME ${name} COMMAND $<TARGET_FILE:plugboard-plugin-check> ${args} $<TARGET_FILE:${target}>)
     set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} LABELS "plugin;conformance")
+    if(environment)
+      set_tests_properties(${name} PROPERTIES ENVIRONMENT "${environment}")
+    endif()
   endforeach()
 endfunction()
 
