@@ -190,6 +190,7 @@ class Communicator {
  private:
   friend class Host2HostSemaphore;
   friend class Device2DeviceSemaphore;
+  friend class PortChannelService;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -103,6 +103,7 @@ bool Connection::trySendInline(Op& op) {
   }
   if (op.sent < total) return false;
   completed_.store(op.header.seq, std::memory_order_release);
+  ctx_.notifyWaiters();  // PB_CAP_SIGNAL_NOTIFY promises it for every completion
   return true;
 }
 

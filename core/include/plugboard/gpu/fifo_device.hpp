@@ -19,8 +19,10 @@
 
 #if defined(__CUDACC__)
 #define PB_DEVICE_INLINE __forceinline__ __device__
+#define PB_HOST_DEVICE_INLINE __forceinline__ __host__ __device__
 #else
 #define PB_DEVICE_INLINE inline
+#define PB_HOST_DEVICE_INLINE inline
 #endif
 
 namespace plugboard {

@@ -1,0 +1,53 @@
+/// @file port_channel.hpp
+/// Host side of PortChannels: a service that owns the Fifo and a proxy
+/// thread turning kernels' requests into transport writes, signals and
+/// flushes. Requires CUDA. The connection's transport must move CUDA
+/// memory (cudaipc today; network transports need staging, not yet done).
+#pragma once
+
+#include <memory>
+
+#include "plugboard/communicator.hpp"
+#include "plugboard/gpu/port_channel_device.hpp"
+
+namespace plugboard {
+
+class PortChannelService;
+
+/// One channel: a local buffer, the peer's buffer, and this side's
+/// inbound counter that the peer's proxy signals.
+class PortChannel {
+ public:
+  /// Plain handle for kernels.
+  PortChannelDeviceHandle deviceHandle() const { return handle_; }
+
+ private:
+  friend class PortChannelService;
+  PortChannelDeviceHandle handle_{};
+};
+
+/// The proxy for PortChannels of one communicator on the current device.
+class PortChannelService {
+ public:
+  /// Allocates the Fifo on the current CUDA device and starts the proxy thread.
+  explicit PortChannelService(Communicator& comm, uint32_t fifoSize = 512);
+  /// Stops the proxy thread (device waits then end in an abort error).
+  ~PortChannelService();
+  PortChannelService(const PortChannelService&) = delete;
+  PortChannelService& operator=(const PortChannelService&) = delete;
+
+  /// Adds a channel over connection from local to remote (imported on that
+  /// connection). Collective with the peer, which adds its own in the same
+  /// order. Throws Error(InvalidUsage) for memory the transport can't move.
+  PortChannel addChannel(std::shared_ptr<Connection> connection, RegisteredMemory local, RemoteMemory remote);
+  /// Rethrows the proxy thread's error, if it stopped on one.
+  void checkErrors() const;
+  /// Triggers handled so far.
+  uint64_t handled() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace plugboard

@@ -1,0 +1,140 @@
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "communicator/communicator_impl.hpp"
+#include "gpu/cuda_check.hpp"
+#include "plugboard/gpu/fifo.hpp"
+#include "plugboard/gpu/port_channel.hpp"
+#include "plugboard/logger.hpp"
+
+namespace plugboard {
+namespace {
+
+/// What the proxy needs for one channel's requests.
+struct ChannelEntry {
+  std::shared_ptr<Connection> connection;
+  RegisteredMemory local;
+  RemoteMemory remote;
+  RemoteMemory peerInbound;   // the peer's counter this side signals
+  RegisteredMemory inboundMem;
+  uint64_t* counters = nullptr;  // device: [0] inbound, [1] expected
+};
+
+}  // namespace
+
+struct PortChannelService::Impl {
+  Communicator& comm;
+  int device = 0;
+  Fifo fifo;
+  uint32_t* flags = nullptr;  // mapped host: [0] abort, [1] error (for the channels' waits)
+  uint32_t* flagsDev = nullptr;
+  std::mutex mutex;                                   // guards channels and error
+  std::vector<std::unique_ptr<ChannelEntry>> channels;  // by channel id; entries never move
+  std::exception_ptr error;
+  std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> handled{0};
+  std::thread thread;
+
+  Impl(Communicator& c, uint32_t fifoSize) : comm(c), fifo(fifoSize) {}
+  void run();
+  void handle(const ProxyTrigger& t);
+};
+
+void PortChannelService::Impl::handle(const ProxyTrigger& t) {
+  PortTriggerFields f = decodePortTrigger(t);
+  ChannelEntry* ch = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (f.channel >= channels.size())
+      throw Error(ErrorCode::Internal, "port channel request for unknown channel " + std::to_string(f.channel));
+    ch = channels[f.channel].get();
+  }
+  Connection& c = *ch->connection;
+  if ((f.request & kPortPut) && (f.request & kPortSignal))
+    c.writeWithSignal(ch->remote, f.dstOffset, ch->local, f.srcOffset, f.size, ch->peerInbound, 0, 1);
+  else if (f.request & kPortPut)
+    c.write(ch->remote, f.dstOffset, ch->local, f.srcOffset, f.size);
+  else if (f.request & kPortSignal)
+    c.signal(ch->peerInbound, 0, 1);
+  if (f.request & kPortFlush) c.flush();
+}
+
+void PortChannelService::Impl::run() {
+  try {
+    PB_CUDA_CHECK(cudaSetDevice(device));
+    unsigned idle = 0;
+    while (!stopping.load(std::memory_order_relaxed)) {
+      bool ready = false;
+      ProxyTrigger t = fifo.poll(&ready);
+      if (!ready) {
+        if (++idle > 1000) std::this_thread::yield();
+        continue;
+      }
+      idle = 0;
+      handle(t);
+      fifo.pop();  // after the request completed: a device sync() then means "done"
+      handled.fetch_add(1, std::memory_order_relaxed);
+    }
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      error = std::current_exception();
+    }
+    fifo.abort();  // kernels waiting on the queue end with a reported error
+    __atomic_store_n(&flags[0], 1u, __ATOMIC_RELEASE);
+  }
+}
+
+PortChannelService::PortChannelService(Communicator& comm, uint32_t fifoSize)
+    : impl_(std::make_unique<Impl>(comm, fifoSize)) {
+  PB_CUDA_CHECK(cudaGetDevice(&impl_->device));
+  PB_CUDA_CHECK(cudaHostAlloc(&impl_->flags, 2 * sizeof(uint32_t), cudaHostAllocMapped));
+  impl_->flags[0] = impl_->flags[1] = 0;
+  PB_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&impl_->flagsDev), impl_->flags, 0));
+  impl_->thread = std::thread([m = impl_.get()] { m->run(); });
+}
+
+PortChannelService::~PortChannelService() {
+  impl_->stopping = true;
+  if (impl_->thread.joinable()) impl_->thread.join();
+  for (auto& ch : impl_->channels) {
+    ch->peerInbound = RemoteMemory();
+    ch->inboundMem = RegisteredMemory();
+    if (ch->counters) cudaFree(ch->counters);
+  }
+  if (impl_->flags) cudaFreeHost(impl_->flags);
+}
+
+PortChannel PortChannelService::addChannel(std::shared_ptr<Connection> connection, RegisteredMemory local,
+                                           RemoteMemory remote) {
+  Impl& m = *impl_;
+  if (!connection || !local || !remote) throw Error(ErrorCode::InvalidUsage, "addChannel needs a connection and two memories");
+  auto e = std::make_unique<ChannelEntry>();
+  e->connection = connection;
+  e->local = std::move(local);
+  e->remote = std::move(remote);
+  PB_CUDA_CHECK(cudaMalloc(&e->counters, 2 * sizeof(uint64_t)));
+  PB_CUDA_CHECK(cudaMemset(e->counters, 0, 2 * sizeof(uint64_t)));
+  e->inboundMem = m.comm.registerMemory(e->counters, sizeof(uint64_t), MemoryKind::Cuda);
+  const int peer = connection->remoteRank();
+  m.comm.impl_->sendMemoryTagged(e->inboundMem, peer, kTagSemaphore);
+  e->peerInbound = m.comm.impl_->recvMemoryTagged(peer, kTagSemaphore);
+  PortChannel ch;
+  std::lock_guard<std::mutex> lock(m.mutex);
+  ch.handle_.fifo = m.fifo.deviceHandle();
+  ch.handle_.semaphore = Device2DeviceSemaphoreDeviceHandle{e->counters, nullptr, e->counters + 1, m.flagsDev, m.flagsDev + 1};
+  ch.handle_.channel = static_cast<uint32_t>(m.channels.size());
+  m.channels.push_back(std::move(e));
+  return ch;
+}
+
+void PortChannelService::checkErrors() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (impl_->error) std::rethrow_exception(impl_->error);
+}
+
+uint64_t PortChannelService::handled() const { return impl_->handled.load(); }
+
+}  // namespace plugboard
