@@ -125,6 +125,9 @@ void runPair(const Body& body) {
       body(channel, *sem, rank, peer);
       comm.bootstrap().barrier();
     }
+    // Every mapping of the peer's buffer is released above; free ours only
+    // once the peer has released its mapping of it too.
+    comm.bootstrap().barrier();
     cudaFree(buf);
   });
   expectAllPassed(results);

@@ -88,6 +88,9 @@ TEST(GpuPortChannel, PutSignalFlushThroughTheProxyOverCudaIpc) {
       if (w || f) throw std::runtime_error(std::to_string(w) + " wrong bytes, " + std::to_string(f) + " failed requests");
       comm.bootstrap().barrier();
     }
+    // Every mapping of the peer's buffer is released above; free ours only
+    // once the peer has released its mapping of it too.
+    comm.bootstrap().barrier();
     cudaFree(buf);
     cudaFree(wrong);
     cudaFree(failed);
