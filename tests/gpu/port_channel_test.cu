@@ -13,6 +13,7 @@ using namespace plugboard::test;
 namespace {
 
 constexpr uint64_t kHalf = 4 << 20;
+constexpr int64_t kSpins = 1ll << 26;  // a few seconds: a hang reports itself well inside the test timeout
 
 __device__ uint8_t portPattern(int rank, uint32_t round, uint64_t i) {
   return static_cast<uint8_t>(rank * 29 + round * 13 + i * 3 + (i >> 10));
@@ -29,13 +30,13 @@ __global__ void portPingPong(PortChannelDeviceHandle ch, char* buf, int rank, in
     __syncthreads();
     if (tid == 0) {
       __threadfence_system();  // the proxy's copy reads what the block wrote
-      if (!ch.putWithSignalAndFlush(kHalf, 0, bytes) || !ch.wait()) atomicAdd(failed, 1u);
+      if (!ch.putWithSignalAndFlush(kHalf, 0, bytes, kSpins) || !ch.wait(kSpins)) atomicAdd(failed, 1u);
     }
     __syncthreads();
     for (uint64_t i = tid; i < bytes; i += n)
       if (static_cast<uint8_t>(buf[kHalf + i]) != portPattern(peer, r, i)) atomicAdd(wrong, 1ull);
     __syncthreads();
-    if (tid == 0 && (!ch.signal() || !ch.flush() || !ch.wait())) atomicAdd(failed, 1u);
+    if (tid == 0 && (!ch.signal() || !ch.flush(kSpins) || !ch.wait(kSpins))) atomicAdd(failed, 1u);
     __syncthreads();
   }
 }

@@ -25,6 +25,8 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
     ContextGuard guard(dev_->primary);
     cudaCheck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), PB_ERR_SYSTEM,
               where() + ": cudaStreamCreateWithFlags on " + dev_->describe());
+    // Set-up time, before any user kernel can be spinning on our signals.
+    cudaCheck(preloadSignalKernel(), PB_ERR_SYSTEM, where() + ": loading the signal kernel on " + dev_->describe());
   }
   wire::AddressBlob blob;
   blob.rank = ctx_.rank();

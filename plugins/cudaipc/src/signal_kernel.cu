@@ -23,4 +23,12 @@ cudaError_t launchSignalAdd(cudaStream_t stream, uint64_t* target, uint64_t valu
   return cudaLaunchKernel(reinterpret_cast<const void*>(&signalAddKernel), dim3(1), dim3(1), args, 0, stream);
 }
 
+cudaError_t preloadSignalKernel() {
+  // Loads the module now. With CUDA's lazy loading, the first launch would
+  // load it then, and loading can wait behind a running kernel: a user
+  // kernel that spins until this signal lands would then never finish.
+  cudaFuncAttributes attributes;
+  return cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&signalAddKernel));
+}
+
 }  // namespace plugboard::cudaipc

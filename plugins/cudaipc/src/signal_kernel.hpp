@@ -13,4 +13,7 @@ namespace plugboard::cudaipc {
 /// Returns the launch's status.
 cudaError_t launchSignalAdd(cudaStream_t stream, uint64_t* target, uint64_t value);
 
+/// Loads the signal kernel's module on the current device now (see the .cu).
+cudaError_t preloadSignalKernel();
+
 }  // namespace plugboard::cudaipc
