@@ -33,10 +33,11 @@ step build cmake --build "$build" -j "$jobs"
 step gpu-tests ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
 step host-tests ctest --test-dir "$build" -LE gpu -j 8 --output-on-failure --timeout 300
 step fifo-latency "$build/bin/plugboard-bench-fifo-latency" 20000
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then step channels "$build/bin/plugboard-bench-channels"; fi
 
 echo
 echo "== machine"; cat "$OUT/machine.txt"
-echo "== microbenchmarks"; grep -h "_us_" "$OUT/fifo-latency.log" 2>/dev/null
+echo "== microbenchmarks"; grep -h -E "_us|GBps|_over_" "$OUT/fifo-latency.log" "$OUT/channels.log" 2>/dev/null
 echo "== summary (logs in $OUT)"
 column -t -s $'\t' "$summary" 2>/dev/null || cat "$summary"
 ! grep -q $'\tFAIL\t' "$summary"
