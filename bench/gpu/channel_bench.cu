@@ -13,6 +13,7 @@
 #include "plugboard/communicator.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/gpu/memory_channel.hpp"
+#include "plugboard/gpu/port_channel.hpp"
 
 using namespace plugboard;
 
@@ -20,6 +21,16 @@ namespace {
 
 __global__ void putKernel(MemoryChannelDeviceHandle ch, uint64_t bytes) {
   ch.put(0, 0, bytes, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+}
+
+// One thread asks the proxy for a put of `bytes` and waits until it is done.
+__global__ void portPutKernel(PortChannelDeviceHandle ch, uint64_t bytes, unsigned* failed) {
+  if (!ch.putWithSignalAndFlush(0, 0, bytes)) *failed = 1;
+}
+
+// LL16: payload bytes go out as 16-byte packets carrying 8 bytes each.
+__global__ void ll16PutKernel(MemoryChannelDeviceHandle ch, uint64_t bytes, uint32_t flag) {
+  ch.putPackets16(0, 0, bytes, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x, flag);
 }
 
 __device__ uint64_t nowNs() {
@@ -98,6 +109,31 @@ int rankMain(int rank, const UniqueId& id) {
                     bytes / ce / 1e6, (unsigned long long)(bytes >> 20), ce / put);
       }
       check(cudaGetLastError(), "put kernels");
+      uint32_t flag = 0;
+      for (uint64_t bytes = 16ull << 20; bytes <= (256ull << 20); bytes *= 4) {
+        float ll = timeIt([&] { ll16PutKernel<<<prop.multiProcessorCount * 2, 1024>>>(h, bytes, ++flag); }, 10);
+        std::printf("ll16_put_payload_GBps_%lluMiB %.1f\n", (unsigned long long)(bytes >> 20), bytes / ll / 1e6);
+      }
+      check(cudaGetLastError(), "LL16 kernels");
+    }
+    comm.bootstrap().barrier();
+    {
+      // PortChannel: the proxy thread turns each request into a copy-engine
+      // write over cudaipc; rank 1 only has to keep its proxy alive.
+      PortChannelService service(comm);
+      PortChannel port = service.addChannel(conn, local, remote);
+      if (rank == 0) {
+        for (uint64_t bytes = 64ull << 20; bytes <= maxBytes; bytes *= 4) {
+          float pt = timeIt([&] { portPutKernel<<<1, 1>>>(port.deviceHandle(), bytes, failed); }, 10);
+          std::printf("portchan_put_GBps_%lluMiB %.1f\n", (unsigned long long)(bytes >> 20), bytes / pt / 1e6);
+        }
+        check(cudaDeviceSynchronize(), "port kernels");
+        service.checkErrors();
+        unsigned f = 0;
+        cudaMemcpy(&f, failed, 4, cudaMemcpyDeviceToHost);
+        if (f) throw Error(ErrorCode::Timeout, "a port channel request did not complete");
+      }
+      comm.bootstrap().barrier();
     }
     comm.bootstrap().barrier();
     const int iters = 10000;
