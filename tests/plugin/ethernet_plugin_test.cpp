@@ -2,6 +2,7 @@
 // uses it: dlopen, a fake host-services table, two plugin contexts (ranks 0
 // and 1 of one host) in this process, real TCP sockets on loopback. One
 // test forks a rank that dies without closing.
+#include "plugin_test_support.hpp"
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -35,78 +36,11 @@ constexpr auto kTimeout = std::chrono::seconds(20);
 
 /// The plugin's table, loaded once the way the core loads it.
 const pb_transport_v1* plugin() {
-  static const pb_transport_v1* table = []() -> const pb_transport_v1* {
-    void* handle = dlopen(PLUGBOARD_ETHERNET_PLUGIN, RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      ADD_FAILURE() << "dlopen " << PLUGBOARD_ETHERNET_PLUGIN << ": " << dlerror();
-      return nullptr;
-    }
-    auto entry = reinterpret_cast<pb_transport_entry_v1_fn>(dlsym(handle, PB_TRANSPORT_ENTRY_SYMBOL_V1));
-    if (!entry) {
-      ADD_FAILURE() << "no " << PB_TRANSPORT_ENTRY_SYMBOL_V1 << " in " << PLUGBOARD_ETHERNET_PLUGIN;
-      return nullptr;
-    }
-    return entry(PB_TRANSPORT_ABI_MAJOR, PB_TRANSPORT_ABI_MINOR);
-  }();
+  static const pb_transport_v1* table = plugboard::test::loadPluginTable(PLUGBOARD_ETHERNET_PLUGIN);
   return table;
 }
 
-/// A stand-in for the core's host services: settings come from a map
-/// (standing in for env/YAML), defaults from the plugin's declarations.
-struct FakeHost {
-  struct Decl {
-    pb_setting_type type;
-    std::string defaultValue;
-    int rankLocal;
-  };
-
-  FakeHost(int rank, std::string host, std::map<std::string, std::string> values)
-      : hostname(std::move(host)), values(std::move(values)) {
-    services.struct_size = sizeof(services);
-    services.abi_major = PB_TRANSPORT_ABI_MAJOR;
-    services.abi_minor = PB_TRANSPORT_ABI_MINOR;
-    services.core = this;
-    services.log = &FakeHost::log;
-    services.declare_setting = &FakeHost::declare;
-    services.get_setting = &FakeHost::get;
-    services.rank = rank;
-    services.nranks = 2;
-    services.hostname = hostname.c_str();
-  }
-
-  static void log(void* core, pb_log_level, const char* message) {
-    auto* self = static_cast<FakeHost*>(core);
-    std::lock_guard<std::mutex> lock(self->mu);
-    self->logs.push_back(message);
-  }
-
-  static pb_status declare(void* core, const pb_setting_decl_v1* d) {
-    auto* self = static_cast<FakeHost*>(core);
-    std::lock_guard<std::mutex> lock(self->mu);
-    if (!d || !d->key || self->declared.count(d->key)) return PB_ERR_INVALID;
-    self->declared[d->key] = Decl{d->type, d->default_value ? d->default_value : "", d->rank_local};
-    return PB_OK;
-  }
-
-  static pb_status get(void* core, const char* key, char* buf, size_t len, size_t* needed) {
-    auto* self = static_cast<FakeHost*>(core);
-    std::lock_guard<std::mutex> lock(self->mu);
-    auto decl = self->declared.find(key);
-    if (decl == self->declared.end()) return PB_ERR_INVALID;
-    auto value = self->values.count(key) ? self->values[key] : decl->second.defaultValue;
-    *needed = value.size() + 1;
-    if (*needed > len) return PB_ERR_NOMEM;
-    std::memcpy(buf, value.c_str(), value.size() + 1);
-    return PB_OK;
-  }
-
-  std::string hostname;
-  std::map<std::string, std::string> values;
-  std::map<std::string, Decl> declared;
-  std::vector<std::string> logs;
-  std::mutex mu;
-  pb_host_services_v1 services{};
-};
+using plugboard::test::FakeHost;
 
 /// Peer description as the core would build it.
 struct Peer {

@@ -5,6 +5,7 @@
 // so every wait loop here calls proxy_progress on both sides, as each
 // rank's proxy thread would. A peer process that dies is tested in
 // tests/multiproc/ucx_comm_test.cpp.
+#include "plugin_test_support.hpp"
 #include <dlfcn.h>
 #include <plugboard/transport.h>
 
@@ -43,101 +44,11 @@ const auto* const kTcpOnly = ::testing::AddGlobalTestEnvironment(new TcpOnly);
 
 /// The plugin's table, loaded once the way the core loads it.
 const pb_transport_v1* plugin() {
-  static const pb_transport_v1* table = []() -> const pb_transport_v1* {
-    void* handle = dlopen(PLUGBOARD_UCX_PLUGIN, RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      ADD_FAILURE() << "dlopen " << PLUGBOARD_UCX_PLUGIN << ": " << dlerror();
-      return nullptr;
-    }
-    auto entry = reinterpret_cast<pb_transport_entry_v1_fn>(dlsym(handle, PB_TRANSPORT_ENTRY_SYMBOL_V1));
-    if (!entry) {
-      ADD_FAILURE() << "no " << PB_TRANSPORT_ENTRY_SYMBOL_V1 << " in " << PLUGBOARD_UCX_PLUGIN;
-      return nullptr;
-    }
-    return entry(PB_TRANSPORT_ABI_MAJOR, PB_TRANSPORT_ABI_MINOR);
-  }();
+  static const pb_transport_v1* table = plugboard::test::loadPluginTable(PLUGBOARD_UCX_PLUGIN);
   return table;
 }
 
-/// A stand-in for the core's host services: settings come from a map
-/// (standing in for env/YAML), defaults from the plugin's declarations.
-struct FakeHost {
-  struct Decl {
-    pb_setting_type type;
-    std::string defaultValue;
-    int rankLocal;
-  };
-
-  FakeHost(int rank, std::string host, std::map<std::string, std::string> values)
-      : hostname(std::move(host)), values(std::move(values)) {
-    services.struct_size = sizeof(services);
-    services.abi_major = PB_TRANSPORT_ABI_MAJOR;
-    services.abi_minor = PB_TRANSPORT_ABI_MINOR;
-    services.core = this;
-    services.log = &FakeHost::log;
-    services.declare_setting = &FakeHost::declare;
-    services.get_setting = &FakeHost::get;
-    services.rank = rank;
-    services.nranks = 2;
-    services.hostname = hostname.c_str();
-    services.signal_landed = &FakeHost::landed;
-  }
-
-  static void log(void* core, pb_log_level level, const char* message) {
-    auto* self = static_cast<FakeHost*>(core);
-    std::lock_guard<std::mutex> lock(self->mu);
-    self->logs.push_back((level == PB_LOG_WARN ? "WARN " : level == PB_LOG_INFO ? "INFO " : "TRACE ") +
-                         std::string(message));
-  }
-
-  static pb_status declare(void* core, const pb_setting_decl_v1* d) {
-    auto* self = static_cast<FakeHost*>(core);
-    std::lock_guard<std::mutex> lock(self->mu);
-    if (!d || !d->key || self->declared.count(d->key)) return PB_ERR_INVALID;
-    self->declared[d->key] = Decl{d->type, d->default_value ? d->default_value : "", d->rank_local};
-    return PB_OK;
-  }
-
-  static pb_status get(void* core, const char* key, char* buf, size_t len, size_t* needed) {
-    auto* self = static_cast<FakeHost*>(core);
-    std::lock_guard<std::mutex> lock(self->mu);
-    auto decl = self->declared.find(key);
-    if (decl == self->declared.end()) return PB_ERR_INVALID;
-    auto value = self->values.count(key) ? self->values[key] : decl->second.defaultValue;
-    *needed = value.size() + 1;
-    if (*needed > len) return PB_ERR_NOMEM;
-    std::memcpy(buf, value.c_str(), value.size() + 1);
-    return PB_OK;
-  }
-
-  static void landed(void* core) { static_cast<FakeHost*>(core)->landings.fetch_add(1); }
-
-  /// True when some log line contains every needle.
-  bool logged(std::initializer_list<std::string> needles) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& line : logs) {
-      bool all = true;
-      for (const auto& n : needles) all = all && line.find(n) != std::string::npos;
-      if (all) return true;
-    }
-    return false;
-  }
-
-  std::string allLogs() {
-    std::lock_guard<std::mutex> lock(mu);
-    std::string out;
-    for (const auto& l : logs) out += l + "\n";
-    return out;
-  }
-
-  std::string hostname;
-  std::map<std::string, std::string> values;
-  std::map<std::string, Decl> declared;
-  std::vector<std::string> logs;
-  std::atomic<int> landings{0};
-  std::mutex mu;
-  pb_host_services_v1 services{};
-};
+using plugboard::test::FakeHost;
 
 /// Peer description as the core would build it.
 struct Peer {
