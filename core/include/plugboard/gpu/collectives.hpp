@@ -1,0 +1,78 @@
+/// @file collectives.hpp
+/// Collectives on CUDA device buffers, launched on a user stream and
+/// capturable in a CUDA graph. Ranks whose pair selected a transport that
+/// maps peer memory (cudaipc) talk through MemoryChannels; the others
+/// through PortChannels over whatever transport the pair selected.
+/// Requires CUDA.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <memory>
+
+#include "plugboard/communicator.hpp"
+#include "plugboard/datatype.hpp"
+
+namespace plugboard {
+
+/// Collectives on device memory. Construction is collective: it connects
+/// every pair for CUDA memory, allocates and exchanges scratch buffers and
+/// builds the channels, on the CUDA device current at construction.
+///
+/// Calls only enqueue work on `stream` (no host synchronisation, no host
+/// allocation), so they may be captured in a CUDA graph and replayed. They
+/// must be made in the same order with matching arguments on every rank.
+/// Buffers need no registration. In-place follows NCCL: allreduce, reduce,
+/// broadcast and alltoall with send == recv; allgather with
+/// send == recv + rank * count; reducescatter with send + rank * count == recv.
+///
+/// Supported types: Float32, Float16, BFloat16, Int32, Uint8 (others throw
+/// Error(InvalidUsage)); ops Sum, Prod, Min, Max.
+///
+/// Settings (registry, PLUGBOARD_<NAME> in the environment):
+///   gpu_allreduce_small_bytes  below it, the one-shot LL-packet allreduce
+///   gpu_scratch_bytes          scratch per peer for the pipelined algorithms
+///   gpu_blocks, gpu_threads    launch shape of the collective kernels
+///   gpu_chunk_bytes            pipeline chunk of the large-message kernels
+///
+/// A device wait that times out or is aborted is recorded; checkErrors()
+/// (and the next call) throws Error(Timeout/Remote) naming rank and peer.
+class GpuCollectives {
+ public:
+  /// Collective over comm, which must outlive this object.
+  explicit GpuCollectives(Communicator& comm);
+  ~GpuCollectives();
+  GpuCollectives(const GpuCollectives&) = delete;
+  GpuCollectives& operator=(const GpuCollectives&) = delete;
+
+  /// recv[i] = op over ranks of send[i], count elements.
+  void allReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, cudaStream_t stream);
+  /// recv = concatenation by rank of each rank's send (count elements each).
+  void allGather(const void* send, void* recv, size_t count, DataType type, cudaStream_t stream);
+  /// recv = block `rank` (count elements) of op over ranks of send (size() * count elements).
+  void reduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op, cudaStream_t stream);
+  /// recv on every rank = send of root (send is read on root only).
+  void broadcast(const void* send, void* recv, size_t count, DataType type, int root, cudaStream_t stream);
+  /// recv on root = op over ranks of send (recv is written on root only).
+  void reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root, cudaStream_t stream);
+  /// Block j of send goes to rank j; block i of recv comes from rank i (count elements per block).
+  void allToAll(const void* send, void* recv, size_t count, DataType type, cudaStream_t stream);
+  /// Sends count elements to peer; pairs with the peer's recv.
+  void send(const void* buf, size_t count, DataType type, int peer, cudaStream_t stream);
+  /// Receives count elements from peer.
+  void recv(void* buf, size_t count, DataType type, int peer, cudaStream_t stream);
+
+  /// Throws the first error a device wait or the proxy recorded, naming
+  /// rank, peer and transport. Does not synchronise the stream.
+  void checkErrors() const;
+  /// The communicator.
+  Communicator& communicator() const;
+
+  struct Impl;  ///< Private state (pimpl).
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace plugboard
