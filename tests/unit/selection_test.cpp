@@ -128,3 +128,47 @@ TEST(Selection, EachMemoryKindGetsATransportThatMovesIt) {
     EXPECT_NE(std::string(e.what()).find("no transport can move CUDA memory"), std::string::npos) << e.what();
   }
 }
+
+TEST(Selection, CudaMemoryFallsBackToStagingOnlyWhenNoNativeTransportWorks) {
+  auto views = makeViews({"a", "a", "b"}, {"local", "ethernet"});
+  for (auto& v : views) {
+    v.memTypes["local"] = PB_MEM_CUDA;  // like cudaipc: same host, GPU memory only
+    v.memTypes["ethernet"] = advertisedMemTypes(PB_MEM_HOST, true);
+  }
+  auto gpu = selectTransports(views, {}, PB_MEM_CUDA);
+  EXPECT_EQ(gpu.at({0, 1}).transport, "local");
+  EXPECT_FALSE(gpu.at({0, 1}).staged);
+  EXPECT_EQ(gpu.at({0, 2}).transport, "ethernet");  // another host: cudaipc cannot reach it
+  EXPECT_TRUE(gpu.at({0, 2}).staged);
+  EXPECT_NE(gpu.at({0, 2}).why.find("staged through pinned host buffers"), std::string::npos) << gpu.at({0, 2}).why;
+}
+
+TEST(Selection, RuleOrderPrefersANativeCudaTransportOverStaging) {
+  auto views = makeViews({"a", "a"}, {"local", "ethernet"});
+  for (auto& v : views) {
+    v.memTypes["local"] = PB_MEM_CUDA;
+    v.memTypes["ethernet"] = advertisedMemTypes(PB_MEM_HOST, true);
+  }
+  // The user lists ethernet first (for host memory); CUDA memory still takes the native transport.
+  auto gpu = selectTransports(views, {rule(PeerMatch::Kind::Any, {"ethernet", "local"})}, PB_MEM_CUDA);
+  EXPECT_EQ(gpu.at({0, 1}).transport, "local");
+  EXPECT_FALSE(gpu.at({0, 1}).staged);
+  // A rule naming only ethernet stages.
+  gpu = selectTransports(views, {rule(PeerMatch::Kind::Any, {"ethernet"})}, PB_MEM_CUDA);
+  EXPECT_EQ(gpu.at({0, 1}).transport, "ethernet");
+  EXPECT_TRUE(gpu.at({0, 1}).staged);
+}
+
+TEST(Selection, StagingNeedsACoreBuiltWithCudaOnBothRanks) {
+  EXPECT_EQ(advertisedMemTypes(PB_MEM_HOST, false), uint32_t(PB_MEM_HOST));
+  EXPECT_EQ(advertisedMemTypes(PB_MEM_CUDA, true), uint32_t(PB_MEM_CUDA));  // native transports are not staged
+  auto views = makeViews({"a", "b"}, {"ethernet"});
+  views[0].memTypes["ethernet"] = advertisedMemTypes(PB_MEM_HOST, true);
+  views[1].memTypes["ethernet"] = advertisedMemTypes(PB_MEM_HOST, false);
+  try {
+    selectTransports(views, {}, PB_MEM_CUDA);
+    FAIL() << "rank 1 cannot stage: expected no CUDA transport";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no transport can move CUDA memory"), std::string::npos) << e.what();
+  }
+}

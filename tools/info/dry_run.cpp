@@ -31,20 +31,21 @@ void printSelection(const LocalSetup& setup, const std::vector<std::string>& hos
     views[a].host = hosts[a];
     for (const auto& p : setup.plugins) {
       views[a].transports.push_back(p->name());
-      views[a].memTypes[p->name()] = p->properties().mem_types;
+      views[a].memTypes[p->name()] = advertisedMemTypes(p->properties().mem_types, coreCanStageCuda());
     }
     for (int b = 0; b < n; ++b)
       if (a != b) views[a].reach[b] = reachFrom(setup, hosts, a, b);
   }
   checkRulesUseLoaded(setup.config->rules(), views);
   bool anyCuda = false;
-  for (const auto& p : setup.plugins) anyCuda = anyCuda || (p->properties().mem_types & PB_MEM_CUDA);
+  for (const auto& p : setup.plugins)
+    anyCuda = anyCuda || (advertisedMemTypes(p->properties().mem_types, coreCanStageCuda()) & (PB_MEM_CUDA | kMemCudaStaged));
   for (uint32_t memType : {uint32_t(PB_MEM_HOST), uint32_t(PB_MEM_CUDA)}) {
     if (memType == PB_MEM_CUDA && !anyCuda) continue;
     out << "  " << memTypeName(memType) << " memory:\n";
     for (const auto& [pair, c] : selectTransports(views, setup.config->rules(), memType))
       out << "    rank " << pair.first << " (" << hosts[pair.first] << ") <-> rank " << pair.second << " ("
-          << hosts[pair.second] << ") via " << c.transport << " (" << c.why << ")\n";
+          << hosts[pair.second] << ") via " << c.transport << (c.staged ? " staged" : "") << " (" << c.why << ")\n";
   }
 }
 

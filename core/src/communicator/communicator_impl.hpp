@@ -9,10 +9,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "communicator/local_setup.hpp"
+#include "communicator/stager.hpp"
 #include "plugboard/communicator.hpp"
 #include "plugins/transport_plugin.hpp"
 #include "selection/selector.hpp"
@@ -25,6 +27,7 @@ class ProxyService;
 enum CoreTag : int {
   kTagConnect = 1,
   kTagSemaphore = 2,
+  kTagStaging = 3,
   kTagUserMemoryBase = 1 << 20,
 };
 
@@ -43,9 +46,19 @@ struct ConnectionImpl {
   std::exception_ptr error;            // guarded by mutex
   bool closed = false;                 // guarded by mutex
   std::vector<std::weak_ptr<RemoteMemoryImpl>> imports;  // guarded by mutex
+  /// Set by setup() when the pair's CUDA memory is staged over this transport;
+  /// stopped by close() before the plugin connection is freed.
+  std::unique_ptr<Stager> stager;
 
   /// "rank 0 -> rank 3 (host b) over ethernet", for messages.
   std::string describe() const;
+  /// Posts a plugin write; returns the posted count including it.
+  uint64_t postWrite(pb_mr* src, uint64_t srcOffset, pb_rkey* dst, uint64_t dstOffset, uint64_t size);
+  /// Posts write then signal, fused where the plugin has write_signal.
+  uint64_t postWriteSignal(pb_mr* src, uint64_t srcOffset, pb_rkey* dst, uint64_t dstOffset, uint64_t size,
+                           pb_rkey* signalDst, uint64_t signalOffset, uint64_t value);
+  /// Posts a plugin signal; returns the posted count including it.
+  uint64_t postSignal(pb_rkey* dst, uint64_t dstOffset, uint64_t value);
   /// Calls proxy_progress once; records an error instead of throwing.
   void progress();
   /// Rethrows the recorded error, if any.
@@ -61,6 +74,7 @@ struct ConnectionImpl {
 
 /// One registration of local memory with each transport that accepts it.
 struct RegisteredMemoryImpl {
+  uint64_t id = 0;  // unique in the communicator; names the region in staged writes
   void* data = nullptr;
   size_t size = 0;
   MemoryKind kind = MemoryKind::Host;
@@ -77,9 +91,12 @@ struct RegisteredMemoryImpl {
 /// A peer region imported on one connection.
 struct RemoteMemoryImpl {
   std::shared_ptr<ConnectionImpl> connection;
-  pb_rkey* rkey = nullptr;  // released by ConnectionImpl::close or the destructor
+  pb_rkey* rkey = nullptr;  // released by ConnectionImpl::close or the destructor; null when staged
   size_t size = 0;
   int rank = -1;
+  uint64_t regionId = 0;              // the owner's RegisteredMemoryImpl::id
+  MemoryKind kind = MemoryKind::Host;
+  bool staged = false;                // reached through the connection's stager, not the plugin
   ~RemoteMemoryImpl();
 };
 
@@ -102,6 +119,9 @@ struct Communicator::Impl {
   std::map<ConnKey, std::promise<std::shared_ptr<Connection>>> pendingPromises;
   std::map<ConnKey, std::shared_future<std::shared_ptr<Connection>>> pendingFutures;
   std::vector<std::weak_ptr<RegisteredMemoryImpl>> memories;
+  std::map<uint64_t, std::weak_ptr<RegisteredMemoryImpl>> regionsById;  // for staged writes landing here
+  uint64_t nextRegionId = 1;
+  std::set<ConnKey> pendingStagers;  // connections setup() must give a stager
   std::unique_ptr<ProxyService> proxy;
 
   /// Round 1: identities, versions, settings; throws on every rank alike.
@@ -117,6 +137,19 @@ struct Communicator::Impl {
   void selectAllKinds();
   /// The open connection carrying `kind` memory to peer, or null.
   std::shared_ptr<ConnectionImpl> findConnection(int peer, MemoryKind kind) const;
+  /// Registers memory with every loaded transport that takes its kind (and
+  /// for staging where CUDA memory has none); records it by id.
+  std::shared_ptr<RegisteredMemoryImpl> registerRegion(void* data, size_t size, MemoryKind kind);
+  /// The live registration with this id, or null.
+  std::shared_ptr<RegisteredMemoryImpl> findRegion(uint64_t id);
+  /// A registration's descriptor, as peers import it.
+  std::vector<char> describeMemory(RegisteredMemoryImpl& mem);
+  /// Imports a descriptor from peer on conn, or (conn null) on the
+  /// connection carrying its memory kind.
+  std::shared_ptr<RemoteMemoryImpl> importMemory(const std::vector<char>& blob, int peer,
+                                                 std::shared_ptr<ConnectionImpl> conn);
+  /// Gives conn a stager, collectively with its peer (setup()).
+  void startStager(const std::shared_ptr<ConnectionImpl>& conn);
   /// Sends a registration's descriptor under a raw bootstrap tag.
   void sendMemoryTagged(const RegisteredMemory& mem, int peer, int tag);
   /// Receives and imports a descriptor under a raw bootstrap tag.

@@ -42,6 +42,7 @@ void ConnectionImpl::requireOpen() const {
 }
 
 void ConnectionImpl::close() {
+  if (stager) stager->stop();  // its thread posts on conn: stop it before taking the lock
   std::lock_guard<std::mutex> lock(mutex);
   if (closed) return;
   closed = true;
@@ -54,6 +55,35 @@ void ConnectionImpl::close() {
   imports.clear();
   if (conn) plugin->api().free(conn);
   conn = nullptr;
+}
+
+uint64_t ConnectionImpl::postWrite(pb_mr* src, uint64_t srcOffset, pb_rkey* dst, uint64_t dstOffset, uint64_t size) {
+  std::lock_guard<std::mutex> lock(mutex);
+  requireOpen();
+  plugin->check(plugin->api().write(conn, src, srcOffset, dst, dstOffset, size), describe() + ": write");
+  return posted.fetch_add(1) + 1;
+}
+
+uint64_t ConnectionImpl::postSignal(pb_rkey* dst, uint64_t dstOffset, uint64_t value) {
+  std::lock_guard<std::mutex> lock(mutex);
+  requireOpen();
+  plugin->check(plugin->api().signal(conn, dst, dstOffset, value), describe() + ": signal");
+  return posted.fetch_add(1) + 1;
+}
+
+uint64_t ConnectionImpl::postWriteSignal(pb_mr* src, uint64_t srcOffset, pb_rkey* dst, uint64_t dstOffset,
+                                         uint64_t size, pb_rkey* signalDst, uint64_t signalOffset, uint64_t value) {
+  const pb_transport_v1& api = plugin->api();
+  auto fused = api.struct_size >= offsetof(pb_transport_v1, write_signal) + sizeof(void*) ? api.write_signal : nullptr;
+  if (!fused) {
+    postWrite(src, srcOffset, dst, dstOffset, size);
+    return postSignal(signalDst, signalOffset, value);
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  requireOpen();
+  plugin->check(fused(conn, src, srcOffset, dst, dstOffset, size, signalDst, signalOffset, value),
+                describe() + ": write with signal");
+  return posted.fetch_add(1) + 1;
 }
 
 RemoteMemoryImpl::~RemoteMemoryImpl() {
@@ -124,13 +154,42 @@ void* Connection::remotePointer(const RemoteMemory& remote) const {
 
 bool Connection::notifiesWaiters() const { return (impl_->plugin->properties().flags & PB_CAP_SIGNAL_NOTIFY) != 0; }
 
+namespace {
+
+/// True when the write must go through the stager: the destination is
+/// staged, or the source is CUDA memory the transport cannot read.
+bool needsStaging(ConnectionImpl& c, const RemoteMemoryImpl* dst, RegisteredMemoryImpl* src) {
+  return (dst && dst->staged) || (src && src->kind == MemoryKind::Cuda && !src->handleFor(c.plugin));
+}
+
+Stager& stagerOf(ConnectionImpl& c) {
+  if (!c.stager)
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": CUDA memory over " + c.plugin->name() +
+                                             " is staged through host memory, which needs connect(peer, MemoryKind::Cuda) "
+                                             "on both ranks and setup() first");
+  return *c.stager;
+}
+
+/// Range checks of a staged write (the plugin never sees it).
+void checkStagedWrite(ConnectionImpl& c, const RemoteMemoryImpl* dst, uint64_t dstOffset, const RegisteredMemory& src,
+                      uint64_t srcOffset, uint64_t size) {
+  if (!dst || dst->connection.get() != &c)
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": destination memory was imported on another connection");
+  if (srcOffset > src.size() || size > src.size() - srcOffset || dstOffset > dst->size || size > dst->size - dstOffset)
+    throw Error(ErrorCode::InvalidUsage, c.describe() + ": write of " + std::to_string(size) + " bytes from offset " +
+                                             std::to_string(srcOffset) + " (of " + std::to_string(src.size()) + ") to offset " +
+                                             std::to_string(dstOffset) + " (of " + std::to_string(dst->size) + ") is out of range");
+}
+
+}  // namespace
+
 void Connection::writeWithSignal(const RemoteMemory& dst, uint64_t dstOffset, const RegisteredMemory& src,
                                  uint64_t srcOffset, uint64_t size, const RemoteMemory& signalDst, uint64_t signalOffset,
                                  uint64_t value) {
   ConnectionImpl& c = *impl_;
-  auto fused = c.plugin->api().struct_size >= offsetof(pb_transport_v1, write_signal) + sizeof(void*)
-                   ? c.plugin->api().write_signal : nullptr;
-  if (!fused) {
+  const bool staged = needsStaging(c, dst.impl_.get(), src.impl_.get()) || (signalDst.impl_ && signalDst.impl_->staged) ||
+                      (c.stager && c.stager->ordersSignals());
+  if (staged) {
     write(dst, dstOffset, src, srcOffset, size);
     signal(signalDst, signalOffset, value);
     return;
@@ -138,34 +197,33 @@ void Connection::writeWithSignal(const RemoteMemory& dst, uint64_t dstOffset, co
   pb_mr* mr = checkWrite(c, dst.impl_.get(), dstOffset, src, src.impl_.get(), srcOffset, size, dst.size(), dst.rank());
   checkSignal(c, signalDst.impl_.get(), signalOffset, signalDst.size());
   c.throwIfFailed();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  c.requireOpen();
-  c.plugin->check(fused(c.conn, mr, srcOffset, dst.impl_->rkey, dstOffset, size, signalDst.impl_->rkey, signalOffset, value),
-                  c.describe() + ": write with signal");
-  c.posted.fetch_add(1);
+  c.postWriteSignal(mr, srcOffset, dst.impl_->rkey, dstOffset, size, signalDst.impl_->rkey, signalOffset, value);
 }
 
 void Connection::write(const RemoteMemory& dst, uint64_t dstOffset, const RegisteredMemory& src, uint64_t srcOffset,
                        uint64_t size) {
   ConnectionImpl& c = *impl_;
+  if (needsStaging(c, dst.impl_.get(), src.impl_.get())) {
+    if (!src.impl_) throw Error(ErrorCode::InvalidUsage, c.describe() + ": write with an empty memory handle");
+    checkStagedWrite(c, dst.impl_.get(), dstOffset, src, srcOffset, size);
+    c.throwIfFailed();
+    stagerOf(c).write(*dst.impl_, dstOffset, static_cast<const char*>(src.data()) + srcOffset, size);
+    return;
+  }
   pb_mr* mr = checkWrite(c, dst.impl_.get(), dstOffset, src, src.impl_.get(), srcOffset, size, dst.size(), dst.rank());
   c.throwIfFailed();
-  {
-    std::lock_guard<std::mutex> lock(c.mutex);
-    c.requireOpen();
-    c.plugin->check(c.plugin->api().write(c.conn, mr, srcOffset, dst.impl_->rkey, dstOffset, size), c.describe() + ": write");
-    c.posted.fetch_add(1);
-  }
+  c.postWrite(mr, srcOffset, dst.impl_->rkey, dstOffset, size);
 }
 
 void Connection::signal(const RemoteMemory& dst, uint64_t dstOffset, uint64_t value) {
   ConnectionImpl& c = *impl_;
   checkSignal(c, dst.impl_.get(), dstOffset, dst.size());
   c.throwIfFailed();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  c.requireOpen();
-  c.plugin->check(c.plugin->api().signal(c.conn, dst.impl_->rkey, dstOffset, value), c.describe() + ": signal");
-  c.posted.fetch_add(1);
+  if ((dst.impl_ && dst.impl_->staged) || (c.stager && c.stager->ordersSignals())) {
+    stagerOf(c).signal(*dst.impl_, dstOffset, value);
+    return;
+  }
+  c.postSignal(dst.impl_->rkey, dstOffset, value);
 }
 
 void Connection::flush(std::chrono::milliseconds timeout) {

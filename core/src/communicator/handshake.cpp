@@ -113,7 +113,7 @@ void Communicator::Impl::exchangeIdentity(const std::string& localError, ErrorCo
     w.str(p->name());
     w.str(p->abiVersion());
     w.str(p->version());
-    w.u64(p->properties().mem_types);
+    w.u64(advertisedMemTypes(p->properties().mem_types, coreCanStageCuda()));
   }
   auto blobs = bootstrap->allGatherBlobs(w.data());
   std::vector<Identity> ids;
@@ -178,12 +178,13 @@ void Communicator::Impl::exchangeReach() {
 }
 
 void Communicator::Impl::selectAllKinds() {
-  // Host memory always; CUDA memory when some rank loaded a transport for it.
+  // Host memory always; CUDA memory when some rank loaded a transport for it
+  // (natively, or staged through host memory by a core built with CUDA).
   // A kind no transport can serve is an error only when it is used, unless
   // no kind works at all: then set-up fails now, on every rank alike.
   bool anyCuda = false;
   for (const auto& v : views)
-    for (const auto& [t, m] : v.memTypes) anyCuda = anyCuda || (m & PB_MEM_CUDA);
+    for (const auto& [t, m] : v.memTypes) anyCuda = anyCuda || (m & (PB_MEM_CUDA | kMemCudaStaged));
   std::string firstError;
   for (MemoryKind kind : {MemoryKind::Host, MemoryKind::Cuda}) {
     if (kind == MemoryKind::Cuda && !anyCuda) continue;

@@ -30,55 +30,136 @@ size_t RegisteredMemory::size() const { return impl_ ? impl_->size : 0; }
 size_t RemoteMemory::size() const { return impl_ ? impl_->size : 0; }
 int RemoteMemory::rank() const { return impl_ ? impl_->rank : -1; }
 
-RegisteredMemory Communicator::registerMemory(void* data, size_t size, MemoryKind kind) {
+std::shared_ptr<RegisteredMemoryImpl> Communicator::Impl::registerRegion(void* data, size_t size, MemoryKind kind) {
+  const std::string who = "rank " + std::to_string(self.rank);
   const char* kindName = kind == MemoryKind::Cuda ? "CUDA" : "host";
   if (!data && size > 0)
-    throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(rank()) + ": registerMemory of " +
-                                             std::to_string(size) + " bytes at a null pointer");
+    throw Error(ErrorCode::InvalidUsage, who + ": registerMemory of " + std::to_string(size) + " bytes at a null pointer");
   const pb_mem_type type = kind == MemoryKind::Cuda ? PB_MEM_CUDA : PB_MEM_HOST;
   auto m = std::make_shared<RegisteredMemoryImpl>();
   m->data = data;
   m->size = size;
   m->kind = kind;
-  m->rank = rank();
-  for (auto& p : impl_->plugins) {
+  m->rank = self.rank;
+  for (auto& p : plugins) {
     if (!(p->properties().mem_types & type)) continue;
     pb_mr* mr = nullptr;
     p->check(p->api().register_memory(p->context(), data, size, type, &mr),
-             "rank " + std::to_string(rank()) + ": register " + std::to_string(size) + " bytes of " + kindName + " memory");
+             who + ": register " + std::to_string(size) + " bytes of " + kindName + " memory");
     m->regs.emplace_back(p.get(), mr);
   }
-  if (m->regs.empty() && size > 0) {
+  // CUDA memory no transport takes is still usable through staging.
+  const bool stageable = kind == MemoryKind::Cuda && coreCanStageCuda();
+  if (m->regs.empty() && size > 0 && !stageable) {
     std::string loaded;
-    for (auto& p : impl_->plugins) loaded += (loaded.empty() ? "" : ", ") + p->name();
-    throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(rank()) + ": no loaded transport can register " +
-                                             kindName + " memory (loaded: " + loaded + ")");
+    for (auto& p : plugins) loaded += (loaded.empty() ? "" : ", ") + p->name();
+    throw Error(ErrorCode::InvalidUsage, who + ": no loaded transport can register " + kindName +
+                                             " memory (loaded: " + loaded + ")");
   }
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->memories.push_back(m);
+  std::lock_guard<std::mutex> lock(mutex);
+  m->id = nextRegionId++;
+  memories.push_back(m);
+  regionsById[m->id] = m;
+  return m;
+}
+
+std::shared_ptr<RegisteredMemoryImpl> Communicator::Impl::findRegion(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = regionsById.find(id);
+  return it == regionsById.end() ? nullptr : it->second.lock();
+}
+
+RegisteredMemory Communicator::registerMemory(void* data, size_t size, MemoryKind kind) {
   RegisteredMemory out;
-  out.impl_ = m;
+  out.impl_ = impl_->registerRegion(data, size, kind);
   return out;
 }
 
-void Communicator::Impl::sendMemoryTagged(const RegisteredMemory& mem, int peer, int tag) {
-  checkPeer(peer, "sendMemory");
-  if (!mem.impl_) throw Error(ErrorCode::InvalidUsage, "sendMemory of an empty RegisteredMemory");
+std::vector<char> Communicator::Impl::describeMemory(RegisteredMemoryImpl& mem) {
   BlobWriter w;
   w.u64(kMemoryMagic);
   w.i32(self.rank);
-  w.u64(mem.size());
-  w.u64(mem.kind() == MemoryKind::Cuda ? 1 : 0);
-  std::lock_guard<std::mutex> lock(mem.impl_->mutex);
-  w.u64(mem.impl_->regs.size());
-  for (auto& [p, mr] : mem.impl_->regs) {
+  w.u64(mem.size);
+  w.u64(mem.kind == MemoryKind::Cuda ? 1 : 0);
+  w.u64(mem.id);
+  std::lock_guard<std::mutex> lock(mem.mutex);
+  w.u64(mem.regs.size());
+  for (auto& [p, mr] : mem.regs) {
     std::vector<char> key(p->properties().max_rkey_size);
     size_t len = key.size();
     p->check(p->api().pack_rkey(p->context(), mr, key.data(), &len), "pack remote key");
     w.str(p->name());
     w.bytes(key.data(), len);
   }
-  bootstrap->send(w.data().data(), w.data().size(), peer, tag);
+  return w.data();
+}
+
+void Communicator::Impl::sendMemoryTagged(const RegisteredMemory& mem, int peer, int tag) {
+  checkPeer(peer, "sendMemory");
+  if (!mem.impl_) throw Error(ErrorCode::InvalidUsage, "sendMemory of an empty RegisteredMemory");
+  std::vector<char> blob = describeMemory(*mem.impl_);
+  bootstrap->send(blob.data(), blob.size(), peer, tag);
+}
+
+namespace {
+
+/// Picks conn's key out of a descriptor's per-transport keys, or marks the
+/// region staged when conn stages CUDA memory; then imports it.
+void importOnConnection(ConnectionImpl& conn, RemoteMemoryImpl& out, BlobReader& r) {
+  size_t n = r.count();
+  std::vector<char> key;
+  bool found = false;
+  for (size_t i = 0; i < n; ++i) {
+    std::string name = r.str();
+    std::vector<char> k = r.bytes();
+    if (name == conn.plugin->name()) { key = k; found = true; }
+  }
+  if (out.kind == MemoryKind::Cuda && !found && conn.stager) {
+    out.staged = true;
+    return;
+  }
+  if (!found)
+    throw Error(ErrorCode::Remote, conn.describe() + ": the peer's " + (out.kind == MemoryKind::Cuda ? "CUDA" : "host") +
+                                       " memory is not registered with " + conn.plugin->name() +
+                                       (out.kind == MemoryKind::Cuda ? " and this connection does not stage CUDA memory "
+                                                                       "(connect(peer, MemoryKind::Cuda) and setup() first)"
+                                                                     : ""));
+  std::lock_guard<std::mutex> lock(conn.mutex);
+  conn.requireOpen();
+  conn.plugin->check(conn.plugin->api().import_rkey(conn.conn, key.data(), key.size(), &out.rkey),
+                     conn.describe() + ": import remote key");
+}
+
+}  // namespace
+
+std::shared_ptr<RemoteMemoryImpl> Communicator::Impl::importMemory(const std::vector<char>& blob, int peer,
+                                                                   std::shared_ptr<ConnectionImpl> conn) {
+  BlobReader r(blob, "rank " + std::to_string(peer));
+  if (r.u64() != kMemoryMagic)
+    throw Error(ErrorCode::Remote, "rank " + std::to_string(peer) + " sent something that is not a memory descriptor");
+  auto out = std::make_shared<RemoteMemoryImpl>();
+  out->rank = r.i32();
+  out->size = r.u64();
+  out->kind = r.u64() == 1 ? MemoryKind::Cuda : MemoryKind::Host;
+  out->regionId = r.u64();
+  if (!conn) {
+    std::lock_guard<std::mutex> lock(mutex);
+    conn = findConnection(peer, out->kind);
+  }
+  if (!conn)
+    throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(self.rank) + ": rank " + std::to_string(peer) + " sent " +
+                                             (out->kind == MemoryKind::Cuda ? "CUDA" : "host") +
+                                             " memory but there is no connection for it over " +
+                                             choiceFor(peer, out->kind).transport + ": connect(peer, kind) and setup() first");
+  if (out->rank != peer)
+    throw Error(ErrorCode::Remote, conn->describe() + ": descriptor claims to be from rank " + std::to_string(out->rank));
+  importOnConnection(*conn, *out, r);
+  out->connection = conn;
+  if (out->rkey) {
+    std::lock_guard<std::mutex> lock(conn->mutex);
+    conn->imports.push_back(out);
+  }
+  return out;
 }
 
 RemoteMemory Communicator::Impl::recvMemoryTagged(int peer, int tag) {
@@ -91,40 +172,8 @@ RemoteMemory Communicator::Impl::recvMemoryTagged(int peer, int tag) {
   if (!anyConnection)
     throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(self.rank) + ": recvMemory from rank " +
                                              std::to_string(peer) + " needs a connection to it: connect() and setup() first");
-  std::vector<char> blob = bootstrap->recv(peer, tag);
-  BlobReader r(blob, "rank " + std::to_string(peer));
-  if (r.u64() != kMemoryMagic)
-    throw Error(ErrorCode::Remote, "rank " + std::to_string(peer) + " sent something that is not a memory descriptor");
-  auto out = std::make_shared<RemoteMemoryImpl>();
-  out->rank = r.i32();
-  out->size = r.u64();
-  const MemoryKind kind = r.u64() == 1 ? MemoryKind::Cuda : MemoryKind::Host;
-  std::shared_ptr<ConnectionImpl> conn;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    conn = findConnection(peer, kind);
-  }
-  if (!conn)
-    throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(self.rank) + ": rank " + std::to_string(peer) + " sent " +
-                                             (kind == MemoryKind::Cuda ? "CUDA" : "host") + " memory but there is no connection for it over " +
-                                             choiceFor(peer, kind).transport + ": connect(peer, kind) and setup() first");
-  size_t n = r.count();
-  std::vector<char> key;
-  for (size_t i = 0; i < n; ++i) {
-    std::string name = r.str();
-    std::vector<char> k = r.bytes();
-    if (name == conn->plugin->name()) key = k;
-  }
-  if (out->rank != peer) throw Error(ErrorCode::Remote, conn->describe() + ": descriptor claims to be from rank " + std::to_string(out->rank));
-  if (key.empty()) throw Error(ErrorCode::Remote, conn->describe() + ": the peer's memory is not registered with " + conn->plugin->name());
-  std::lock_guard<std::mutex> lock(conn->mutex);
-  conn->requireOpen();
-  conn->plugin->check(conn->plugin->api().import_rkey(conn->conn, key.data(), key.size(), &out->rkey),
-                      conn->describe() + ": import remote key");
-  out->connection = conn;
-  conn->imports.push_back(out);
   RemoteMemory rm;
-  rm.impl_ = out;
+  rm.impl_ = importMemory(bootstrap->recv(peer, tag), peer, nullptr);
   return rm;
 }
 

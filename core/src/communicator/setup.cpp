@@ -1,5 +1,7 @@
 // connect() and setup(): address exchange over the bootstrap, then the
 // transports' non-blocking connect driven on every pending pair at once.
+#include <set>
+
 #include "communicator/communicator_impl.hpp"
 #include "communicator/proxy_service.hpp"
 #include "communicator/wait.hpp"
@@ -59,13 +61,20 @@ void finishConnections(std::map<ConnKey, std::shared_ptr<ConnectionImpl>>& conns
 
 std::shared_future<std::shared_ptr<Connection>> Communicator::connect(int peer, MemoryKind kind) {
   impl_->checkPeer(peer, "connect");
-  const ConnKey key{peer, impl_->choiceFor(peer, kind).transport};
+  const PairChoice& choice = impl_->choiceFor(peer, kind);
+  const ConnKey key{peer, choice.transport};
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  if (auto it = impl_->pendingFutures.find(key); it != impl_->pendingFutures.end()) return it->second;
+  if (auto it = impl_->pendingFutures.find(key); it != impl_->pendingFutures.end()) {
+    if (choice.staged) impl_->pendingStagers.insert(key);
+    return it->second;
+  }
   auto& promise = impl_->pendingPromises[key];
   auto future = promise.get_future().share();
-  if (auto it = impl_->connections.find(key); it != impl_->connections.end()) {
-    promise.set_value(std::shared_ptr<Connection>(new Connection(it->second)));
+  auto existing = impl_->connections.find(key);
+  const bool needsStager = choice.staged && (existing == impl_->connections.end() || !existing->second->stager);
+  if (needsStager) impl_->pendingStagers.insert(key);
+  if (existing != impl_->connections.end() && !needsStager) {
+    promise.set_value(std::shared_ptr<Connection>(new Connection(existing->second)));
     impl_->pendingPromises.erase(key);
     return future;
   }
@@ -76,17 +85,23 @@ std::shared_future<std::shared_ptr<Connection>> Communicator::connect(int peer, 
 void Communicator::setup() {
   Impl& m = *impl_;
   std::map<ConnKey, std::promise<std::shared_ptr<Connection>>> promises;
+  std::set<ConnKey> stagers;
+  std::map<ConnKey, std::shared_ptr<ConnectionImpl>> existing;  // up already; only a stager is missing
   {
     std::lock_guard<std::mutex> lock(m.mutex);
     promises.swap(m.pendingPromises);
+    stagers.swap(m.pendingStagers);
     m.pendingFutures.clear();
+    for (auto& [key, p] : promises)
+      if (auto it = m.connections.find(key); it != m.connections.end()) existing[key] = it->second;
   }
   std::map<ConnKey, std::shared_ptr<ConnectionImpl>> conns;
   try {
     // Keys are sorted by (peer, transport): both ends send and receive a
     // pair's blobs in the same order under one tag.
     std::map<ConnKey, std::vector<char>> mine, theirs;
-    for (auto& [key, p] : promises) conns[key] = startConnection(m, key.first, key.second, mine[key]);
+    for (auto& [key, p] : promises)
+      if (!existing.count(key)) conns[key] = startConnection(m, key.first, key.second, mine[key]);
     for (auto& [key, addr] : mine) {
       BlobWriter w;
       w.str(key.second);
@@ -94,6 +109,7 @@ void Communicator::setup() {
       m.bootstrap->send(w.data().data(), w.data().size(), key.first, kTagConnect);
     }
     for (auto& [key, p] : promises) {
+      if (existing.count(key)) continue;
       std::vector<char> blob = m.bootstrap->recv(key.first, kTagConnect);
       BlobReader r(blob, "rank " + std::to_string(key.first));
       std::string transport = r.str();
@@ -102,7 +118,11 @@ void Communicator::setup() {
         throw Error(ErrorCode::Remote, conns[key]->describe() + ": the peer set up its side with " + transport +
                                            " (both ranks must connect for the same memory kinds)");
     }
-    finishConnections(conns, theirs, m.timeout);
+    if (!conns.empty()) finishConnections(conns, theirs, m.timeout);
+    for (const ConnKey& key : stagers) {  // sorted: both ends build a pair's stager at the same point
+      auto c = conns.count(key) ? conns[key] : existing[key];
+      if (c && !c->stager) m.startStager(c);
+    }
   } catch (...) {
     for (auto& [key, c] : conns) c->close();
     for (auto& [key, p] : promises) p.set_exception(std::current_exception());
@@ -112,9 +132,10 @@ void Communicator::setup() {
   for (auto& [key, c] : conns) {
     m.connections[key] = c;
     m.proxy->add(c);
-    PB_LOG(Info, "NET", "connected " << c->describe());
+    PB_LOG(Info, "NET", "connected " << c->describe() << (c->stager ? " (CUDA memory staged)" : ""));
     promises[key].set_value(std::shared_ptr<Connection>(new Connection(c)));
   }
+  for (auto& [key, c] : existing) promises[key].set_value(std::shared_ptr<Connection>(new Connection(c)));
 }
 
 std::map<int, std::shared_ptr<Connection>> Communicator::connectAll(MemoryKind kind) {

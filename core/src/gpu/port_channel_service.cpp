@@ -5,6 +5,7 @@
 
 #include "communicator/communicator_impl.hpp"
 #include "gpu/cuda_check.hpp"
+#include "numa.hpp"
 #include "plugboard/gpu/fifo.hpp"
 #include "plugboard/gpu/port_channel.hpp"
 #include "plugboard/logger.hpp"
@@ -61,9 +62,26 @@ void PortChannelService::Impl::handle(const ProxyTrigger& t) {
   if (f.request & kPortFlush) c.flush();
 }
 
+namespace {
+
+/// Binds the proxy thread near the GPU when the setting allows; logs where.
+void bindProxyNearDevice(const Config& config, int device) {
+  if (!config.getBool("proxy_numa_bind")) return;
+  char busId[32] = {};
+  if (cudaDeviceGetPCIBusId(busId, sizeof(busId), device) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  PB_LOG(Info, "PROXY", "proxy thread of GPU " << device << " (" << busId << "): "
+                                                << bindThisThreadToNumaNode(numaNodeOfPciDevice(busId)));
+}
+
+}  // namespace
+
 void PortChannelService::Impl::run() {
   try {
     PB_CUDA_CHECK(cudaSetDevice(device));
+    bindProxyNearDevice(comm.config(), device);
     unsigned idle = 0;
     while (!stopping.load(std::memory_order_relaxed)) {
       bool ready = false;

@@ -31,7 +31,8 @@ Reach reachOf(const std::vector<RankView>& ranks, int a, int b, const std::strin
   return it->second;
 }
 
-/// True when rank r's transport t moves memory of memType (unknown: assume host only).
+/// True when rank r's transport t moves memory of memType (a pb_mem_type
+/// bit, or kMemCudaStaged); unknown transports: assume host only.
 bool moves(const RankView& r, const std::string& t, uint32_t memType) {
   auto it = r.memTypes.find(t);
   return (it == r.memTypes.end() ? 1u : it->second) & memType;
@@ -41,7 +42,9 @@ bool moves(const RankView& r, const std::string& t, uint32_t memType) {
 Reach pairReach(const std::vector<RankView>& ranks, int a, int b, const std::string& t, uint32_t memType) {
   for (int r : {a, b})
     if (has(ranks[r].transports, t) && !moves(ranks[r], t, memType))
-      return {-1, std::string("does not move ") + memTypeName(memType) + " memory"};
+      return {-1, std::string("does not move ") +
+                      (memType == kMemCudaStaged ? std::string("CUDA memory, even staged")
+                                                 : memTypeName(memType) + std::string(" memory"))};
   Reach ab = reachOf(ranks, a, b, t);
   if (ab.cost < 0) return ab;
   Reach ba = reachOf(ranks, b, a, t);
@@ -55,8 +58,9 @@ const Rule* firstMatch(const std::vector<Rule>& rules, const std::vector<RankVie
   return nullptr;
 }
 
-PairChoice choosePair(const std::vector<RankView>& ranks, const std::vector<Rule>& rules, int a, int b,
-                      uint32_t memType) {
+/// The pair's transport among those moving memType (one bit).
+PairChoice chooseFor(const std::vector<RankView>& ranks, const std::vector<Rule>& rules, int a, int b,
+                     uint32_t memType) {
   const Rule* rule = firstMatch(rules, ranks, a, b);
   std::vector<std::string> candidates = rule ? rule->use : allTransports(ranks);
   std::string best, skipped;
@@ -79,7 +83,43 @@ PairChoice choosePair(const std::vector<RankView>& ranks, const std::vector<Rule
   return {best, basis + (skipped.empty() ? "" : "; " + skipped)};
 }
 
+/// CUDA memory: a native transport if any works for the pair, else a staged one.
+PairChoice chooseCudaPair(const std::vector<RankView>& ranks, const std::vector<Rule>& rules, int a, int b) {
+  std::string nativeError;
+  try {
+    return chooseFor(ranks, rules, a, b, PB_MEM_CUDA);
+  } catch (const Error& e) {
+    nativeError = e.what();
+  }
+  try {
+    PairChoice c = chooseFor(ranks, rules, a, b, kMemCudaStaged);
+    c.staged = true;
+    c.why += "; staged through pinned host buffers (no transport moves CUDA memory natively for this pair)";
+    return c;
+  } catch (const Error&) {
+    throw Error(ErrorCode::Config, nativeError);
+  }
+}
+
+PairChoice choosePair(const std::vector<RankView>& ranks, const std::vector<Rule>& rules, int a, int b,
+                      uint32_t memType) {
+  return memType == PB_MEM_CUDA ? chooseCudaPair(ranks, rules, a, b) : chooseFor(ranks, rules, a, b, memType);
+}
+
 }  // namespace
+
+uint32_t advertisedMemTypes(uint32_t pluginMemTypes, bool coreCanStage) {
+  const bool hostOnly = (pluginMemTypes & PB_MEM_HOST) && !(pluginMemTypes & PB_MEM_CUDA);
+  return pluginMemTypes | (coreCanStage && hostOnly ? kMemCudaStaged : 0u);
+}
+
+bool coreCanStageCuda() {
+#if defined(PLUGBOARD_HAVE_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
 
 bool peersMatch(const PeerMatch& m, int a, int b, const std::string& hostA, const std::string& hostB) {
   switch (m.kind) {

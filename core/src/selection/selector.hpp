@@ -26,17 +26,32 @@ struct RankView {
   std::map<int, std::map<std::string, Reach>> reach;  ///< peer -> transport -> reach.
 };
 
+/// Core-only bit in RankView::memTypes (outside the ABI's pb_mem_type
+/// range): the rank's core can carry CUDA memory over this host-memory
+/// transport by staging it through pinned host buffers.
+constexpr uint32_t kMemCudaStaged = 1u << 16;
+
+/// The memory types a rank advertises for a transport: the plugin's own,
+/// plus kMemCudaStaged for a host-only transport when the core can stage.
+uint32_t advertisedMemTypes(uint32_t pluginMemTypes, bool coreCanStage);
+
+/// True when this build of the core can stage CUDA memory (built with CUDA).
+bool coreCanStageCuda();
+
 /// The transport of one pair and why.
 struct PairChoice {
   std::string transport;  ///< Chosen transport name.
   std::string why;        ///< e.g. "rule config.yaml:4 same-host; cudaipc: different host".
+  bool staged = false;    ///< CUDA memory goes through pinned host buffers (transport moves host memory only).
 };
 
 /// Chooses a transport for every unordered pair (a < b), among those that
 /// move memory of memType (a pb_mem_type bit) on both ranks; key is {a, b}.
 /// The first rule whose peers match decides the candidates in its order;
 /// without a matching rule the candidate with the lowest summed cost wins
-/// (ties: rank 0's load order). Throws Error(Config) naming the pair and
+/// (ties: rank 0's load order). For CUDA memory a transport that moves it
+/// natively always beats one that would stage it (kMemCudaStaged); staging
+/// is the fallback, marked in PairChoice::staged and in the reason. Throws Error(Config) naming the pair and
 /// every candidate's reason when no transport works for it.
 std::map<std::pair<int, int>, PairChoice> selectTransports(const std::vector<RankView>& ranks,
                                                            const std::vector<Rule>& rules, uint32_t memType);

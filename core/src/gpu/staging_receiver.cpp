@@ -1,0 +1,107 @@
+// StagingEngine's receive thread: landed slots -> GPU copies and signals,
+// applied in arrival order on one stream; credits back as copies finish.
+#include <cstring>
+
+#include "communicator/signal_event.hpp"
+#include "communicator/wait.hpp"
+#include "gpu/cuda_check.hpp"
+#include "gpu/staging_engine.hpp"
+#include "plugboard/logger.hpp"
+
+namespace plugboard {
+namespace {
+
+/// A signal to a host counter, run by CUDA after the copies before it.
+struct HostAdd {
+  uint64_t* counter;
+  uint64_t value;
+};
+
+void CUDART_CB applyHostAdd(void* p) {
+  auto* add = static_cast<HostAdd*>(p);
+  __atomic_fetch_add(add->counter, add->value, __ATOMIC_RELEASE);
+  SignalEvent::instance().notify();
+  delete add;
+}
+
+const char* opName(uint32_t op) { return op == kStagedWrite ? "write" : op == kStagedSignal ? "signal" : "operation"; }
+
+}  // namespace
+
+void StagingEngine::receiveLoop() {
+  try {
+    PB_CUDA_CHECK(cudaSetDevice(device_));
+    const bool notifies = (conn_.plugin->properties().flags & PB_CAP_SIGNAL_NOTIFY) != 0;
+    // Idle pacing only: this thread waits for the peer indefinitely (until stop()).
+    Backoff idle(std::chrono::hours(24 * 365), notifies);
+    while (!stopping_.load(std::memory_order_acquire)) {
+      idle.arm();
+      const bool retired = retireLanded();
+      const bool took = takeArrivals();
+      if (retired || took) idle = Backoff(std::chrono::hours(24 * 365), notifies);
+      else idle.pause();
+    }
+  } catch (const std::exception& e) {
+    PB_LOG(Warn, "NET", conn_.describe() << ": staging receiver stopped: " << e.what());
+    failConnection();
+  }
+}
+
+bool StagingEngine::takeArrivals() {
+  const uint64_t arrived = __atomic_load_n(&control()[0], __ATOMIC_ACQUIRE);
+  bool any = false;
+  while (taken_ < arrived && landed_.size() < slots_) {
+    const uint32_t slot = static_cast<uint32_t>(taken_ % slots_);
+    StagingSlotHeader h;
+    std::memcpy(&h, landingSlot(slot), sizeof h);
+    apply(h, slot);
+    landed_.push_back(slot);
+    ++taken_;
+    any = true;
+  }
+  return any;
+}
+
+void StagingEngine::apply(const StagingSlotHeader& h, uint32_t slot) {
+  const std::string where = conn_.describe() + ": staged " + opName(h.op) + " in landing slot " + std::to_string(slot);
+  if (h.magic != kStagingMagic || h.seq != taken_)
+    throw Error(ErrorCode::Remote, where + " has a malformed header (sequence " + std::to_string(h.seq) + ", expected " +
+                                       std::to_string(taken_) + ")");
+  std::shared_ptr<RegisteredMemoryImpl> region = comm_.findRegion(h.region);
+  if (!region)
+    throw Error(ErrorCode::Remote, where + " targets region " + std::to_string(h.region) +
+                                       ", which is not registered on this rank (deregistered while in use?)");
+  char* target = static_cast<char*>(region->data);
+  if (h.op == kStagedWrite) {
+    if (h.size > chunk_ || h.offset > region->size || h.size > region->size - h.offset)
+      throw Error(ErrorCode::Remote, where + ": " + std::to_string(h.size) + " bytes at offset " + std::to_string(h.offset) +
+                                         " do not fit the region of " + std::to_string(region->size) + " bytes");
+    PB_CUDA_CHECK(cudaMemcpyAsync(target + h.offset, landingSlot(slot) + sizeof(StagingSlotHeader), h.size,
+                                  cudaMemcpyDefault, receiveStream_));
+  } else if (h.op == kStagedSignal) {
+    if (h.offset % 8 != 0 || h.offset > region->size || region->size - h.offset < 8)
+      throw Error(ErrorCode::Remote, where + ": offset " + std::to_string(h.offset) + " is not an aligned 8-byte slot of " +
+                                         std::to_string(region->size) + " bytes");
+    auto* counter = reinterpret_cast<uint64_t*>(target + h.offset);
+    if (region->kind == MemoryKind::Cuda) launchStagedAdd(counter, h.value, receiveStream_);
+    else PB_CUDA_CHECK(cudaLaunchHostFunc(receiveStream_, applyHostAdd, new HostAdd{counter, h.value}));
+  } else {
+    throw Error(ErrorCode::Remote, where + " has unknown operation code " + std::to_string(h.op));
+  }
+  PB_CUDA_CHECK(cudaEventRecord(landedEvents_[slot], receiveStream_));
+}
+
+bool StagingEngine::retireLanded() {
+  uint64_t drained = 0;
+  while (!landed_.empty()) {
+    cudaError_t st = cudaEventQuery(landedEvents_[landed_.front()]);
+    if (st == cudaErrorNotReady) break;
+    PB_CUDA_CHECK(st);
+    landed_.pop_front();
+    ++drained;
+  }
+  if (drained) conn_.postSignal(peerControl_->rkey, 8, drained);
+  return drained > 0;
+}
+
+}  // namespace plugboard
