@@ -93,6 +93,9 @@ TEST(GpuStaging, WritesThenSignalArriveInOrderInEveryDirection) {
         std::vector<uint8_t> data = pattern(rank, round, size);
         if (direction == 2) std::memcpy(host.data(), data.data(), size);
         else cudaMemcpy(gpu, data.data(), size, cudaMemcpyHostToDevice);
+        // A pageable-source cudaMemcpy may return before its DMA lands; a
+        // write's source must be complete, as for any transport.
+        cudaDeviceSynchronize();
         const RegisteredMemory& src = direction == 2 ? hostMem : gpuMem;
         const RemoteMemory& dst = direction == 1 ? peerHost : peerGpu;
         conn->write(dst, 64, src, 0, size);

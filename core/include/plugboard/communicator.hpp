@@ -89,6 +89,9 @@ class Connection {
   /// Name of the transport carrying it.
   const std::string& transport() const;
   /// Posts a one-sided write of size bytes from src+srcOffset to dst+dstOffset.
+  /// CUDA source data must be complete (its stream synchronised) first.
+  /// Where CUDA memory is staged (a host-only transport), the call returns
+  /// once every chunk is copied out and posted, so src may be reused then.
   /// Throws Error(InvalidUsage) for ranges outside the regions.
   void write(const RemoteMemory& dst, uint64_t dstOffset, const RegisteredMemory& src, uint64_t srcOffset,
              uint64_t size);

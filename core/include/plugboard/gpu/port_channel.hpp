@@ -1,8 +1,9 @@
 /// @file port_channel.hpp
 /// Host side of PortChannels: a service that owns the Fifo and a proxy
 /// thread turning kernels' requests into transport writes, signals and
-/// flushes. Requires CUDA. The connection's transport must move CUDA
-/// memory (cudaipc today; network transports need staging, not yet done).
+/// flushes. Requires CUDA. Any connection made for MemoryKind::Cuda works:
+/// cudaipc moves device memory itself; host-only transports (ethernet,
+/// libfabric, ucx) get it staged through pinned host slots by the core.
 #pragma once
 
 #include <memory>
@@ -38,7 +39,7 @@ class PortChannelService {
 
   /// Adds a channel over connection from local to remote (imported on that
   /// connection). Collective with the peer, which adds its own in the same
-  /// order. Throws Error(InvalidUsage) for memory the transport can't move.
+  /// order. Throws Error(InvalidUsage) for empty handles.
   PortChannel addChannel(std::shared_ptr<Connection> connection, RegisteredMemory local, RemoteMemory remote);
   /// Rethrows the proxy thread's error, if it stopped on one.
   void checkErrors() const;
