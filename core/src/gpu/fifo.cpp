@@ -5,6 +5,11 @@
 #include "gpu/cuda_check.hpp"
 
 namespace plugboard {
+namespace {
+
+constexpr uint32_t kIdlePollsBeforeFlush = 64;
+
+}  // namespace
 
 struct Fifo::Impl {
   uint32_t size = 0;
@@ -18,6 +23,7 @@ struct Fifo::Impl {
   cudaStream_t stream = nullptr;        // replica copies never wait on user work
   uint64_t tail = 0;
   uint64_t flushedTail = 0;
+  uint32_t idlePolls = 0;  // empty polls since the last trigger
 
   ~Impl() {
     if (stream) cudaStreamSynchronize(stream), cudaStreamDestroy(stream);
@@ -55,10 +61,13 @@ ProxyTrigger Fifo::poll(bool* ready) {
   uint64_t snd = __atomic_load_n(&slot->snd, __ATOMIC_ACQUIRE);
   *ready = (snd & kTriggerValidBit) != 0;
   if (!*ready) {
-    // Idle: let producers waiting in sync() (or for room) see every pop.
-    if (impl_->flushedTail != impl_->tail) flushTail(false);
+    // Idle for a while: let producers waiting for room see every pop. Not at
+    // once: a flush costs microseconds of this thread, and a ping-pong
+    // producer's next trigger is usually on its way (sync() needs no flush).
+    if (++impl_->idlePolls >= kIdlePollsBeforeFlush && impl_->flushedTail != impl_->tail) flushTail(false);
     return ProxyTrigger{0, 0};
   }
+  impl_->idlePolls = 0;
   // The device fenced fst before setting the valid bit in snd.
   return ProxyTrigger{__atomic_load_n(&slot->fst, __ATOMIC_ACQUIRE), snd & ~kTriggerValidBit};
 }

@@ -22,8 +22,9 @@ class Fifo {
   Fifo& operator=(const Fifo&) = delete;
 
   /// The trigger at the tail if one is ready (valid bit cleared in the
-  /// copy returned); otherwise {0, 0} with *ready false, after flushing the
-  /// tail to the device if pops are unflushed (so sync() never starves).
+  /// copy returned); otherwise {0, 0} with *ready false. After 64 empty
+  /// polls in a row it flushes unflushed pops to the device's tail replica,
+  /// so a producer waiting for room never starves.
   ProxyTrigger poll(bool* ready);
   /// Consumes the trigger poll() returned; refreshes the device's tail
   /// replica every size/8 pops (and when a producer may be waiting).

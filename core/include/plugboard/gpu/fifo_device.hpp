@@ -11,6 +11,10 @@
 ///  - A trigger is valid when bit 63 of `snd` is set. push() writes `fst`,
 ///    fences, then writes `snd` with the bit; the host reads `snd` first and
 ///    clears it when it pops, so a half-written trigger is never consumed.
+///  - sync(pos) polls the trigger's own slot (cleared on pop: one PCIe read,
+///    no wait for a replica flush). The slot can hold a newer valid trigger
+///    only after pos + size was pushed, which needed tailReplica > pos, so
+///    "slot clear or tailReplica > pos" means popped.
 ///  - Every wait is bounded by a spin count and by the host's abort flag; on
 ///    either, push() returns kFifoPushFailed and records why in *error.
 #pragma once
@@ -67,10 +71,14 @@ struct FifoDeviceHandle {
     return pos;
   }
 
-  /// Waits until the trigger at pos was popped (the host flushes the tail
-  /// replica when asked). False after maxSpins or on abort.
+  /// Waits until the trigger at pos was popped. False after maxSpins or on abort.
   PB_DEVICE_INLINE bool sync(uint64_t pos, int64_t maxSpins = kDefaultMaxSpins) const {
-    return waitBelow(pos, 0, maxSpins, kFifoSyncTimeout);
+    const volatile uint64_t* snd = &triggers[pos % size].snd;
+    for (int64_t spins = 0; (*snd & kTriggerValidBit) && pos >= *tailReplica; ++spins) {
+      if ((spins & 255) == 255 && *abortFlag) return fail(kFifoAborted);
+      if (spins >= maxSpins) return fail(kFifoSyncTimeout);
+    }
+    return true;
   }
 
  private:
