@@ -43,8 +43,10 @@ GpuCollSettings GpuCollSettings::read(const Config& c) {
 }
 
 GpuCollectives::Impl::~Impl() {
-  // Peers map this scratch: drop our mappings of theirs, then wait until
-  // every rank has (collective) before freeing ours.
+  // Kernels still queued use the mappings: let them end (their waits are
+  // bounded). Peers map this scratch: drop our mappings of theirs, then wait
+  // until every rank has (collective) before freeing ours.
+  if (scratch) cudaDeviceSynchronize();
   remotes.clear();
   local = RegisteredMemory();
   if (scratch) {
