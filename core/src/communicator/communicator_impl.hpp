@@ -28,6 +28,7 @@ enum CoreTag : int {
   kTagConnect = 1,
   kTagSemaphore = 2,
   kTagStaging = 3,
+  kTagGpuCollectives = 4,  // GpuCollectives scratch descriptors
   kTagUserMemoryBase = 1 << 20,
 };
 
