@@ -48,15 +48,22 @@ struct DevBuf {
   ~DevBuf() { cudaFree(p); }
   DevBuf(const DevBuf&) = delete;
   DevBuf& operator=(const DevBuf&) = delete;
+  // The collectives run on a non-blocking stream, which does not wait for
+  // the legacy stream: a pageable cudaMemcpy or a cudaMemset may still be in
+  // flight when they return, so both end with a device synchronisation.
   void upload(const std::vector<char>& h, size_t at = 0) const {
     check(cudaMemcpy(p + at, h.data(), h.size(), cudaMemcpyHostToDevice), "upload");
+    check(cudaDeviceSynchronize(), "upload sync");
   }
   std::vector<char> download(size_t at, size_t n) const {
     std::vector<char> h(n);
     check(cudaMemcpy(h.data(), p + at, n, cudaMemcpyDeviceToHost), "download");
     return h;
   }
-  void poison() const { check(cudaMemset(p, 0xEE, bytes ? bytes : 1), "memset"); }
+  void poison() const {
+    check(cudaMemset(p, 0xEE, bytes ? bytes : 1), "memset");
+    check(cudaDeviceSynchronize(), "memset sync");
+  }
 };
 
 using RankFn = std::function<void(GpuCollectives&, int rank, int n, cudaStream_t)>;
@@ -327,7 +334,7 @@ TEST(GpuCollectives, BadArgumentsThrowBeforeAnythingIsEnqueued) {
     requireError([&] { g.allReduce(nullptr, buf.p, 10, F, ReduceOp::Sum, s); }, ErrorCode::InvalidUsage,
                  {"rank " + std::to_string(rank), "allreduce", "send buffer is null"});
     requireError([&] { g.allReduce(buf.p, buf.p, 10, DataType::Float64, ReduceOp::Sum, s); }, ErrorCode::InvalidUsage,
-                 {"data type float64"});
+                 {"data type double"});
     requireError([&] { g.allReduce(buf.p, buf.p, 10, F, ReduceOp::Avg, s); }, ErrorCode::InvalidUsage, {"reduce op avg"});
     requireError([&] { g.allReduce(buf.p + 1, buf.p, 10, F, ReduceOp::Sum, s); }, ErrorCode::InvalidUsage, {"not aligned"});
     requireError([&] { g.broadcast(buf.p, buf.p, 10, F, n, s); }, ErrorCode::InvalidUsage, {"root", "out of range"});
