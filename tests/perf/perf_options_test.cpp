@@ -60,6 +60,7 @@ TEST(PerfOptions, ParsesGpuFlags) {
   EXPECT_EQ(parse({"--mem", "host"}).mem, MemMode::Host);
   EXPECT_EQ(parse({"--mem", "auto"}).mem, MemMode::Auto);
   EXPECT_EQ(parse({"--cudagraph", "2"}).graphLaunches, 2);
+  EXPECT_TRUE(parse({"--find-nccl", "--nccl-lib", "/x/libnccl.so.2"}).findNccl);  // a flag without a value
 }
 
 TEST(PerfOptions, BadMemValueListsChoices) {

@@ -10,6 +10,7 @@
 
 #include "launch.hpp"
 #include "mem_mode.hpp"
+#include "nccl_library.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/host_collectives.hpp"
 #include "report.hpp"
@@ -65,7 +66,17 @@ int runGpu(const Options& opts, Collective c, int deviceCount) {
 }
 #endif
 
+/// --find-nccl: what --compare nccl would load. Needs no GPU.
+int findNccl(const Options& opts) {
+  std::string source;
+  std::string request = ncclLibraryRequest(opts.ncclLib, &source);
+  auto lib = NcclLibrary::load(request, source);
+  std::cout << "NCCL " << lib->versionText() << " at " << lib->path() << "\n";
+  return 0;
+}
+
 int run(const Options& opts, Collective c) {
+  if (opts.findNccl) return findNccl(opts);
   int devices = opts.mem == MemMode::Host ? 0 : cudaDeviceCountWithoutInit();
   MemMode mode = resolveMemMode(opts, builtWithCuda(), devices);
 #ifdef PLUGBOARD_HAVE_CUDA

@@ -67,6 +67,8 @@ const char* usageText() {
          "                         busbw, #wrong and x_nccl = our time / NCCL's time to every row\n"
          "  --nccl-lib PATH        the NCCL library (else $PLUGBOARD_NCCL_LIB, else libnccl.so.2 from\n"
          "                         the dynamic linker, then <site-packages>/nvidia/nccl/lib)\n"
+         "  --find-nccl            print the NCCL --compare nccl would load (version, path) and exit;\n"
+         "                         exit status 1 and every path tried when there is none\n"
          "  --csv FILE             also write the table as CSV\n"
          "  --plot FILE.svg        draw bus bandwidth and time against size\n";
 }
@@ -91,6 +93,7 @@ Options parseOptions(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     if (f == "-h" || f == "--help") { std::cout << usageText(); std::exit(0); }
+    if (f == "--find-nccl") { o.findNccl = true; continue; }
     if (i + 1 >= argc) bad(f, "", "needs a value");
     std::string v = argv[++i];
     if (f == "-b" || f == "--minbytes") o.minBytes = parseSize(v, f);
