@@ -23,7 +23,7 @@ perf="$build/bin/plugboard-perf"
 
 if [ "$gpus" -lt 1 ]; then
   echo "main job: no GPU (nvidia-smi lists none); host buffers, 4 ranks"
-  exec "$perf" --nranks 4 -b 8 -e 16M -f 4 "$@"
+  exec "$perf" --mem host --nranks 4 -b 8 -e 16M -f 4 "$@"
 fi
 
 ranks=$(( gpus >= 2 ? gpus : 2 ))

@@ -40,7 +40,6 @@ void printGpuPreamble(Communicator& comm, int device, const GpuSetup& setup) {
 int runGpuRank(std::shared_ptr<Bootstrap> bootstrap, int localRank, const Options& opts, Collective c, const GpuSetup& setup) {
   int device = localRank % setup.deviceCount;
   checkCuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
-  checkGpuTypeAndOp(opts, c);
   Communicator comm(std::move(bootstrap));
   checkRoot(opts.root, c, comm.size());
   std::unique_ptr<GpuBackend> ours = makePlugboardBackend(comm);

@@ -54,6 +54,13 @@ void syncAndCheck(Run& r, const char* what) {
   r.backend.checkErrors();
 }
 
+/// cudaMemcpy of bytes (none for an empty row, whose host vector has no storage).
+void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (bytes == 0) return;
+  checkCuda(cudaMemcpy(dst, src, bytes, kind), kind == cudaMemcpyHostToDevice ? "cudaMemcpy (inputs to the device)"
+                                                                              : "cudaMemcpy (results to the host)");
+}
+
 /// Fills the inputs on the host, copies them up, runs once, copies the
 /// buffers back and counts wrong elements on this rank.
 size_t wrongOnThisRank(Run& r, const DeviceBuffers& dev) {
@@ -62,12 +69,12 @@ size_t wrongOnThisRank(Run& r, const DeviceBuffers& dev) {
   std::fill(c.recv->begin(), c.recv->end(), 0);
   fillInputs(c);
   size_t sb = sendBytesOf(c.shape, es), rb = recvBytesOf(c.shape, es);
-  checkCuda(cudaMemcpy(dev.send(), c.send->data(), sb, cudaMemcpyHostToDevice), "cudaMemcpy (inputs to device)");
-  checkCuda(cudaMemcpy(dev.recv(), c.recv->data(), rb, cudaMemcpyHostToDevice), "cudaMemcpy (inputs to device)");
+  copy(dev.send(), c.send->data(), sb, cudaMemcpyHostToDevice);
+  copy(dev.recv(), c.recv->data(), rb, cudaMemcpyHostToDevice);
   r.backend.run(c, r.device, r.stream);
   syncAndCheck(r, "the checked call");
-  checkCuda(cudaMemcpy(c.send->data(), dev.send(), sb, cudaMemcpyDeviceToHost), "cudaMemcpy (results to host)");
-  checkCuda(cudaMemcpy(c.recv->data(), dev.recv(), rb, cudaMemcpyDeviceToHost), "cudaMemcpy (results to host)");
+  copy(c.send->data(), dev.send(), sb, cudaMemcpyDeviceToHost);
+  copy(c.recv->data(), dev.recv(), rb, cudaMemcpyDeviceToHost);
   return countWrong(c);
 }
 
