@@ -80,9 +80,11 @@ int findNccl(const Options& opts) {
 int run(const Options& opts, Collective c) {
   if (opts.findNccl) return findNccl(opts);
   int devices = opts.mem == MemMode::Host ? 0 : cudaDeviceCountWithoutInit();
-  MemMode mode = resolveMemMode(opts, builtWithCuda(), devices);
+  MemMode mode = resolveMemMode(opts, builtWithCuda(), devices);  // Gpu only when built with CUDA
 #ifdef PLUGBOARD_HAVE_CUDA
   if (mode == MemMode::Gpu) return runGpu(opts, c, devices);
+#else
+  (void)mode;
 #endif
   if (opts.mem == MemMode::Auto) std::cout << "# --mem auto: host buffers (" << (builtWithCuda() ? "no CUDA device" : "built without CUDA") << ")\n";
   return launch(opts, [&](std::shared_ptr<Bootstrap> b) { return hostRankMain(std::move(b), opts, c); });
