@@ -15,20 +15,14 @@ void checkCuda(cudaError_t err, const std::string& what) {
 #ifdef PLUGBOARD_PERF_HAVE_GPU_COLLECTIVES
 namespace {
 
-/// Send and receive of sendrecv run on two streams forked from the caller's
-/// (event fork/join, capturable), so neither can wait behind the other.
+/// GpuCollectives has no fused sendRecv and its calls must be ordered on one
+/// stream (they share device-side sequence counters), so the ring sendrecv
+/// is two calls: even ranks send then receive, odd ranks the other way
+/// round. Every send meets a receiver in the same phase, so no ring of
+/// blocked senders can form; a pair's two directions run one after the other.
 class PlugboardBackend : public GpuBackend {
  public:
-  explicit PlugboardBackend(Communicator& comm) : gc_(comm) {
-    checkCuda(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    checkCuda(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate");
-    checkCuda(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate");
-  }
-  ~PlugboardBackend() override {
-    cudaEventDestroy(join_);
-    cudaEventDestroy(fork_);
-    cudaStreamDestroy(side_);
-  }
+  explicit PlugboardBackend(Communicator& comm) : gc_(comm) {}
   std::string name() const override { return "plugboard"; }
   void checkErrors() override { gc_.checkErrors(); }
 
@@ -48,17 +42,17 @@ class PlugboardBackend : public GpuBackend {
  private:
   void sendRecv(const Call& c, const CallPointers& p, cudaStream_t s) {
     size_t k = c.shape.callCount;
-    checkCuda(cudaEventRecord(fork_, s), "cudaEventRecord");
-    checkCuda(cudaStreamWaitEvent(side_, fork_, 0), "cudaStreamWaitEvent");
-    gc_.recv(p.result, k, c.type, (c.rank + c.nranks - 1) % c.nranks, side_);
-    gc_.send(p.send, k, c.type, (c.rank + 1) % c.nranks, s);
-    checkCuda(cudaEventRecord(join_, side_), "cudaEventRecord");
-    checkCuda(cudaStreamWaitEvent(s, join_, 0), "cudaStreamWaitEvent");
+    int to = (c.rank + 1) % c.nranks, from = (c.rank + c.nranks - 1) % c.nranks;
+    if (c.rank % 2 == 0) {
+      gc_.send(p.send, k, c.type, to, s);
+      gc_.recv(p.result, k, c.type, from, s);
+    } else {
+      gc_.recv(p.result, k, c.type, from, s);
+      gc_.send(p.send, k, c.type, to, s);
+    }
   }
 
   GpuCollectives gc_;
-  cudaStream_t side_ = nullptr;
-  cudaEvent_t fork_ = nullptr, join_ = nullptr;
 };
 
 }  // namespace

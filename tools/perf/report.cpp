@@ -19,6 +19,7 @@ std::string fmt(const char* f, double v) {
 std::string timeText(double us) { return fmt(us < 10000 ? "%.2f" : "%.1f", us); }
 
 std::string measureText(const Measure& m, bool checked) {
+  if (m.skipped) return "      N/A     N/A     N/A    N/A";
   char buf[128];
   std::snprintf(buf, sizeof(buf), " %8s %7.2f %7.2f %6s", timeText(m.timeUs).c_str(), m.algBw, m.busBw,
                 checked ? std::to_string(m.wrong).c_str() : "N/A");
@@ -27,6 +28,7 @@ std::string measureText(const Measure& m, bool checked) {
 
 /// NCCL's time, busbw, #wrong, and our time / its time.
 std::string ncclText(const Measure& ours, const Measure& nccl, bool checked) {
+  if (nccl.skipped) return "      N/A     N/A    N/A    N/A";
   char buf[128];
   std::snprintf(buf, sizeof(buf), " %8s %7.2f %6s %6.2f", timeText(nccl.timeUs).c_str(), nccl.busBw,
                 checked ? std::to_string(nccl.wrong).c_str() : "N/A", ratioToNccl(ours, nccl));
@@ -90,9 +92,9 @@ size_t printFooter(std::ostream& out, const std::vector<Row>& rows) {
   bool compared = false;
   for (const auto& r : rows) {
     wrong += r.outOfPlace.wrong + r.inPlace.wrong;
-    bw += (r.outOfPlace.busBw + r.inPlace.busBw) / 2;
+    bw += r.inPlace.skipped ? r.outOfPlace.busBw : (r.outOfPlace.busBw + r.inPlace.busBw) / 2;
     ncclWrong += r.ncclOutOfPlace.wrong + r.ncclInPlace.wrong;
-    ncclBw += (r.ncclOutOfPlace.busBw + r.ncclInPlace.busBw) / 2;
+    ncclBw += r.ncclInPlace.skipped ? r.ncclOutOfPlace.busBw : (r.ncclOutOfPlace.busBw + r.ncclInPlace.busBw) / 2;
     compared = compared || r.compared;
   }
   double n = rows.empty() ? 1.0 : static_cast<double>(rows.size());

@@ -16,6 +16,7 @@ struct Measure {
   double algBw = 0;    ///< GB/s.
   double busBw = 0;    ///< GB/s.
   size_t wrong = 0;    ///< Wrong elements summed over ranks (0 when not checked).
+  bool skipped = false;  ///< Not run (GPU in-place sendrecv: a send and a receive in one buffer race); printed N/A.
 };
 
 /// One line of the table.
