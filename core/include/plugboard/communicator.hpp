@@ -19,6 +19,7 @@
 namespace plugboard {
 
 class Communicator;
+class GpuCollectives;
 struct ConnectionImpl;
 struct RegisteredMemoryImpl;
 struct RemoteMemoryImpl;
@@ -191,6 +192,7 @@ class Communicator {
   friend class Host2HostSemaphore;
   friend class Device2DeviceSemaphore;
   friend class PortChannelService;
+  friend class GpuCollectives;  // its set-up exchanges scratch descriptors under an internal tag
   std::unique_ptr<Impl> impl_;
 };
 

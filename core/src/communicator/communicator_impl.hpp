@@ -25,6 +25,7 @@ class ProxyService;
 enum CoreTag : int {
   kTagConnect = 1,
   kTagSemaphore = 2,
+  kTagGpuCollectives = 3,  // GpuCollectives scratch descriptors
   kTagUserMemoryBase = 1 << 20,
 };
 

@@ -35,6 +35,13 @@ namespace plugboard {
 ///   gpu_scratch_bytes          scratch per peer for the pipelined algorithms
 ///   gpu_blocks, gpu_threads    launch shape of the collective kernels
 ///   gpu_chunk_bytes            pipeline chunk of the large-message kernels
+///   gpu_wait_spins             polls before a device wait records a timeout
+///
+/// Calls on one object must be ordered (one stream, or streams ordered by
+/// events): they share device-side sequence counters. Pairs whose transport
+/// does not map peer memory are not supported yet: construction throws
+/// Error(InvalidUsage) naming rank, peer and transport. Destruction is
+/// collective (every rank must destroy its object) and waits for the device.
 ///
 /// A device wait that times out or is aborted is recorded; checkErrors()
 /// (and the next call) throws Error(Timeout/Remote) naming rank and peer.

@@ -1,0 +1,57 @@
+// Private state of GpuCollectives: settings, the scratch buffer and its
+// peers' mappings, the device context the kernels get.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "gpu/collectives/device_ctx.hpp"
+#include "plugboard/error.hpp"
+#include "plugboard/gpu/collectives.hpp"
+
+namespace plugboard {
+
+/// The GPU collectives' settings, read once from the registry and checked.
+struct GpuCollSettings {
+  uint64_t smallBytes = 0;    ///< gpu_allreduce_small_bytes
+  uint64_t scratchBytes = 0;  ///< gpu_scratch_bytes (per peer)
+  uint32_t blocks = 0;        ///< gpu_blocks
+  uint32_t threads = 0;       ///< gpu_threads
+  uint64_t chunkBytes = 0;    ///< gpu_chunk_bytes
+  int64_t waitSpins = 0;      ///< gpu_wait_spins
+
+  /// Reads and validates; throws Error(Config) naming the setting.
+  static GpuCollSettings read(const Config& config);
+};
+
+struct GpuCollectives::Impl {
+  Communicator& comm;
+  GpuCollSettings settings;
+  int rank = 0, nranks = 0, device = 0;
+  std::map<int, std::shared_ptr<Connection>> connections;  // CUDA-memory connection per peer
+  char* scratch = nullptr;          // device, layout.total bytes
+  uint64_t* state = nullptr;        // device, see DeviceCtx
+  char** remoteTable = nullptr;     // device [nranks]
+  uint32_t* flags = nullptr;        // mapped host: [0] abort, [1] first failure, [2, 2 + nranks) per-peer errors
+  uint32_t* flagsDev = nullptr;
+  RegisteredMemory local;
+  std::vector<RemoteMemory> remotes;  // by rank (empty for self)
+  gpucoll::DeviceCtx ctx;
+
+  explicit Impl(Communicator& c) : comm(c) {}
+  ~Impl();
+  /// Connects, allocates and exchanges the scratch, builds ctx (collective).
+  void setup();
+  /// Throws the first recorded device failure, if any.
+  void throwIfFailed() const;
+  /// Throws Error(InvalidUsage) unless the current device is the construction one.
+  void checkDevice() const;
+
+ private:
+  void checkPeersMapped() const;
+  void computeLayout();
+  void exchangeScratch();
+};
+
+}  // namespace plugboard

@@ -1,0 +1,80 @@
+// State the collective kernels share with the host: the scratch layout
+// (identical on every rank) and the per-rank device context passed by value
+// to every kernel. Plain structs, compiled by both g++ and nvcc.
+#pragma once
+
+#include <cstdint>
+
+#include "plugboard/gpu/fifo_device.hpp"  // PB_HOST_DEVICE_INLINE
+
+namespace plugboard::gpucoll {
+
+/// Which collective a kernel runs (recorded with a failed wait).
+enum class Coll : uint32_t { AllReduce = 1, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, Send, Recv };
+
+/// Kinds of inbound counter per (source, block): data posted, slots released.
+enum CounterKind : uint32_t { kData = 0, kAck = 1 };
+
+/// Byte layout of each rank's scratch allocation (one registration):
+///  - counters: inbound uint64 per [source rank][block][kind]; the source
+///    adds to them through its mapping (Device2DeviceSemaphore protocol).
+///  - ll: LL16 packets per [source rank][parity] of llHalf bytes each; the
+///    parity alternates with the LL call counter (double buffering).
+///  - pipes: per [source rank] perSource bytes, per [block] perBlock bytes,
+///    `slots` slots of slotBytes: what the source sends this rank on that block.
+/// Entries for source == this rank are unused.
+struct ScratchLayout {
+  uint64_t counters = 0;
+  uint64_t ll = 0, llHalf = 0;
+  uint64_t pipes = 0, perSource = 0, perBlock = 0, slotBytes = 0;
+  uint32_t slots = 0;
+  uint64_t total = 0;
+};
+
+/// Everything a collective kernel needs besides its arguments. The state
+/// array (device memory, this rank only) holds, by index:
+///   [0, 2nG)     expected counts of the inbound counters (same order)
+///   [2nG, 3nG)   messages sent to [peer][block]   (slot = seq % slots)
+///   [3nG, 4nG)   messages received from [peer][block]
+///   [4nG, 4nG+G) LL calls made, per block (all equal: LL kernels use G blocks)
+/// Invariant: only the owner thread of (peer, block) writes its entries, and
+/// only that thread waits on the (peer, block) counters: one waiter per semaphore.
+struct DeviceCtx {
+  char* local = nullptr;               ///< This rank's scratch.
+  char* const* remote = nullptr;       ///< Device array [nranks]: peers' scratch mapped here.
+  uint64_t* state = nullptr;           ///< Device array described above.
+  volatile uint32_t* abortFlag = nullptr;  ///< Mapped host: non-zero ends every wait.
+  uint32_t* errors = nullptr;          ///< Mapped host [nranks]: SemaphoreDeviceError per peer.
+  uint32_t* first = nullptr;           ///< Mapped host: first failure, see encodeFailure().
+  int64_t maxSpins = 0;                ///< Bound of every device wait.
+  ScratchLayout layout;
+  int rank = 0, nranks = 0, blocks = 0;
+};
+
+/// First-failure word: (peer + 1) << 16 | collective << 8 | SemaphoreDeviceError.
+PB_HOST_DEVICE_INLINE uint32_t encodeFailure(int peer, Coll coll, uint32_t code) {
+  return (static_cast<uint32_t>(peer + 1) << 16) | (static_cast<uint32_t>(coll) << 8) | (code & 0xff);
+}
+
+/// Arguments of the reducing pipeline kernel (allreduce two-shot, reducescatter, reduce).
+struct ReduceArgs {
+  const char* send;
+  char* recv;
+  uint64_t count;       ///< Elements (allreduce/reduce: total; reducescatter: per rank).
+  uint64_t chunkElems;  ///< Pipeline chunk in elements (a multiple of 16 bytes).
+  uint64_t unitElems;   ///< Segment boundaries fall on multiples of it (16 bytes).
+  Coll coll;            ///< AllReduce, ReduceScatter or Reduce.
+  int root;
+};
+
+/// Arguments of the byte-moving pipeline kernel.
+struct MoveArgs {
+  const char* src;
+  char* dst;
+  uint64_t bytes;       ///< Per peer block.
+  uint64_t chunkBytes;  ///< Pipeline chunk (multiple of 16).
+  Coll coll;            ///< AllGather, Broadcast, AllToAll, Send or Recv.
+  int peer;             ///< Root (Broadcast) or peer (Send/Recv).
+};
+
+}  // namespace plugboard::gpucoll

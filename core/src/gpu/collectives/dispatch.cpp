@@ -1,0 +1,208 @@
+// GpuCollectives calls: check arguments (before anything is enqueued),
+// pick the algorithm and chunk size from the call's arguments and the
+// settings only (so every rank picks the same), and enqueue one kernel.
+#include <string>
+
+#include "gpu/collectives/collectives_impl.hpp"
+#include "gpu/collectives/kernels.hpp"
+#include "gpu/cuda_check.hpp"
+
+namespace plugboard {
+namespace gpucoll {
+
+bool supportedType(DataType type) {
+  return type == DataType::Float32 || type == DataType::Float16 || type == DataType::BFloat16 ||
+         type == DataType::Int32 || type == DataType::Uint8;
+}
+
+bool supportedOp(ReduceOp op) {
+  return op == ReduceOp::Sum || op == ReduceOp::Prod || op == ReduceOp::Min || op == ReduceOp::Max;
+}
+
+}  // namespace gpucoll
+
+namespace {
+
+using gpucoll::Coll;
+
+/// Argument checks of one call; every failure is Error(InvalidUsage) naming rank and call.
+struct CallCheck {
+  int rank, nranks;
+  const char* what;
+
+  [[noreturn]] void fail(const std::string& why) const {
+    throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(rank) + ": GPU " + what + ": " + why);
+  }
+  void type(DataType t) const {
+    if (!gpucoll::supportedType(t))
+      fail(std::string("data type ") + dataTypeName(t) + " is not supported (float32, float16, bfloat16, int32, uint8)");
+  }
+  void op(ReduceOp o) const {
+    if (!gpucoll::supportedOp(o)) fail(std::string("reduce op ") + reduceOpName(o) + " is not supported (sum, prod, min, max)");
+  }
+  void buffer(const void* p, const char* name, size_t count, DataType t) const {
+    if (count == 0) return;
+    if (!p) fail(std::string(name) + " is null with count " + std::to_string(count));
+    if (reinterpret_cast<uintptr_t>(p) % dataTypeSize(t))
+      fail(std::string(name) + " is not aligned to its " + std::to_string(dataTypeSize(t)) + "-byte elements");
+  }
+  void rankArg(int r, const char* name, bool selfAllowed) const {
+    if (r < 0 || r >= nranks) fail(std::string(name) + " " + std::to_string(r) + " is out of range [0, " + std::to_string(nranks) + ")");
+    if (!selfAllowed && r == rank) fail(std::string(name) + " is this rank");
+  }
+};
+
+uint64_t roundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+}  // namespace
+
+/// Chunk for `bytes` per peer: spread over every block, within [1 KiB, one slot].
+static uint64_t chunkFor(const GpuCollSettings& s, uint64_t bytes) {
+  uint64_t c = roundUp((bytes + s.blocks - 1) / s.blocks, 16);
+  if (c < 1024) c = 1024;
+  return c < s.chunkBytes ? c : s.chunkBytes;
+}
+
+/// Same-rank copy for a single-rank communicator (or a local block).
+static void copyAsync(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  if (dst != src && bytes) PB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+}
+
+/// Launches the reducing pipeline kernel for a call already checked.
+static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv, size_t count, DataType type,
+                           ReduceOp op, Coll coll, int root, cudaStream_t stream) {
+  const uint64_t E = dataTypeSize(type), unit = 16 / E;
+  uint64_t longest = count;
+  if (coll != Coll::ReduceScatter) longest = roundUp((roundUp(count, unit) / unit + m.nranks - 1) / m.nranks, 1) * unit;
+  if (longest > count) longest = count;
+  gpucoll::ReduceArgs a{static_cast<const char*>(send), static_cast<char*>(recv), count,
+                        chunkFor(m.settings, longest * E) / E, unit, coll, root};
+  gpucoll::launchReduce(m.ctx, a, type, op, m.settings.threads, stream);
+}
+
+static void movePipeline(GpuCollectives::Impl& m, const void* src, void* dst, uint64_t bytes, Coll coll, int peer,
+                         cudaStream_t stream) {
+  gpucoll::MoveArgs a{static_cast<const char*>(src), static_cast<char*>(dst), bytes, chunkFor(m.settings, bytes), coll,
+                      peer};
+  gpucoll::launchMove(m.ctx, a, m.settings.threads, stream);
+}
+
+void GpuCollectives::allReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                               cudaStream_t stream) {
+  Impl& m = *impl_;
+  CallCheck k{m.rank, m.nranks, "allreduce"};
+  k.type(type);
+  k.op(op);
+  k.buffer(send, "send buffer", count, type);
+  k.buffer(recv, "recv buffer", count, type);
+  m.throwIfFailed();
+  if (count == 0) return;
+  m.checkDevice();
+  const uint64_t bytes = count * dataTypeSize(type);
+  if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
+  if (bytes < m.settings.smallBytes)
+    return gpucoll::launchLLAllReduce(m.ctx, send, recv, count, type, op, m.settings.threads, stream);
+  reducePipeline(m, send, recv, count, type, op, Coll::AllReduce, 0, stream);
+}
+
+void GpuCollectives::reduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                                   cudaStream_t stream) {
+  Impl& m = *impl_;
+  CallCheck k{m.rank, m.nranks, "reducescatter"};
+  k.type(type);
+  k.op(op);
+  k.buffer(send, "send buffer", count, type);
+  k.buffer(recv, "recv buffer", count, type);
+  m.throwIfFailed();
+  if (count == 0) return;
+  m.checkDevice();
+  const uint64_t E = dataTypeSize(type);
+  if (m.nranks == 1) return copyAsync(recv, send, count * E, stream);
+  reducePipeline(m, send, recv, count, type, op, Coll::ReduceScatter, 0, stream);
+}
+
+void GpuCollectives::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root,
+                            cudaStream_t stream) {
+  Impl& m = *impl_;
+  CallCheck k{m.rank, m.nranks, "reduce"};
+  k.type(type);
+  k.op(op);
+  k.rankArg(root, "root", true);
+  k.buffer(send, "send buffer", count, type);
+  if (m.rank == root) k.buffer(recv, "recv buffer", count, type);
+  m.throwIfFailed();
+  if (count == 0) return;
+  m.checkDevice();
+  if (m.nranks == 1) return copyAsync(recv, send, count * dataTypeSize(type), stream);
+  reducePipeline(m, send, recv, count, type, op, Coll::Reduce, root, stream);
+}
+
+void GpuCollectives::allGather(const void* send, void* recv, size_t count, DataType type, cudaStream_t stream) {
+  Impl& m = *impl_;
+  CallCheck k{m.rank, m.nranks, "allgather"};
+  k.type(type);
+  k.buffer(send, "send buffer", count, type);
+  k.buffer(recv, "recv buffer", count, type);
+  m.throwIfFailed();
+  if (count == 0) return;
+  m.checkDevice();
+  const uint64_t bytes = count * dataTypeSize(type);
+  if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
+  movePipeline(m, send, recv, bytes, Coll::AllGather, 0, stream);
+}
+
+void GpuCollectives::broadcast(const void* send, void* recv, size_t count, DataType type, int root,
+                               cudaStream_t stream) {
+  Impl& m = *impl_;
+  CallCheck k{m.rank, m.nranks, "broadcast"};
+  k.type(type);
+  k.rankArg(root, "root", true);
+  if (m.rank == root) k.buffer(send, "send buffer", count, type);
+  k.buffer(recv, "recv buffer", count, type);
+  m.throwIfFailed();
+  if (count == 0) return;
+  m.checkDevice();
+  const uint64_t bytes = count * dataTypeSize(type);
+  if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
+  movePipeline(m, send, recv, bytes, Coll::Broadcast, root, stream);
+}
+
+void GpuCollectives::allToAll(const void* send, void* recv, size_t count, DataType type, cudaStream_t stream) {
+  Impl& m = *impl_;
+  CallCheck k{m.rank, m.nranks, "alltoall"};
+  k.type(type);
+  k.buffer(send, "send buffer", count, type);
+  k.buffer(recv, "recv buffer", count, type);
+  m.throwIfFailed();
+  if (count == 0) return;
+  m.checkDevice();
+  const uint64_t bytes = count * dataTypeSize(type);
+  if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
+  movePipeline(m, send, recv, bytes, Coll::AllToAll, 0, stream);
+}
+
+void GpuCollectives::send(const void* buf, size_t count, DataType type, int peer, cudaStream_t stream) {
+  Impl& m = *impl_;
+  CallCheck k{m.rank, m.nranks, "send"};
+  k.type(type);
+  k.rankArg(peer, "peer", false);
+  k.buffer(buf, "buffer", count, type);
+  m.throwIfFailed();
+  if (count == 0) return;
+  m.checkDevice();
+  movePipeline(m, buf, nullptr, count * dataTypeSize(type), Coll::Send, peer, stream);
+}
+
+void GpuCollectives::recv(void* buf, size_t count, DataType type, int peer, cudaStream_t stream) {
+  Impl& m = *impl_;
+  CallCheck k{m.rank, m.nranks, "recv"};
+  k.type(type);
+  k.rankArg(peer, "peer", false);
+  k.buffer(buf, "buffer", count, type);
+  m.throwIfFailed();
+  if (count == 0) return;
+  m.checkDevice();
+  movePipeline(m, nullptr, buf, count * dataTypeSize(type), Coll::Recv, peer, stream);
+}
+
+}  // namespace plugboard

@@ -1,0 +1,51 @@
+// Turns the failure words the kernels leave in mapped host memory into
+// Error(Timeout/Remote) naming rank, peer, transport and collective.
+#include <string>
+
+#include "gpu/collectives/collectives_impl.hpp"
+#include "plugboard/error.hpp"
+#include "plugboard/gpu/semaphore_device.hpp"
+
+namespace plugboard {
+namespace {
+
+const char* collName(uint32_t coll) {
+  switch (static_cast<gpucoll::Coll>(coll)) {
+    case gpucoll::Coll::AllReduce: return "allreduce";
+    case gpucoll::Coll::AllGather: return "allgather";
+    case gpucoll::Coll::ReduceScatter: return "reducescatter";
+    case gpucoll::Coll::Broadcast: return "broadcast";
+    case gpucoll::Coll::Reduce: return "reduce";
+    case gpucoll::Coll::AllToAll: return "alltoall";
+    case gpucoll::Coll::Send: return "send";
+    case gpucoll::Coll::Recv: return "recv";
+  }
+  return "a collective";
+}
+
+}  // namespace
+
+void GpuCollectives::Impl::throwIfFailed() const {
+  const uint32_t first = __atomic_load_n(&flags[1], __ATOMIC_ACQUIRE);
+  if (!first) return;
+  const int peer = static_cast<int>(first >> 16) - 1;
+  const uint32_t code = first & 0xff;
+  auto it = connections.find(peer);
+  const std::string transport = it != connections.end() ? it->second->transport() : "?";
+  std::string msg = "rank " + std::to_string(rank) + ": device wait for rank " + std::to_string(peer);
+  if (code == kSemaphoreWaitTimeout)
+    msg += " timed out in " + std::string(collName((first >> 8) & 0xff)) + " (transport " + transport +
+           ", gpu_wait_spins=" + std::to_string(settings.waitSpins) +
+           "); did every rank make the same calls in the same order?";
+  else
+    msg += " was aborted in " + std::string(collName((first >> 8) & 0xff)) + " (transport " + transport + ")";
+  msg += " The GPU collectives of this communicator cannot be used any more.";
+  throw Error(code == kSemaphoreWaitTimeout ? ErrorCode::Timeout : ErrorCode::Remote, msg);
+}
+
+void GpuCollectives::checkErrors() const {
+  impl_->throwIfFailed();
+  impl_->comm.checkErrors();
+}
+
+}  // namespace plugboard

@@ -1,0 +1,36 @@
+// Host entry points of the collective kernels (one .cu per family). Each
+// launch only enqueues on the stream (graph-capturable) and throws
+// Error(System) when the launch itself fails.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "gpu/collectives/device_ctx.hpp"
+#include "plugboard/datatype.hpp"
+
+namespace plugboard::gpucoll {
+
+/// Dynamic shared memory of the pipe kernels (seq counters, pointers, fail flag).
+inline size_t pipesSharedBytes(const DeviceCtx& c) { return 32 * static_cast<size_t>(c.nranks) + 16; }
+
+/// One-shot LL16 allreduce of bytes (< the LL area) from send into recv; G blocks.
+void launchLLAllReduce(const DeviceCtx& c, const void* send, void* recv, uint64_t count, DataType type, ReduceOp op,
+                       uint32_t threads, cudaStream_t stream);
+/// Pipelined reducing collective (two-shot allreduce, reducescatter, reduce).
+void launchReduce(const DeviceCtx& c, const ReduceArgs& a, DataType type, ReduceOp op, uint32_t threads,
+                  cudaStream_t stream);
+/// Pipelined byte-moving collective.
+void launchMove(const DeviceCtx& c, const MoveArgs& a, uint32_t threads, cudaStream_t stream);
+
+/// Loads every kernel of a family now (lazy module loading would otherwise
+/// load it at first launch, possibly behind a kernel spinning on a peer).
+void preloadLLKernels();
+void preloadReduceKernels();
+void preloadMoveKernels();
+
+/// True for the element types the GPU collectives support.
+bool supportedType(DataType type);
+/// True for the ops the GPU collectives support.
+bool supportedOp(ReduceOp op);
+
+}  // namespace plugboard::gpucoll

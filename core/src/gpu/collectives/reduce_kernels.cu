@@ -1,0 +1,123 @@
+// Pipelined reducing collectives, one kernel per (type, op):
+//  - allreduce (two-shot): rank j owns segment j; every rank sends segment j
+//    to rank j (reduce-scatter), rank j reduces it in rank order and writes
+//    the result to its recv and, in the same pass, into every peer's slot
+//    (all-gather); peers copy it out.
+//  - reduce: the same, but the reduced segments go to the root only.
+//  - reducescatter: segment j is block j of send (count elements); no gather.
+// Chunk c of every segment belongs to block c mod G. Per block and step c
+// the messages on pipe (me -> p) are: the reduce-scatter chunk c of
+// segment p, then the gathered chunk c of segment me; the receiver handles
+// them in the same order. Every wait depends only on earlier steps or on
+// sends of the same stage, so no ordering of ranks deadlocks.
+#include "gpu/collectives/kernels.hpp"
+#include "gpu/collectives/pipe_device.cuh"
+#include "gpu/collectives/type_dispatch.cuh"
+#include "gpu/cuda_check.hpp"
+
+namespace plugboard::gpucoll {
+namespace {
+
+/// Segment j of a reducing collective, in elements of send.
+struct Segments {
+  const ReduceArgs& a;
+  int n;
+  /// Segment j's first element in send (and, except reducescatter, in recv).
+  __device__ uint64_t start(int j) const {
+    if (a.coll == Coll::ReduceScatter) return j * a.count;
+    const uint64_t units = (a.count + a.unitElems - 1) / a.unitElems, base = units / n, rem = units % n;
+    const uint64_t first = (j * base + (j < static_cast<int64_t>(rem) ? j : rem)) * a.unitElems;
+    return first < a.count ? first : a.count;
+  }
+  __device__ uint64_t length(int j) const {
+    if (a.coll == Coll::ReduceScatter) return a.count;
+    return (j + 1 == n ? a.count : start(j + 1)) - start(j);
+  }
+  /// Elements of chunk c of segment j (0 when the segment has no chunk c).
+  __device__ uint64_t chunk(int j, uint64_t c) const {
+    const uint64_t len = length(j), off = c * a.chunkElems;
+    return off >= len ? 0 : (len - off < a.chunkElems ? len - off : a.chunkElems);
+  }
+};
+
+template <typename T, typename Op>
+__global__ void reduceKernel(DeviceCtx c, ReduceArgs a) {
+  constexpr uint64_t E = sizeof(T);
+  BlockPipes s = loadPipes(c);
+  const Segments seg{a, c.nranks};
+  const int me = c.rank, n = c.nranks;
+  const bool gatherAll = a.coll == Coll::AllReduce, toRoot = a.coll == Coll::Reduce;
+  const uint32_t tid = threadIdx.x, nt = blockDim.x;
+  const uint64_t steps = (seg.length(0) + a.chunkElems - 1) / a.chunkElems;  // segment 0 is the longest
+  for (uint64_t c0 = blockIdx.x; c0 < steps; c0 += gridDim.x) {
+    const uint64_t off = c0 * a.chunkElems;
+    // Stage 1: chunk c0 of segment p to its owner p.
+    auto rsTo = [&](int p) { return p != me && seg.chunk(p, c0) > 0; };
+    if (!waitStage(c, s, rsTo, Nobody{}, a.coll)) break;
+    for (int p = 0; p < n; ++p)
+      if (rsTo(p)) copyBytes(sendSlot(c, s, p), a.send + (seg.start(p) + off) * E, seg.chunk(p, c0) * E, tid, nt);
+    signalStage(c, s, rsTo, Nobody{});
+    // Stage 2: reduce chunk c0 of my segment; write it out (and gather it).
+    const uint64_t mine = seg.chunk(me, c0);
+    if (mine > 0) {
+      auto fromPeer = [&](int q) { return q != me; };
+      auto gatherTo = [&](int p) { return p != me && (gatherAll || (toRoot && p == a.root)); };
+      if (!waitStage(c, s, gatherTo, fromPeer, a.coll)) break;
+      int ndst = 0;
+      if (tid == 0) {
+        const uint64_t first = seg.start(me) + off;
+        for (int q = 0; q < n; ++q) s.ptrs[q] = q == me ? const_cast<char*>(a.send) + first * E : recvSlot(c, s, q);
+        char** dst = s.ptrs + n;
+        if (a.coll == Coll::ReduceScatter) dst[ndst++] = a.recv + off * E;
+        else if (!toRoot || me == a.root) dst[ndst++] = a.recv + first * E;
+        for (int p = 0; p < n; ++p)
+          if (gatherTo(p)) dst[ndst++] = sendSlot(c, s, p);
+        *s.ndst = ndst;
+      }
+      __syncthreads();
+      ndst = *s.ndst;
+      reduceElems<T, Op>(s.ptrs + n, ndst, s.ptrs, n, mine, tid, nt);
+      signalStage(c, s, gatherTo, fromPeer);
+    }
+    // Stage 3: gathered chunks of the other segments.
+    if (gatherAll || (toRoot && me == a.root)) {
+      auto gatherFrom = [&](int q) { return q != me && seg.chunk(q, c0) > 0; };
+      if (!waitStage(c, s, Nobody{}, gatherFrom, a.coll)) break;
+      for (int q = 0; q < n; ++q)
+        if (gatherFrom(q)) copyBytes(a.recv + (seg.start(q) + off) * E, recvSlot(c, s, q), seg.chunk(q, c0) * E, tid, nt);
+      signalStage(c, s, Nobody{}, gatherFrom);
+    }
+  }
+  storePipes(c, s);
+}
+
+}  // namespace
+
+void launchReduce(const DeviceCtx& c, const ReduceArgs& a, DataType type, ReduceOp op, uint32_t threads,
+                  cudaStream_t stream) {
+  // Segment 0 is the longest: its chunk count is the number of steps.
+  uint64_t longest = a.count;
+  if (a.coll != Coll::ReduceScatter) {
+    const uint64_t units = (a.count + a.unitElems - 1) / a.unitElems;
+    longest = ((units + c.nranks - 1) / c.nranks) * a.unitElems;
+    if (longest > a.count) longest = a.count;
+  }
+  const uint64_t steps = (longest + a.chunkElems - 1) / a.chunkElems;
+  const uint32_t grid = static_cast<uint32_t>(steps < static_cast<uint64_t>(c.blocks) ? steps : c.blocks);
+  if (grid == 0) return;
+  dispatchTypeOp(type, op, [&](auto t, auto o) {
+    reduceKernel<decltype(t), decltype(o)><<<grid, threads, pipesSharedBytes(c), stream>>>(c, a);
+  });
+  PB_CUDA_CHECK(cudaGetLastError());
+}
+
+void preloadReduceKernels() {
+  for (DataType t : {DataType::Float32, DataType::Float16, DataType::BFloat16, DataType::Int32, DataType::Uint8})
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max})
+      dispatchTypeOp(t, op, [&](auto tv, auto ov) {
+        cudaFuncAttributes attr;
+        PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, reduceKernel<decltype(tv), decltype(ov)>));
+      });
+}
+
+}  // namespace plugboard::gpucoll

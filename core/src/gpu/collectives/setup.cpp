@@ -1,0 +1,157 @@
+// GpuCollectives set-up: settings, CUDA-memory connections to every peer,
+// the scratch buffer (counters, LL areas, pipe slots) registered once and
+// exchanged with every peer, and the device context of the kernels.
+#include <string>
+
+#include "communicator/communicator_impl.hpp"
+#include "gpu/collectives/collectives_impl.hpp"
+#include "gpu/collectives/kernels.hpp"
+#include "gpu/cuda_check.hpp"
+
+namespace plugboard {
+namespace {
+
+uint64_t roundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+int64_t readInRange(const Config& c, const char* name, int64_t lo, int64_t hi) {
+  const int64_t v = c.getInt(name);
+  if (v < lo || v > hi)
+    throw Error(ErrorCode::Config, std::string(name) + " must be between " + std::to_string(lo) + " and " +
+                                       std::to_string(hi) + ", got " + std::to_string(v));
+  return v;
+}
+
+}  // namespace
+
+GpuCollSettings GpuCollSettings::read(const Config& c) {
+  GpuCollSettings s;
+  s.smallBytes = readInRange(c, "gpu_allreduce_small_bytes", 0, 1 << 20);
+  s.blocks = static_cast<uint32_t>(readInRange(c, "gpu_blocks", 1, 128));
+  s.threads = static_cast<uint32_t>(readInRange(c, "gpu_threads", 64, 1024));
+  if (s.threads % 32) throw Error(ErrorCode::Config, "gpu_threads must be a multiple of 32, got " + std::to_string(s.threads));
+  s.chunkBytes = readInRange(c, "gpu_chunk_bytes", 1024, int64_t(1) << 30);
+  if (s.chunkBytes % 16)
+    throw Error(ErrorCode::Config, "gpu_chunk_bytes must be a multiple of 16, got " + std::to_string(s.chunkBytes));
+  s.scratchBytes = readInRange(c, "gpu_scratch_bytes", 4096, int64_t(1) << 34);
+  if (s.scratchBytes / s.blocks / s.chunkBytes < 2)
+    throw Error(ErrorCode::Config, "gpu_scratch_bytes (" + std::to_string(s.scratchBytes) +
+                                       ") must hold 2 chunks of gpu_chunk_bytes (" + std::to_string(s.chunkBytes) +
+                                       ") for each of gpu_blocks (" + std::to_string(s.blocks) + ") blocks: raise it to " +
+                                       std::to_string(2 * s.chunkBytes * s.blocks) + " or lower the others");
+  s.waitSpins = readInRange(c, "gpu_wait_spins", 1024, INT64_MAX);
+  return s;
+}
+
+GpuCollectives::Impl::~Impl() {
+  // Kernels still queued use the mappings: let them end (their waits are
+  // bounded). Peers map this scratch: drop our mappings of theirs, then wait
+  // until every rank has (collective) before freeing ours.
+  if (scratch) cudaDeviceSynchronize();
+  remotes.clear();
+  local = RegisteredMemory();
+  if (scratch) {
+    try {
+      comm.bootstrap().barrier();
+    } catch (...) {  // a peer died: its mappings died with it
+    }
+  }
+  if (scratch) cudaFree(scratch);
+  if (state) cudaFree(state);
+  if (remoteTable) cudaFree(remoteTable);
+  if (flags) cudaFreeHost(flags);
+}
+
+void GpuCollectives::Impl::checkPeersMapped() const {
+  for (const auto& [peer, conn] : connections)
+    if (!conn->mapsPeerMemory())
+      throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(rank) + ": GPU collectives over " +
+                                               conn->transport() + " (no peer mapping) are not supported yet (peer rank " +
+                                               std::to_string(peer) + ")");
+}
+
+void GpuCollectives::Impl::computeLayout() {
+  using gpucoll::ScratchLayout;
+  const GpuCollSettings& s = settings;
+  const uint64_t n = nranks, G = s.blocks;
+  ScratchLayout& L = ctx.layout;
+  L.counters = 0;
+  L.ll = roundUp(2 * n * G * sizeof(uint64_t), 256);
+  L.llHalf = roundUp((s.smallBytes + 7) / 8 * 16, 256);
+  L.pipes = L.ll + 2 * n * L.llHalf;
+  L.slotBytes = s.chunkBytes;
+  L.perBlock = s.scratchBytes / G / s.chunkBytes * s.chunkBytes;
+  L.slots = static_cast<uint32_t>(L.perBlock / s.chunkBytes);
+  L.perSource = L.perBlock * G;
+  L.total = L.pipes + n * L.perSource;
+}
+
+void GpuCollectives::Impl::exchangeScratch() {
+  local = comm.registerMemory(scratch, ctx.layout.total, MemoryKind::Cuda);
+  for (int p = 0; p < nranks; ++p)
+    if (p != rank) comm.impl_->sendMemoryTagged(local, p, kTagGpuCollectives);
+  remotes.resize(nranks);
+  std::vector<char*> table(nranks, nullptr);
+  for (int p = 0; p < nranks; ++p) {
+    if (p == rank) continue;
+    remotes[p] = comm.impl_->recvMemoryTagged(p, kTagGpuCollectives);
+    if (remotes[p].size() < ctx.layout.total)
+      throw Error(ErrorCode::Remote, "rank " + std::to_string(rank) + ": GPU collectives scratch of rank " +
+                                         std::to_string(p) + " is smaller than ours (settings differ between ranks?)");
+    table[p] = static_cast<char*>(connections.at(p)->remotePointer(remotes[p]));
+  }
+  PB_CUDA_CHECK(cudaMemcpy(remoteTable, table.data(), nranks * sizeof(char*), cudaMemcpyHostToDevice));
+}
+
+void GpuCollectives::Impl::setup() {
+  rank = comm.rank();
+  nranks = comm.size();
+  settings = GpuCollSettings::read(comm.config());
+  PB_CUDA_CHECK(cudaGetDevice(&device));
+  if (nranks > 1) connections = comm.connectAll(MemoryKind::Cuda);
+  checkPeersMapped();
+  computeLayout();
+  const uint64_t stateWords = 4ull * nranks * settings.blocks + settings.blocks;
+  PB_CUDA_CHECK(cudaMalloc(&scratch, ctx.layout.total));
+  PB_CUDA_CHECK(cudaMemset(scratch, 0, ctx.layout.total));
+  PB_CUDA_CHECK(cudaMalloc(&state, stateWords * sizeof(uint64_t)));
+  PB_CUDA_CHECK(cudaMemset(state, 0, stateWords * sizeof(uint64_t)));
+  PB_CUDA_CHECK(cudaMalloc(&remoteTable, nranks * sizeof(char*)));
+  PB_CUDA_CHECK(cudaMemset(remoteTable, 0, nranks * sizeof(char*)));
+  PB_CUDA_CHECK(cudaHostAlloc(&flags, (2 + nranks) * sizeof(uint32_t), cudaHostAllocMapped));
+  for (int i = 0; i < 2 + nranks; ++i) flags[i] = 0;
+  PB_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flagsDev), flags, 0));
+  gpucoll::preloadLLKernels();
+  gpucoll::preloadReduceKernels();
+  gpucoll::preloadMoveKernels();
+  PB_CUDA_CHECK(cudaDeviceSynchronize());  // memsets done before any peer can signal into the scratch
+  if (nranks > 1) exchangeScratch();
+  ctx.local = scratch;
+  ctx.remote = remoteTable;
+  ctx.state = state;
+  ctx.abortFlag = flagsDev;
+  ctx.first = flagsDev + 1;
+  ctx.errors = flagsDev + 2;
+  ctx.maxSpins = settings.waitSpins;
+  ctx.rank = rank;
+  ctx.nranks = nranks;
+  ctx.blocks = static_cast<int>(settings.blocks);
+  // No peer may write into our scratch before it is zeroed and mapped everywhere.
+  comm.bootstrap().barrier();
+}
+
+void GpuCollectives::Impl::checkDevice() const {
+  int current = -1;
+  PB_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device)
+    throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(rank) + ": GPU collectives were set up on device " +
+                                             std::to_string(device) + " but device " + std::to_string(current) +
+                                             " is current");
+}
+
+GpuCollectives::GpuCollectives(Communicator& comm) : impl_(std::make_unique<Impl>(comm)) { impl_->setup(); }
+
+GpuCollectives::~GpuCollectives() = default;
+
+Communicator& GpuCollectives::communicator() const { return impl_->comm; }
+
+}  // namespace plugboard
