@@ -29,8 +29,8 @@ class GpuBackend {
   virtual void checkErrors() {}
 };
 
-/// Plugboard's GpuCollectives over comm (collective: every rank constructs it).
-/// Throws Error(InvalidUsage) when this build's core has no GpuCollectives.
+/// Plugboard's GpuCollectives over comm (collective: every rank constructs it;
+/// throws as its constructor does, e.g. for a pair without a peer mapping).
 std::unique_ptr<GpuBackend> makePlugboardBackend(Communicator& comm);
 
 }  // namespace plugboard::perf

@@ -1,10 +1,7 @@
 // GpuBackend over plugboard::GpuCollectives.
 #include "gpu_backend.hpp"
 #include "plugboard/error.hpp"
-
-#ifdef PLUGBOARD_PERF_HAVE_GPU_COLLECTIVES
 #include "plugboard/gpu/collectives.hpp"
-#endif
 
 namespace plugboard::perf {
 
@@ -12,7 +9,6 @@ void checkCuda(cudaError_t err, const std::string& what) {
   if (err != cudaSuccess) throw Error(ErrorCode::System, "CUDA " + what + ": " + cudaGetErrorString(err));
 }
 
-#ifdef PLUGBOARD_PERF_HAVE_GPU_COLLECTIVES
 namespace {
 
 /// GpuCollectives has no fused sendRecv and its calls must be ordered on one
@@ -58,15 +54,5 @@ class PlugboardBackend : public GpuBackend {
 }  // namespace
 
 std::unique_ptr<GpuBackend> makePlugboardBackend(Communicator& comm) { return std::make_unique<PlugboardBackend>(comm); }
-
-#else
-
-std::unique_ptr<GpuBackend> makePlugboardBackend(Communicator&) {
-  throw Error(ErrorCode::InvalidUsage,
-              "--mem gpu: this build's core has no GpuCollectives implementation yet (it comes with branch "
-              "gpu-coll); run with --mem host");
-}
-
-#endif
 
 }  // namespace plugboard::perf
