@@ -105,7 +105,7 @@ run() {  # run NAME CMD...: tee output to $out/NAME.txt, remember failures
 }
 
 for c in allreduce allgather; do
-  run "plugboard_$c" "$perf" --nranks "$nranks" "${sizes[@]}" -C "$c" -d float --csv "$out/plugboard_$c.csv"
+  run "plugboard_$c" "$perf" --mem host --nranks "$nranks" "${sizes[@]}" -C "$c" -d float --csv "$out/plugboard_$c.csv"
 done
 run gloo "$out/bin/gloo_bench" --nranks "$nranks" "${sizes[@]}" --algorithm "${GLOO_ALGORITHM:-ring}" \
   --csv "$out/gloo.csv"

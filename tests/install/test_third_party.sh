@@ -77,7 +77,7 @@ step "plugboard-plugin-check"
 
 step "4 ranks, allreduce, PLUGBOARD_TRANSPORTS=shm"
 PLUGBOARD_TRANSPORTS=shm PLUGBOARD_PLUGIN_PATH=$ex \
-  "$prefix/bin/plugboard-perf" --nranks 4 -b 8 -e 1M -f 4 -C allreduce -n 2 -w 1 | tee "$tmp/perf.out" \
+  "$prefix/bin/plugboard-perf" --mem host --nranks 4 -b 8 -e 1M -f 4 -C allreduce -n 2 -w 1 | tee "$tmp/perf.out" \
   || fail "plugboard-perf over shm failed"
 check_perf() {  # <output> <nranks>: rank 0 reaches every peer via shm, nothing wrong
   local out=$1 n=$2 p
@@ -103,7 +103,7 @@ rules:
 shm:
   ring_bytes: 1048576
 YAML
-PLUGBOARD_CONFIG=$tmp/job.yaml "$prefix/bin/plugboard-perf" --nranks 2 -b 8 -e 256K -f 8 -C allgather -n 2 -w 1 \
+PLUGBOARD_CONFIG=$tmp/job.yaml "$prefix/bin/plugboard-perf" --mem host --nranks 2 -b 8 -e 256K -f 8 -C allgather -n 2 -w 1 \
   | tee "$tmp/perf-yaml.out" || fail "plugboard-perf with $tmp/job.yaml failed"
 check_perf "$tmp/perf-yaml.out" 2
 

@@ -21,17 +21,9 @@ const std::vector<std::pair<const char*, Collective>>& names() {
 }
 
 size_t es(const Call& c) { return dataTypeSize(c.type); }
-char* sendPtr(const Call& c) { return c.send->data(); }
 
-/// Where the result lands, in place or not.
-char* resultPtr(const Call& c) {
-  if (!c.inPlace) return c.recv->data();
-  switch (c.collective) {
-    case Collective::AllGather: return c.recv->data();
-    case Collective::ReduceScatter: return c.send->data() + c.rank * c.shape.callCount * es(c);
-    default: return c.send->data();
-  }
-}
+/// Where the result lands in the host buffers, in place or not.
+char* resultPtr(const Call& c) { return callPointers(c, c.send->data(), c.recv->data()).result; }
 
 /// The value rank `from` contributes at element i (non-reducing collectives).
 double plainValue(int from, size_t i, DataType t) {
@@ -55,6 +47,16 @@ double expectedAt(const Call& c, size_t i) {
 
 }  // namespace
 
+CallPointers callPointers(const Call& c, char* sendBase, char* recvBase) {
+  size_t rankOffset = static_cast<size_t>(c.rank) * c.shape.callCount * es(c);
+  if (!c.inPlace) return {sendBase, recvBase};
+  switch (c.collective) {
+    case Collective::AllGather: return {recvBase + rankOffset, recvBase};
+    case Collective::ReduceScatter: return {sendBase, sendBase + rankOffset};
+    default: return {sendBase, sendBase};
+  }
+}
+
 Collective parseCollective(const std::string& name) {
   for (auto& [n, c] : names())
     if (name == n) return c;
@@ -72,6 +74,11 @@ bool collectiveReduces(Collective c) {
   return c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::Reduce;
 }
 bool collectiveRooted(Collective c) { return c == Collective::Broadcast || c == Collective::Reduce; }
+
+void checkRoot(int root, Collective c, int nranks) {
+  if (collectiveRooted(c) && root >= nranks)
+    throw Error(ErrorCode::InvalidUsage, "-r " + std::to_string(root) + " is not a rank of 0.." + std::to_string(nranks - 1));
+}
 
 Shape shapeFor(Collective c, size_t bytes, size_t elementSize, int nranks) {
   size_t n = static_cast<size_t>(nranks), total = bytes / elementSize;
@@ -100,13 +107,12 @@ double busBandwidthFactor(Collective c, int nranks) {
 
 void runOnce(HostCollectives& hc, const Call& c) {
   size_t k = c.shape.callCount;
-  char* send = sendPtr(c);
-  char* out = resultPtr(c);
+  CallPointers p = callPointers(c, c.send->data(), c.recv->data());
+  char* send = p.send;
+  char* out = p.result;
   switch (c.collective) {
     case Collective::AllReduce: hc.allReduce(send, out, k, c.type, c.op); return;
-    case Collective::AllGather:
-      hc.allGather(c.inPlace ? out + c.rank * k * es(c) : send, out, k, c.type);
-      return;
+    case Collective::AllGather: hc.allGather(send, out, k, c.type); return;
     case Collective::ReduceScatter: hc.reduceScatter(send, out, k, c.type, c.op); return;
     case Collective::Broadcast: hc.broadcast(send, out, k, c.type, c.root); return;
     case Collective::Reduce: hc.reduce(send, out, k, c.type, c.op, c.root); return;
@@ -119,7 +125,7 @@ void runOnce(HostCollectives& hc, const Call& c) {
 
 void fillInputs(const Call& c) {
   size_t k = c.shape.callCount;
-  char* send = c.inPlace && c.collective == Collective::AllGather ? resultPtr(c) + c.rank * k * es(c) : sendPtr(c);
+  char* send = callPointers(c, c.send->data(), c.recv->data()).send;
   ReduceOp op = collectiveReduces(c.collective) ? c.op : ReduceOp::Sum;
   for (size_t i = 0; i < c.shape.sendElements; ++i) {
     int from = c.collective == Collective::AllToAll ? c.rank * 1000 + static_cast<int>(i / k) : c.rank;

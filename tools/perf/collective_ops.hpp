@@ -23,6 +23,9 @@ bool collectiveReduces(Collective c);
 /// True for broadcast and reduce (the root column).
 bool collectiveRooted(Collective c);
 
+/// Throws Error(InvalidUsage) when c has a root and -r is not a rank of 0..nranks-1.
+void checkRoot(int root, Collective c, int nranks);
+
 /// Sizes of one benchmark row, as nccl-tests counts them.
 struct Shape {
   size_t totalElements = 0;  ///< The "count" column: total elements of the message.
@@ -46,9 +49,18 @@ struct Call {
   int rank, nranks;
   Shape shape;
   bool inPlace;
-  std::vector<char>* send;
-  std::vector<char>* recv;
+  std::vector<char>* send;  ///< Host send buffer (max(send, recv) elements: in-place results land in it).
+  std::vector<char>* recv;  ///< Host receive buffer.
 };
+
+/// Where a call reads its input and writes its result.
+struct CallPointers {
+  char* send;    ///< Input: the send buffer, or the rank's block of recv for in-place allgather.
+  char* result;  ///< Output: recv, or inside the send buffer when in place (NCCL's in-place layouts).
+};
+/// The pointers of `call` given the bases of its send and receive buffers
+/// (host or device; only arithmetic is done on them).
+CallPointers callPointers(const Call& call, char* sendBase, char* recvBase);
 
 /// Runs the collective once.
 void runOnce(HostCollectives& hc, const Call& call);

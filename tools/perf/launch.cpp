@@ -25,6 +25,14 @@ std::shared_ptr<Bootstrap> bootstrapFromEnvironment() {
   return std::make_shared<TcpBootstrap>(info.rank, info.nranks, TcpBootstrap::uniqueIdFromAddress(info.rootAddress));
 }
 
+int localRankOf(const Bootstrap& bootstrap) {
+  if (launchedByLauncher()) {
+    int local = launchInfoFromEnvironment().localRank;
+    if (local >= 0) return local;
+  }
+  return bootstrap.rank();
+}
+
 namespace {
 
 int childExit(int status) {

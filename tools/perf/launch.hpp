@@ -20,6 +20,11 @@ int runLocalRanks(int n, const RankMain& body);
 /// True when a launcher's variables (PLUGBOARD_RANK, RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID) are set.
 bool launchedByLauncher();
 
+/// This process's rank within its host: the launcher's local rank
+/// (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, ...) when launched
+/// by one and it says, else the global rank (forked local ranks).
+int localRankOf(const Bootstrap& bootstrap);
+
 /// A bootstrap from the launcher's environment.
 std::shared_ptr<Bootstrap> bootstrapFromEnvironment();
 

@@ -1,51 +1,93 @@
-// plugboard-perf: nccl-tests-style collective benchmark over Plugboard.
-//   plugboard-perf --nranks 4 -b 8 -e 16M -f 4 [-C allreduce] [-d float] [-o sum]
-// Exits non-zero if any result is wrong or any rank fails.
+// plugboard-perf: nccl-tests-style collective benchmark over Plugboard, on
+// device buffers (GpuCollectives, optionally beside NCCL) or host buffers
+// (HostCollectives).
+//   plugboard-perf --nranks 4 -b 8 -e 16M -f 4 [-C allreduce] [-d float] [-o sum] [--mem gpu|host|auto]
+//                  [--compare nccl] [-G N]
+// Exits non-zero if any Plugboard result is wrong or any rank fails.
 #include <unistd.h>
 
 #include <iostream>
 
 #include "launch.hpp"
+#include "mem_mode.hpp"
+#include "nccl_library.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/host_collectives.hpp"
 #include "report.hpp"
 #include "runner.hpp"
+
+#ifdef PLUGBOARD_HAVE_CUDA
+#include "gpu_rank.hpp"
+#include "gpu_runner.hpp"
+#endif
 
 using namespace plugboard;
 using namespace plugboard::perf;
 
 namespace {
 
-void printPreamble(Communicator& comm, const Options& opts, Collective c) {
-  std::cout << "# plugboard-perf " << libraryVersion() << ": " << collectiveName(c) << ", " << comm.size()
-            << " ranks, " << dataTypeName(opts.type) << ", iters " << opts.iters << ", warmup " << opts.warmup
-            << ", check " << (opts.check ? 1 : 0) << "\n";
-  for (int p = 0; p < comm.size(); ++p)
-    if (p != comm.rank()) std::cout << "#  rank " << comm.rank() << " -> rank " << p << " via " << comm.transportFor(p) << "\n";
-}
-
-int rankMain(std::shared_ptr<Bootstrap> bootstrap, const Options& opts, Collective c) {
+int hostRankMain(std::shared_ptr<Bootstrap> bootstrap, const Options& opts, Collective c) {
   Communicator comm(std::move(bootstrap));
-  if (collectiveRooted(c) && opts.root >= comm.size())
-    throw Error(ErrorCode::InvalidUsage, "-r " + std::to_string(opts.root) + " is not a rank of 0.." + std::to_string(comm.size() - 1));
+  checkRoot(opts.root, c, comm.size());
   HostCollectives hc(comm);
-  bool leader = comm.rank() == 0;
-  if (leader) {
-    printPreamble(comm, opts, c);
+  if (comm.rank() == 0) {
+    printPreamble(std::cout, comm.size(), opts, c, "host");
+    for (int p = 1; p < comm.size(); ++p) std::cout << "#  rank 0 -> rank " << p << " via " << comm.transportFor(p) << "\n";
     printTableHeader(std::cout);
   }
-  std::vector<Row> rows = runSweep(hc, opts, c);
-  size_t wrong = 0;
-  if (leader) {
-    for (const auto& r : rows) printRow(std::cout, r, opts, c);
-    wrong = printFooter(std::cout, rows);
-    if (!opts.csv.empty()) writeCsv(opts.csv, rows, opts, c, comm.size());
-    if (!opts.plot.empty()) writeSvg(opts.plot, rows, c, comm.size(), "plugboard-perf");
-  } else {
-    for (const auto& r : rows) wrong += r.outOfPlace.wrong + r.inPlace.wrong;
+  return reportRows(comm.bootstrap(), runSweep(hc, opts, c), opts, c);
+}
+
+/// Runs body on --nranks forked ranks, on the launcher's ranks, or on one rank.
+int launch(const Options& opts, const RankMain& body) {
+  if (opts.nranks > 0) return runLocalRanks(opts.nranks, body);
+  if (launchedByLauncher()) return body(bootstrapFromEnvironment());
+  return runLocalRanks(1, body);
+}
+
+#ifdef PLUGBOARD_HAVE_CUDA
+/// GPU mode. NCCL is loaded here, before any fork, so a missing library
+/// fails once with every path tried; CUDA itself is first touched by the ranks.
+int runGpu(const Options& opts, Collective c, int deviceCount) {
+  checkGpuTypeAndOp(opts, c);
+  GpuSetup setup;
+  setup.deviceCount = deviceCount;
+  if (opts.compareNccl) {
+    if (opts.nranks > deviceCount)
+      throw Error(ErrorCode::InvalidUsage, "--compare nccl with --nranks " + std::to_string(opts.nranks) + " on " +
+                                               std::to_string(deviceCount) +
+                                               " GPU(s): NCCL refuses two ranks on one device; use at most one rank per GPU");
+    std::string source;
+    std::string request = ncclLibraryRequest(opts.ncclLib, &source);
+    setup.nccl = NcclLibrary::load(request, source);
   }
-  comm.bootstrap().barrier();
-  return wrong == 0 ? 0 : 3;
+  return launch(opts, [&](std::shared_ptr<Bootstrap> b) {
+    int local = localRankOf(*b);
+    return runGpuRank(std::move(b), local, opts, c, setup);
+  });
+}
+#endif
+
+/// --find-nccl: what --compare nccl would load. Needs no GPU.
+int findNccl(const Options& opts) {
+  std::string source;
+  std::string request = ncclLibraryRequest(opts.ncclLib, &source);
+  auto lib = NcclLibrary::load(request, source);
+  std::cout << "NCCL " << lib->versionText() << " at " << lib->path() << "\n";
+  return 0;
+}
+
+int run(const Options& opts, Collective c) {
+  if (opts.findNccl) return findNccl(opts);
+  int devices = opts.mem == MemMode::Host ? 0 : cudaDeviceCountWithoutInit();
+  MemMode mode = resolveMemMode(opts, builtWithCuda(), devices);  // Gpu only when built with CUDA
+#ifdef PLUGBOARD_HAVE_CUDA
+  if (mode == MemMode::Gpu) return runGpu(opts, c, devices);
+#else
+  (void)mode;
+#endif
+  if (opts.mem == MemMode::Auto) std::cout << "# --mem auto: host buffers (" << (builtWithCuda() ? "no CUDA device" : "built without CUDA") << ")\n";
+  return launch(opts, [&](std::shared_ptr<Bootstrap> b) { return hostRankMain(std::move(b), opts, c); });
 }
 
 }  // namespace
@@ -53,11 +95,7 @@ int rankMain(std::shared_ptr<Bootstrap> bootstrap, const Options& opts, Collecti
 int main(int argc, char** argv) {
   try {
     Options opts = parseOptions(argc, argv);
-    Collective c = parseCollective(opts.collective);
-    RankMain body = [&](std::shared_ptr<Bootstrap> b) { return rankMain(std::move(b), opts, c); };
-    if (opts.nranks > 0) return runLocalRanks(opts.nranks, body);
-    if (launchedByLauncher()) return body(bootstrapFromEnvironment());
-    return runLocalRanks(1, body);
+    return run(opts, parseCollective(opts.collective));
   } catch (const Error& e) {
     std::cerr << "plugboard-perf: " << errorCodeName(e.code()) << ": " << e.what() << "\n";
     return e.code() == ErrorCode::InvalidUsage ? 2 : 1;

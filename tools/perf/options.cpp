@@ -21,7 +21,28 @@ long long parseInt(const std::string& text, const std::string& flag, long long l
   return v;
 }
 
+bool parseCompare(const std::string& v) {
+  if (v == "nccl") return true;
+  bad("--compare", v, "the only library to compare with is 'nccl'");
+}
+
 }  // namespace
+
+MemMode parseMemMode(const std::string& text) {
+  if (text == "gpu") return MemMode::Gpu;
+  if (text == "host") return MemMode::Host;
+  if (text == "auto") return MemMode::Auto;
+  bad("--mem", text, "expected gpu, host or auto");
+}
+
+const char* memModeName(MemMode mode) {
+  switch (mode) {
+    case MemMode::Gpu: return "gpu";
+    case MemMode::Host: return "host";
+    case MemMode::Auto: return "auto";
+  }
+  return "?";
+}
 
 const char* usageText() {
   return "usage: plugboard-perf [options]\n"
@@ -36,8 +57,18 @@ const char* usageText() {
          "  -d, --datatype T       int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double\n"
          "  -o, --op OP            sum prod min max avg                          default sum\n"
          "  -r, --root R           root of broadcast/reduce                      default 0\n"
-         "  -z, -t, -g, -G         accepted for nccl-tests compatibility; host runs need 0/1\n"
+         "  -G N                   GPU: capture the -n iterations in a CUDA graph and time N launches\n"
+         "  -z, -t, -g             accepted for nccl-tests compatibility (one thread, one GPU per rank)\n"
          "  --nranks N             start N local ranks (otherwise: mpirun/torchrun/Slurm env, or 1)\n"
+         "  --mem gpu|host|auto    device buffers (GpuCollectives, rank r on GPU localRank % GPUs) or\n"
+         "                         host buffers (HostCollectives); auto: gpu when built with CUDA and a\n"
+         "                         CUDA device is present                         default auto\n"
+         "  --compare nccl         GPU: run the same sweep through NCCL (dlopen) and add its time,\n"
+         "                         busbw, #wrong and x_nccl = our time / NCCL's time to every row\n"
+         "  --nccl-lib PATH        the NCCL library (else $PLUGBOARD_NCCL_LIB, else libnccl.so.2 from\n"
+         "                         the dynamic linker, then <site-packages>/nvidia/nccl/lib)\n"
+         "  --find-nccl            print the NCCL --compare nccl would load (version, path) and exit;\n"
+         "                         exit status 1 and every path tried when there is none\n"
          "  --csv FILE             also write the table as CSV\n"
          "  --plot FILE.svg        draw bus bandwidth and time against size\n";
 }
@@ -62,6 +93,7 @@ Options parseOptions(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     if (f == "-h" || f == "--help") { std::cout << usageText(); std::exit(0); }
+    if (f == "--find-nccl") { o.findNccl = true; continue; }
     if (i + 1 >= argc) bad(f, "", "needs a value");
     std::string v = argv[++i];
     if (f == "-b" || f == "--minbytes") o.minBytes = parseSize(v, f);
@@ -84,7 +116,10 @@ Options parseOptions(int argc, char** argv) {
     else if (f == "--plot") o.plot = v;
     else if (f == "-z" || f == "-a") parseInt(v, f, 0, 3);
     else if (f == "-t" || f == "-g") parseInt(v, f, 1, 1);  // one thread, one device per rank
-    else if (f == "-G") parseInt(v, f, 0, 0);               // CUDA graphs: GPU path only
+    else if (f == "-G" || f == "--cudagraph") o.graphLaunches = static_cast<int>(parseInt(v, f, 0, 1000000));
+    else if (f == "--mem") o.mem = parseMemMode(v);
+    else if (f == "--compare") o.compareNccl = parseCompare(v);
+    else if (f == "--nccl-lib") o.ncclLib = v.empty() ? throw Error(ErrorCode::InvalidUsage, "option --nccl-lib: empty path") : v;
     else bad(f, v, "unknown option");
   }
   if (o.minBytes > o.maxBytes) bad("-b", std::to_string(o.minBytes), "larger than -e " + std::to_string(o.maxBytes));

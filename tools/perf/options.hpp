@@ -1,5 +1,5 @@
-// plugboard-perf's command line: the nccl-tests flags that mean something
-// on host buffers, plus --nranks, -C, --csv and --plot.
+// plugboard-perf's command line: nccl-tests' flags, plus --nranks, -C,
+// --csv, --plot, --mem (device or host buffers) and --compare nccl.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +8,18 @@
 #include "plugboard/datatype.hpp"
 
 namespace plugboard::perf {
+
+/// Where the buffers live (--mem).
+enum class MemMode {
+  Auto,  ///< Gpu when built with CUDA and a device is present, else Host.
+  Gpu,   ///< Device buffers through GpuCollectives.
+  Host,  ///< Host buffers through HostCollectives.
+};
+
+/// Parses a --mem value (gpu, host, auto); throws Error(InvalidUsage) listing the choices.
+MemMode parseMemMode(const std::string& text);
+/// "gpu", "host" or "auto".
+const char* memModeName(MemMode mode);
 
 /// Parsed command line.
 struct Options {
@@ -25,6 +37,11 @@ struct Options {
   int nranks = 0;                      ///< --nranks: start this many local ranks (0: use the launcher's env)
   std::string csv;                     ///< --csv FILE
   std::string plot;                    ///< --plot FILE.svg
+  MemMode mem = MemMode::Auto;         ///< --mem
+  int graphLaunches = 0;               ///< -G: time this many launches of a CUDA graph of the -n iterations (0: no graph)
+  bool compareNccl = false;            ///< --compare nccl: run the same sweep through NCCL too
+  std::string ncclLib;                 ///< --nccl-lib PATH (else PLUGBOARD_NCCL_LIB, else the default search)
+  bool findNccl = false;               ///< --find-nccl: print the NCCL that --compare nccl would load, and exit
 };
 
 /// Parses argv; throws Error(InvalidUsage) naming the bad flag or value.

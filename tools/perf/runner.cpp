@@ -5,14 +5,6 @@
 namespace plugboard::perf {
 namespace {
 
-/// Every rank's value, by rank.
-std::vector<double> gatherDoubles(Bootstrap& b, double mine) {
-  std::vector<double> all(static_cast<size_t>(b.size()));
-  all[b.rank()] = mine;
-  b.allGather(all.data(), sizeof(double));
-  return all;
-}
-
 Measure measure(HostCollectives& hc, const Options& opts, Call& call) {
   Bootstrap& boot = hc.communicator().bootstrap();
   fillInputs(call);
@@ -32,6 +24,23 @@ Measure measure(HostCollectives& hc, const Options& opts, Call& call) {
 }
 
 }  // namespace
+
+std::vector<double> gatherDoubles(Bootstrap& b, double mine) {
+  std::vector<double> all(static_cast<size_t>(b.size()));
+  all[b.rank()] = mine;
+  b.allGather(all.data(), sizeof(double));
+  return all;
+}
+
+void setBandwidth(Measure& m, size_t bytes, Collective c, int nranks) {
+  double seconds = m.timeUs * 1e-6;
+  m.algBw = seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
+  m.busBw = m.algBw * busBandwidthFactor(c, nranks);
+}
+
+double ratioToNccl(const Measure& ours, const Measure& nccl) {
+  return ours.timeUs > 0 && nccl.timeUs > 0 ? ours.timeUs / nccl.timeUs : 0;
+}
 
 std::vector<size_t> sweepSizes(const Options& o) {
   std::vector<size_t> sizes;
@@ -58,9 +67,7 @@ std::vector<Row> runSweep(HostCollectives& hc, const Options& opts, Collective c
     for (bool inPlace : {false, true}) {
       Call call{c, opts.type, opts.op, opts.root, comm.rank(), comm.size(), row.shape, inPlace, &send, &recv};
       Measure m = measure(hc, opts, call);
-      double seconds = m.timeUs * 1e-6;
-      m.algBw = seconds > 0 ? static_cast<double>(row.bytes) / seconds / 1e9 : 0;
-      m.busBw = m.algBw * busBandwidthFactor(c, comm.size());
+      setBandwidth(m, row.bytes, c, comm.size());
       (inPlace ? row.inPlace : row.outOfPlace) = m;
     }
     rows.push_back(row);

@@ -1,5 +1,6 @@
-// The sweep one rank runs: for each size, out-of-place then in-place,
-// warm-up, timed iterations, and an optional correctness check.
+// The host-buffer sweep one rank runs: for each size, out-of-place then
+// in-place, warm-up, timed iterations, and an optional correctness check.
+// Row and Measure are shared with the GPU sweep (gpu_runner.hpp).
 #pragma once
 
 #include <vector>
@@ -15,14 +16,27 @@ struct Measure {
   double algBw = 0;    ///< GB/s.
   double busBw = 0;    ///< GB/s.
   size_t wrong = 0;    ///< Wrong elements summed over ranks (0 when not checked).
+  bool skipped = false;  ///< Not run (GPU in-place sendrecv: a send and a receive in one buffer race); printed N/A.
 };
 
 /// One line of the table.
 struct Row {
-  size_t bytes = 0;
-  Shape shape;
-  Measure outOfPlace, inPlace;
+  size_t bytes = 0;                         ///< Message size (the "size" column).
+  Shape shape;                              ///< Element counts of the row.
+  Measure outOfPlace, inPlace;              ///< Plugboard.
+  bool compared = false;                    ///< True when the NCCL measures below were taken (--compare nccl).
+  Measure ncclOutOfPlace, ncclInPlace;      ///< The same row through NCCL.
 };
+
+/// Every rank's value, by rank (collective over b).
+std::vector<double> gatherDoubles(Bootstrap& b, double mine);
+
+/// Sets m.algBw and m.busBw from m.timeUs (nccl-tests: algbw = bytes / time,
+/// busbw = algbw * busBandwidthFactor).
+void setBandwidth(Measure& m, size_t bytes, Collective c, int nranks);
+
+/// our time / NCCL's time (0 when either is missing).
+double ratioToNccl(const Measure& ours, const Measure& nccl);
 
 /// Runs the whole sweep; collective across ranks. Every rank returns the same rows.
 std::vector<Row> runSweep(HostCollectives& hc, const Options& opts, Collective c);

@@ -1,5 +1,6 @@
 // A dependency-free SVG chart: bus bandwidth (left panel) and time (right
-// panel, log scale) against message size (log scale).
+// panel, log scale) against message size (log scale); Plugboard's curves,
+// and NCCL's beside them after --compare nccl.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -54,10 +55,23 @@ void axes(std::ostream& f, const Panel& p, const std::string& ylabel, const std:
   }
 }
 
-void series(std::ostream& f, const Panel& p, const std::vector<Row>& rows, bool bw, bool inPlace, const char* color) {
-  f << "<polyline fill='none' stroke='" << color << "' stroke-width='2' points='";
+/// Which of a row's four measures a curve draws.
+struct Curve {
+  bool nccl, inPlace;
+  const char* color;
+  const char* dash;  // SVG stroke-dasharray, "" for solid
+  const Measure& of(const Row& r) const {
+    return nccl ? (inPlace ? r.ncclInPlace : r.ncclOutOfPlace) : (inPlace ? r.inPlace : r.outOfPlace);
+  }
+};
+
+const Curve kCurves[] = {{false, false, "#2b6cb0", ""}, {false, true, "#e67e22", ""},
+                         {true, false, "#2f855a", "6,3"}, {true, true, "#c53030", "6,3"}};
+
+void series(std::ostream& f, const Panel& p, const std::vector<Row>& rows, bool bw, const Curve& c) {
+  f << "<polyline fill='none' stroke='" << c.color << "' stroke-width='2' stroke-dasharray='" << c.dash << "' points='";
   for (const auto& r : rows) {
-    const Measure& m = inPlace ? r.inPlace : r.outOfPlace;
+    const Measure& m = c.of(r);
     f << p.px(std::max<double>(1, r.bytes)) << "," << p.py(bw ? m.busBw : m.timeUs) << " ";
   }
   f << "'/>\n";
@@ -73,8 +87,10 @@ void writeSvg(const std::string& path, const std::vector<Row>& rows, Collective 
     minX = std::log2(std::max<double>(1, rows.front().bytes));
     maxX = std::max(minX + 1, std::log2(std::max<double>(1, rows.back().bytes)));
   }
+  bool compared = !rows.empty() && rows.front().compared;
   for (const auto& r : rows)
-    for (const Measure* m : {&r.outOfPlace, &r.inPlace}) {
+    for (const Measure* m : {&r.outOfPlace, &r.inPlace, &r.ncclOutOfPlace, &r.ncclInPlace}) {
+      if (m->timeUs <= 0) continue;  // NCCL's, when not compared
       maxBw = std::max(maxBw, m->busBw);
       minT = std::min(minT, std::max(m->timeUs, 1e-3));
       maxT = std::max(maxT, m->timeUs);
@@ -84,12 +100,15 @@ void writeSvg(const std::string& path, const std::vector<Row>& rows, Collective 
   f << "<svg xmlns='http://www.w3.org/2000/svg' width='" << 2 * kW << "' height='" << kH + 40 << "' font-family='sans-serif'>\n"
     << "<rect width='100%' height='100%' fill='white'/>\n"
     << "<text x='" << kW << "' y='20' text-anchor='middle' font-size='14'>" << title << " (" << collectiveName(c) << ", "
-    << nranks << " ranks; blue out-of-place, orange in-place)</text>\n";
+    << nranks << " ranks)</text>\n"
+    << "<text x='" << kW << "' y='38' text-anchor='middle' font-size='11'>Plugboard: blue out-of-place, orange in-place"
+    << (compared ? "; NCCL (dashed): green out-of-place, red in-place" : "") << "</text>\n";
   axes(f, bw, "bus bandwidth (GB/s)", rows);
   axes(f, tm, "time (us)", rows);
-  for (bool ip : {false, true}) {
-    series(f, bw, rows, true, ip, ip ? "#e67e22" : "#2b6cb0");
-    series(f, tm, rows, false, ip, ip ? "#e67e22" : "#2b6cb0");
+  for (const Curve& curve : kCurves) {
+    if (curve.nccl && !compared) continue;
+    series(f, bw, rows, true, curve);
+    series(f, tm, rows, false, curve);
   }
   f << "</svg>\n";
 }

@@ -1,0 +1,36 @@
+// The GPU side of plugboard-perf: one interface for "a library that runs a
+// collective on device buffers, ordered on a stream", implemented by
+// Plugboard's GpuCollectives and by NCCL, so one sweep times both alike.
+// Built only with CUDA (PLUGBOARD_HAVE_CUDA).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "collective_ops.hpp"
+
+namespace plugboard::perf {
+
+/// Throws Error(System) "CUDA <what>: <error string>" unless err is cudaSuccess.
+void checkCuda(cudaError_t err, const std::string& what);
+
+/// A collective library on device buffers. run() only enqueues work on the
+/// stream (no host synchronisation), so it can be captured in a CUDA graph.
+class GpuBackend {
+ public:
+  virtual ~GpuBackend() = default;
+  /// Name for the output and for messages: "plugboard" or "nccl".
+  virtual std::string name() const = 0;
+  /// Enqueues `call` once on stream; `ptr` holds device pointers from callPointers().
+  virtual void run(const Call& call, const CallPointers& ptr, cudaStream_t stream) = 0;
+  /// Throws the first asynchronous error the library recorded; call after the stream is synchronised.
+  virtual void checkErrors() {}
+};
+
+/// Plugboard's GpuCollectives over comm (collective: every rank constructs it;
+/// throws as its constructor does, e.g. for a pair without a peer mapping).
+std::unique_ptr<GpuBackend> makePlugboardBackend(Communicator& comm);
+
+}  // namespace plugboard::perf

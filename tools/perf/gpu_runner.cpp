@@ -1,0 +1,203 @@
+#include "gpu_runner.hpp"
+
+#include <algorithm>
+
+#include "plugboard/error.hpp"
+
+namespace plugboard::perf {
+namespace {
+
+/// Buffer sizes of one row, as the host sweep lays them out.
+size_t sendBytesOf(const Shape& s, size_t es) { return std::max(s.sendElements, s.recvElements) * es; }
+size_t recvBytesOf(const Shape& s, size_t es) { return s.recvElements * es; }
+
+/// CUDA events and (with -G) a graph, on one stream.
+class Timer {
+ public:
+  Timer() {
+    checkCuda(cudaEventCreate(&start_), "cudaEventCreate");
+    checkCuda(cudaEventCreate(&stop_), "cudaEventCreate");
+  }
+  ~Timer() {
+    cudaEventDestroy(stop_);
+    cudaEventDestroy(start_);
+  }
+  void start(cudaStream_t s) { checkCuda(cudaEventRecord(start_, s), "cudaEventRecord"); }
+  /// Milliseconds since start(); synchronises on the stop event.
+  float stop(cudaStream_t s) {
+    checkCuda(cudaEventRecord(stop_, s), "cudaEventRecord");
+    checkCuda(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+    float ms = 0;
+    checkCuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+/// One backend on one placement of one row.
+struct Run {
+  GpuBackend& backend;
+  const Call& call;      // host buffers: inputs are filled and results checked there
+  CallPointers device;   // the same placement on the device buffers
+  cudaStream_t stream;
+  Bootstrap& boot;
+};
+
+void runMany(Run& r, int n) {
+  for (int i = 0; i < n; ++i) r.backend.run(r.call, r.device, r.stream);
+}
+
+void syncAndCheck(Run& r, const char* what) {
+  checkCuda(cudaStreamSynchronize(r.stream), std::string("cudaStreamSynchronize after ") + r.backend.name() + " " + what);
+  r.backend.checkErrors();
+}
+
+/// cudaMemcpy of bytes (none for an empty row, whose host vector has no storage).
+void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (bytes == 0) return;
+  checkCuda(cudaMemcpy(dst, src, bytes, kind), kind == cudaMemcpyHostToDevice ? "cudaMemcpy (inputs to the device)"
+                                                                              : "cudaMemcpy (results to the host)");
+}
+
+/// Fills the inputs on the host, copies them up, runs once, copies the
+/// buffers back and counts wrong elements on this rank.
+size_t wrongOnThisRank(Run& r, const DeviceBuffers& dev) {
+  const Call& c = r.call;
+  size_t es = dataTypeSize(c.type);
+  std::fill(c.recv->begin(), c.recv->end(), 0);
+  fillInputs(c);
+  size_t sb = sendBytesOf(c.shape, es), rb = recvBytesOf(c.shape, es);
+  copy(dev.send(), c.send->data(), sb, cudaMemcpyHostToDevice);
+  copy(dev.recv(), c.recv->data(), rb, cudaMemcpyHostToDevice);
+  r.backend.run(c, r.device, r.stream);
+  syncAndCheck(r, "the checked call");
+  copy(c.send->data(), dev.send(), sb, cudaMemcpyDeviceToHost);
+  copy(c.recv->data(), dev.recv(), rb, cudaMemcpyDeviceToHost);
+  return countWrong(c);
+}
+
+/// Captures iters calls in a graph; launches it once untimed, then `launches` times timed.
+/// Returns milliseconds per call.
+double timeGraph(Run& r, Timer& timer, int iters, int launches) {
+  cudaGraph_t graph = nullptr;
+  // Thread-local capture: Plugboard's proxy thread and NCCL's threads may use CUDA meanwhile.
+  checkCuda(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  runMany(r, iters);
+  checkCuda(cudaStreamEndCapture(r.stream, &graph), "cudaStreamEndCapture (" + r.backend.name() + ")");
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  checkCuda(err, "cudaGraphInstantiate");
+  struct Destroy {
+    cudaGraphExec_t e;
+    ~Destroy() { cudaGraphExecDestroy(e); }
+  } destroy{exec};
+  checkCuda(cudaGraphLaunch(exec, r.stream), "cudaGraphLaunch (warm-up)");
+  syncAndCheck(r, "the warm-up graph launch");
+  r.boot.barrier();
+  timer.start(r.stream);
+  for (int i = 0; i < launches; ++i) checkCuda(cudaGraphLaunch(exec, r.stream), "cudaGraphLaunch");
+  return timer.stop(r.stream) / (static_cast<double>(iters) * launches);
+}
+
+/// Milliseconds per call, timed on the stream.
+double timeCalls(Run& r, Timer& timer, const Options& opts) {
+  runMany(r, opts.warmup);
+  syncAndCheck(r, "warm-up");
+  r.boot.barrier();
+  if (opts.graphLaunches > 0) return timeGraph(r, timer, opts.iters, opts.graphLaunches);
+  timer.start(r.stream);
+  runMany(r, opts.iters);
+  return timer.stop(r.stream) / opts.iters;
+}
+
+Measure measure(Run& r, const DeviceBuffers& dev, Timer& timer, const Options& opts) {
+  Measure m;
+  if (opts.check)
+    for (double w : gatherDoubles(r.boot, static_cast<double>(wrongOnThisRank(r, dev)))) m.wrong += static_cast<size_t>(w);
+  double us = timeCalls(r, timer, opts) * 1e3;
+  syncAndCheck(r, "the timed calls");
+  for (double t : gatherDoubles(r.boot, us)) m.timeUs += t / r.boot.size();
+  return m;
+}
+
+/// Device buffer sizes that fit every row of the sweep.
+std::pair<size_t, size_t> largestBuffers(const Options& opts, Collective c, int nranks) {
+  size_t es = dataTypeSize(opts.type), send = 1, recv = 1;
+  for (size_t bytes : sweepSizes(opts)) {
+    Shape s = shapeFor(c, bytes, es, nranks);
+    send = std::max(send, sendBytesOf(s, es));
+    recv = std::max(recv, recvBytesOf(s, es));
+  }
+  return {send, recv};
+}
+
+}  // namespace
+
+DeviceBuffers::DeviceBuffers(size_t sendBytes, size_t recvBytes) {
+  checkCuda(cudaMalloc(&send_, sendBytes), "cudaMalloc of the " + std::to_string(sendBytes) + "-byte send buffer");
+  cudaError_t err = cudaMalloc(&recv_, recvBytes);
+  if (err != cudaSuccess) cudaFree(send_);
+  checkCuda(err, "cudaMalloc of the " + std::to_string(recvBytes) + "-byte receive buffer");
+}
+
+DeviceBuffers::~DeviceBuffers() {
+  cudaFree(recv_);
+  cudaFree(send_);
+}
+
+void checkGpuTypeAndOp(const Options& opts, Collective c) {
+  DataType t = opts.type;
+  if (t != DataType::Float32 && t != DataType::Float16 && t != DataType::BFloat16 && t != DataType::Int32 && t != DataType::Uint8)
+    throw Error(ErrorCode::InvalidUsage, std::string("-d ") + dataTypeName(t) +
+                                             ": GPU buffers support float, half, bfloat16, int32 and uint8 (or use --mem host)");
+  if (collectiveReduces(c) && opts.op == ReduceOp::Avg)
+    throw Error(ErrorCode::InvalidUsage, "-o avg: GPU buffers support sum, prod, min and max (or use --mem host)");
+}
+
+std::vector<Row> runGpuSweep(GpuBackend& ours, GpuBackend* nccl, Bootstrap& boot, const Options& opts, Collective c) {
+  int rank = boot.rank(), n = boot.size();
+  size_t es = dataTypeSize(opts.type);
+  auto [sendMax, recvMax] = largestBuffers(opts, c, n);
+  DeviceBuffers dev(sendMax, recvMax);
+  cudaStream_t stream = nullptr;
+  checkCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  struct Destroy {
+    cudaStream_t s;
+    ~Destroy() { cudaStreamDestroy(s); }
+  } destroy{stream};
+  Timer timer;
+  std::vector<Row> rows;
+  std::vector<char> send, recv;
+  for (size_t bytes : sweepSizes(opts)) {
+    Row row;
+    row.shape = shapeFor(c, bytes, es, n);
+    row.bytes = row.shape.totalElements * es;
+    row.compared = nccl != nullptr;
+    send.assign(sendBytesOf(row.shape, es), 0);
+    recv.assign(recvBytesOf(row.shape, es), 0);
+    for (bool inPlace : {false, true}) {
+      if (inPlace && c == Collective::SendRecv) {  // ordered send and recv on one buffer: the data would be overwritten
+        row.inPlace.skipped = row.ncclInPlace.skipped = true;
+        continue;
+      }
+      Call call{c, opts.type, opts.op, opts.root, rank, n, row.shape, inPlace, &send, &recv};
+      CallPointers onDevice = callPointers(call, dev.send(), dev.recv());
+      Run mine{ours, call, onDevice, stream, boot};
+      Measure m = measure(mine, dev, timer, opts);
+      setBandwidth(m, row.bytes, c, n);
+      (inPlace ? row.inPlace : row.outOfPlace) = m;
+      if (!nccl) continue;
+      Run theirs{*nccl, call, onDevice, stream, boot};
+      Measure t = measure(theirs, dev, timer, opts);
+      setBandwidth(t, row.bytes, c, n);
+      (inPlace ? row.ncclInPlace : row.ncclOutOfPlace) = t;
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace plugboard::perf

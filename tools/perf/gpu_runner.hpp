@@ -1,0 +1,39 @@
+// The GPU sweep one rank runs: for each size, out-of-place then in-place,
+// through Plugboard and (with --compare nccl) NCCL on the same device
+// buffers: a check, warm-up, then -n iterations timed with CUDA events on one
+// stream (or -G launches of a CUDA graph of them). Built only with CUDA.
+#pragma once
+
+#include <vector>
+
+#include "gpu_backend.hpp"
+#include "options.hpp"
+#include "runner.hpp"
+
+namespace plugboard::perf {
+
+/// Device memory for the largest row of the sweep, freed on destruction.
+class DeviceBuffers {
+ public:
+  /// cudaMalloc of both buffers on the current device; throws Error(System).
+  DeviceBuffers(size_t sendBytes, size_t recvBytes);
+  ~DeviceBuffers();
+  DeviceBuffers(const DeviceBuffers&) = delete;
+  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
+  char* send() const { return send_; }  ///< Send buffer (in-place results land here).
+  char* recv() const { return recv_; }  ///< Receive buffer.
+
+ private:
+  char* send_ = nullptr;
+  char* recv_ = nullptr;
+};
+
+/// Runs the whole sweep on the current device; collective over boot. `nccl`
+/// may be null (no comparison). Every rank returns the same rows.
+std::vector<Row> runGpuSweep(GpuBackend& ours, GpuBackend* nccl, Bootstrap& boot, const Options& opts, Collective c);
+
+/// Throws Error(InvalidUsage) unless the type and op run on GPU buffers:
+/// float, half, bfloat16, int32, uint8; sum, prod, min, max.
+void checkGpuTypeAndOp(const Options& opts, Collective c);
+
+}  // namespace plugboard::perf
