@@ -20,7 +20,7 @@ step() {
   local name=$1; shift
   local start=$(date +%s) result=PASS
   "$@" > "$OUT/$name.log" 2>&1 || result=FAIL
-  local detail=$(grep -E "tests passed|PASSED|FAILED|_median|_us " "$OUT/$name.log" | tail -3 | tr '\n' ' ' | tr '\t' ' ')
+  local detail=$(grep -E "tests passed|PASSED|FAILED|_median|_us |Out of bounds|x_nccl geometric" "$OUT/$name.log" | tail -3 | tr '\n' ' ' | tr '\t' ' ')
   printf "%s\t%s\t%s\t%s\n" "$name" "$result" "$(( $(date +%s) - start ))" "$detail" >> "$summary"
 }
 
@@ -33,11 +33,33 @@ step build cmake --build "$build" -j "$jobs"
 step gpu-tests ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
 step host-tests ctest --test-dir "$build" -LE gpu -j 8 --output-on-failure --timeout 300
 step fifo-latency "$build/bin/plugboard-bench-fifo-latency" 20000
-if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then step channels "$build/bin/plugboard-bench-channels"; fi
+perf="$build/bin/plugboard-perf"
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  step channels "$build/bin/plugboard-bench-channels"
+  # GPU collectives beside NCCL (same run, same machine): the issue's size
+  # ranges, then the 16-bit types for correctness (#wrong) at every size.
+  cmp=(--mem gpu --nranks 2 --compare nccl)
+  step perf-allreduce-small "$perf" "${cmp[@]}" -C allreduce -b 8 -e 32K -f 2 -n 200 -w 20 --csv "$OUT/allreduce-small.csv"
+  step perf-allreduce-small-graph "$perf" "${cmp[@]}" -C allreduce -b 8 -e 32K -f 2 -n 200 -w 20 -G 5 --csv "$OUT/allreduce-small-graph.csv"
+  step perf-allreduce-large "$perf" "${cmp[@]}" -C allreduce -b 64M -e 1G -f 2 -n 20 --csv "$OUT/allreduce-large.csv"
+  step perf-allgather "$perf" "${cmp[@]}" -C allgather -b 64M -e 512M -f 2 -n 20 --csv "$OUT/allgather.csv"
+  step perf-reducescatter "$perf" "${cmp[@]}" -C reducescatter -b 64M -e 512M -f 2 -n 20 --csv "$OUT/reducescatter.csv"
+  step perf-sendrecv "$perf" "${cmp[@]}" -C sendrecv -b 1G -e 1G -n 10 --csv "$OUT/sendrecv.csv"
+  for c in broadcast reduce alltoall; do
+    step "perf-$c" "$perf" "${cmp[@]}" -C "$c" -b 1K -e 256M -f 16 -n 10 --csv "$OUT/$c.csv"
+  done
+  for t in half bfloat16; do
+    step "perf-allreduce-$t" "$perf" "${cmp[@]}" -C allreduce -d "$t" -b 8 -e 256M -f 8 -n 5 --csv "$OUT/allreduce-$t.csv"
+  done
+fi
+# GPU buffers over the ethernet plugin (staged through pinned host memory).
+step perf-staged-ethernet env PLUGBOARD_TRANSPORTS=ethernet "$perf" --mem gpu --nranks 2 -C allreduce -b 1K -e 64M -f 8 -n 10 \
+  --csv "$OUT/staged-ethernet.csv"
 
 echo
 echo "== machine"; cat "$OUT/machine.txt"
 echo "== microbenchmarks"; grep -h -E "_us|GBps|_over_" "$OUT/fifo-latency.log" "$OUT/channels.log" 2>/dev/null
+for f in "$OUT"/perf-*.log; do [ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -v "^#  *Rank\|^$" "$f" | tail -25; }; done
 echo "== summary (logs in $OUT)"
 column -t -s $'\t' "$summary" 2>/dev/null || cat "$summary"
 ! grep -q $'\tFAIL\t' "$summary"
