@@ -5,25 +5,16 @@
 // argument errors; a rank that skips a call ends in a reported timeout.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <cstring>
-#include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "collective_reference.hpp"
-#include "comm_fixture.hpp"
+#include "gpu_coll_check.hpp"
 #include "gpu_test_util.hpp"
-#include "multiproc.hpp"
-#include "plugboard/gpu/collectives.hpp"
 
 using namespace plugboard;
 using namespace plugboard::test;
 
 namespace {
-
-using Settings = std::map<std::string, std::string>;
 
 /// Small scratch and threshold so short vectors cover both allreduce paths
 /// and every pipeline wraps its slots (4 blocks x 4 slots of 4 KiB per peer).
@@ -35,197 +26,6 @@ const DataType kTypes[] = {DataType::Float32, DataType::Float16, DataType::BFloa
 const ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max};
 /// 0, tiny, odd, LL (< 4096 bytes for 4-byte types), pipelined, larger than the scratch.
 const size_t kCounts[] = {0, 1, 7, 1009, 3000, 100003};
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-/// A device buffer of at least one byte.
-struct DevBuf {
-  char* p = nullptr;
-  size_t bytes = 0;
-  explicit DevBuf(size_t n) : bytes(n) { check(cudaMalloc(&p, n ? n : 1), "cudaMalloc"); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  // The collectives run on a non-blocking stream, which does not wait for
-  // the legacy stream: a pageable cudaMemcpy or a cudaMemset may still be in
-  // flight when they return, so both end with a device synchronisation.
-  void upload(const std::vector<char>& h, size_t at = 0) const {
-    check(cudaMemcpy(p + at, h.data(), h.size(), cudaMemcpyHostToDevice), "upload");
-    check(cudaDeviceSynchronize(), "upload sync");
-  }
-  std::vector<char> download(size_t at, size_t n) const {
-    std::vector<char> h(n);
-    check(cudaMemcpy(h.data(), p + at, n, cudaMemcpyDeviceToHost), "download");
-    return h;
-  }
-  void poison() const {
-    check(cudaMemset(p, 0xEE, bytes ? bytes : 1), "memset");
-    check(cudaDeviceSynchronize(), "memset sync");
-  }
-};
-
-using RankFn = std::function<void(GpuCollectives&, int rank, int n, cudaStream_t)>;
-
-/// n forked ranks, each with a communicator (CUDA memory over cudaipc),
-/// GpuCollectives with the given settings and a stream.
-void runGpuRanks(int n, const Settings& settings, const RankFn& fn, std::chrono::seconds timeout = std::chrono::seconds(110)) {
-  auto results = runRanks(n, timeout, [&](int rank, int nranks, const UniqueId& id) {
-    int devices = 0;
-    check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-    check(cudaSetDevice(rank % devices), "cudaSetDevice");
-    setenv("PLUGBOARD_TRANSPORTS", "cudaipc,ethernet", 1);
-    CommunicatorOptions options;
-    options.overrides = settings;
-    Communicator comm(loopbackBootstrap(rank, nranks, id), options);
-    cudaStream_t stream;
-    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    {
-      GpuCollectives coll(comm);
-      fn(coll, rank, nranks, stream);
-    }
-    cudaStreamDestroy(stream);
-  });
-  expectAllPassed(results);
-}
-
-std::vector<char> inputs(size_t count, size_t first, int rank, DataType t, ReduceOp op) {
-  std::vector<char> h(count * dataTypeSize(t));
-  fillInputs(h.data(), count, first, rank, t, op);
-  return h;
-}
-
-std::string describe(const char* coll, DataType t, ReduceOp op, size_t count, bool inPlace) {
-  return std::string(coll) + " " + dataTypeName(t) + " " + reduceOpName(op) + " count " + std::to_string(count) +
-         (inPlace ? " in place" : " out of place");
-}
-
-/// Throws at the first element of got (count elements) that is not want(i).
-void expectValues(const std::vector<char>& got, size_t count, DataType t, ReduceOp op,
-                  const std::function<double(size_t)>& want, const std::string& what) {
-  for (size_t i = 0; i < count; ++i) {
-    const double g = loadValue(got.data(), i, t), w = want(i);
-    if (!sameValue(g, w, t, op))
-      throw std::runtime_error(what + ": element " + std::to_string(i) + " is " + std::to_string(g) + ", want " +
-                               std::to_string(w));
-  }
-}
-
-void sync(cudaStream_t s, GpuCollectives& g) {
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-  g.checkErrors();
-}
-
-enum class Reducing { AllReduce, ReduceScatter, Reduce };
-
-/// One reducing call against the reference; root only matters for Reduce.
-void checkReducing(GpuCollectives& g, Reducing kind, DataType t, ReduceOp op, size_t count, bool inPlace, int root,
-                   int rank, int n, cudaStream_t s) {
-  const size_t E = dataTypeSize(t), inCount = kind == Reducing::ReduceScatter ? n * count : count;
-  DevBuf in(inCount * E), out(count * E);
-  in.upload(inputs(inCount, 0, rank, t, op));
-  out.poison();
-  const char* name = kind == Reducing::AllReduce ? "allreduce" : kind == Reducing::Reduce ? "reduce" : "reducescatter";
-  const std::string what = "rank " + std::to_string(rank) + ": " + describe(name, t, op, count, inPlace);
-  char* recv = inPlace ? (kind == Reducing::ReduceScatter ? in.p + rank * count * E : in.p) : out.p;
-  if (kind == Reducing::AllReduce) g.allReduce(in.p, recv, count, t, op, s);
-  else if (kind == Reducing::ReduceScatter) g.reduceScatter(in.p, recv, count, t, op, s);
-  else g.reduce(in.p, recv, count, t, op, root, s);
-  sync(s, g);
-  if (count == 0) return;
-  const size_t first = kind == Reducing::ReduceScatter ? rank * count : 0;
-  const std::vector<char> got = inPlace ? in.download(first * E, count * E) : out.download(0, count * E);
-  if (kind == Reducing::Reduce && rank != root) {
-    if (!inPlace && got != std::vector<char>(count * E, char(0xEE))) throw std::runtime_error(what + ": non-root recv was written");
-    return;
-  }
-  expectValues(got, count, t, op, [&](size_t i) { return expectedValue(first + i, n, t, op); }, what);
-}
-
-/// Every reducing collective x the given types, ops and counts, both placements.
-void reducingMatrix(GpuCollectives& g, int rank, int n, cudaStream_t s, const std::vector<DataType>& types,
-                    const std::vector<ReduceOp>& ops, const std::vector<size_t>& counts) {
-  for (Reducing kind : {Reducing::AllReduce, Reducing::ReduceScatter, Reducing::Reduce})
-    for (DataType t : types)
-      for (ReduceOp op : ops)
-        for (size_t count : counts)
-          for (bool inPlace : {false, true}) checkReducing(g, kind, t, op, count, inPlace, n - 1, rank, n, s);
-}
-
-enum class Moving { AllGather, Broadcast, AllToAll };
-
-void checkMoving(GpuCollectives& g, Moving kind, DataType t, size_t count, bool inPlace, int root, int rank, int n,
-                 cudaStream_t s) {
-  const size_t E = dataTypeSize(t);
-  const ReduceOp op = ReduceOp::Sum;  // the reference's input values for a plain copy
-  const char* name = kind == Moving::AllGather ? "allgather" : kind == Moving::Broadcast ? "broadcast" : "alltoall";
-  const std::string what = "rank " + std::to_string(rank) + ": " + describe(name, t, op, count, inPlace) +
-                           (kind == Moving::Broadcast ? " root " + std::to_string(root) : "");
-  if (kind == Moving::AllGather) {
-    DevBuf in(count * E), out(n * count * E);
-    out.poison();
-    in.upload(inputs(count, 0, rank, t, op));
-    if (inPlace) out.upload(inputs(count, 0, rank, t, op), rank * count * E);
-    g.allGather(inPlace ? out.p + rank * count * E : in.p, out.p, count, t, s);
-    sync(s, g);
-    const auto got = out.download(0, n * count * E);
-    expectValues(got, n * count, t, op, [&](size_t i) { return inputValue(static_cast<int>(i / count), i % count, t, op); }, what);
-  } else if (kind == Moving::Broadcast) {
-    DevBuf in(count * E), out(count * E);
-    out.poison();
-    in.upload(inputs(count, 0, rank, t, op));
-    char* recv = inPlace && rank == root ? in.p : out.p;
-    g.broadcast(rank == root ? in.p : nullptr, recv, count, t, root, s);
-    sync(s, g);
-    const auto got = inPlace && rank == root ? in.download(0, count * E) : out.download(0, count * E);
-    expectValues(got, count, t, op, [&](size_t i) { return inputValue(root, i, t, op); }, what);
-  } else {
-    DevBuf in(n * count * E), out(n * count * E);
-    out.poison();
-    in.upload(inputs(n * count, 0, rank, t, op));
-    g.allToAll(in.p, inPlace ? in.p : out.p, count, t, s);
-    sync(s, g);
-    const auto got = (inPlace ? in : out).download(0, n * count * E);
-    expectValues(got, n * count, t, op,
-                 [&](size_t i) { return inputValue(static_cast<int>(i / count), rank * count + i % count, t, op); }, what);
-  }
-}
-
-void movingMatrix(GpuCollectives& g, int rank, int n, cudaStream_t s, const std::vector<size_t>& counts) {
-  for (DataType t : kTypes)
-    for (size_t count : counts)
-      for (bool inPlace : {false, true}) {
-        checkMoving(g, Moving::AllGather, t, count, inPlace, 0, rank, n, s);
-        checkMoving(g, Moving::AllToAll, t, count, inPlace, 0, rank, n, s);
-        for (int root : {0, n - 1}) checkMoving(g, Moving::Broadcast, t, count, inPlace, root, rank, n, s);
-      }
-}
-
-/// Every ordered pair exchanges count elements with send/recv, pairs in a global order.
-void sendRecvPairs(GpuCollectives& g, int rank, int n, cudaStream_t s, DataType t, size_t count) {
-  const size_t E = dataTypeSize(t);
-  DevBuf buf(count * E);
-  auto exchange = [&](int from, int to) {
-    if (rank == from) {
-      buf.upload(inputs(count, 0, rank, t, ReduceOp::Sum));
-      g.send(buf.p, count, t, to, s);
-      sync(s, g);
-    } else if (rank == to) {
-      buf.poison();
-      g.recv(buf.p, count, t, from, s);
-      sync(s, g);
-      expectValues(buf.download(0, count * E), count, t, ReduceOp::Sum,
-                   [&](size_t i) { return inputValue(from, i, t, ReduceOp::Sum); },
-                   "rank " + std::to_string(rank) + ": recv of " + std::to_string(count) + " from " + std::to_string(from));
-    }
-  };
-  for (int a = 0; a < n; ++a)
-    for (int b = a + 1; b < n; ++b) {
-      exchange(a, b);
-      exchange(b, a);
-    }
-}
 
 std::vector<DataType> allTypes() { return {std::begin(kTypes), std::end(kTypes)}; }
 std::vector<ReduceOp> allOps() { return {std::begin(kOps), std::end(kOps)}; }
@@ -260,7 +60,7 @@ TEST(GpuCollectives, ReducingCollectivesMatchReferenceFourRanks) {
 TEST(GpuCollectives, MovingCollectivesAndSendRecvMatchReferenceTwoRanks) {
   PB_REQUIRE_GPU_NO_INIT();
   runGpuRanks(2, kSmall, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
-    movingMatrix(g, rank, n, s, allCounts());
+    movingMatrix(g, rank, n, s, allTypes(), allCounts());
     for (size_t count : allCounts()) sendRecvPairs(g, rank, n, s, DataType::Float16, count);
   });
 }
@@ -269,7 +69,7 @@ TEST(GpuCollectives, MovingCollectivesAndSendRecvMatchReferenceThreeAndFourRanks
   PB_REQUIRE_GPU_NO_INIT();
   for (int n : {3, 4})
     runGpuRanks(n, kSmall, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
-      movingMatrix(g, rank, n, s, {0, 7, 1009, 100003});
+      movingMatrix(g, rank, n, s, allTypes(), {0, 7, 1009, 100003});
       for (size_t count : {size_t(7), size_t(100003)}) sendRecvPairs(g, rank, n, s, DataType::Uint8, count);
     }, std::chrono::seconds(55));
 }
@@ -291,39 +91,7 @@ TEST(GpuCollectives, DefaultSettingsLargeMessagesTwoRanks) {
 
 TEST(GpuCollectives, CapturedGraphReplaysWithFreshInputsEachTime) {
   PB_REQUIRE_GPU_NO_INIT();
-  runGpuRanks(2, kSmall, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
-    const DataType t = DataType::Float32;
-    const ReduceOp op = ReduceOp::Sum;
-    const size_t small = 500, large = 50000, gather = 3000, E = 4;
-    DevBuf a(small * E), b(large * E), c(gather * E), cOut(n * gather * E);
-    cudaGraph_t graph;
-    check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
-    g.allReduce(a.p, a.p, small, t, op, s);  // LL path, in place
-    g.allReduce(b.p, b.p, large, t, op, s);  // two-shot path, in place
-    g.allGather(c.p, cOut.p, gather, t, s);
-    g.allReduce(a.p, a.p, small, t, op, s);  // a second LL call in the same replay (next flag)
-    check(cudaStreamEndCapture(s, &graph), "end capture");
-    cudaGraphExec_t exec;
-    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-    for (int replay = 0; replay < 6; ++replay) {
-      // a: allreduced twice, so start from inputs whose double reduction is known: x then n * x.
-      a.upload(inputs(small, replay, rank, t, op));
-      b.upload(inputs(large, replay, rank, t, op));
-      c.upload(inputs(gather, replay, rank, t, op));
-      check(cudaGraphLaunch(exec, s), "graph launch");
-      sync(s, g);
-      const std::string what = "rank " + std::to_string(rank) + " replay " + std::to_string(replay);
-      expectValues(a.download(0, small * E), small, t, op, [&](size_t i) { return n * expectedValue(i + replay, n, t, op); },
-                   what + " LL allreduce");
-      expectValues(b.download(0, large * E), large, t, op, [&](size_t i) { return expectedValue(i + replay, n, t, op); },
-                   what + " two-shot allreduce");
-      expectValues(cOut.download(0, n * gather * E), n * gather, t, op,
-                   [&](size_t i) { return inputValue(static_cast<int>(i / gather), i % gather + replay, t, op); },
-                   what + " allgather");
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-  });
+  runGpuRanks(2, kSmall, checkGraphReplays);
 }
 
 TEST(GpuCollectives, BadArgumentsThrowBeforeAnythingIsEnqueued) {
@@ -351,17 +119,5 @@ TEST(GpuCollectives, BadArgumentsThrowBeforeAnythingIsEnqueued) {
 
 TEST(GpuCollectives, RankSkippingACallEndsInAReportedTimeout) {
   PB_REQUIRE_GPU_NO_INIT();
-  Settings settings = kSmall;
-  settings["gpu_wait_spins"] = std::to_string(1 << 24);
-  for (size_t count : {size_t(100), size_t(100003)}) {  // LL path, pipelined path
-    runGpuRanks(2, settings, [count](GpuCollectives& g, int rank, int, cudaStream_t s) {
-      if (rank == 1) return;  // never joins the call
-      DevBuf buf(count * 4);
-      g.allReduce(buf.p, buf.p, count, DataType::Float32, ReduceOp::Sum, s);
-      check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-      requireError([&] { g.checkErrors(); }, ErrorCode::Timeout, {"rank 0", "rank 1", "timed out in allreduce"});
-      requireError([&] { g.allReduce(buf.p, buf.p, count, DataType::Float32, ReduceOp::Sum, s); }, ErrorCode::Timeout,
-                   {"rank 1"});
-    }, std::chrono::seconds(55));
-  }
+  expectTimeoutWhenARankSkipsACall(kSmall);
 }

@@ -155,4 +155,25 @@ void PortChannelService::checkErrors() const {
 
 uint64_t PortChannelService::handled() const { return impl_->handled.load(); }
 
+bool PortChannelService::waitIdle(std::chrono::milliseconds timeout) const {
+  Impl& m = *impl_;
+  // Positions are taken by atomicAdd on the device head, and the proxy pops
+  // in position order and counts every pop: idle once handled reaches head.
+  unsigned long long head = 0;
+  if (cudaMemcpy(&head, m.fifo.deviceHandle().head, sizeof(head), cudaMemcpyDeviceToHost) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (m.handled.load() < head) {
+    {
+      std::lock_guard<std::mutex> lock(m.mutex);
+      if (m.error) return false;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+
 }  // namespace plugboard

@@ -38,13 +38,21 @@ namespace plugboard {
 ///   gpu_wait_spins             polls before a device wait records a timeout
 ///
 /// Calls on one object must be ordered (one stream, or streams ordered by
-/// events): they share device-side sequence counters. Pairs whose transport
-/// does not map peer memory are not supported yet: construction throws
-/// Error(InvalidUsage) naming rank, peer and transport. Destruction is
-/// collective (every rank must destroy its object) and waits for the device.
+/// events): they share device-side sequence counters. Destruction is
+/// collective (every rank must destroy its object) and waits for the
+/// device and for the proxy's outstanding requests.
+///
+/// Pairs whose transport does not map peer memory (ethernet and the other
+/// host-only transports, whose CUDA memory the core stages; ranks on other
+/// hosts) go through PortChannels served by one proxy thread per object.
+/// When any pair of the communicator is such a pair, every allreduce uses
+/// the pipelined two-shot kernel (the one-shot LL kernel needs direct
+/// stores) and the scratch doubles (an outbox per peer); it must then stay
+/// below 4 GiB (Error(Config) otherwise). Mapped pairs keep direct stores.
 ///
 /// A device wait that times out or is aborted is recorded; checkErrors()
-/// (and the next call) throws Error(Timeout/Remote) naming rank and peer.
+/// (and the next call) throws Error(Timeout/Remote) naming rank and peer,
+/// or the proxy's error when a PortChannel request failed.
 class GpuCollectives {
  public:
   /// Collective over comm, which must outlive this object.

@@ -6,6 +6,7 @@
 /// libfabric, ucx) get it staged through pinned host slots by the core.
 #pragma once
 
+#include <chrono>
 #include <memory>
 
 #include "plugboard/communicator.hpp"
@@ -45,6 +46,10 @@ class PortChannelService {
   void checkErrors() const;
   /// Triggers handled so far.
   uint64_t handled() const;
+  /// Waits until the proxy handled every trigger pushed so far; call it
+  /// once the kernels that push have ended. False (never throws) on
+  /// timeout, on a proxy error or when the device cannot be read.
+  bool waitIdle(std::chrono::milliseconds timeout) const;
 
  private:
   struct Impl;

@@ -4,6 +4,9 @@
 // packets it received. No semaphore: a packet is there when its flags match.
 //
 // Invariants:
+//  - Every pair of the communicator is mapped (c.remote[p] non-null): with
+//    any PortChannel pair, dispatch sends every allreduce to the two-shot
+//    kernel, and the layout has no LL area.
 //  - The flag of a call comes from a device counter (state LL entries, one
 //    per block, all equal because LL kernels always run G blocks) that the
 //    kernel advances itself: replays of a captured graph use new flags.

@@ -1,5 +1,6 @@
 // Private state of GpuCollectives: settings, the scratch buffer and its
-// peers' mappings, the device context the kernels get.
+// peers' mappings, the PortChannels of unmapped peers, the device context
+// the kernels get.
 #pragma once
 
 #include <map>
@@ -9,6 +10,7 @@
 #include "gpu/collectives/device_ctx.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/gpu/collectives.hpp"
+#include "plugboard/gpu/port_channel.hpp"
 
 namespace plugboard {
 
@@ -37,6 +39,13 @@ struct GpuCollectives::Impl {
   uint32_t* flagsDev = nullptr;
   RegisteredMemory local;
   std::vector<RemoteMemory> remotes;  // by rank (empty for self)
+  /// Some pair of the communicator (not necessarily ours) is unmapped: the
+  /// same on every rank, so every rank picks the same algorithms and layout.
+  bool portPairs = false;
+  uint32_t maxUnmappedPeers = 0;                  // over every rank
+  std::unique_ptr<PortChannelService> service;     // when this rank has an unmapped peer
+  std::vector<gpucoll::PortPipe> portTable;        // host copy of ctx.ports
+  gpucoll::PortPipe* ports = nullptr;              // device [nranks][blocks][2]
   gpucoll::DeviceCtx ctx;
 
   explicit Impl(Communicator& c) : comm(c) {}
@@ -49,9 +58,12 @@ struct GpuCollectives::Impl {
   void checkDevice() const;
 
  private:
-  void checkPeersMapped() const;
+  void throwIfPortProxyFailed() const;
+  void agreeOnPortPairs();
   void computeLayout();
   void exchangeScratch();
+  void setupPorts();
+  void drainPorts() noexcept;
 };
 
 }  // namespace plugboard

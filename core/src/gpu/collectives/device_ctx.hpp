@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "plugboard/gpu/fifo_device.hpp"  // PB_HOST_DEVICE_INLINE
+#include "plugboard/gpu/fifo_device.hpp"  // PB_HOST_DEVICE_INLINE, FifoDeviceHandle
 
 namespace plugboard::gpucoll {
 
@@ -22,13 +22,29 @@ enum CounterKind : uint32_t { kData = 0, kAck = 1 };
 ///    parity alternates with the LL call counter (double buffering).
 ///  - pipes: per [source rank] perSource bytes, per [block] perBlock bytes,
 ///    `slots` slots of slotBytes: what the source sends this rank on that block.
-/// Entries for source == this rank are unused.
+///  - outbox (only when some pair of the communicator is unmapped): per
+///    [destination rank] the same geometry as pipes: where this rank writes
+///    what it sends an unmapped peer before the proxy puts it into the
+///    peer's pipe slot of the same (block, slot).
+/// Entries for source == this rank are unused. The layout is a function of
+/// settings, nranks and "some pair is unmapped" only, so it is the same on
+/// every rank and a sender computes offsets in the receiver's scratch.
 struct ScratchLayout {
   uint64_t counters = 0;
   uint64_t ll = 0, llHalf = 0;
   uint64_t pipes = 0, perSource = 0, perBlock = 0, slotBytes = 0;
+  uint64_t outbox = 0;  ///< 0: no outbox (every pair mapped).
   uint32_t slots = 0;
   uint64_t total = 0;
+};
+
+/// One PortChannel of a pipe to an unmapped peer, as the owner thread uses
+/// it: the channel id in the service's Fifo and the channel's inbound
+/// counter (the peer's proxy adds to it) with this side's consumed count.
+struct PortPipe {
+  uint64_t* inbound = nullptr;   ///< Device: signals received.
+  uint64_t* expected = nullptr;  ///< Device: signals consumed by waits.
+  uint32_t channel = 0;          ///< Id in the PortChannelService.
 };
 
 /// Everything a collective kernel needs besides its arguments. The state
@@ -39,9 +55,14 @@ struct ScratchLayout {
 ///   [4nG, 4nG+G) LL calls made, per block (all equal: LL kernels use G blocks)
 /// Invariant: only the owner thread of (peer, block) writes its entries, and
 /// only that thread waits on the (peer, block) counters: one waiter per semaphore.
+/// A peer whose remote[] entry is null is unmapped: its pipes use the
+/// outbox and the PortChannels ports[(peer * blocks + block) * 2 + kind].
 struct DeviceCtx {
   char* local = nullptr;               ///< This rank's scratch.
-  char* const* remote = nullptr;       ///< Device array [nranks]: peers' scratch mapped here.
+  char* const* remote = nullptr;       ///< Device array [nranks]: peers' scratch mapped here (null: unmapped).
+  const PortPipe* ports = nullptr;     ///< Device array [nranks][blocks][2] (entries of unmapped peers only).
+  FifoDeviceHandle fifo{};             ///< The PortChannelService's queue (when some peer is unmapped).
+  volatile uint32_t* portAbort = nullptr;  ///< Mapped host: the service's abort flag (proxy failed).
   uint64_t* state = nullptr;           ///< Device array described above.
   volatile uint32_t* abortFlag = nullptr;  ///< Mapped host: non-zero ends every wait.
   uint32_t* errors = nullptr;          ///< Mapped host [nranks]: SemaphoreDeviceError per peer.

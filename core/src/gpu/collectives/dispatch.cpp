@@ -100,7 +100,8 @@ void GpuCollectives::allReduce(const void* send, void* recv, size_t count, DataT
   m.checkDevice();
   const uint64_t bytes = count * dataTypeSize(type);
   if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
-  if (bytes < m.settings.smallBytes)
+  // The LL kernel stores packets straight into every peer: only when every pair is mapped.
+  if (bytes < m.settings.smallBytes && !m.portPairs)
     return gpucoll::launchLLAllReduce(m.ctx, send, recv, count, type, op, m.settings.threads, stream);
   reducePipeline(m, send, recv, count, type, op, Coll::AllReduce, 0, stream);
 }

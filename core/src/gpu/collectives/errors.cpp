@@ -25,7 +25,18 @@ const char* collName(uint32_t coll) {
 
 }  // namespace
 
+void GpuCollectives::Impl::throwIfPortProxyFailed() const {
+  try {
+    service->checkErrors();
+  } catch (const Error& e) {
+    throw Error(e.code(), "rank " + std::to_string(rank) + ": the PortChannel proxy of the GPU collectives failed: " +
+                              e.what() + " The GPU collectives of this communicator cannot be used any more.");
+  }
+}
+
 void GpuCollectives::Impl::throwIfFailed() const {
+  // A proxy failure first: device waits that it aborted are its consequence.
+  if (service) throwIfPortProxyFailed();
   const uint32_t first = __atomic_load_n(&flags[1], __ATOMIC_ACQUIRE);
   if (!first) return;
   const int peer = static_cast<int>(first >> 16) - 1;

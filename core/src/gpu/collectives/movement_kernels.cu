@@ -45,21 +45,21 @@ struct Roles {
 __global__ void moveKernel(DeviceCtx c, MoveArgs a) {
   BlockPipes s = loadPipes(c);
   const Roles r{a, c.rank};
-  auto sendTo = [&](int p) { return r.sendTo(p); };
   auto recvFrom = [&](int q) { return r.recvFrom(q); };
   const uint32_t tid = threadIdx.x, nt = blockDim.x;
   for (uint64_t off = blockIdx.x * a.chunkBytes; off < a.bytes; off += gridDim.x * a.chunkBytes) {
     const uint64_t len = a.bytes - off < a.chunkBytes ? a.bytes - off : a.chunkBytes;
+    auto sendTo = [&](int p) -> uint64_t { return r.sendTo(p) ? len : 0; };
     if (!waitStage(c, s, sendTo, Nobody{}, a.coll)) break;
     for (int p = 0; p < c.nranks; ++p)
       if (p != c.rank && r.sendTo(p)) copyBytes(sendSlot(c, s, p), a.src + r.srcOffset(p) + off, len, tid, nt);
     const char* own = r.localSrc();
     if (own && own != r.localDst()) copyBytes(r.localDst() + off, own + off, len, tid, nt);
-    signalStage(c, s, sendTo, Nobody{});
+    signalStage(c, s, sendTo, Nobody{}, a.coll);
     if (!waitStage(c, s, Nobody{}, recvFrom, a.coll)) break;
     for (int q = 0; q < c.nranks; ++q)
       if (q != c.rank && r.recvFrom(q)) copyBytes(a.dst + r.dstOffset(q) + off, recvSlot(c, s, q), len, tid, nt);
-    signalStage(c, s, Nobody{}, recvFrom);
+    signalStage(c, s, Nobody{}, recvFrom, a.coll);
   }
   storePipes(c, s);
 }

@@ -1,7 +1,11 @@
-// Device side of the collectives' per-(peer, block) pipes over
-// MemoryChannel-style mappings: a sender writes a chunk into a slot of the
-// receiver's scratch and signals its data counter; the receiver waits, reads
-// the slot and signals the sender's ack counter, which returns the slot.
+// Device side of the collectives' per-(peer, block) pipes. Over a mapped
+// pair (MemoryChannel style) a sender writes a chunk into a slot of the
+// receiver's scratch and signals its data counter; the receiver waits,
+// reads the slot and signals the sender's ack counter, which returns the
+// slot. Over an unmapped pair (PortChannel) the sender writes the chunk
+// into the same slot of its own outbox and the owner thread asks the proxy
+// to put it into the receiver's slot and signal the pipe's data channel;
+// the receiver acks by a signal on the pipe's ack channel.
 //
 // Invariants every kernel relies on:
 //  - Messages on the pipe (me -> p, block b) are numbered by seq; message
@@ -9,16 +13,24 @@
 //    every rank runs the same calls with the same grid.
 //  - Before sending message seq >= slots the sender consumes one ack (the
 //    one for message seq - slots): slots are never overwritten unread.
+//    Outbox slots follow the same rule: the ack of message seq - slots
+//    means its data reached the receiver, so the proxy's transport has
+//    finished reading that outbox slot (no flush per message is needed).
 //  - One owner thread per peer in each block (threadIdx.x == p mod
 //    blockDim.x) does every wait and signal for that peer: one waiting
-//    thread per semaphore. Everything else is block-wide, between barriers.
-//  - Writes into a peer's slot are fenced system-wide by every writing
-//    thread before the barrier that precedes the owner's signal.
+//    thread per semaphore (per PortChannel inbound counter likewise), and
+//    one pushing thread per channel, so a channel's requests stay in order.
+//  - Writes into a peer's slot (or the outbox) are fenced system-wide by
+//    every writing thread before the barrier that precedes the owner's
+//    signal or Fifo push (the proxy's copy engine reads the outbox).
 #pragma once
 
 #include <cstdint>
 
+#include <cuda/atomic>
+
 #include "gpu/collectives/device_ctx.hpp"
+#include "plugboard/gpu/port_channel_device.hpp"
 #include "plugboard/gpu/semaphore_device.hpp"
 
 namespace plugboard::gpucoll {
@@ -81,29 +93,83 @@ __device__ inline void recordFailure(const DeviceCtx& c, int peer, Coll coll, ui
   *c.abortFlag = 1;
 }
 
+/// True when peer's scratch is not mapped here: its pipes go through PortChannels.
+__device__ __forceinline__ bool viaPort(const DeviceCtx& c, int peer) { return c.remote[peer] == nullptr; }
+
+/// The PortChannel of (peer, this block, kind); only for unmapped peers.
+__device__ __forceinline__ const PortPipe& portPipe(const DeviceCtx& c, int peer, uint32_t kind) {
+  return c.ports[counterIndex(c, peer, blockIdx.x, kind)];
+}
+
+/// Owner thread: waits for the next signal on a PortChannel's inbound
+/// counter. Ends early when this rank's collectives or the proxy aborted.
+__device__ inline uint32_t waitPort(const DeviceCtx& c, const PortPipe& pp) {
+  const uint64_t target = ++*pp.expected;
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> in(*pp.inbound);
+  for (int64_t spins = 0; in.load(cuda::memory_order_acquire) < target; ++spins) {
+    if ((spins & 1023) == 1023 && (*c.abortFlag || *c.portAbort)) return kSemaphoreAborted;
+    if (spins >= c.maxSpins) return kSemaphoreWaitTimeout;
+  }
+  return kSemaphoreOk;
+}
+
 /// Owner thread: waits for the next count on (peer, kind); false on failure (recorded).
 __device__ inline bool waitPeer(const DeviceCtx& c, int peer, uint32_t kind, Coll coll) {
-  if (semaphore(c, peer, kind).wait(c.maxSpins)) return true;
-  recordFailure(c, peer, coll, *c.abortFlag ? kSemaphoreAborted : kSemaphoreWaitTimeout);
+  if (!viaPort(c, peer)) {
+    if (semaphore(c, peer, kind).wait(c.maxSpins)) return true;
+    recordFailure(c, peer, coll, *c.abortFlag ? kSemaphoreAborted : kSemaphoreWaitTimeout);
+    return false;
+  }
+  const uint32_t code = waitPort(c, portPipe(c, peer, kind));
+  if (code == kSemaphoreOk) return true;
+  recordFailure(c, peer, coll, code);
   return false;
 }
 
-/// Slot of the pipe (me -> peer, this block) for the next message, in the peer's scratch.
-__device__ __forceinline__ char* sendSlot(const DeviceCtx& c, const BlockPipes& s, int peer) {
+/// Byte offset of slot `seq % slots` of the pipe (source -> dest, this
+/// block) in the destination's scratch (area = pipes, indexed by source)
+/// or in the source's outbox (area = outbox, indexed by dest).
+__device__ __forceinline__ uint64_t slotOffset(const DeviceCtx& c, uint64_t area, int index, uint64_t seq) {
   const ScratchLayout& L = c.layout;
-  return c.remote[peer] + L.pipes + c.rank * L.perSource + blockIdx.x * L.perBlock +
-         (s.seq[peer] % L.slots) * L.slotBytes;
+  return area + index * L.perSource + blockIdx.x * L.perBlock + (seq % L.slots) * L.slotBytes;
+}
+
+/// Owner thread: asks the proxy to put `bytes` of the outbox slot of
+/// message seq into the peer's pipe slot and signal its data channel.
+/// False on failure (recorded: the Fifo stayed full or the proxy aborted).
+__device__ inline bool putToPeer(const DeviceCtx& c, int peer, uint64_t seq, uint64_t bytes, Coll coll) {
+  const uint64_t dst = slotOffset(c, c.layout.pipes, c.rank, seq), src = slotOffset(c, c.layout.outbox, peer, seq);
+  const ProxyTrigger t = makePortTrigger(kPortPut | kPortSignal, portPipe(c, peer, kData).channel, dst, src, bytes);
+  if (c.fifo.push(t, c.maxSpins) != kFifoPushFailed) return true;
+  recordFailure(c, peer, coll, (*c.abortFlag || *c.portAbort) ? kSemaphoreAborted : kSemaphoreWaitTimeout);
+  return false;
+}
+
+/// Owner thread: asks the proxy to signal the peer's ack channel. False on failure (recorded).
+__device__ inline bool ackToPeer(const DeviceCtx& c, int peer, Coll coll) {
+  const ProxyTrigger t = makePortTrigger(kPortSignal, portPipe(c, peer, kAck).channel, 0, 0, 0);
+  if (c.fifo.push(t, c.maxSpins) != kFifoPushFailed) return true;
+  recordFailure(c, peer, coll, (*c.abortFlag || *c.portAbort) ? kSemaphoreAborted : kSemaphoreWaitTimeout);
+  return false;
+}
+
+/// Where to write the next message of the pipe (me -> peer, this block):
+/// the slot in the peer's scratch, or for an unmapped peer the same slot of
+/// this rank's outbox.
+__device__ __forceinline__ char* sendSlot(const DeviceCtx& c, const BlockPipes& s, int peer) {
+  char* const remote = c.remote[peer];
+  if (remote == nullptr) return c.local + slotOffset(c, c.layout.outbox, peer, s.seq[peer]);
+  return remote + slotOffset(c, c.layout.pipes, c.rank, s.seq[peer]);
 }
 
 /// Slot of the pipe (peer -> me, this block) holding the next message, in this rank's scratch.
 __device__ __forceinline__ char* recvSlot(const DeviceCtx& c, const BlockPipes& s, int peer) {
-  const ScratchLayout& L = c.layout;
-  return c.local + L.pipes + peer * L.perSource + blockIdx.x * L.perBlock +
-         (s.seq[c.nranks + peer] % L.slots) * L.slotBytes;
+  return c.local + slotOffset(c, c.layout.pipes, peer, s.seq[c.nranks + peer]);
 }
 
 /// Stage start, all threads: owners take a free slot for every peer
 /// sendTo(p) and wait for the next message from every peer recvFrom(p).
+/// (sendTo(p) is the bytes of the stage's message to p; 0: none.)
 /// Ends with a barrier; false (uniformly) once any wait of the block failed.
 template <typename SendTo, typename RecvFrom>
 __device__ bool waitStage(const DeviceCtx& c, const BlockPipes& s, SendTo sendTo, RecvFrom recvFrom, Coll coll) {
@@ -119,20 +185,25 @@ __device__ bool waitStage(const DeviceCtx& c, const BlockPipes& s, SendTo sendTo
 }
 
 /// Stage end, all threads: publishes what the block wrote (system fence by
-/// every thread, barrier), then owners signal data to every sendTo(p) and
-/// return the slot of every ackTo(p), advancing the seq counters.
+/// every thread, barrier), then owners signal data to every sendTo(p)
+/// (sendTo(p) bytes; an unmapped peer gets them put from the outbox) and
+/// return the slot of every ackTo(p), advancing the seq counters. A failed
+/// Fifo push is recorded and fails the block's next waitStage.
 template <typename SendTo, typename AckTo>
-__device__ void signalStage(const DeviceCtx& c, const BlockPipes& s, SendTo sendTo, AckTo ackTo) {
+__device__ void signalStage(const DeviceCtx& c, const BlockPipes& s, SendTo sendTo, AckTo ackTo, Coll coll) {
   __threadfence_system();
   __syncthreads();
   for (int p = threadIdx.x; p < c.nranks; p += blockDim.x) {
     if (p == c.rank) continue;
-    if (sendTo(p)) {
-      semaphore(c, p, kData).signal();
+    const bool port = viaPort(c, p);
+    if (const uint64_t bytes = sendTo(p)) {
+      if (!port) semaphore(c, p, kData).signal();
+      else if (!putToPeer(c, p, s.seq[p], bytes, coll)) *s.fail = 1;
       ++s.seq[p];
     }
     if (ackTo(p)) {
-      semaphore(c, p, kAck).signal();
+      if (!port) semaphore(c, p, kAck).signal();
+      else if (!ackToPeer(c, p, coll)) *s.fail = 1;
       ++s.seq[c.nranks + p];
     }
   }
@@ -162,9 +233,9 @@ __device__ inline void copyBytes(char* dst, const char* src, uint64_t bytes, uin
   for (uint64_t i = done + tid; i < bytes; i += n) dst[i] = __ldcg(src + i);
 }
 
-/// A predicate that is always false (stages that only send or only receive).
+/// A predicate that is always false / zero bytes (stages that only send or only receive).
 struct Nobody {
-  __device__ bool operator()(int) const { return false; }
+  __device__ uint64_t operator()(int) const { return 0; }
 };
 
 }  // namespace plugboard::gpucoll

@@ -2,7 +2,8 @@
 //  - allreduce (two-shot): rank j owns segment j; every rank sends segment j
 //    to rank j (reduce-scatter), rank j reduces it in rank order and writes
 //    the result to its recv and, in the same pass, into every peer's slot
-//    (all-gather); peers copy it out.
+//    (all-gather; for an unmapped peer its outbox slot, which the proxy
+//    puts); peers copy it out.
 //  - reduce: the same, but the reduced segments go to the root only.
 //  - reducescatter: segment j is block j of send (count elements); no gather.
 // Chunk c of every segment belongs to block c mod G. Per block and step c
@@ -52,16 +53,16 @@ __global__ void reduceKernel(DeviceCtx c, ReduceArgs a) {
   for (uint64_t c0 = blockIdx.x; c0 < steps; c0 += gridDim.x) {
     const uint64_t off = c0 * a.chunkElems;
     // Stage 1: chunk c0 of segment p to its owner p.
-    auto rsTo = [&](int p) { return p != me && seg.chunk(p, c0) > 0; };
+    auto rsTo = [&](int p) -> uint64_t { return p != me ? seg.chunk(p, c0) * E : 0; };
     if (!waitStage(c, s, rsTo, Nobody{}, a.coll)) break;
     for (int p = 0; p < n; ++p)
       if (rsTo(p)) copyBytes(sendSlot(c, s, p), a.send + (seg.start(p) + off) * E, seg.chunk(p, c0) * E, tid, nt);
-    signalStage(c, s, rsTo, Nobody{});
+    signalStage(c, s, rsTo, Nobody{}, a.coll);
     // Stage 2: reduce chunk c0 of my segment; write it out (and gather it).
     const uint64_t mine = seg.chunk(me, c0);
     if (mine > 0) {
       auto fromPeer = [&](int q) { return q != me; };
-      auto gatherTo = [&](int p) { return p != me && (gatherAll || (toRoot && p == a.root)); };
+      auto gatherTo = [&](int p) -> uint64_t { return p != me && (gatherAll || (toRoot && p == a.root)) ? mine * E : 0; };
       if (!waitStage(c, s, gatherTo, fromPeer, a.coll)) break;
       int ndst = 0;
       if (tid == 0) {
@@ -77,7 +78,7 @@ __global__ void reduceKernel(DeviceCtx c, ReduceArgs a) {
       __syncthreads();
       ndst = *s.ndst;
       reduceElems<T, Op>(s.ptrs + n, ndst, s.ptrs, n, mine, tid, nt);
-      signalStage(c, s, gatherTo, fromPeer);
+      signalStage(c, s, gatherTo, fromPeer, a.coll);
     }
     // Stage 3: gathered chunks of the other segments.
     if (gatherAll || (toRoot && me == a.root)) {
@@ -85,7 +86,7 @@ __global__ void reduceKernel(DeviceCtx c, ReduceArgs a) {
       if (!waitStage(c, s, Nobody{}, gatherFrom, a.coll)) break;
       for (int q = 0; q < n; ++q)
         if (gatherFrom(q)) copyBytes(a.recv + (seg.start(q) + off) * E, recvSlot(c, s, q), seg.chunk(q, c0) * E, tid, nt);
-      signalStage(c, s, Nobody{}, gatherFrom);
+      signalStage(c, s, Nobody{}, gatherFrom, a.coll);
     }
   }
   storePipes(c, s);

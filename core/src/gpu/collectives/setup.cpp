@@ -1,6 +1,7 @@
 // GpuCollectives set-up: settings, CUDA-memory connections to every peer,
-// the scratch buffer (counters, LL areas, pipe slots) registered once and
-// exchanged with every peer, and the device context of the kernels.
+// the scratch buffer (counters, LL areas, pipe slots, outbox) registered
+// once and exchanged with every peer, and the device context of the
+// kernels. The PortChannels of unmapped peers: port_pipes.cpp.
 #include <string>
 
 #include "communicator/communicator_impl.hpp"
@@ -43,10 +44,13 @@ GpuCollSettings GpuCollSettings::read(const Config& c) {
 }
 
 GpuCollectives::Impl::~Impl() {
-  // Kernels still queued use the mappings: let them end (their waits are
-  // bounded). Peers map this scratch: drop our mappings of theirs, then wait
-  // until every rank has (collective) before freeing ours.
+  // Kernels still queued use the mappings and the Fifo: let them end (their
+  // waits are bounded), then let the proxy finish what they pushed and the
+  // peers' acks land in our channels' counters. Peers map this scratch: drop
+  // our mappings of theirs, then wait until every rank has (collective)
+  // before stopping the proxy and freeing the scratch.
   if (scratch) cudaDeviceSynchronize();
+  if (service) drainPorts();
   remotes.clear();
   local = RegisteredMemory();
   if (scratch) {
@@ -55,18 +59,29 @@ GpuCollectives::Impl::~Impl() {
     } catch (...) {  // a peer died: its mappings died with it
     }
   }
+  service.reset();  // joins the proxy thread, frees the channels' counters
   if (scratch) cudaFree(scratch);
   if (state) cudaFree(state);
   if (remoteTable) cudaFree(remoteTable);
+  if (ports) cudaFree(ports);
   if (flags) cudaFreeHost(flags);
 }
 
-void GpuCollectives::Impl::checkPeersMapped() const {
+void GpuCollectives::Impl::agreeOnPortPairs() {
+  // Every rank must pick the same allreduce algorithm and scratch layout,
+  // but a rank only knows its own pairs: gather the unmapped-peer counts.
+  std::vector<uint32_t> unmapped(nranks, 0);
   for (const auto& [peer, conn] : connections)
-    if (!conn->mapsPeerMemory())
-      throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(rank) + ": GPU collectives over " +
-                                               conn->transport() + " (no peer mapping) are not supported yet (peer rank " +
-                                               std::to_string(peer) + ")");
+    if (!conn->mapsPeerMemory()) ++unmapped[rank];
+  if (nranks > 1) comm.bootstrap().allGather(unmapped.data(), sizeof(uint32_t));
+  for (uint32_t u : unmapped) maxUnmappedPeers = u > maxUnmappedPeers ? u : maxUnmappedPeers;
+  portPairs = maxUnmappedPeers > 0;
+  // PortChannel triggers carry a 16-bit channel id; 2 channels per (peer, block).
+  const uint64_t channels = 2ull * maxUnmappedPeers * settings.blocks;
+  if (channels > 0xffffu)
+    throw Error(ErrorCode::Config, "rank " + std::to_string(rank) + ": GPU collectives need " + std::to_string(channels) +
+                                       " PortChannels on one rank (2 per unmapped peer and block), more than 65535: "
+                                       "lower gpu_blocks (" + std::to_string(settings.blocks) + ")");
 }
 
 void GpuCollectives::Impl::computeLayout() {
@@ -76,13 +91,22 @@ void GpuCollectives::Impl::computeLayout() {
   ScratchLayout& L = ctx.layout;
   L.counters = 0;
   L.ll = roundUp(2 * n * G * sizeof(uint64_t), 256);
-  L.llHalf = roundUp((s.smallBytes + 7) / 8 * 16, 256);
+  // With an unmapped pair every allreduce is two-shot: no LL area, an outbox.
+  L.llHalf = portPairs ? 0 : roundUp((s.smallBytes + 7) / 8 * 16, 256);
   L.pipes = L.ll + 2 * n * L.llHalf;
   L.slotBytes = s.chunkBytes;
   L.perBlock = s.scratchBytes / G / s.chunkBytes * s.chunkBytes;
   L.slots = static_cast<uint32_t>(L.perBlock / s.chunkBytes);
   L.perSource = L.perBlock * G;
-  L.total = L.pipes + n * L.perSource;
+  L.outbox = portPairs ? L.pipes + n * L.perSource : 0;
+  L.total = (portPairs ? L.outbox : L.pipes) + n * L.perSource;
+  // PortChannel triggers carry 32-bit offsets into the scratch.
+  if (portPairs && L.total > 0xffffffffull)
+    throw Error(ErrorCode::Config, "rank " + std::to_string(rank) + ": GPU collectives scratch of " +
+                                       std::to_string(L.total) + " bytes (" + std::to_string(nranks) +
+                                       " ranks, with an outbox for PortChannel pairs) exceeds the 4 GiB - 1 that "
+                                       "PortChannel offsets can address: lower gpu_scratch_bytes (" +
+                                       std::to_string(s.scratchBytes) + ")");
 }
 
 void GpuCollectives::Impl::exchangeScratch() {
@@ -97,7 +121,9 @@ void GpuCollectives::Impl::exchangeScratch() {
     if (remotes[p].size() < ctx.layout.total)
       throw Error(ErrorCode::Remote, "rank " + std::to_string(rank) + ": GPU collectives scratch of rank " +
                                          std::to_string(p) + " is smaller than ours (settings differ between ranks?)");
-    table[p] = static_cast<char*>(connections.at(p)->remotePointer(remotes[p]));
+    // Unmapped peers keep a null entry: the kernels' "use the PortChannels" mark.
+    const auto& conn = connections.at(p);
+    if (conn->mapsPeerMemory()) table[p] = static_cast<char*>(conn->remotePointer(remotes[p]));
   }
   PB_CUDA_CHECK(cudaMemcpy(remoteTable, table.data(), nranks * sizeof(char*), cudaMemcpyHostToDevice));
 }
@@ -108,7 +134,7 @@ void GpuCollectives::Impl::setup() {
   settings = GpuCollSettings::read(comm.config());
   PB_CUDA_CHECK(cudaGetDevice(&device));
   if (nranks > 1) connections = comm.connectAll(MemoryKind::Cuda);
-  checkPeersMapped();
+  agreeOnPortPairs();
   computeLayout();
   const uint64_t stateWords = 4ull * nranks * settings.blocks + settings.blocks;
   PB_CUDA_CHECK(cudaMalloc(&scratch, ctx.layout.total));
@@ -125,6 +151,7 @@ void GpuCollectives::Impl::setup() {
   gpucoll::preloadMoveKernels();
   PB_CUDA_CHECK(cudaDeviceSynchronize());  // memsets done before any peer can signal into the scratch
   if (nranks > 1) exchangeScratch();
+  if (portPairs) setupPorts();  // after the exchange: channels target the peers' scratch
   ctx.local = scratch;
   ctx.remote = remoteTable;
   ctx.state = state;
@@ -135,6 +162,7 @@ void GpuCollectives::Impl::setup() {
   ctx.rank = rank;
   ctx.nranks = nranks;
   ctx.blocks = static_cast<int>(settings.blocks);
+  ctx.ports = ports;
   // No peer may write into our scratch before it is zeroed and mapped everywhere.
   comm.bootstrap().barrier();
 }

@@ -1,0 +1,109 @@
+// GpuCollectives over PortChannels: pairs whose transport does not map peer
+// memory. Two ranks forced onto ethernet (CUDA memory staged by the core),
+// and a 4-rank communicator split over two fake hosts (host_id) where pairs
+// on one host map each other (cudaipc) and pairs across go staged over
+// ethernet. Every result is checked against the host reference.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "gpu_coll_check.hpp"
+#include "gpu_test_util.hpp"
+
+using namespace plugboard;
+using namespace plugboard::test;
+
+namespace {
+
+/// Small slots so every pipeline wraps: 2 blocks x 2 slots of 8 KiB per
+/// peer. The LL threshold is left high to show that with an unmapped pair
+/// every allreduce takes the two-shot path.
+const Settings kPortSmall = {{"gpu_allreduce_small_bytes", "65536"}, {"gpu_scratch_bytes", "32768"},
+                             {"gpu_blocks", "2"},                    {"gpu_threads", "256"},
+                             {"gpu_chunk_bytes", "8192"}};
+
+/// Small staging slots so the staging rings wrap too.
+void useSmallStaging() {
+  setenv("PLUGBOARD_STAGING_CHUNK_BYTES", "65536", 1);
+  setenv("PLUGBOARD_STAGING_SLOTS", "4", 1);
+}
+
+/// Every pair over ethernet, CUDA memory staged.
+void overEthernet(int, Settings&) {
+  setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
+  useSmallStaging();
+}
+
+/// Throws unless the pair (me, peer) moves CUDA memory staged (or not).
+void expectStaged(Communicator& comm, int peer, bool staged) {
+  const std::string why = comm.selectionReason(peer, MemoryKind::Cuda);
+  if ((why.find("staged") != std::string::npos) != staged)
+    throw std::runtime_error("rank " + std::to_string(comm.rank()) + " -> " + std::to_string(peer) + ": expected " +
+                             (staged ? "" : "no ") + "staging, selection says: " + why);
+}
+
+const std::vector<DataType> kPortTypes = {DataType::Float32, DataType::Float16, DataType::Int32};
+const std::vector<ReduceOp> kPortOps = {ReduceOp::Sum, ReduceOp::Max};
+/// 0, tiny, odd, below the LL threshold, many times the scratch.
+const std::vector<size_t> kPortCounts = {0, 1, 7, 1009, 100003};
+
+}  // namespace
+
+TEST(GpuCollectivesPort, EveryCollectiveOverStagedEthernetMatchesReferenceTwoRanks) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuRanks(2, kPortSmall, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+    expectStaged(g.communicator(), 1 - rank, true);
+    reducingMatrix(g, rank, n, s, kPortTypes, kPortOps, kPortCounts);
+    for (DataType t : {DataType::BFloat16, DataType::Uint8})
+      for (ReduceOp op : kPortOps)
+        for (size_t count : kPortCounts)
+          for (bool inPlace : {false, true})
+            checkReducing(g, Reducing::AllReduce, t, op, count, inPlace, 0, rank, n, s);
+    movingMatrix(g, rank, n, s, kPortTypes, kPortCounts);
+    for (size_t count : {size_t(7), size_t(100003)}) sendRecvPairs(g, rank, n, s, DataType::Float16, count);
+    // A second object on the same communicator, alive beside the first:
+    // its own scratch, proxy and channels; then both are destroyed.
+    GpuCollectives second(g.communicator());
+    checkReducing(second, Reducing::AllReduce, DataType::Float32, ReduceOp::Sum, 100003, false, 0, rank, n, s);
+    checkReducing(g, Reducing::AllReduce, DataType::Float32, ReduceOp::Sum, 1009, true, 0, rank, n, s);
+  }, std::chrono::seconds(110), overEthernet);
+}
+
+// Ranks {0, 1} claim host "fake-a", {2, 3} host "fake-b": cudaipc within a
+// fake host (mapped, direct stores), staged ethernet across (PortChannels).
+TEST(GpuCollectivesPort, MixedMappedAndStagedPairsFourRanks) {
+  PB_REQUIRE_GPU_NO_INIT();
+  auto twoFakeHosts = [](int rank, Settings& overrides) {
+    overrides["host_id"] = rank < 2 ? "fake-a" : "fake-b";
+    useSmallStaging();
+  };
+  runGpuRanks(4, kPortSmall, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+    for (int p = 0; p < n; ++p)
+      if (p != rank) expectStaged(g.communicator(), p, (p < 2) != (rank < 2));
+    const std::vector<DataType> types = {DataType::Float32, DataType::Float16};
+    for (Reducing kind : {Reducing::AllReduce, Reducing::ReduceScatter, Reducing::Reduce})
+      for (DataType t : types)
+        for (size_t count : {size_t(1), size_t(1009), size_t(100003)})
+          for (bool inPlace : {false, true}) checkReducing(g, kind, t, ReduceOp::Sum, count, inPlace, 1, rank, n, s);
+    for (DataType t : types)
+      for (size_t count : {size_t(7), size_t(1009), size_t(100003)})
+        for (bool inPlace : {false, true}) {
+          checkMoving(g, Moving::AllGather, t, count, inPlace, 0, rank, n, s);
+          checkMoving(g, Moving::AllToAll, t, count, inPlace, 0, rank, n, s);
+          checkMoving(g, Moving::Broadcast, t, count, inPlace, 2, rank, n, s);
+        }
+    sendRecvPairs(g, rank, n, s, DataType::Uint8, 100003);
+  }, std::chrono::seconds(110), twoFakeHosts);
+}
+
+TEST(GpuCollectivesPort, CapturedGraphReplaysOverStagedEthernet) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuRanks(2, kPortSmall, checkGraphReplays, std::chrono::seconds(110), overEthernet);
+}
+
+TEST(GpuCollectivesPort, RankSkippingACallOverStagedEthernetEndsInAReportedTimeout) {
+  PB_REQUIRE_GPU_NO_INIT();
+  expectTimeoutWhenARankSkipsACall(kPortSmall, overEthernet);
+}
