@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Tuning sweep of the GPU collectives' launch settings on the lent 2-GPU
+# machine: busbw of allreduce, allgather and sendrecv for every
+# (gpu_blocks, gpu_chunk_bytes) pair; prints a table last, logs under $OUT.
+#   OUT=/some/dir bash tests/gpu/tune.sh            (after tests/gpu/run.sh built build-gpu)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$(mktemp -d)}
+build=${PLUGBOARD_GPU_BUILD_DIR:-build-gpu}
+export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
+perf="$build/bin/plugboard-perf"
+table="$OUT/tune.tsv"
+printf "blocks\tchunk\tcollective\tbytes\tbusbw_GBps\n" > "$table"
+for blocks in ${TUNE_BLOCKS:-16 32 64 128}; do
+  for chunk in ${TUNE_CHUNKS:-131072 524288}; do
+    scratch=$(( blocks * 4 * chunk ))
+    for spec in "allreduce 256M" "allgather 256M" "sendrecv 1G"; do
+      set -- $spec
+      log="$OUT/tune-$1-$blocks-$chunk.log"
+      PLUGBOARD_GPU_BLOCKS=$blocks PLUGBOARD_GPU_CHUNK_BYTES=$chunk PLUGBOARD_GPU_SCRATCH_BYTES=$scratch \
+        timeout 120 "$perf" --mem gpu --nranks 2 -C "$1" -b "$2" -e "$2" -n 10 -w 3 -c 0 > "$log" 2>&1
+      bw=$(awk '!/^#/ && NF > 8 {print $8}' "$log" | tail -1)
+      printf "%s\t%s\t%s\t%s\t%s\n" "$blocks" "$chunk" "$1" "$2" "${bw:-FAIL}" >> "$table"
+    done
+  done
+done
+column -t -s $'\t' "$table"
