@@ -3,6 +3,8 @@
 # sm_90), run the GPU tests, the host test suites and the GPU
 # microbenchmarks; write every log under $OUT; print a summary table last.
 #   OUT=/some/dir bash tests/gpu/run.sh
+# (carry .gpu-deps from `bash tests/gpu/net-deps.sh prepare` to build the
+# ucx and libfabric plugins there too)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$(mktemp -d)}
@@ -27,8 +29,12 @@ step() {
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -1; \
   echo "commit ${RUN_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"; } > "$OUT/machine.txt" 2>&1
 
+# UCX/libfabric headers carried in .gpu-deps (tests/gpu/net-deps.sh), if any.
+netargs=$(bash tests/gpu/net-deps.sh cmake-args)
+[ -d .gpu-deps/pc ] && export PKG_CONFIG_PATH="$PWD/.gpu-deps/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+# shellcheck disable=SC2086
 step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPLUGBOARD_ENABLE_CUDA=ON \
-  -DPLUGBOARD_CUDA_ARCHITECTURES=90
+  -DPLUGBOARD_CUDA_ARCHITECTURES=90 $netargs
 step build cmake --build "$build" -j "$jobs"
 step gpu-tests ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
 step host-tests ctest --test-dir "$build" -LE gpu -j 8 --output-on-failure --timeout 300

@@ -1,8 +1,11 @@
-// CUDA memory over a transport that moves host memory only (ethernet):
-// the core stages it through pinned host slots. Checks PortChannels moving
-// GPU buffers between two processes, and the write/signal ordering of plain
-// connection calls in every direction (GPU->GPU, GPU->host, host->GPU).
+// CUDA memory over transports that move host memory only (ethernet, and
+// ucx / libfabric over tcp where they were built): the core stages it
+// through pinned host slots. Checks PortChannels moving GPU buffers between
+// two processes, and the write/signal ordering of plain connection calls in
+// every direction (GPU->GPU, GPU->host, host->GPU).
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
 
 #include <cstring>
 #include <vector>
@@ -18,12 +21,28 @@ using namespace plugboard::test;
 
 namespace {
 
-/// Small slots so the tests wrap both rings many times.
-void useSmallStagingSlots() {
-  setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
+/// Only `transport`, over loopback TCP, with small staging slots so the
+/// tests wrap both rings many times.
+void useTransport(const std::string& transport) {
+  setenv("PLUGBOARD_TRANSPORTS", transport.c_str(), 1);
+  setenv("UCX_TLS", "tcp", 1);
+  setenv("PLUGBOARD_LIBFABRIC_PROVIDER", "tcp", 1);
+  setenv("PLUGBOARD_LIBFABRIC_IFACE", "lo", 1);
   setenv("PLUGBOARD_STAGING_CHUNK_BYTES", "65536", 1);
   setenv("PLUGBOARD_STAGING_SLOTS", "3", 1);
 }
+
+bool pluginBuilt(const std::string& transport) {
+  struct stat st;
+  return ::stat((std::string(PLUGBOARD_TEST_PLUGIN_DIR) + "/libplugboard-" + transport + ".so").c_str(), &st) == 0;
+}
+
+class GpuStaging : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!pluginBuilt(GetParam())) GTEST_SKIP() << GetParam() << " plugin was not built (its headers were not found)";
+  }
+};
 
 void selectDevice(int rank) {
   int devices = 0;
@@ -48,16 +67,18 @@ void expectBytes(const std::vector<uint8_t>& got, int rank, int round, const cha
 
 }  // namespace
 
-TEST(GpuStaging, PortChannelOverEthernetMovesGpuBuffersBetweenProcesses) {
+TEST_P(GpuStaging, PortChannelMovesGpuBuffersBetweenProcesses) {
   PB_REQUIRE_GPU_NO_INIT();
-  auto results = runRanks(2, std::chrono::seconds(150), [](int rank, int n, const UniqueId& id) {
+  const std::string transport = GetParam();
+  auto results = runRanks(2, std::chrono::seconds(150), [&](int rank, int n, const UniqueId& id) {
     selectDevice(rank);
-    useSmallStagingSlots();
+    useTransport(transport);
     Communicator comm(loopbackBootstrap(rank, n, id));
-    if (comm.selectionReason(1 - rank, MemoryKind::Cuda).find("staged") == std::string::npos)
+    // ethernet never takes CUDA memory; ucx/libfabric would where built with GPU support.
+    if (transport == "ethernet" && comm.selectionReason(1 - rank, MemoryKind::Cuda).find("staged") == std::string::npos)
       throw std::runtime_error("expected staged CUDA memory: " + comm.selectionReason(1 - rank, MemoryKind::Cuda));
     auto conn = comm.connectAll(MemoryKind::Cuda).at(1 - rank);
-    if (conn->transport() != "ethernet") throw std::runtime_error("expected ethernet, got " + conn->transport());
+    if (conn->transport() != transport) throw std::runtime_error("expected " + transport + ", got " + conn->transport());
     // 1 byte, an odd size inside one chunk, and kHalf (64 chunks of 64 KiB through 3 slots).
     pingPongOverPortChannel(comm, conn, {1, 4099, 65536 + 17, kHalf});
   });
@@ -66,11 +87,12 @@ TEST(GpuStaging, PortChannelOverEthernetMovesGpuBuffersBetweenProcesses) {
 
 // Rank 0 writes to rank 1 and signals a host semaphore after each write; the
 // semaphore must not be seen before the staged data is in rank 1's memory.
-TEST(GpuStaging, WritesThenSignalArriveInOrderInEveryDirection) {
+TEST_P(GpuStaging, WritesThenSignalArriveInOrderInEveryDirection) {
   PB_REQUIRE_GPU_NO_INIT();
-  auto results = runRanks(2, std::chrono::seconds(150), [](int rank, int n, const UniqueId& id) {
+  const std::string transport = GetParam();
+  auto results = runRanks(2, std::chrono::seconds(150), [&](int rank, int n, const UniqueId& id) {
     selectDevice(rank);
-    useSmallStagingSlots();
+    useTransport(transport);
     Communicator comm(loopbackBootstrap(rank, n, id));
     const int peer = 1 - rank;
     auto conn = comm.connectAll(MemoryKind::Cuda).at(peer);
@@ -116,3 +138,6 @@ TEST(GpuStaging, WritesThenSignalArriveInOrderInEveryDirection) {
   });
   expectAllPassed(results);
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, GpuStaging, ::testing::Values("ethernet", "ucx", "libfabric"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
