@@ -223,19 +223,78 @@ void sendRecvPairs(GpuCollectives& g, int rank, int n, cudaStream_t s, DataType 
 }
 
 
-/// Captures LL-sized and pipelined allreduces and an allgather in a CUDA
-/// graph and replays it with fresh inputs each time (float32 sum). (With a
-/// PortChannel pair both allreduces are two-shot.)
+/// One ring sendRecv (send to rank + 1, receive from rank - 1) against the
+/// reference. Out of place rank r sends base + r elements, so the two
+/// directions of a call differ in length (base 0: some are empty); in place
+/// every rank sends base elements from, and receives them into, one buffer.
+void checkSendRecvRing(GpuCollectives& g, int rank, int n, cudaStream_t s, DataType t, size_t base, bool inPlace) {
+  const size_t E = dataTypeSize(t);
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  const size_t sendCount = inPlace ? base : base + rank, recvCount = inPlace ? base : base + prev;
+  DevBuf in(sendCount * E), out(recvCount * E);
+  in.upload(inputs(sendCount, 0, rank, t, ReduceOp::Sum));
+  out.poison();
+  const DevBuf& result = inPlace ? in : out;
+  g.sendRecv(in.p, sendCount, next, result.p, recvCount, prev, t, s);
+  sync(s, g);
+  expectValues(result.download(0, recvCount * E), recvCount, t, ReduceOp::Sum,
+               [&](size_t i) { return inputValue(prev, i, t, ReduceOp::Sum); },
+               "rank " + std::to_string(rank) + ": ring sendrecv of " + std::to_string(recvCount) + " from " +
+                   std::to_string(prev) + (inPlace ? " in place" : " out of place"));
+}
+
+/// Each direction of a sendRecv pairs with a plain recv / send of the same
+/// count: rank 0 sends with sendRecv (receiving nothing) to rank 1's recv,
+/// then receives with sendRecv (sending nothing) from rank 1's send.
+void checkSendRecvMeetsSendAndRecv(GpuCollectives& g, int rank, cudaStream_t s, DataType t, size_t count) {
+  const size_t E = dataTypeSize(t);
+  if (rank > 1) return;
+  DevBuf buf(count * E);
+  const std::string what = "rank " + std::to_string(rank) + ": sendrecv against plain ";
+  for (int sender : {0, 1}) {
+    if (rank == sender) buf.upload(inputs(count, 0, rank, t, ReduceOp::Sum));
+    else buf.poison();
+    if (rank == 0 && sender == 0) g.sendRecv(buf.p, count, 1, nullptr, 0, 1, t, s);
+    else if (rank == 0) g.sendRecv(nullptr, 0, 1, buf.p, count, 1, t, s);
+    else if (sender == 0) g.recv(buf.p, count, t, 0, s);
+    else g.send(buf.p, count, t, 0, s);
+    sync(s, g);
+    if (rank != sender)
+      expectValues(buf.download(0, count * E), count, t, ReduceOp::Sum,
+                   [&](size_t i) { return inputValue(sender, i, t, ReduceOp::Sum); }, what + (sender ? "send" : "recv"));
+  }
+}
+
+/// Ring sendRecv for every count, both placements, each followed by
+/// send/recv between every pair and a pipelined allreduce on the same
+/// object (they share the pipes' sequence counters), then sendRecv against
+/// plain send/recv.
+void sendRecvRingMatrix(GpuCollectives& g, int rank, int n, cudaStream_t s, DataType t, const std::vector<size_t>& counts) {
+  for (size_t count : counts)
+    for (bool inPlace : {false, true}) {
+      checkSendRecvRing(g, rank, n, s, t, count, inPlace);
+      sendRecvPairs(g, rank, n, s, t, 3000);
+      checkReducing(g, Reducing::AllReduce, DataType::Float32, ReduceOp::Sum, 30011, false, 0, rank, n, s);
+    }
+  checkSendRecvMeetsSendAndRecv(g, rank, s, t, 100003);
+  checkSendRecvRing(g, rank, n, s, t, 1009, false);
+}
+
+/// Captures LL-sized and pipelined allreduces, an allgather and a ring
+/// sendRecv in a CUDA graph and replays it with fresh inputs each time
+/// (float32 sum). (With a PortChannel pair both allreduces are two-shot.)
 void checkGraphReplays(GpuCollectives& g, int rank, int n, cudaStream_t s) {
   const DataType t = DataType::Float32;
   const ReduceOp op = ReduceOp::Sum;
   const size_t small = 500, large = 50000, gather = 3000, E = 4;
-  DevBuf a(small * E), b(large * E), c(gather * E), cOut(n * gather * E);
+  const int prev = (rank + n - 1) % n;
+  DevBuf a(small * E), b(large * E), c(gather * E), cOut(n * gather * E), ring(gather * E);
   cudaGraph_t graph;
   check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
   g.allReduce(a.p, a.p, small, t, op, s);  // LL path, in place
   g.allReduce(b.p, b.p, large, t, op, s);  // two-shot path, in place
   g.allGather(c.p, cOut.p, gather, t, s);
+  g.sendRecv(c.p, gather, (rank + 1) % n, ring.p, gather, prev, t, s);
   g.allReduce(a.p, a.p, small, t, op, s);  // a second LL call in the same replay (next flag)
   check(cudaStreamEndCapture(s, &graph), "end capture");
   cudaGraphExec_t exec;
@@ -255,6 +314,8 @@ void checkGraphReplays(GpuCollectives& g, int rank, int n, cudaStream_t s) {
     expectValues(cOut.download(0, n * gather * E), n * gather, t, op,
                  [&](size_t i) { return inputValue(static_cast<int>(i / gather), i % gather + replay, t, op); },
                  what + " allgather");
+    expectValues(ring.download(0, gather * E), gather, t, op, [&](size_t i) { return inputValue(prev, i + replay, t, op); },
+                 what + " ring sendrecv");
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

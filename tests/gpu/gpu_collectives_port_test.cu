@@ -71,6 +71,14 @@ TEST(GpuCollectivesPort, EveryCollectiveOverStagedEthernetMatchesReferenceTwoRan
   }, std::chrono::seconds(110), overEthernet);
 }
 
+TEST(GpuCollectivesPort, SendRecvRingOverStagedEthernetTwoRanks) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuRanks(2, kPortSmall, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+    expectStaged(g.communicator(), 1 - rank, true);
+    sendRecvRingMatrix(g, rank, n, s, DataType::Float16, {0, 1, 7, 1009, 100003});
+  }, std::chrono::seconds(110), overEthernet);
+}
+
 // Ranks {0, 1} claim host "fake-a", {2, 3} host "fake-b": cudaipc within a
 // fake host (mapped, direct stores), staged ethernet across (PortChannels).
 TEST(GpuCollectivesPort, MixedMappedAndStagedPairsFourRanks) {
@@ -95,6 +103,8 @@ TEST(GpuCollectivesPort, MixedMappedAndStagedPairsFourRanks) {
           checkMoving(g, Moving::Broadcast, t, count, inPlace, 2, rank, n, s);
         }
     sendRecvPairs(g, rank, n, s, DataType::Uint8, 100003);
+    // Ring 0 -> 1 -> 2 -> 3 -> 0: each rank's sendRecv has one mapped and one staged direction.
+    for (bool inPlace : {false, true}) checkSendRecvRing(g, rank, n, s, DataType::Float16, 100003, inPlace);
   }, std::chrono::seconds(110), twoFakeHosts);
 }
 

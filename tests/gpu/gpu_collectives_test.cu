@@ -74,6 +74,16 @@ TEST(GpuCollectives, MovingCollectivesAndSendRecvMatchReferenceThreeAndFourRanks
     }, std::chrono::seconds(55));
 }
 
+// Counts 0 .. 100003 (2-byte elements: 200 KB, three times the 64 KiB
+// scratch) and 262149 (eight times): every pipe wraps.
+TEST(GpuCollectives, SendRecvRingInterleavedWithSendRecvAndAllReduceTwoThreeFourRanks) {
+  PB_REQUIRE_GPU_NO_INIT();
+  for (int n : {2, 3, 4})
+    runGpuRanks(n, kSmall, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+      sendRecvRingMatrix(g, rank, n, s, DataType::Float16, {0, 1, 7, 1009, 100003, 262149});
+    }, std::chrono::seconds(55));
+}
+
 TEST(GpuCollectives, DefaultSettingsLargeMessagesTwoRanks) {
   PB_REQUIRE_GPU_NO_INIT();
   runGpuRanks(2, {}, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
@@ -84,6 +94,7 @@ TEST(GpuCollectives, DefaultSettingsLargeMessagesTwoRanks) {
         checkReducing(g, Reducing::AllReduce, DataType::BFloat16, ReduceOp::Max, count, inPlace, 0, rank, n, s);
         checkReducing(g, Reducing::ReduceScatter, DataType::Float16, ReduceOp::Sum, count, inPlace, 0, rank, n, s);
         checkMoving(g, Moving::AllGather, DataType::Float32, count, inPlace, 0, rank, n, s);
+        checkSendRecvRing(g, rank, n, s, DataType::Float32, count, inPlace);
       }
     }
   });
@@ -110,9 +121,21 @@ TEST(GpuCollectives, BadArgumentsThrowBeforeAnythingIsEnqueued) {
     requireError([&] { g.send(buf.p, 10, F, rank, s); }, ErrorCode::InvalidUsage, {"peer is this rank"});
     requireError([&] { g.recv(buf.p, 10, F, n + 3, s); }, ErrorCode::InvalidUsage, {"peer", "out of range"});
     requireError([&] { g.allGather(buf.p, nullptr, 10, DataType::Int64, s); }, ErrorCode::InvalidUsage, {"int64"});
+    const int other = 1 - rank;
+    requireError([&] { g.sendRecv(buf.p, 10, rank, buf.p, 10, other, F, s); }, ErrorCode::InvalidUsage,
+                 {"sendrecv", "send peer is this rank"});
+    requireError([&] { g.sendRecv(buf.p, 10, other, buf.p, 0, n, F, s); }, ErrorCode::InvalidUsage,
+                 {"recv peer", "out of range"});
+    requireError([&] { g.sendRecv(nullptr, 10, other, buf.p, 10, other, F, s); }, ErrorCode::InvalidUsage,
+                 {"send buffer is null"});
+    requireError([&] { g.sendRecv(buf.p, 10, other, nullptr, 10, other, F, s); }, ErrorCode::InvalidUsage,
+                 {"recv buffer is null"});
+    requireError([&] { g.sendRecv(buf.p, 10, other, buf.p, 10, other, DataType::Float64, s); }, ErrorCode::InvalidUsage,
+                 {"data type double"});
     // Count 0 is a no-op whatever the buffers; then a real call still works on every rank.
     g.allReduce(nullptr, nullptr, 0, F, ReduceOp::Sum, s);
     g.allToAll(nullptr, nullptr, 0, DataType::Uint8, s);
+    g.sendRecv(nullptr, 0, 1 - rank, nullptr, 0, 1 - rank, F, s);
     checkReducing(g, Reducing::AllReduce, F, ReduceOp::Sum, 1009, false, 0, rank, n, s);
   });
 }

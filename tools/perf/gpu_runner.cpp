@@ -179,7 +179,9 @@ std::vector<Row> runGpuSweep(GpuBackend& ours, GpuBackend* nccl, Bootstrap& boot
     send.assign(sendBytesOf(row.shape, es), 0);
     recv.assign(recvBytesOf(row.shape, es), 0);
     for (bool inPlace : {false, true}) {
-      if (inPlace && c == Collective::SendRecv) {  // ordered send and recv on one buffer: the data would be overwritten
+      // In-place sendrecv: NCCL's grouped send and recv on one buffer race
+      // (GpuCollectives::sendRecv allows it), so the row is not run.
+      if (inPlace && c == Collective::SendRecv) {
         row.inPlace.skipped = row.ncclInPlace.skipped = true;
         continue;
       }

@@ -11,11 +11,10 @@ void checkCuda(cudaError_t err, const std::string& what) {
 
 namespace {
 
-/// GpuCollectives has no fused sendRecv and its calls must be ordered on one
-/// stream (they share device-side sequence counters), so the ring sendrecv
-/// is two calls: even ranks send then receive, odd ranks the other way
-/// round. Every send meets a receiver in the same phase, so no ring of
-/// blocked senders can form; a pair's two directions run one after the other.
+/// The ring sendrecv (send to rank + 1, receive from rank - 1) is one fused
+/// GpuCollectives::sendRecv: one kernel moves both directions at once, as
+/// NCCL's grouped send/recv does, and sends before it waits, so the ring
+/// cannot deadlock.
 class PlugboardBackend : public GpuBackend {
  public:
   explicit PlugboardBackend(Communicator& comm) : gc_(comm) {}
@@ -39,13 +38,7 @@ class PlugboardBackend : public GpuBackend {
   void sendRecv(const Call& c, const CallPointers& p, cudaStream_t s) {
     size_t k = c.shape.callCount;
     int to = (c.rank + 1) % c.nranks, from = (c.rank + c.nranks - 1) % c.nranks;
-    if (c.rank % 2 == 0) {
-      gc_.send(p.send, k, c.type, to, s);
-      gc_.recv(p.result, k, c.type, from, s);
-    } else {
-      gc_.recv(p.result, k, c.type, from, s);
-      gc_.send(p.send, k, c.type, to, s);
-    }
+    gc_.sendRecv(p.send, k, to, p.result, k, from, c.type, s);
   }
 
   GpuCollectives gc_;

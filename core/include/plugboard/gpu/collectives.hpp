@@ -73,10 +73,21 @@ class GpuCollectives {
   void reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root, cudaStream_t stream);
   /// Block j of send goes to rank j; block i of recv comes from rank i (count elements per block).
   void allToAll(const void* send, void* recv, size_t count, DataType type, cudaStream_t stream);
-  /// Sends count elements to peer; pairs with the peer's recv.
+  /// Sends count elements to peer; pairs with the peer's recv (or the
+  /// receiving side of its sendRecv).
   void send(const void* buf, size_t count, DataType type, int peer, cudaStream_t stream);
-  /// Receives count elements from peer.
+  /// Receives count elements from peer; pairs with the peer's send (or the
+  /// sending side of its sendRecv).
   void recv(void* buf, size_t count, DataType type, int peer, cudaStream_t stream);
+  /// Sends sendCount elements to sendPeer and receives recvCount elements
+  /// from recvPeer in one kernel, both directions at once (a ring exchange
+  /// or a swap with one peer, sendPeer == recvPeer, cannot deadlock). Each
+  /// direction pairs with the matching side of the peer's sendRecv, or with
+  /// its plain recv / send of the same count. Either count may be 0 (that
+  /// direction is skipped; its peer and buffer are still checked). The
+  /// buffers must not overlap, except sendBuf == recvBuf with equal counts.
+  void sendRecv(const void* sendBuf, size_t sendCount, int sendPeer, void* recvBuf, size_t recvCount, int recvPeer,
+                DataType type, cudaStream_t stream);
 
   /// Throws the first error a device wait or the proxy recorded, naming
   /// rank, peer and transport. Does not synchronise the stream.

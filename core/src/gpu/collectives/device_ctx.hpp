@@ -10,7 +10,7 @@
 namespace plugboard::gpucoll {
 
 /// Which collective a kernel runs (recorded with a failed wait).
-enum class Coll : uint32_t { AllReduce = 1, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, Send, Recv };
+enum class Coll : uint32_t { AllReduce = 1, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, Send, Recv, SendRecv };
 
 /// Kinds of inbound counter per (source, block): data posted, slots released.
 enum CounterKind : uint32_t { kData = 0, kAck = 1 };
@@ -96,6 +96,18 @@ struct MoveArgs {
   uint64_t chunkBytes;  ///< Pipeline chunk (multiple of 16).
   Coll coll;            ///< AllGather, Broadcast, AllToAll, Send or Recv.
   int peer;             ///< Root (Broadcast) or peer (Send/Recv).
+};
+
+/// Arguments of the fused send/receive kernel: each direction is chunked
+/// exactly as a plain Send / Recv of the same bytes (same chunk, chunk j on
+/// block j % G), so its messages match the peer's pipe whichever call the
+/// peer makes for it. bytes == 0: no traffic in that direction.
+struct SendRecvArgs {
+  const char* src;
+  char* dst;
+  uint64_t sendBytes, sendChunk;  ///< To sendPeer.
+  uint64_t recvBytes, recvChunk;  ///< From recvPeer.
+  int sendPeer, recvPeer;
 };
 
 }  // namespace plugboard::gpucoll

@@ -206,4 +206,26 @@ void GpuCollectives::recv(void* buf, size_t count, DataType type, int peer, cuda
   movePipeline(m, nullptr, buf, count * dataTypeSize(type), Coll::Recv, peer, stream);
 }
 
+void GpuCollectives::sendRecv(const void* sendBuf, size_t sendCount, int sendPeer, void* recvBuf, size_t recvCount,
+                              int recvPeer, DataType type, cudaStream_t stream) {
+  Impl& m = *impl_;
+  CallCheck k{m.rank, m.nranks, "sendrecv"};
+  k.type(type);
+  k.rankArg(sendPeer, "send peer", false);
+  k.rankArg(recvPeer, "recv peer", false);
+  k.buffer(sendBuf, "send buffer", sendCount, type);
+  k.buffer(recvBuf, "recv buffer", recvCount, type);
+  m.throwIfFailed();
+  if (sendCount == 0 && recvCount == 0) return;
+  m.checkDevice();
+  // Each direction is chunked as a plain send / recv of its bytes (chunkFor
+  // of those bytes only), so the peer's end of each pipe agrees whether it
+  // calls sendRecv, send or recv.
+  const uint64_t E = dataTypeSize(type), sendBytes = sendCount * E, recvBytes = recvCount * E;
+  gpucoll::SendRecvArgs a{static_cast<const char*>(sendBuf), static_cast<char*>(recvBuf),
+                          sendBytes, chunkFor(m.settings, sendBytes), recvBytes, chunkFor(m.settings, recvBytes),
+                          sendPeer, recvPeer};
+  gpucoll::launchSendRecv(m.ctx, a, m.settings.threads, stream);
+}
+
 }  // namespace plugboard

@@ -19,6 +19,7 @@ const char* collName(uint32_t coll) {
     case gpucoll::Coll::AllToAll: return "alltoall";
     case gpucoll::Coll::Send: return "send";
     case gpucoll::Coll::Recv: return "recv";
+    case gpucoll::Coll::SendRecv: return "sendrecv";
   }
   return "a collective";
 }

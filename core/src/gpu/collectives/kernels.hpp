@@ -21,6 +21,8 @@ void launchReduce(const DeviceCtx& c, const ReduceArgs& a, DataType type, Reduce
                   cudaStream_t stream);
 /// Pipelined byte-moving collective.
 void launchMove(const DeviceCtx& c, const MoveArgs& a, uint32_t threads, cudaStream_t stream);
+/// Both directions of a sendRecv in one kernel (at least one has bytes).
+void launchSendRecv(const DeviceCtx& c, const SendRecvArgs& a, uint32_t threads, cudaStream_t stream);
 
 /// Loads every kernel of a family now (lazy module loading would otherwise
 /// load it at first launch, possibly behind a kernel spinning on a peer).

@@ -1,6 +1,7 @@
-// Byte-moving collectives (allgather, broadcast, alltoall, send, recv):
-// one kernel, not templated on the element type. Block b moves chunks
-// b, b + G, ... of every peer block through the pipes (pipe_device.cuh).
+// Byte-moving collectives (allgather, broadcast, alltoall, send, recv) and
+// the fused sendRecv: kernels not templated on the element type. Block b
+// moves chunks b, b + G, ... of every peer block through the pipes
+// (pipe_device.cuh).
 #include "gpu/collectives/kernels.hpp"
 #include "gpu/collectives/pipe_device.cuh"
 #include "gpu/cuda_check.hpp"
@@ -64,18 +65,70 @@ __global__ void moveKernel(DeviceCtx c, MoveArgs a) {
   storePipes(c, s);
 }
 
+/// Length of chunk i of a direction (0: past its end).
+__device__ __forceinline__ uint64_t chunkLen(uint64_t i, uint64_t chunk, uint64_t bytes) {
+  const uint64_t off = i * chunk;
+  if (off >= bytes) return 0;
+  return bytes - off < chunk ? bytes - off : chunk;
+}
+
+/// sendRecv: every block serves both directions, so each direction gets
+/// the whole grid's issue slots (the receive copy is local and short next
+/// to the remote store of the send). Iteration i of block b sends chunk
+/// i = b + kG to sendPeer, then receives chunk i from recvPeer. Sending
+/// first matters: if every rank of a ring waited for its predecessor's
+/// chunk before sending its own, none would start. The send of chunk i
+/// only waits for the ack of message i - slots on that pipe, which the
+/// receiver gave in an earlier iteration, so the waits never form a cycle.
+/// In place (src == dst, equal counts) is safe: chunk i is read (into the
+/// slot or the outbox) by this block before this block overwrites it.
+__global__ void sendRecvKernel(DeviceCtx c, SendRecvArgs a) {
+  BlockPipes s = loadPipes(c);
+  const uint32_t tid = threadIdx.x, nt = blockDim.x;
+  for (uint64_t i = blockIdx.x;; i += gridDim.x) {
+    const uint64_t sendLen = chunkLen(i, a.sendChunk, a.sendBytes), recvLen = chunkLen(i, a.recvChunk, a.recvBytes);
+    if (sendLen == 0 && recvLen == 0) break;  // uniform over the block
+    if (sendLen) {
+      auto sendTo = [&](int p) -> uint64_t { return p == a.sendPeer ? sendLen : 0; };
+      if (!waitStage(c, s, sendTo, Nobody{}, Coll::SendRecv)) break;
+      copyBytes(sendSlot(c, s, a.sendPeer), a.src + i * a.sendChunk, sendLen, tid, nt);
+      signalStage(c, s, sendTo, Nobody{}, Coll::SendRecv);
+    }
+    if (recvLen) {
+      auto recvFrom = [&](int q) { return q == a.recvPeer; };
+      if (!waitStage(c, s, Nobody{}, recvFrom, Coll::SendRecv)) break;
+      copyBytes(a.dst + i * a.recvChunk, recvSlot(c, s, a.recvPeer), recvLen, tid, nt);
+      signalStage(c, s, Nobody{}, recvFrom, Coll::SendRecv);
+    }
+  }
+  storePipes(c, s);
+}
+
+uint32_t gridFor(uint64_t bytes, uint64_t chunk, int blocks) {
+  const uint64_t chunks = (bytes + chunk - 1) / chunk;
+  return static_cast<uint32_t>(chunks < static_cast<uint64_t>(blocks) ? chunks : blocks);
+}
+
 }  // namespace
 
 void launchMove(const DeviceCtx& c, const MoveArgs& a, uint32_t threads, cudaStream_t stream) {
-  const uint64_t chunks = (a.bytes + a.chunkBytes - 1) / a.chunkBytes;
-  const uint32_t grid = static_cast<uint32_t>(chunks < static_cast<uint64_t>(c.blocks) ? chunks : c.blocks);
-  moveKernel<<<grid, threads, pipesSharedBytes(c), stream>>>(c, a);
+  moveKernel<<<gridFor(a.bytes, a.chunkBytes, c.blocks), threads, pipesSharedBytes(c), stream>>>(c, a);
+  PB_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchSendRecv(const DeviceCtx& c, const SendRecvArgs& a, uint32_t threads, cudaStream_t stream) {
+  // The grid covers the longer direction; a block past one direction's end
+  // leaves that pipe alone, as the plain Send / Recv grid would.
+  const uint32_t sendGrid = a.sendBytes ? gridFor(a.sendBytes, a.sendChunk, c.blocks) : 0;
+  const uint32_t recvGrid = a.recvBytes ? gridFor(a.recvBytes, a.recvChunk, c.blocks) : 0;
+  sendRecvKernel<<<sendGrid > recvGrid ? sendGrid : recvGrid, threads, pipesSharedBytes(c), stream>>>(c, a);
   PB_CUDA_CHECK(cudaGetLastError());
 }
 
 void preloadMoveKernels() {
   cudaFuncAttributes attr;
   PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, moveKernel));
+  PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, sendRecvKernel));
 }
 
 }  // namespace plugboard::gpucoll
