@@ -10,8 +10,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 deps=$PWD/.gpu-deps
 
-runtime() {  # the first installed file of a library, by soname pattern
-  ls /usr/lib/x86_64-linux-gnu/$1 /usr/lib64/$1 /usr/lib/$1 2>/dev/null | head -1
+runtime() {  # an installed file of a library ($1: e.g. libucp.so.): linker cache, then a bounded search
+  local hit
+  hit=$(ldconfig -p 2>/dev/null | awk -v n="$1" 'index($1, n) == 1 {print $NF; exit}')
+  [ -z "$hit" ] && hit=$(find /usr /opt -maxdepth 7 -name "$1*" \( -type f -o -type l \) 2>/dev/null | sort | head -1)
+  echo "$hit"
 }
 
 case "${1:-}" in
@@ -25,14 +28,16 @@ case "${1:-}" in
   cmake-args)
     [ -d "$deps/root/usr/include" ] || exit 0
     inc=$deps/root/usr/include
-    ucp=$(runtime 'libucp.so.[0-9]*'); ucs=$(runtime 'libucs.so.[0-9]*'); fab=$(runtime 'libfabric.so.[0-9]*')
+    ucp=$(runtime libucp.so.); ucs=$(runtime libucs.so.); fab=$(runtime libfabric.so.)
+    echo "net-deps: runtimes ucp=${ucp:-none} ucs=${ucs:-none} fabric=${fab:-none}" >&2
     if [ -n "$ucp" ] && [ -n "$ucs" ]; then
       echo "-DPLUGBOARD_UCP_INCLUDE_DIR=$inc -DPLUGBOARD_UCP_LIBRARY=$ucp -DPLUGBOARD_UCS_LIBRARY=$ucs"
     fi
-    if [ -n "$fab" ]; then
-      mkdir -p "$deps/pc"
-      printf 'Name: libfabric\nDescription: carried headers, installed runtime\nVersion: 1.17.0\nCflags: -I%s\nLibs: %s\n' \
-        "$inc" "$fab" > "$deps/pc/libfabric.pc"
+    if [ -n "$fab" ]; then  # a linker name for the runtime, and a .pc pointing at it
+      mkdir -p "$deps/pc" "$deps/lib"
+      ln -sf "$fab" "$deps/lib/libfabric.so"
+      printf 'Name: libfabric\nDescription: carried headers, installed runtime\nVersion: 1.17.0\nCflags: -I%s\nLibs: -L%s -lfabric\n' \
+        "$inc" "$deps/lib" > "$deps/pc/libfabric.pc"
     fi
     ;;
   *) echo "usage: $0 prepare|cmake-args" >&2; exit 2 ;;

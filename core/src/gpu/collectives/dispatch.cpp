@@ -138,9 +138,13 @@ void GpuCollectives::reduce(const void* send, void* recv, size_t count, DataType
   reducePipeline(m, send, recv, count, type, op, Coll::Reduce, root, stream);
 }
 
-void GpuCollectives::allGather(const void* send, void* recv, size_t count, DataType type, cudaStream_t stream) {
-  Impl& m = *impl_;
-  CallCheck k{m.rank, m.nranks, "allgather"};
+namespace {
+
+/// allgather and alltoall: count elements per rank block in both buffers,
+/// no root; they differ only in which block goes where (the kernel's coll).
+void symmetricMove(GpuCollectives::Impl& m, const char* name, Coll coll, const void* send, void* recv, size_t count,
+                   DataType type, cudaStream_t stream) {
+  CallCheck k{m.rank, m.nranks, name};
   k.type(type);
   k.buffer(send, "send buffer", count, type);
   k.buffer(recv, "recv buffer", count, type);
@@ -149,7 +153,13 @@ void GpuCollectives::allGather(const void* send, void* recv, size_t count, DataT
   m.checkDevice();
   const uint64_t bytes = count * dataTypeSize(type);
   if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
-  movePipeline(m, send, recv, bytes, Coll::AllGather, 0, stream);
+  movePipeline(m, send, recv, bytes, coll, 0, stream);
+}
+
+}  // namespace
+
+void GpuCollectives::allGather(const void* send, void* recv, size_t count, DataType type, cudaStream_t stream) {
+  symmetricMove(*impl_, "allgather", Coll::AllGather, send, recv, count, type, stream);
 }
 
 void GpuCollectives::broadcast(const void* send, void* recv, size_t count, DataType type, int root,
@@ -169,17 +179,7 @@ void GpuCollectives::broadcast(const void* send, void* recv, size_t count, DataT
 }
 
 void GpuCollectives::allToAll(const void* send, void* recv, size_t count, DataType type, cudaStream_t stream) {
-  Impl& m = *impl_;
-  CallCheck k{m.rank, m.nranks, "alltoall"};
-  k.type(type);
-  k.buffer(send, "send buffer", count, type);
-  k.buffer(recv, "recv buffer", count, type);
-  m.throwIfFailed();
-  if (count == 0) return;
-  m.checkDevice();
-  const uint64_t bytes = count * dataTypeSize(type);
-  if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
-  movePipeline(m, send, recv, bytes, Coll::AllToAll, 0, stream);
+  symmetricMove(*impl_, "alltoall", Coll::AllToAll, send, recv, count, type, stream);
 }
 
 void GpuCollectives::send(const void* buf, size_t count, DataType type, int peer, cudaStream_t stream) {
