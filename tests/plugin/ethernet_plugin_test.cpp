@@ -3,6 +3,7 @@
 // and 1 of one host) in this process, real TCP sockets on loopback. One
 // test forks a rank that dies without closing.
 #include "plugin_test_support.hpp"
+#include "transport_pair_suite.hpp"
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -40,22 +41,36 @@ const pb_transport_v1* plugin() {
   return table;
 }
 
-using plugboard::test::FakeHost;
+/// Ethernet as the shared suites see it (transport_pair_suite.hpp): its
+/// own sender and receiver threads move the data, so waits drive nothing.
+const plugboard::test::TransportUnderTest* ethernetTransport() {
+  static const plugboard::test::TransportUnderTest t = [] {
+    plugboard::test::TransportUnderTest d;
+    d.label = d.name = "ethernet";
+    d.pluginPath = PLUGBOARD_ETHERNET_PLUGIN;
+    d.table = &plugin;
+    d.firstSettingKey = "ifname";
+    d.whyUnusable = nullptr;  // loopback TCP is always there
+    d.progressWhileWaiting = &plugboard::test::progressesByItself;
+    return d;
+  }();
+  return &t;
+}
 
-/// Peer description as the core would build it.
-struct Peer {
-  Peer(int local, int peer, std::string localHost, std::string peerHost)
-      : localHost(std::move(localHost)), peerHost(std::move(peerHost)) {
-    info.struct_size = sizeof(info);
-    info.local_rank = local;
-    info.peer_rank = peer;
-    info.local_host = this->localHost.c_str();
-    info.peer_host = this->peerHost.c_str();
-    info.same_host = this->localHost == this->peerHost;
-  }
-  std::string localHost, peerHost;
-  pb_peer_info_v1 info{};
-};
+using plugboard::test::TransportDeclareTest;
+using plugboard::test::TransportLoadTest;
+using plugboard::test::TransportOrderingTest;
+using plugboard::test::TransportPairTest;
+using plugboard::test::TransportWriteSizeTest;
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportLoadTest, ethernetTransport());
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportDeclareTest, ethernetTransport());
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportPairTest, ethernetTransport());
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportOrderingTest, ethernetTransport());
+PLUGBOARD_INSTANTIATE_WRITE_SIZES(ethernetTransport());
+
+using plugboard::test::FakeHost;
+using plugboard::test::fillPattern;
+using plugboard::test::Peer;
 
 /// Owns contexts, connections, regions and keys made in a test, and frees
 /// them in ABI order at the end.
@@ -198,10 +213,6 @@ class EthernetPairTest : public EthernetTest {
   pb_conn* c1_ = nullptr;
 };
 
-void fillPattern(uint8_t* p, size_t n, unsigned seed) {
-  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>((i * 131u + seed * 7u + (i >> 12)) & 0xff);
-}
-
 // ---- loading, settings, reachability ---------------------------------------
 
 TEST_F(EthernetTest, TableDescribesTheTransport) {
@@ -223,25 +234,6 @@ TEST_F(EthernetTest, TableDescribesTheTransport) {
   EXPECT_STREQ(t_->last_error(ctx), "");
 }
 
-TEST_F(EthernetTest, EntryRefusesAnotherMajor) {
-  void* handle = dlopen(PLUGBOARD_ETHERNET_PLUGIN, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(handle, nullptr) << dlerror();
-  auto entry = reinterpret_cast<pb_transport_entry_v1_fn>(dlsym(handle, PB_TRANSPORT_ENTRY_SYMBOL_V1));
-  ASSERT_NE(entry, nullptr);
-  EXPECT_EQ(entry(2, 0), nullptr);
-  dlclose(handle);
-}
-
-TEST_F(EthernetTest, InitWithWrongHostMajorFailsWithReason) {
-  FakeHost host(0, "testhost", {});
-  host.services.abi_major = 7;
-  pb_plugin_ctx* ctx = reinterpret_cast<pb_plugin_ctx*>(&host);  // must be overwritten
-  EXPECT_EQ(t_->init(&host.services, &ctx), PB_ERR_VERSION);
-  EXPECT_EQ(ctx, nullptr);
-  std::string expected = "ABI 7." + std::to_string(PB_TRANSPORT_ABI_MINOR);
-  EXPECT_NE(std::string(t_->last_error(nullptr)).find(expected), std::string::npos) << t_->last_error(nullptr);
-}
-
 TEST_F(EthernetTest, DeclaresItsSettings) {
   ASSERT_NE(makeContext(0), nullptr);
   auto& declared = hosts_.back()->declared;
@@ -259,18 +251,6 @@ TEST_F(EthernetTest, BadSettingValueFailsInit) {
   pb_plugin_ctx* ctx = nullptr;
   EXPECT_EQ(t_->init(&hosts_.back()->services, &ctx), PB_ERR_INVALID);
   EXPECT_NE(std::string(t_->last_error(nullptr)).find("socket_buffer_bytes = 'lots'"), std::string::npos)
-      << t_->last_error(nullptr);
-}
-
-TEST_F(EthernetTest, HostThatThrowsFromDeclareIsReportedNotFatal) {
-  FakeHost host(0, "testhost", {});
-  host.services.declare_setting = [](void*, const pb_setting_decl_v1*) -> pb_status {
-    throw std::runtime_error("PLUGBOARD_ETHERNET_IFNAME: bad value");
-  };
-  pb_plugin_ctx* ctx = nullptr;
-  EXPECT_EQ(t_->init(&host.services, &ctx), PB_ERR_INVALID);
-  EXPECT_NE(std::string(t_->last_error(nullptr)).find("declaring setting 'ifname': PLUGBOARD_ETHERNET_IFNAME: bad value"),
-            std::string::npos)
       << t_->last_error(nullptr);
 }
 
@@ -357,59 +337,6 @@ TEST_F(EthernetTest, RkeyRoundTripAndBadKeys) {
 
 // ---- data path -------------------------------------------------------------
 
-class EthernetWriteSizeTest : public EthernetPairTest, public ::testing::WithParamInterface<size_t> {};
-
-TEST_P(EthernetWriteSizeTest, WriteArrivesByteForByte) {
-  const size_t size = GetParam();
-  constexpr size_t kSrcOff = 3, kDstOff = 5, kSlack = 16;
-  std::vector<uint8_t> src(size + kSlack), dst(size + kSlack, 0xEE);
-  fillPattern(src.data(), src.size(), 1);
-  std::vector<uint64_t> counter(1, 0);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
-  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
-  pb_mr* mrCounter = reg(ctx1_, counter.data(), sizeof(uint64_t));
-  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
-  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
-
-  ASSERT_EQ(t_->write(c0_, mrSrc, kSrcOff, rkDst, kDstOff, size), PB_OK) << error(ctx0_);
-  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK) << error(ctx0_);
-  ASSERT_EQ(t_->flush(c0_), PB_OK);
-  waitCompleted(ctx0_, c0_, 2);
-  waitCounter(counter.data(), 1);
-  EXPECT_EQ(std::memcmp(dst.data() + kDstOff, src.data() + kSrcOff, size), 0);
-  for (size_t i = 0; i < kDstOff; ++i) ASSERT_EQ(dst[i], 0xEE) << "byte " << i << " before the target changed";
-  for (size_t i = kDstOff + size; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE) << "byte " << i << " past the target";
-}
-
-INSTANTIATE_TEST_SUITE_P(Sizes, EthernetWriteSizeTest,
-                         ::testing::Values(size_t(0), size_t(1), size_t(4097), size_t(64) << 20),
-                         [](const auto& info) { return std::to_string(info.param) + "B"; });
-
-TEST_F(EthernetPairTest, SignalBecomesVisibleOnlyAfterEarlierWrites) {
-  constexpr size_t kSize = 1 << 20;
-  constexpr uint64_t kRounds = 24;
-  std::vector<uint8_t> src(kSize), dst(kSize, 0);
-  std::vector<uint64_t> counter(2, 0);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
-  pb_mr* mrDst = reg(ctx1_, dst.data(), kSize);
-  pb_mr* mrCounter = reg(ctx1_, counter.data(), 2 * sizeof(uint64_t));
-  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
-  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
-  std::vector<uint8_t> expect(kSize);
-  for (uint64_t round = 1; round <= kRounds; ++round) {
-    fillPattern(src.data(), kSize, unsigned(round));
-    ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kSize), PB_OK) << error(ctx0_);
-    ASSERT_EQ(t_->signal(c0_, rkCounter, 8, 3), PB_OK) << error(ctx0_);
-    // The receiving side observes the counter first, then the data.
-    waitCounter(&counter[1], 3 * round);
-    fillPattern(expect.data(), kSize, unsigned(round));
-    ASSERT_EQ(std::memcmp(dst.data(), expect.data(), kSize), 0) << "round " << round << ": signal overtook its write";
-    waitCompleted(ctx0_, c0_, 2 * round);  // Only now may src be refilled.
-  }
-  EXPECT_EQ(__atomic_load_n(&counter[1], __ATOMIC_ACQUIRE), 3 * kRounds);
-  EXPECT_EQ(counter[0], 0u) << "signal hit the wrong word";
-}
-
 TEST_F(EthernetPairTest, WriteSignalLandsDataBeforeCounterWithOneSequenceNumber) {
   // Small (sent inline by post) and large (sent by the sender thread) payloads.
   for (size_t size : {size_t(24), size_t(3) << 20}) {
@@ -431,84 +358,6 @@ TEST_F(EthernetPairTest, WriteSignalLandsDataBeforeCounterWithOneSequenceNumber)
     EXPECT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, 0, size, rkCounter, 4, 1), PB_ERR_INVALID)
         << "a misaligned signal target must be refused";
   }
-}
-
-TEST_F(EthernetPairTest, ManyWritesInFlightCompleteInOrder) {
-  constexpr size_t kChunk = 1000, kCount = 4000;
-  std::vector<uint8_t> src(kChunk * kCount), dst(kChunk * kCount, 0);
-  fillPattern(src.data(), src.size(), 9);
-  std::vector<uint64_t> counter(1, 0);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
-  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
-  pb_mr* mrCounter = reg(ctx1_, counter.data(), sizeof(uint64_t));
-  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
-  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
-  // Reverse order of offsets, so a reordering would show in the data.
-  for (size_t i = 0; i < kCount; ++i) {
-    size_t off = (kCount - 1 - i) * kChunk;
-    ASSERT_EQ(t_->write(c0_, mrSrc, off, rkDst, off, kChunk), PB_OK) << error(ctx0_);
-  }
-  waitCompleted(ctx0_, c0_, kCount);
-  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK);
-  waitCompleted(ctx0_, c0_, kCount + 1);
-  waitCounter(counter.data(), 1);
-  EXPECT_EQ(std::memcmp(src.data(), dst.data(), src.size()), 0);
-}
-
-TEST_F(EthernetPairTest, BothDirectionsAtOnce) {
-  constexpr size_t kSize = 16 << 20;
-  std::vector<uint8_t> a(kSize), b(kSize), intoA(kSize), intoB(kSize);
-  fillPattern(a.data(), kSize, 21);
-  fillPattern(b.data(), kSize, 22);
-  std::vector<uint64_t> counterA(1, 0), counterB(1, 0);
-  pb_mr* mrA = reg(ctx0_, a.data(), kSize);
-  pb_mr* mrB = reg(ctx1_, b.data(), kSize);
-  pb_mr* mrIntoA = reg(ctx0_, intoA.data(), kSize);
-  pb_mr* mrIntoB = reg(ctx1_, intoB.data(), kSize);
-  pb_mr* mrCounterA = reg(ctx0_, counterA.data(), 8);
-  pb_mr* mrCounterB = reg(ctx1_, counterB.data(), 8);
-  pb_rkey* rkIntoB = remoteKey(ctx1_, mrIntoB, c0_);
-  pb_rkey* rkCounterB = remoteKey(ctx1_, mrCounterB, c0_);
-  pb_rkey* rkIntoA = remoteKey(ctx0_, mrIntoA, c1_);
-  pb_rkey* rkCounterA = remoteKey(ctx0_, mrCounterA, c1_);
-  ASSERT_EQ(t_->write(c0_, mrA, 0, rkIntoB, 0, kSize), PB_OK);
-  ASSERT_EQ(t_->write(c1_, mrB, 0, rkIntoA, 0, kSize), PB_OK);
-  ASSERT_EQ(t_->signal(c0_, rkCounterB, 0, 1), PB_OK);
-  ASSERT_EQ(t_->signal(c1_, rkCounterA, 0, 1), PB_OK);
-  waitCounter(counterA.data(), 1);
-  waitCounter(counterB.data(), 1);
-  EXPECT_EQ(std::memcmp(a.data(), intoB.data(), kSize), 0);
-  EXPECT_EQ(std::memcmp(b.data(), intoA.data(), kSize), 0);
-  waitCompleted(ctx0_, c0_, 2);
-  waitCompleted(ctx1_, c1_, 2);
-}
-
-TEST_F(EthernetPairTest, OutOfRangeOperationsAreRejected) {
-  std::vector<uint8_t> src(64), dst(64);
-  std::vector<uint64_t> counter(2, 0);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
-  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
-  pb_mr* mrCounter = reg(ctx1_, counter.data(), 16);
-  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
-  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
-  const size_t kHuge = SIZE_MAX;
-  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 65), PB_ERR_INVALID);
-  EXPECT_NE(error(ctx0_).find("source range"), std::string::npos) << error(ctx0_);
-  EXPECT_EQ(t_->write(c0_, mrSrc, 65, rkDst, 0, 0), PB_ERR_INVALID);
-  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 60, 8), PB_ERR_INVALID);
-  EXPECT_NE(error(ctx0_).find("destination range"), std::string::npos) << error(ctx0_);
-  EXPECT_EQ(t_->write(c0_, mrSrc, 8, rkDst, 0, kHuge), PB_ERR_INVALID) << "size overflow";
-  EXPECT_EQ(t_->write(c0_, mrSrc, kHuge, rkDst, 0, 2), PB_ERR_INVALID) << "offset overflow";
-  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, kHuge - 1, 4), PB_ERR_INVALID) << "offset overflow";
-  EXPECT_EQ(t_->signal(c0_, rkCounter, 12, 1), PB_ERR_INVALID) << "unaligned";
-  EXPECT_EQ(t_->signal(c0_, rkCounter, 16, 1), PB_ERR_INVALID) << "past the end";
-  EXPECT_EQ(t_->signal(c0_, rkCounter, kHuge - 3, 1), PB_ERR_INVALID) << "offset overflow";
-  EXPECT_EQ(t_->write(c0_, nullptr, 0, rkDst, 0, 1), PB_ERR_INVALID);
-  // Rejected posts take no sequence number and leave the connection usable.
-  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 64), PB_OK) << error(ctx0_);
-  ASSERT_EQ(t_->signal(c0_, rkCounter, 8, 1), PB_OK) << error(ctx0_);
-  waitCompleted(ctx0_, c0_, 2);
-  waitCounter(&counter[1], 1);
 }
 
 // ---- failures and close ----------------------------------------------------
@@ -535,19 +384,6 @@ TEST_F(EthernetPairTest, CleanCloseIsNotAnError) {
   std::string reason = error(ctx0_);
   EXPECT_NE(reason.find("rank 1 (host testhost) closed the ethernet connection"), std::string::npos) << reason;
   EXPECT_EQ(reason.find("unexpectedly"), std::string::npos) << reason;
-}
-
-TEST_F(EthernetPairTest, FreeNeverHangsWithWritesInFlight) {
-  constexpr size_t kSize = 32 << 20;
-  std::vector<uint8_t> src(kSize), dst(kSize);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
-  pb_mr* mrDst = reg(ctx1_, dst.data(), kSize);
-  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
-  for (int i = 0; i < 8; ++i) ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kSize), PB_OK);
-  auto start = Clock::now();
-  freeConn(c0_);
-  freeConn(c1_);
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
 }
 
 TEST_F(EthernetPairTest, WriteIntoDeregisteredRegionIsABadMessage) {
@@ -605,14 +441,6 @@ TEST_F(EthernetTest, StrangerOnTheListenerIsRejected) {
   close(fd);
   EXPECT_EQ(st, PB_ERR_REMOTE);
   EXPECT_NE(error(ctx1).find("did not start with an ethernet hello"), std::string::npos) << error(ctx1);
-}
-
-TEST_F(EthernetTest, FinalizeRefusesWhileConnectionsAreOpen) {
-  pb_plugin_ctx* ctx = makeContext(0);
-  std::vector<uint8_t> blob;
-  ASSERT_NE(setup(ctx, 0, 1, &blob), nullptr);
-  EXPECT_EQ(t_->finalize(ctx), PB_ERR_INVALID);
-  EXPECT_NE(error(ctx).find("still open"), std::string::npos) << error(ctx);
 }
 
 /// Little-endian store, for speaking the documented wire format by hand.

@@ -8,6 +8,7 @@
 #include <plugboard/transport.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <map>
@@ -123,5 +124,26 @@ struct FakeHost {
   std::atomic<int> landings{0};
   pb_host_services_v1 services{};
 };
+
+/// Peer description as the core would build it.
+struct Peer {
+  Peer(int local, int peer, std::string localHost, std::string peerHost)
+      : localHost(std::move(localHost)), peerHost(std::move(peerHost)) {
+    info.struct_size = sizeof(info);
+    info.local_rank = local;
+    info.peer_rank = peer;
+    info.local_host = this->localHost.c_str();
+    info.peer_host = this->peerHost.c_str();
+    info.same_host = this->localHost == this->peerHost;
+  }
+  std::string localHost, peerHost;
+  pb_peer_info_v1 info{};
+};
+
+/// A byte pattern that differs per seed and per 4 KiB page, so a misplaced
+/// or stale block shows in a compare.
+inline void fillPattern(uint8_t* p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>((i * 131u + seed * 7u + (i >> 12)) & 0xff);
+}
 
 }  // namespace plugboard::test

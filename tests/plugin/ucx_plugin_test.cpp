@@ -6,6 +6,7 @@
 // rank's proxy thread would. A peer process that dies is tested in
 // tests/multiproc/ucx_comm_test.cpp.
 #include "plugin_test_support.hpp"
+#include "transport_pair_suite.hpp"
 #include <dlfcn.h>
 #include <plugboard/transport.h>
 
@@ -48,22 +49,56 @@ const pb_transport_v1* plugin() {
   return table;
 }
 
-using plugboard::test::FakeHost;
+/// Why UCX cannot be tested here ("" when it can), found once by opening
+/// and closing a context (after TcpOnly set UCX_TLS).
+std::string unusableReason() {
+  static const std::string reason = [] {
+    const pb_transport_v1* t = plugin();
+    if (!t) return std::string("the plugin does not load");
+    plugboard::test::FakeHost host(0, "probe", {});
+    pb_plugin_ctx* ctx = nullptr;
+    if (t->init(&host.services, &ctx) != PB_OK)
+      return "UCX cannot create a TCP worker here: " + std::string(t->last_error(nullptr));
+    t->finalize(ctx);
+    return std::string();
+  }();
+  return reason;
+}
 
-/// Peer description as the core would build it.
-struct Peer {
-  Peer(int local, int peer, std::string localHost, std::string peerHost)
-      : localHost(std::move(localHost)), peerHost(std::move(peerHost)) {
-    info.struct_size = sizeof(info);
-    info.local_rank = local;
-    info.peer_rank = peer;
-    info.local_host = this->localHost.c_str();
-    info.peer_host = this->peerHost.c_str();
-    info.same_host = this->localHost == this->peerHost;
+/// UCX as the shared suites see it (transport_pair_suite.hpp): over TCP
+/// its worker moves data only while progressed, so waits poll the peer,
+/// and free() waits for the peer's close marker, so ends are freed at once.
+/// `ordering` empty means the plugin's default.
+const plugboard::test::TransportUnderTest* ucxTransport(const std::string& ordering = "") {
+  static std::map<std::string, plugboard::test::TransportUnderTest> byOrdering;
+  auto [it, fresh] = byOrdering.try_emplace(ordering);
+  plugboard::test::TransportUnderTest& t = it->second;
+  if (fresh) {
+    t.label = ordering.empty() ? "ucx" : "ucx_" + ordering;
+    t.name = "ucx";
+    t.pluginPath = PLUGBOARD_UCX_PLUGIN;
+    t.table = &plugin;
+    if (!ordering.empty()) t.settings = {{"ordering", ordering}};
+    t.firstSettingKey = "tls";
+    t.whyUnusable = &unusableReason;
+    t.progressWhileWaiting = &plugboard::test::pollTheOtherConnections;
+    t.freeEndsConcurrently = true;
   }
-  std::string localHost, peerHost;
-  pb_peer_info_v1 info{};
-};
+  return &t;
+}
+
+using plugboard::test::TransportLoadTest;
+using plugboard::test::TransportOrderingTest;
+using plugboard::test::TransportPairTest;
+using plugboard::test::TransportWriteSizeTest;
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportLoadTest, ucxTransport());
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportPairTest, ucxTransport());
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportOrderingTest, ucxTransport("flush"), ucxTransport("fence"));
+PLUGBOARD_INSTANTIATE_WRITE_SIZES(ucxTransport());
+
+using plugboard::test::FakeHost;
+using plugboard::test::fillPattern;
+using plugboard::test::Peer;
 
 /// Sets or unsets an environment variable for one scope.
 class ScopedEnv {
@@ -97,14 +132,7 @@ class UcxTest : public ::testing::Test {
     t_ = plugin();
     ASSERT_NE(t_, nullptr);
     // Skip, with UCX's reason, where UCX cannot bring up a TCP worker.
-    static const std::string unusable = [this] {
-      FakeHost host(0, "probe", {});
-      pb_plugin_ctx* ctx = nullptr;
-      if (t_->init(&host.services, &ctx) != PB_OK) return std::string(t_->last_error(nullptr));
-      t_->finalize(ctx);
-      return std::string();
-    }();
-    if (!unusable.empty()) GTEST_SKIP() << "UCX cannot create a TCP worker here: " << unusable;
+    if (!unusableReason().empty()) GTEST_SKIP() << unusableReason();
   }
 
   void TearDown() override {
@@ -293,10 +321,6 @@ class UcxPolledPairTest : public UcxPairTest {
   std::map<std::string, std::string> pairSettings() const override { return {{"progress_thread", "0"}}; }
 };
 
-void fillPattern(uint8_t* p, size_t n, unsigned seed) {
-  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>((i * 131u + seed * 7u + (i >> 12)) & 0xff);
-}
-
 // ---- loading, settings, reachability ---------------------------------------
 
 TEST_F(UcxTest, TableDescribesTheTransport) {
@@ -316,24 +340,6 @@ TEST_F(UcxTest, TableDescribesTheTransport) {
   EXPECT_GT(props.max_address_size, 40u);
   EXPECT_GT(props.max_rkey_size, 40u);
   EXPECT_STREQ(t_->last_error(ctx), "");
-}
-
-TEST_F(UcxTest, EntryRefusesAnotherMajor) {
-  void* handle = dlopen(PLUGBOARD_UCX_PLUGIN, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(handle, nullptr) << dlerror();
-  auto entry = reinterpret_cast<pb_transport_entry_v1_fn>(dlsym(handle, PB_TRANSPORT_ENTRY_SYMBOL_V1));
-  ASSERT_NE(entry, nullptr);
-  EXPECT_EQ(entry(2, 0), nullptr);
-  dlclose(handle);
-}
-
-TEST_F(UcxTest, InitWithWrongHostMajorFailsWithReason) {
-  FakeHost host(0, "testhost", {});
-  host.services.abi_major = 7;
-  pb_plugin_ctx* ctx = reinterpret_cast<pb_plugin_ctx*>(&host);  // must be overwritten
-  EXPECT_EQ(t_->init(&host.services, &ctx), PB_ERR_VERSION);
-  EXPECT_EQ(ctx, nullptr);
-  EXPECT_NE(std::string(t_->last_error(nullptr)).find("ABI 7." + std::to_string(PB_TRANSPORT_ABI_MINOR)), std::string::npos) << t_->last_error(nullptr);
 }
 
 TEST_F(UcxTest, DeclaresItsSettings) {
@@ -531,49 +537,12 @@ TEST_F(UcxTest, OperationsBeforeConnectAreInvalid) {
   EXPECT_EQ(t_->import_rkey(conn, blob.data(), blob.size(), &rkey), PB_ERR_INVALID);
 }
 
-TEST_F(UcxTest, FinalizeRefusesWhileConnectionsAreOpen) {
-  pb_plugin_ctx* ctx = makeContext(0);
-  ASSERT_NE(ctx, nullptr);
-  std::vector<uint8_t> blob;
-  ASSERT_NE(setup(ctx, 0, 1, &blob), nullptr);
-  EXPECT_EQ(t_->finalize(ctx), PB_ERR_INVALID);
-  EXPECT_NE(error(ctx).find("still open"), std::string::npos) << error(ctx);
-}
-
 // ---- data path -------------------------------------------------------------
 
 TEST_F(UcxPairTest, ConnectLogsTheLanesUcxChose) {
   EXPECT_TRUE(hostOf_[ctx0_]->logged({"INFO rank 0 connected to rank 1 (host testhost) over UCX", "lane[0]", "tcp/"}))
       << hostOf_[ctx0_]->allLogs();
 }
-
-class UcxWriteSizeTest : public UcxPairTest, public ::testing::WithParamInterface<size_t> {};
-
-TEST_P(UcxWriteSizeTest, WriteArrivesByteForByte) {
-  const size_t size = GetParam();
-  constexpr size_t kSrcOff = 3, kDstOff = 5, kSlack = 16;
-  std::vector<uint8_t> src(size + kSlack), dst(size + kSlack, 0xEE);
-  fillPattern(src.data(), src.size(), 1);
-  std::vector<uint64_t> counter(1, 0);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
-  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
-  pb_mr* mrCounter = reg(ctx1_, counter.data(), sizeof(uint64_t));
-  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
-  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
-
-  ASSERT_EQ(t_->write(c0_, mrSrc, kSrcOff, rkDst, kDstOff, size), PB_OK) << error(ctx0_);
-  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK) << error(ctx0_);
-  ASSERT_EQ(t_->flush(c0_), PB_OK) << error(ctx0_);
-  waitCompleted(ctx0_, c0_, 2);
-  waitCounter(counter.data(), 1);
-  EXPECT_EQ(std::memcmp(dst.data() + kDstOff, src.data() + kSrcOff, size), 0);
-  for (size_t i = 0; i < kDstOff; ++i) ASSERT_EQ(dst[i], 0xEE) << "byte " << i << " before the target changed";
-  for (size_t i = kDstOff + size; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE) << "byte " << i << " past the target";
-}
-
-INSTANTIATE_TEST_SUITE_P(Sizes, UcxWriteSizeTest,
-                         ::testing::Values(size_t(0), size_t(1), size_t(4097), size_t(64) << 20),
-                         [](const auto& info) { return std::to_string(info.param) + "B"; });
 
 /// The pair connected with ucx.ordering = GetParam().
 class UcxOrderingTest : public UcxPairTest, public ::testing::WithParamInterface<const char*> {
@@ -584,31 +553,6 @@ class UcxOrderingTest : public UcxPairTest, public ::testing::WithParamInterface
     connectWith({{"ordering", GetParam()}});
   }
 };
-
-TEST_P(UcxOrderingTest, SignalBecomesVisibleOnlyAfterEarlierWrites) {
-  constexpr size_t kSize = 1 << 20;
-  constexpr uint64_t kRounds = 24;
-  std::vector<uint8_t> src(kSize), dst(kSize, 0);
-  std::vector<uint64_t> counter(2, 0);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
-  pb_mr* mrDst = reg(ctx1_, dst.data(), kSize);
-  pb_mr* mrCounter = reg(ctx1_, counter.data(), 2 * sizeof(uint64_t));
-  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
-  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
-  std::vector<uint8_t> expect(kSize);
-  for (uint64_t round = 1; round <= kRounds; ++round) {
-    fillPattern(src.data(), kSize, unsigned(round));
-    ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kSize), PB_OK) << error(ctx0_);
-    ASSERT_EQ(t_->signal(c0_, rkCounter, 8, 3), PB_OK) << error(ctx0_);
-    // The receiving side observes the counter first, then the data.
-    waitCounter(&counter[1], 3 * round);
-    fillPattern(expect.data(), kSize, unsigned(round));
-    ASSERT_EQ(std::memcmp(dst.data(), expect.data(), kSize), 0) << "round " << round << ": signal overtook its write";
-    waitCompleted(ctx0_, c0_, 2 * round);  // Only now may src be refilled.
-  }
-  EXPECT_EQ(__atomic_load_n(&counter[1], __ATOMIC_ACQUIRE), 3 * kRounds);
-  EXPECT_EQ(counter[0], 0u) << "signal hit the wrong word";
-}
 
 // Many write+signal pairs in flight at once, each write to its own slot:
 // whenever the receiver sees the counter at c, slots [0, c) must be whole.
@@ -688,65 +632,6 @@ TEST_F(UcxPolledPairTest, FlushModeHoldsTheSignalUntilThePeerHasTheWrite) {
 INSTANTIATE_TEST_SUITE_P(Modes, UcxOrderingTest, ::testing::Values("flush", "fence"),
                          [](const auto& info) { return std::string(info.param); });
 
-TEST_F(UcxPairTest, ManyWritesInFlightCompleteInOrder) {
-  constexpr size_t kChunk = 1000, kCount = 4000;
-  std::vector<uint8_t> src(kChunk * kCount), dst(kChunk * kCount, 0);
-  fillPattern(src.data(), src.size(), 9);
-  std::vector<uint64_t> counter(1, 0);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
-  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
-  pb_mr* mrCounter = reg(ctx1_, counter.data(), sizeof(uint64_t));
-  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
-  pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
-  // Reverse order of offsets, so a reordering would show in the data.
-  for (size_t i = 0; i < kCount; ++i) {
-    size_t off = (kCount - 1 - i) * kChunk;
-    ASSERT_EQ(t_->write(c0_, mrSrc, off, rkDst, off, kChunk), PB_OK) << error(ctx0_);
-  }
-  ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK);
-  uint64_t last = 0;
-  auto deadline = Clock::now() + kTimeout;
-  while (last < kCount + 1) {
-    ASSERT_LT(Clock::now(), deadline) << "completion stuck at " << last;
-    uint64_t done = 0;
-    ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << error(ctx0_);
-    ASSERT_GE(done, last) << "completion went backwards";
-    ASSERT_LE(done, kCount + 1);
-    last = done;
-    ASSERT_NO_FATAL_FAILURE(progressOthers(c0_));
-  }
-  waitCounter(counter.data(), 1);
-  EXPECT_EQ(std::memcmp(src.data(), dst.data(), src.size()), 0);
-}
-
-TEST_F(UcxPairTest, BothDirectionsAtOnce) {
-  constexpr size_t kSize = 16 << 20;
-  std::vector<uint8_t> a(kSize), b(kSize), intoA(kSize), intoB(kSize);
-  fillPattern(a.data(), kSize, 21);
-  fillPattern(b.data(), kSize, 22);
-  std::vector<uint64_t> counterA(1, 0), counterB(1, 0);
-  pb_mr* mrA = reg(ctx0_, a.data(), kSize);
-  pb_mr* mrB = reg(ctx1_, b.data(), kSize);
-  pb_mr* mrIntoA = reg(ctx0_, intoA.data(), kSize);
-  pb_mr* mrIntoB = reg(ctx1_, intoB.data(), kSize);
-  pb_mr* mrCounterA = reg(ctx0_, counterA.data(), 8);
-  pb_mr* mrCounterB = reg(ctx1_, counterB.data(), 8);
-  pb_rkey* rkIntoB = remoteKey(ctx1_, mrIntoB, c0_);
-  pb_rkey* rkCounterB = remoteKey(ctx1_, mrCounterB, c0_);
-  pb_rkey* rkIntoA = remoteKey(ctx0_, mrIntoA, c1_);
-  pb_rkey* rkCounterA = remoteKey(ctx0_, mrCounterA, c1_);
-  ASSERT_EQ(t_->write(c0_, mrA, 0, rkIntoB, 0, kSize), PB_OK);
-  ASSERT_EQ(t_->write(c1_, mrB, 0, rkIntoA, 0, kSize), PB_OK);
-  ASSERT_EQ(t_->signal(c0_, rkCounterB, 0, 1), PB_OK);
-  ASSERT_EQ(t_->signal(c1_, rkCounterA, 0, 1), PB_OK);
-  waitCounter(counterA.data(), 1);
-  waitCounter(counterB.data(), 1);
-  EXPECT_EQ(std::memcmp(a.data(), intoB.data(), kSize), 0);
-  EXPECT_EQ(std::memcmp(b.data(), intoA.data(), kSize), 0);
-  waitCompleted(ctx0_, c0_, 2);
-  waitCompleted(ctx1_, c1_, 2);
-}
-
 TEST_F(UcxPairTest, KeyReleasedWhileItsWriteIsInFlight) {
   constexpr size_t kSize = 8 << 20;
   std::vector<uint8_t> src(kSize), dst(kSize, 0);
@@ -811,7 +696,9 @@ TEST_F(UcxPairTest, SignalsTellTheCoreSomethingLanded) {
   EXPECT_GT(hostOf_[ctx1_]->landings.load(), before) << "signal_landed was not called on the receiving side";
 }
 
-TEST_F(UcxPairTest, OutOfRangeOperationsAreRejected) {
+// The range checks every transport makes are in the shared suite
+// (TransportPairTest.OutOfRangeOperationsAreRejected); these are UCX's own.
+TEST_F(UcxPairTest, FusedAndForeignOperationsAreRejected) {
   std::vector<uint8_t> src(64), dst(64);
   std::vector<uint64_t> counter(2, 0);
   pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
@@ -821,21 +708,8 @@ TEST_F(UcxPairTest, OutOfRangeOperationsAreRejected) {
   pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
   pb_rkey* rkCounter = remoteKey(ctx1_, mrCounter, c0_);
   pb_rkey* rkOnOtherConn = remoteKey(ctx0_, reg(ctx0_, dst.data(), dst.size()), c1_);
-  const size_t kHuge = SIZE_MAX;
-  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 65), PB_ERR_INVALID);
-  EXPECT_NE(error(ctx0_).find("source range"), std::string::npos) << error(ctx0_);
-  EXPECT_EQ(t_->write(c0_, mrSrc, 65, rkDst, 0, 0), PB_ERR_INVALID);
-  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 60, 8), PB_ERR_INVALID);
-  EXPECT_NE(error(ctx0_).find("destination range"), std::string::npos) << error(ctx0_);
-  EXPECT_EQ(t_->write(c0_, mrSrc, 8, rkDst, 0, kHuge), PB_ERR_INVALID) << "size overflow";
-  EXPECT_EQ(t_->write(c0_, mrSrc, kHuge, rkDst, 0, 2), PB_ERR_INVALID) << "offset overflow";
-  EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkDst, kHuge - 1, 4), PB_ERR_INVALID) << "offset overflow";
-  EXPECT_EQ(t_->signal(c0_, rkCounter, 12, 1), PB_ERR_INVALID) << "unaligned";
-  EXPECT_EQ(t_->signal(c0_, rkCounter, 16, 1), PB_ERR_INVALID) << "past the end";
-  EXPECT_EQ(t_->signal(c0_, rkCounter, kHuge - 3, 1), PB_ERR_INVALID) << "offset overflow";
   EXPECT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, 0, 64, rkCounter, 16, 1), PB_ERR_INVALID) << "signal past the end";
   EXPECT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, 1, 64, rkCounter, 0, 1), PB_ERR_INVALID) << "write past the end";
-  EXPECT_EQ(t_->write(c0_, nullptr, 0, rkDst, 0, 1), PB_ERR_INVALID);
   EXPECT_EQ(t_->write(c0_, mrForeign, 0, rkDst, 0, 1), PB_ERR_INVALID);
   EXPECT_NE(error(ctx0_).find("another context"), std::string::npos) << error(ctx0_);
   EXPECT_EQ(t_->write(c0_, mrSrc, 0, rkOnOtherConn, 0, 1), PB_ERR_INVALID);
@@ -893,19 +767,6 @@ TEST_F(UcxPairTest, CleanCloseIsNotAnError) {
   std::string reason = error(ctx0_);
   EXPECT_NE(reason.find("rank 1 (host testhost) closed the ucx connection"), std::string::npos) << reason;
   EXPECT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << "a refused post does not break the connection";
-}
-
-TEST_F(UcxPairTest, FreeNeverHangsWithWritesInFlight) {
-  constexpr size_t kSize = 32 << 20;
-  std::vector<uint8_t> src(kSize), dst(kSize);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
-  pb_mr* mrDst = reg(ctx1_, dst.data(), kSize);
-  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
-  for (int i = 0; i < 8; ++i) ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kSize), PB_OK);
-  auto start = Clock::now();
-  forgetKeysOf(c0_);
-  freeAll({c0_, c1_});
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
 }
 
 TEST_F(UcxPolledPairTest, FreeWithAPeerThatNeverProgressesIsBounded) {
