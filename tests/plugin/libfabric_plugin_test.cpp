@@ -95,25 +95,15 @@ PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportLoadTest, libfabricTransport());
 PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportDeclareTest, libfabricTransport());
 PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportPairTest, libfabricTransport());
 
-/// Owns contexts, connections, regions and keys made in a test, and frees
-/// them in ABI order at the end.
-class LibfabricTest : public ::testing::Test {
+/// The shared fixture (contexts, connections, regions and keys freed in ABI
+/// order) on libfabric; contexts take the base settings plus extras.
+class LibfabricTest : public plugboard::test::TransportFixture {
  protected:
-  void SetUp() override {
-    t_ = plugin();
-    ASSERT_NE(t_, nullptr);
-  }
+  const plugboard::test::TransportUnderTest& transport() const override { return *libfabricTransport(); }
 
   /// Skips the test where the provider cannot be used.
   void requireProvider() {
     if (!unusableReason().empty()) GTEST_SKIP() << unusableReason();
-  }
-
-  void TearDown() override {
-    for (auto& [conn, rkey] : rkeys_) EXPECT_EQ(t_->release_rkey(conn, rkey), PB_OK);
-    for (pb_conn* conn : conns_) EXPECT_EQ(t_->free(conn), PB_OK);
-    for (auto& [ctx, mr] : mrs_) EXPECT_EQ(t_->deregister_memory(ctx, mr), PB_OK) << t_->last_error(ctx);
-    for (pb_plugin_ctx* ctx : ctxs_) EXPECT_EQ(t_->finalize(ctx), PB_OK) << t_->last_error(ctx);
   }
 
   /// A context of rank with the base settings, overridden by extra.
@@ -121,12 +111,7 @@ class LibfabricTest : public ::testing::Test {
                              std::string hostname = "testhost") {
     auto settings = baseSettings();
     for (auto& [k, v] : extra) settings[k] = v;
-    hosts_.push_back(std::make_unique<FakeHost>(rank, std::move(hostname), std::move(settings)));
-    pb_plugin_ctx* ctx = nullptr;
-    pb_status st = t_->init(&hosts_.back()->services, &ctx);
-    EXPECT_EQ(st, PB_OK) << t_->last_error(nullptr);
-    if (ctx) ctxs_.push_back(ctx);
-    return ctx;
+    return makeContextWith(rank, std::move(settings), std::move(hostname));
   }
 
   /// init with these settings (no base), expected to fail; returns the status.
@@ -138,80 +123,6 @@ class LibfabricTest : public ::testing::Test {
     EXPECT_EQ(ctx, nullptr);
     return st;
   }
-
-  std::string error(pb_plugin_ctx* ctx) { return t_->last_error(ctx); }
-
-  /// setup() for the connection from rank `local` to rank `peer`.
-  pb_conn* setup(pb_plugin_ctx* ctx, int local, int peer, std::vector<uint8_t>* blob) {
-    Peer info(local, peer, "testhost", "testhost");
-    pb_conn* conn = nullptr;
-    blob->resize(256);
-    size_t len = blob->size();
-    EXPECT_EQ(t_->setup(ctx, &info.info, &conn, blob->data(), &len), PB_OK) << error(ctx);
-    blob->resize(len);
-    if (conn) conns_.push_back(conn);
-    return conn;
-  }
-
-  /// Connects ctx0 (rank 0) and ctx1 (rank 1), polling both sides as the
-  /// core's proxy threads would.
-  void connectPair(pb_plugin_ctx* ctx0, pb_plugin_ctx* ctx1, pb_conn** c0, pb_conn** c1) {
-    std::vector<uint8_t> blob0, blob1;
-    *c0 = setup(ctx0, 0, 1, &blob0);
-    *c1 = setup(ctx1, 1, 0, &blob1);
-    ASSERT_TRUE(*c0 && *c1);
-    pb_status s0 = PB_IN_PROGRESS, s1 = PB_IN_PROGRESS;
-    auto deadline = Clock::now() + kTimeout;
-    while ((s0 == PB_IN_PROGRESS || s1 == PB_IN_PROGRESS) && Clock::now() < deadline) {
-      if (s0 == PB_IN_PROGRESS) s0 = t_->proxy_connect(*c0, blob1.data(), blob1.size());
-      if (s1 == PB_IN_PROGRESS) s1 = t_->proxy_connect(*c1, blob0.data(), blob0.size());
-    }
-    ASSERT_EQ(s0, PB_OK) << error(ctx0);
-    ASSERT_EQ(s1, PB_OK) << error(ctx1);
-  }
-
-  pb_mr* reg(pb_plugin_ctx* ctx, void* ptr, size_t size) {
-    pb_mr* mr = nullptr;
-    EXPECT_EQ(t_->register_memory(ctx, ptr, size, PB_MEM_HOST, &mr), PB_OK) << error(ctx);
-    if (mr) mrs_.emplace_back(ctx, mr);
-    return mr;
-  }
-
-  void deregister(pb_plugin_ctx* ctx, pb_mr* mr) {
-    ASSERT_EQ(t_->deregister_memory(ctx, mr), PB_OK) << error(ctx);
-    mrs_.erase(std::find(mrs_.begin(), mrs_.end(), std::make_pair(ctx, mr)));
-  }
-
-  /// Packs owner's mr and imports it on conn (the peer's connection).
-  pb_rkey* remoteKey(pb_plugin_ctx* owner, pb_mr* mr, pb_conn* conn) {
-    uint8_t buf[128];
-    size_t len = sizeof(buf);
-    EXPECT_EQ(t_->pack_rkey(owner, mr, buf, &len), PB_OK) << error(owner);
-    pb_rkey* rkey = nullptr;
-    EXPECT_EQ(t_->import_rkey(conn, buf, len, &rkey), PB_OK);
-    if (rkey) rkeys_.emplace_back(conn, rkey);
-    return rkey;
-  }
-
-  void freeConn(pb_conn* conn) {
-    for (auto it = rkeys_.begin(); it != rkeys_.end();) {
-      if (it->first == conn) {
-        EXPECT_EQ(t_->release_rkey(conn, it->second), PB_OK);
-        it = rkeys_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    ASSERT_EQ(t_->free(conn), PB_OK);
-    conns_.erase(std::find(conns_.begin(), conns_.end(), conn));
-  }
-
-  const pb_transport_v1* t_ = nullptr;
-  std::vector<std::unique_ptr<FakeHost>> hosts_;
-  std::vector<pb_plugin_ctx*> ctxs_;
-  std::vector<pb_conn*> conns_;
-  std::vector<std::pair<pb_plugin_ctx*, pb_mr*>> mrs_;
-  std::vector<std::pair<pb_conn*, pb_rkey*>> rkeys_;
 };
 
 /// Two connected ranks of one host: c0_ is rank 0's connection to rank 1.

@@ -106,13 +106,18 @@ class TransportFixture : public ::testing::Test {
     return props;
   }
 
-  pb_plugin_ctx* makeContext(int rank) {
-    hosts_.push_back(std::make_unique<FakeHost>(rank, "testhost", transport().settings));
+  /// A context of rank whose host serves exactly these settings.
+  pb_plugin_ctx* makeContextWith(int rank, std::map<std::string, std::string> settings,
+                                 std::string hostname = "testhost") {
+    hosts_.push_back(std::make_unique<FakeHost>(rank, std::move(hostname), std::move(settings)));
     pb_plugin_ctx* ctx = nullptr;
     EXPECT_EQ(t_->init(&hosts_.back()->services, &ctx), PB_OK) << t_->last_error(nullptr);
     if (ctx) ctxs_.push_back(ctx);
     return ctx;
   }
+
+  /// A context of rank with the transport's settings.
+  pb_plugin_ctx* makeContext(int rank) { return makeContextWith(rank, transport().settings); }
 
   std::string error(pb_plugin_ctx* ctx) { return t_->last_error(ctx); }
 
@@ -153,6 +158,14 @@ class TransportFixture : public ::testing::Test {
     if (mr) mrs_.emplace_back(ctx, mr);
     return mr;
   }
+
+  void deregister(pb_plugin_ctx* ctx, pb_mr* mr) {
+    ASSERT_EQ(t_->deregister_memory(ctx, mr), PB_OK) << error(ctx);
+    mrs_.erase(std::find(mrs_.begin(), mrs_.end(), std::make_pair(ctx, mr)));
+  }
+
+  /// Releases conn's imported keys and frees it.
+  void freeConn(pb_conn* conn) { freeEnds({conn}); }
 
   /// Packs owner's mr and imports it on conn (the peer's connection).
   pb_rkey* remoteKey(pb_plugin_ctx* owner, pb_mr* mr, pb_conn* conn) {

@@ -124,110 +124,29 @@ class ScopedEnv {
   bool had_ = false;
 };
 
-/// Owns contexts, connections, regions and keys made in a test, and frees
-/// them in ABI order at the end.
-class UcxTest : public ::testing::Test {
+/// The shared fixture (contexts, connections, regions and keys freed in ABI
+/// order, both ends of a pair freed at once) on UCX over TCP, remembering
+/// each context's fake host so tests can read what the plugin logged.
+class UcxTest : public plugboard::test::TransportFixture {
  protected:
+  const plugboard::test::TransportUnderTest& transport() const override { return *ucxTransport(); }
+
   void SetUp() override {
-    t_ = plugin();
-    ASSERT_NE(t_, nullptr);
+    TransportFixture::SetUp();
+    if (HasFatalFailure()) return;
     // Skip, with UCX's reason, where UCX cannot bring up a TCP worker.
     if (!unusableReason().empty()) GTEST_SKIP() << unusableReason();
   }
 
-  void TearDown() override {
-    for (auto& [conn, rkey] : rkeys_) EXPECT_EQ(t_->release_rkey(conn, rkey), PB_OK);
-    freeAll(conns_);
-    for (auto& [ctx, mr] : mrs_) EXPECT_EQ(t_->deregister_memory(ctx, mr), PB_OK) << t_->last_error(ctx);
-    for (pb_plugin_ctx* ctx : ctxs_) EXPECT_EQ(t_->finalize(ctx), PB_OK) << t_->last_error(ctx);
-  }
-
-  /// Frees conns all at once, one thread each, as ranks close their ends
-  /// in parallel: each free() progresses its own worker, which lands the
-  /// peer's close marker.
-  void freeAll(std::vector<pb_conn*> conns) {
-    std::vector<std::thread> threads;
-    std::vector<pb_status> results(conns.size(), PB_OK);
-    for (size_t i = 0; i < conns.size(); ++i)
-      threads.emplace_back([&, i] { results[i] = t_->free(conns[i]); });
-    for (auto& th : threads) th.join();
-    for (pb_status st : results) EXPECT_EQ(st, PB_OK);
-    for (pb_conn* c : conns) {
-      conns_.erase(std::remove(conns_.begin(), conns_.end(), c), conns_.end());
-      connected_.erase(std::remove(connected_.begin(), connected_.end(), c), connected_.end());
-    }
-  }
-
   pb_plugin_ctx* makeContext(int rank, std::map<std::string, std::string> settings = {},
                              std::string hostname = "testhost") {
-    hosts_.push_back(std::make_unique<FakeHost>(rank, std::move(hostname), std::move(settings)));
-    pb_plugin_ctx* ctx = nullptr;
-    pb_status st = t_->init(&hosts_.back()->services, &ctx);
-    EXPECT_EQ(st, PB_OK) << t_->last_error(nullptr);
-    if (ctx) {
-      ctxs_.push_back(ctx);
-      hostOf_[ctx] = hosts_.back().get();
-    }
+    pb_plugin_ctx* ctx = makeContextWith(rank, std::move(settings), std::move(hostname));
+    if (ctx) hostOf_[ctx] = hosts_.back().get();
     return ctx;
   }
 
-  std::string error(pb_plugin_ctx* ctx) { return t_->last_error(ctx); }
-
-  /// setup() for the connection from rank `local` to rank `peer`.
-  pb_conn* setup(pb_plugin_ctx* ctx, int local, int peer, std::vector<uint8_t>* blob) {
-    Peer info(local, peer, "testhost", "testhost");
-    pb_conn* conn = nullptr;
-    pb_transport_properties_v1 props{};
-    props.struct_size = sizeof(props);
-    EXPECT_EQ(t_->properties(ctx, &props), PB_OK);
-    blob->resize(props.max_address_size);
-    size_t len = blob->size();
-    EXPECT_EQ(t_->setup(ctx, &info.info, &conn, blob->data(), &len), PB_OK) << error(ctx);
-    blob->resize(len);
-    if (conn) conns_.push_back(conn);
-    return conn;
-  }
-
-  /// Connects ctx0 (rank 0) and ctx1 (rank 1), polling both sides as the
-  /// core's proxy threads would.
-  void connectPair(pb_plugin_ctx* ctx0, pb_plugin_ctx* ctx1, pb_conn** c0, pb_conn** c1) {
-    std::vector<uint8_t> blob0, blob1;
-    *c0 = setup(ctx0, 0, 1, &blob0);
-    *c1 = setup(ctx1, 1, 0, &blob1);
-    ASSERT_TRUE(*c0 && *c1);
-    pb_status s0 = PB_IN_PROGRESS, s1 = PB_IN_PROGRESS;
-    auto deadline = Clock::now() + kTimeout;
-    while ((s0 == PB_IN_PROGRESS || s1 == PB_IN_PROGRESS) && Clock::now() < deadline) {
-      if (s0 == PB_IN_PROGRESS) s0 = t_->proxy_connect(*c0, blob1.data(), blob1.size());
-      if (s1 == PB_IN_PROGRESS) s1 = t_->proxy_connect(*c1, blob0.data(), blob0.size());
-    }
-    ASSERT_EQ(s0, PB_OK) << error(ctx0);
-    ASSERT_EQ(s1, PB_OK) << error(ctx1);
-    connected_.push_back(*c0);
-    connected_.push_back(*c1);
-  }
-
-  pb_mr* reg(pb_plugin_ctx* ctx, void* ptr, size_t size) {
-    pb_mr* mr = nullptr;
-    EXPECT_EQ(t_->register_memory(ctx, ptr, size, PB_MEM_HOST, &mr), PB_OK) << error(ctx);
-    if (mr) mrs_.emplace_back(ctx, mr);
-    return mr;
-  }
-
-  /// Packs owner's mr and imports it on conn (the peer's connection).
-  pb_rkey* remoteKey(pb_plugin_ctx* owner, pb_mr* mr, pb_conn* conn) {
-    std::vector<uint8_t> buf = packed(owner, mr);
-    pb_rkey* rkey = nullptr;
-    EXPECT_EQ(t_->import_rkey(conn, buf.data(), buf.size(), &rkey), PB_OK);
-    if (rkey) rkeys_.emplace_back(conn, rkey);
-    return rkey;
-  }
-
   std::vector<uint8_t> packed(pb_plugin_ctx* owner, pb_mr* mr) {
-    pb_transport_properties_v1 props{};
-    props.struct_size = sizeof(props);
-    EXPECT_EQ(t_->properties(owner, &props), PB_OK);
-    std::vector<uint8_t> buf(props.max_rkey_size);
+    std::vector<uint8_t> buf(properties(owner).max_rkey_size);
     size_t len = buf.size();
     EXPECT_EQ(t_->pack_rkey(owner, mr, buf.data(), &len), PB_OK) << error(owner);
     buf.resize(len);
@@ -245,47 +164,7 @@ class UcxTest : public ::testing::Test {
                  rkeys_.end());
   }
 
-  /// proxy_progress on every connected connection but skip, so the peer
-  /// side's worker moves; fails the test on an error.
-  void progressOthers(pb_conn* skip = nullptr) {
-    for (pb_conn* c : connected_) {
-      if (c == skip) continue;
-      uint64_t ignored = 0;
-      pb_status st = t_->proxy_progress(c, &ignored);
-      ASSERT_EQ(st, PB_OK) << "proxy_progress on another connection failed";
-    }
-  }
-
-  /// Polls proxy_progress until seq completed; fails on error or timeout.
-  void waitCompleted(pb_plugin_ctx* ctx, pb_conn* conn, uint64_t seq) {
-    uint64_t done = 0;
-    auto deadline = Clock::now() + kTimeout;
-    while (Clock::now() < deadline) {
-      ASSERT_EQ(t_->proxy_progress(conn, &done), PB_OK) << error(ctx);
-      ASSERT_LE(done, seq) << "completed runs ahead of what was posted";
-      if (done == seq) return;
-      ASSERT_NO_FATAL_FAILURE(progressOthers(conn));
-    }
-    FAIL() << "completion stuck at " << done << ", waiting for " << seq;
-  }
-
-  /// Waits until the counter (written by the peer's signals) reaches value.
-  void waitCounter(const uint64_t* counter, uint64_t value) {
-    auto deadline = Clock::now() + kTimeout;
-    while (__atomic_load_n(counter, __ATOMIC_ACQUIRE) < value) {
-      ASSERT_LT(Clock::now(), deadline) << "counter stuck at " << __atomic_load_n(counter, __ATOMIC_ACQUIRE);
-      ASSERT_NO_FATAL_FAILURE(progressOthers());
-    }
-  }
-
-  const pb_transport_v1* t_ = nullptr;
-  std::vector<std::unique_ptr<FakeHost>> hosts_;
   std::map<pb_plugin_ctx*, FakeHost*> hostOf_;
-  std::vector<pb_plugin_ctx*> ctxs_;
-  std::vector<pb_conn*> conns_;
-  std::vector<pb_conn*> connected_;
-  std::vector<std::pair<pb_plugin_ctx*, pb_mr*>> mrs_;
-  std::vector<std::pair<pb_conn*, pb_rkey*>> rkeys_;
 };
 
 /// Two connected ranks of one host: c0_ is rank 0's connection to rank 1.
@@ -754,7 +633,7 @@ TEST_F(UcxPairTest, CleanCloseIsNotAnError) {
   });
   auto start = Clock::now();
   forgetKeysOf(c1_);
-  freeAll({c1_});
+  freeEnds({c1_});
   EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(1900)) << "free() waited out its 2 s grace: the marker did not land";
   // UCX resets rank 0's endpoint when rank 1's goes; that is no error.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -772,7 +651,7 @@ TEST_F(UcxPairTest, CleanCloseIsNotAnError) {
 TEST_F(UcxPolledPairTest, FreeWithAPeerThatNeverProgressesIsBounded) {
   // Nobody progresses rank 1: the close marker cannot land, free() gives up.
   auto start = Clock::now();
-  freeAll({c0_});
+  freeEnds({c0_});
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(8));
   EXPECT_TRUE(hostOf_[ctx0_]->logged({"WARN could not tell rank 1 (host testhost)"})) << hostOf_[ctx0_]->allLogs();
 }
