@@ -80,6 +80,15 @@ static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv
   gpucoll::launchReduce(m.ctx, a, type, op, m.settings.threads, stream);
 }
 
+/// After the argument checks of a call: rethrows a recorded failure, says
+/// whether there is work (count > 0), and checks the current device.
+static bool startCall(GpuCollectives::Impl& m, size_t count) {
+  m.throwIfFailed();
+  if (count == 0) return false;
+  m.checkDevice();
+  return true;
+}
+
 static void movePipeline(GpuCollectives::Impl& m, const void* src, void* dst, uint64_t bytes, Coll coll, int peer,
                          cudaStream_t stream) {
   gpucoll::MoveArgs a{static_cast<const char*>(src), static_cast<char*>(dst), bytes, chunkFor(m.settings, bytes), coll,
@@ -95,9 +104,7 @@ void GpuCollectives::allReduce(const void* send, void* recv, size_t count, DataT
   k.op(op);
   k.buffer(send, "send buffer", count, type);
   k.buffer(recv, "recv buffer", count, type);
-  m.throwIfFailed();
-  if (count == 0) return;
-  m.checkDevice();
+  if (!startCall(m, count)) return;
   const uint64_t bytes = count * dataTypeSize(type);
   if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
   // The LL kernel stores packets straight into every peer: only when every pair is mapped.
@@ -114,9 +121,7 @@ void GpuCollectives::reduceScatter(const void* send, void* recv, size_t count, D
   k.op(op);
   k.buffer(send, "send buffer", count, type);
   k.buffer(recv, "recv buffer", count, type);
-  m.throwIfFailed();
-  if (count == 0) return;
-  m.checkDevice();
+  if (!startCall(m, count)) return;
   const uint64_t E = dataTypeSize(type);
   if (m.nranks == 1) return copyAsync(recv, send, count * E, stream);
   reducePipeline(m, send, recv, count, type, op, Coll::ReduceScatter, 0, stream);
@@ -131,9 +136,7 @@ void GpuCollectives::reduce(const void* send, void* recv, size_t count, DataType
   k.rankArg(root, "root", true);
   k.buffer(send, "send buffer", count, type);
   if (m.rank == root) k.buffer(recv, "recv buffer", count, type);
-  m.throwIfFailed();
-  if (count == 0) return;
-  m.checkDevice();
+  if (!startCall(m, count)) return;
   if (m.nranks == 1) return copyAsync(recv, send, count * dataTypeSize(type), stream);
   reducePipeline(m, send, recv, count, type, op, Coll::Reduce, root, stream);
 }
@@ -148,9 +151,7 @@ void symmetricMove(GpuCollectives::Impl& m, const char* name, Coll coll, const v
   k.type(type);
   k.buffer(send, "send buffer", count, type);
   k.buffer(recv, "recv buffer", count, type);
-  m.throwIfFailed();
-  if (count == 0) return;
-  m.checkDevice();
+  if (!startCall(m, count)) return;
   const uint64_t bytes = count * dataTypeSize(type);
   if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
   movePipeline(m, send, recv, bytes, coll, 0, stream);
@@ -170,9 +171,7 @@ void GpuCollectives::broadcast(const void* send, void* recv, size_t count, DataT
   k.rankArg(root, "root", true);
   if (m.rank == root) k.buffer(send, "send buffer", count, type);
   k.buffer(recv, "recv buffer", count, type);
-  m.throwIfFailed();
-  if (count == 0) return;
-  m.checkDevice();
+  if (!startCall(m, count)) return;
   const uint64_t bytes = count * dataTypeSize(type);
   if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
   movePipeline(m, send, recv, bytes, Coll::Broadcast, root, stream);
@@ -188,9 +187,7 @@ void GpuCollectives::send(const void* buf, size_t count, DataType type, int peer
   k.type(type);
   k.rankArg(peer, "peer", false);
   k.buffer(buf, "buffer", count, type);
-  m.throwIfFailed();
-  if (count == 0) return;
-  m.checkDevice();
+  if (!startCall(m, count)) return;
   movePipeline(m, buf, nullptr, count * dataTypeSize(type), Coll::Send, peer, stream);
 }
 
@@ -200,9 +197,7 @@ void GpuCollectives::recv(void* buf, size_t count, DataType type, int peer, cuda
   k.type(type);
   k.rankArg(peer, "peer", false);
   k.buffer(buf, "buffer", count, type);
-  m.throwIfFailed();
-  if (count == 0) return;
-  m.checkDevice();
+  if (!startCall(m, count)) return;
   movePipeline(m, nullptr, buf, count * dataTypeSize(type), Coll::Recv, peer, stream);
 }
 
@@ -215,9 +210,7 @@ void GpuCollectives::sendRecv(const void* sendBuf, size_t sendCount, int sendPee
   k.rankArg(recvPeer, "recv peer", false);
   k.buffer(sendBuf, "send buffer", sendCount, type);
   k.buffer(recvBuf, "recv buffer", recvCount, type);
-  m.throwIfFailed();
-  if (sendCount == 0 && recvCount == 0) return;
-  m.checkDevice();
+  if (!startCall(m, sendCount + recvCount)) return;
   // Each direction is chunked as a plain send / recv of its bytes (chunkFor
   // of those bytes only), so the peer's end of each pipe agrees whether it
   // calls sendRecv, send or recv.
