@@ -39,6 +39,7 @@ step build cmake --build "$build" -j "$jobs"
 step gpu-tests ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
 step host-tests ctest --test-dir "$build" -LE gpu -j 8 --output-on-failure --timeout 300
 step fifo-latency "$build/bin/plugboard-bench-fifo-latency" 20000
+step launch-floor "$build/bin/plugboard-bench-launch" 2000
 perf="$build/bin/plugboard-perf"
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   step channels "$build/bin/plugboard-bench-channels"
@@ -65,6 +66,7 @@ step perf-staged-ethernet env PLUGBOARD_TRANSPORTS=ethernet "$perf" --mem gpu --
 echo
 echo "== machine"; cat "$OUT/machine.txt"
 echo "== microbenchmarks"; grep -h -E "_us|GBps|_over_" "$OUT/fifo-latency.log" "$OUT/channels.log" 2>/dev/null
+echo "== kernel launch floor (empty kernel, us per launch)"; cat "$OUT/launch-floor.log" 2>/dev/null
 for f in "$OUT"/perf-*.log; do [ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -v "^#  *Rank\|^$" "$f" | tail -25; }; done
 echo "== summary (logs in $OUT)"
 column -t -s $'\t' "$summary" 2>/dev/null || cat "$summary"

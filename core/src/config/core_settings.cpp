@@ -27,13 +27,14 @@ const std::vector<SettingDecl>& coreSettingDecls() {
       {"proxy_numa_bind", SettingType::Bool, "true",
        "Bind each GPU's proxy thread to the CPUs of the GPU's NUMA node (within the process's affinity)", false},
       {"gpu_allreduce_small_bytes", SettingType::Int, "65536",
-       "GPU collectives: allreduces of fewer bytes use the one-shot LL-packet kernel (0-1048576)", false},
+       "GPU collectives: allreduce, reduce and broadcast calls of fewer bytes use the one-shot LL-packet kernel "
+       "when every pair is peer-mapped (0-1048576)", false},
       // Defaults measured on 2 x H200 (tests/gpu/tune.sh, docs/perf/gpu-collectives-2xh200.md):
       // 16 blocks x 128 KiB reached 93 GB/s allreduce busbw at 256 MiB, 128 x 512 KiB 333 GB/s.
       {"gpu_scratch_bytes", SettingType::Int, "268435456",
        "GPU collectives: device scratch per peer for the pipelined kernels; holds at least 2 chunks per block", false},
       {"gpu_blocks", SettingType::Int, "128", "GPU collectives: thread blocks per kernel (1-128)", false},
-      {"gpu_threads", SettingType::Int, "512", "GPU collectives: threads per block (multiple of 32, 64-1024)", false},
+      {"gpu_threads", SettingType::Int, "512", "GPU collectives: threads per block (multiple of 32, 64-512)", false},
       {"gpu_chunk_bytes", SettingType::Int, "524288",
        "GPU collectives: largest pipeline chunk (one scratch slot) in bytes (multiple of 16, at least 1024)", false},
       {"gpu_wait_spins", SettingType::Int, "17179869184",

@@ -9,6 +9,10 @@
 
 namespace plugboard::gpucoll {
 
+/// Most threads per block of every collective kernel (they are compiled
+/// with __launch_bounds__ of it, so their registers fit a full block).
+inline constexpr uint32_t kMaxBlockThreads = 512;
+
 /// Which collective a kernel runs (recorded with a failed wait).
 enum class Coll : uint32_t { AllReduce = 1, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, Send, Recv, SendRecv };
 
@@ -52,7 +56,8 @@ struct PortPipe {
 ///   [0, 2nG)     expected counts of the inbound counters (same order)
 ///   [2nG, 3nG)   messages sent to [peer][block]   (slot = seq % slots)
 ///   [3nG, 4nG)   messages received from [peer][block]
-///   [4nG, 4nG+G) LL calls made, per block (all equal: LL kernels use G blocks)
+///   [4nG]        LL calls made (advanced by the last block of each LL call)
+///   [4nG+1]      blocks of the current LL call that finished (0 between calls)
 /// Invariant: only the owner thread of (peer, block) writes its entries, and
 /// only that thread waits on the (peer, block) counters: one waiter per semaphore.
 /// A peer whose remote[] entry is null is unmapped: its pipes use the

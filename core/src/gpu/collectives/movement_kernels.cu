@@ -2,6 +2,8 @@
 // the fused sendRecv: kernels not templated on the element type. Block b
 // moves chunks b, b + G, ... of every peer block through the pipes
 // (pipe_device.cuh).
+#include <climits>
+
 #include "gpu/collectives/kernels.hpp"
 #include "gpu/collectives/pipe_device.cuh"
 #include "gpu/cuda_check.hpp"
@@ -43,7 +45,7 @@ struct Roles {
   __device__ char* localDst() const { return a.dst + dstOffset(rank); }
 };
 
-__global__ void moveKernel(DeviceCtx c, MoveArgs a) {
+__global__ void __launch_bounds__(kMaxBlockThreads, 1) moveKernel(DeviceCtx c, MoveArgs a) {
   BlockPipes s = loadPipes(c);
   const Roles r{a, c.rank};
   auto recvFrom = [&](int q) { return r.recvFrom(q); };
@@ -72,35 +74,79 @@ __device__ __forceinline__ uint64_t chunkLen(uint64_t i, uint64_t chunk, uint64_
   return bytes - off < chunk ? bytes - off : chunk;
 }
 
-/// sendRecv: every block serves both directions, so each direction gets
-/// the whole grid's issue slots (the receive copy is local and short next
-/// to the remote store of the send). Iteration i of block b sends chunk
-/// i = b + kG to sendPeer, then receives chunk i from recvPeer. Sending
-/// first matters: if every rank of a ring waited for its predecessor's
-/// chunk before sending its own, none would start. The send of chunk i
-/// only waits for the ack of message i - slots on that pipe, which the
-/// receiver gave in an earlier iteration, so the waits never form a cycle.
-/// In place (src == dst, equal counts) is safe: chunk i is read (into the
-/// slot or the outbox) by this block before this block overwrites it.
-__global__ void sendRecvKernel(DeviceCtx c, SendRecvArgs a) {
-  BlockPipes s = loadPipes(c);
-  const uint32_t tid = threadIdx.x, nt = blockDim.x;
+/// Barrier of `threads` threads (a multiple of 32) on named barrier `id` (>= 1).
+__device__ __forceinline__ void groupBarrier(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+/// The sending half of a sendRecv block (threads [0, nt)): chunk
+/// i = b + kG to sendPeer for k = 0, 1, ...; thread 0 owns the pipe. It
+/// waits only for acks, so it runs up to `slots` chunks ahead of the peer.
+/// Ends with *s.sent = INT_MAX (or *s.fail set) so the receiving half never
+/// waits for it in vain.
+__device__ void sendHalf(const DeviceCtx& c, const BlockPipes& s, const SendRecvArgs& a, uint32_t tid, uint32_t nt) {
+  const int p = a.sendPeer;
   for (uint64_t i = blockIdx.x;; i += gridDim.x) {
-    const uint64_t sendLen = chunkLen(i, a.sendChunk, a.sendBytes), recvLen = chunkLen(i, a.recvChunk, a.recvBytes);
-    if (sendLen == 0 && recvLen == 0) break;  // uniform over the block
-    if (sendLen) {
-      auto sendTo = [&](int p) -> uint64_t { return p == a.sendPeer ? sendLen : 0; };
-      if (!waitStage(c, s, sendTo, Nobody{}, Coll::SendRecv)) break;
-      copyBytes(sendSlot(c, s, a.sendPeer), a.src + i * a.sendChunk, sendLen, tid, nt);
-      signalStage(c, s, sendTo, Nobody{}, Coll::SendRecv);
-    }
-    if (recvLen) {
-      auto recvFrom = [&](int q) { return q == a.recvPeer; };
-      if (!waitStage(c, s, Nobody{}, recvFrom, Coll::SendRecv)) break;
-      copyBytes(a.dst + i * a.recvChunk, recvSlot(c, s, a.recvPeer), recvLen, tid, nt);
-      signalStage(c, s, Nobody{}, recvFrom, Coll::SendRecv);
+    const uint64_t len = chunkLen(i, a.sendChunk, a.sendBytes);
+    if (len == 0) break;
+    if (tid == 0 && s.seq[p] >= c.layout.slots && !waitPeer(c, p, kAck, Coll::SendRecv)) *s.fail = 1;
+    groupBarrier(1, nt);
+    if (*s.fail) return;  // uniform: only thread 0 writes it, before the barrier
+    copyBytes(sendSlot(c, s, p), a.src + i * a.sendChunk, len, tid, nt);
+    __threadfence_system();
+    groupBarrier(1, nt);
+    if (tid == 0) {
+      if (!viaPort(c, p)) semaphore(c, p, kData).signal();
+      else if (!putToPeer(c, p, s.seq[p], len, Coll::SendRecv)) *s.fail = 1;
+      ++s.seq[p];
+      *s.sent = *s.sent + 1;
     }
   }
+  if (tid == 0) *s.sent = INT_MAX;
+}
+
+/// The receiving half (threads [0, nt) of its own numbering): chunk
+/// i = b + kG from recvPeer; thread 0 owns the pipe. In place (src == dst)
+/// it writes chunk k only after the sending half has read chunk k.
+__device__ void recvHalf(const DeviceCtx& c, const BlockPipes& s, const SendRecvArgs& a, uint32_t tid, uint32_t nt) {
+  const int q = a.recvPeer;
+  const bool inPlace = a.src == a.dst;
+  int k = 0;
+  for (uint64_t i = blockIdx.x;; i += gridDim.x, ++k) {
+    const uint64_t len = chunkLen(i, a.recvChunk, a.recvBytes);
+    if (len == 0) break;
+    if (tid == 0) {
+      if (!waitPeer(c, q, kData, Coll::SendRecv)) *s.recvFail = 1;
+      while (inPlace && *s.sent <= k && !*const_cast<volatile int*>(s.fail)) {
+      }
+      if (*s.fail) *s.recvFail = 1;
+    }
+    groupBarrier(2, nt);
+    if (*s.recvFail) return;
+    copyBytes(a.dst + i * a.recvChunk, recvSlot(c, s, q), len, tid, nt);
+    __threadfence_system();
+    groupBarrier(2, nt);
+    if (tid == 0) {
+      if (!viaPort(c, q)) semaphore(c, q, kAck).signal();
+      else if (!ackToPeer(c, q, Coll::SendRecv)) *s.recvFail = 1;
+      ++s.seq[c.nranks + q];
+    }
+  }
+}
+
+/// sendRecv: each block splits into a sending and a receiving half (warp
+/// multiples, named barriers 1 and 2), so both directions stream at once
+/// and neither waits for the other. The waits cannot form a cycle: a
+/// sending half waits only for acks of its own earlier messages, a
+/// receiving half only for data (and, in place, for its own block's
+/// sending half, which depends on acks the peer gives for older chunks).
+/// Each direction is chunked exactly as a plain Send / Recv (chunk i on
+/// block i % G), so the peer may call either.
+__global__ void __launch_bounds__(kMaxBlockThreads, 1) sendRecvKernel(DeviceCtx c, SendRecvArgs a) {
+  BlockPipes s = loadPipes(c);
+  const uint32_t sendThreads = blockDim.x / 64 * 32;  // a warp multiple, >= 32 (blockDim >= 64)
+  if (threadIdx.x < sendThreads) sendHalf(c, s, a, threadIdx.x, sendThreads);
+  else recvHalf(c, s, a, threadIdx.x - sendThreads, blockDim.x - sendThreads);
   storePipes(c, s);
 }
 

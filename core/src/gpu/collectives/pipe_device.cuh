@@ -36,12 +36,17 @@
 namespace plugboard::gpucoll {
 
 /// Block-shared pipe state: seq counters [send peers | recv peers], the
-/// pointers a reduction stage uses, and the failure flag.
+/// pointers a reduction stage uses, and the failure flag. sendRecv splits
+/// the block into a sending and a receiving half: `fail` is the sending
+/// half's, `recvFail` the receiving half's, `sent` the sending half's
+/// completed chunks.
 struct BlockPipes {
   uint64_t* seq;   // [2 * nranks]
   char** ptrs;     // [2 * nranks]
   int* fail;       // set by an owner whose wait failed
   int* ndst;       // outputs of the current reduction stage
+  int* recvFail;   // sendRecv: set by the receiving half's owner
+  volatile int* sent;  // sendRecv: chunks the sending half has read from src
 };
 
 /// Sets up BlockPipes in dynamic shared memory (32 * nranks + 16 bytes) and
@@ -49,13 +54,13 @@ struct BlockPipes {
 __device__ inline BlockPipes loadPipes(const DeviceCtx& c) {
   extern __shared__ uint64_t pbShared[];
   const int n = c.nranks, G = c.blocks, b = blockIdx.x;
-  BlockPipes s{pbShared, reinterpret_cast<char**>(pbShared + 2 * n), reinterpret_cast<int*>(pbShared + 4 * n),
-                reinterpret_cast<int*>(pbShared + 4 * n) + 1};
+  int* words = reinterpret_cast<int*>(pbShared + 4 * n);
+  BlockPipes s{pbShared, reinterpret_cast<char**>(pbShared + 2 * n), words, words + 1, words + 2, words + 3};
   for (int p = threadIdx.x; p < n; p += blockDim.x) {
     s.seq[p] = c.state[2 * n * G + p * G + b];
     s.seq[n + p] = c.state[3 * n * G + p * G + b];
   }
-  if (threadIdx.x == 0) *s.fail = 0;
+  if (threadIdx.x == 0) *s.fail = *s.recvFail = *s.sent = 0;
   __syncthreads();
   return s;
 }
@@ -222,7 +227,19 @@ __device__ inline void copyBytes(char* dst, const char* src, uint64_t bytes, uin
     const uint64_t words = (bytes - head) / 16;
     int4* wd = reinterpret_cast<int4*>(dst + head);
     const int4* ws = reinterpret_cast<const int4*>(src + head);
-    for (uint64_t i = tid; i < words; i += n) wd[i] = __ldcg(ws + i);
+    // kBatch loads in flight per thread before its stores: the stores may
+    // alias later loads as far as the compiler knows, so a plain loop would
+    // keep one load in flight.
+    constexpr uint32_t kBatch = 4;
+    uint64_t i = tid;
+    for (; i + (kBatch - 1) * n < words; i += kBatch * n) {
+      int4 v[kBatch];
+#pragma unroll
+      for (uint32_t k = 0; k < kBatch; ++k) v[k] = __ldcg(ws + i + k * n);
+#pragma unroll
+      for (uint32_t k = 0; k < kBatch; ++k) wd[i + k * n] = v[k];
+    }
+    for (; i < words; i += n) wd[i] = __ldcg(ws + i);
     done = head + words * 16;
   } else if ((d % 4) == 0 && (s % 4) == 0) {
     const uint64_t words = bytes / 4;

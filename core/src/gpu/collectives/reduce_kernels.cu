@@ -42,7 +42,7 @@ struct Segments {
 };
 
 template <typename T, typename Op>
-__global__ void reduceKernel(DeviceCtx c, ReduceArgs a) {
+__global__ void __launch_bounds__(kMaxBlockThreads, 1) reduceKernel(DeviceCtx c, ReduceArgs a) {
   constexpr uint64_t E = sizeof(T);
   BlockPipes s = loadPipes(c);
   const Segments seg{a, c.nranks};

@@ -91,36 +91,62 @@ __device__ __forceinline__ T loadElem(const char* base, uint64_t i) {
   }
 }
 
+/// Reduces vectors v + k * step, k < kBatch, over nsrc sources into ndst
+/// outputs: the batch's loads of one source are in flight together.
+template <typename T, typename Op, uint32_t kBatch>
+__device__ __forceinline__ void reduceVectors(char* const* dst, int ndst, const char* const* src, int nsrc, uint64_t v,
+                                              uint64_t step) {
+  using A = typename Acc<T>::type;
+  constexpr uint32_t kPer = 16 / sizeof(T);
+  A acc[kBatch][kPer];
+  int4 raw[kBatch];
+#pragma unroll
+  for (uint32_t b = 0; b < kBatch; ++b) raw[b] = __ldcg(reinterpret_cast<const int4*>(src[0]) + v + b * step);
+#pragma unroll
+  for (uint32_t b = 0; b < kBatch; ++b) {
+    const T* e = reinterpret_cast<const T*>(&raw[b]);
+#pragma unroll
+    for (uint32_t j = 0; j < kPer; ++j) acc[b][j] = Acc<T>::in(e[j]);
+  }
+  for (int k = 1; k < nsrc; ++k) {
+#pragma unroll
+    for (uint32_t b = 0; b < kBatch; ++b) raw[b] = __ldcg(reinterpret_cast<const int4*>(src[k]) + v + b * step);
+#pragma unroll
+    for (uint32_t b = 0; b < kBatch; ++b) {
+      const T* e = reinterpret_cast<const T*>(&raw[b]);
+#pragma unroll
+      for (uint32_t j = 0; j < kPer; ++j) acc[b][j] = Op::template apply<T, A>(acc[b][j], Acc<T>::in(e[j]));
+    }
+  }
+#pragma unroll
+  for (uint32_t b = 0; b < kBatch; ++b) {
+    T* o = reinterpret_cast<T*>(&raw[b]);
+#pragma unroll
+    for (uint32_t j = 0; j < kPer; ++j) o[j] = Acc<T>::out(acc[b][j]);
+    for (int k = 0; k < ndst; ++k) reinterpret_cast<int4*>(dst[k])[v + b * step] = raw[b];
+  }
+}
+
 /// Element-wise reduction over nsrc sources in source order into ndst
 /// outputs, elems elements, split over threads [0, nthreads). 16-byte
-/// vectors when every pointer is 16-byte aligned, then scalar remainder.
+/// vectors when every pointer is 16-byte aligned (in batches of kBatch per
+/// thread, then single vectors), then a scalar remainder.
 template <typename T, typename Op>
 __device__ void reduceElems(char* const* dst, int ndst, const char* const* src, int nsrc, uint64_t elems,
                             uint32_t tid, uint32_t nthreads) {
   using A = typename Acc<T>::type;
-  constexpr uint32_t kPer = 16 / sizeof(T);
+  // uint8 accumulates 16 words per vector: a batch of 4 would not fit kMaxBlockThreads' registers.
+  constexpr uint32_t kPer = 16 / sizeof(T), kBatch = sizeof(T) == 1 ? 2 : 4;
   bool aligned = true;
   for (int k = 0; k < nsrc; ++k) aligned &= (reinterpret_cast<uintptr_t>(src[k]) % 16) == 0;
   for (int k = 0; k < ndst; ++k) aligned &= (reinterpret_cast<uintptr_t>(dst[k]) % 16) == 0;
   uint64_t done = 0;
   if (aligned) {
     const uint64_t vecs = elems / kPer;
-    for (uint64_t v = tid; v < vecs; v += nthreads) {
-      A acc[kPer];
-      int4 raw = __ldcg(reinterpret_cast<const int4*>(src[0]) + v);
-      const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-      for (uint32_t j = 0; j < kPer; ++j) acc[j] = Acc<T>::in(e[j]);
-      for (int k = 1; k < nsrc; ++k) {
-        raw = __ldcg(reinterpret_cast<const int4*>(src[k]) + v);
-#pragma unroll
-        for (uint32_t j = 0; j < kPer; ++j) acc[j] = Op::template apply<T, A>(acc[j], Acc<T>::in(e[j]));
-      }
-      T* o = reinterpret_cast<T*>(&raw);
-#pragma unroll
-      for (uint32_t j = 0; j < kPer; ++j) o[j] = Acc<T>::out(acc[j]);
-      for (int k = 0; k < ndst; ++k) reinterpret_cast<int4*>(dst[k])[v] = raw;
-    }
+    uint64_t v = tid;
+    for (; v + (kBatch - 1) * nthreads < vecs; v += kBatch * nthreads)
+      reduceVectors<T, Op, kBatch>(dst, ndst, src, nsrc, v, nthreads);
+    for (; v < vecs; v += nthreads) reduceVectors<T, Op, 1>(dst, ndst, src, nsrc, v, nthreads);
     done = vecs * kPer;
   }
   for (uint64_t i = done + tid; i < elems; i += nthreads) {

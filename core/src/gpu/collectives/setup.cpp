@@ -28,7 +28,7 @@ GpuCollSettings GpuCollSettings::read(const Config& c) {
   GpuCollSettings s;
   s.smallBytes = readInRange(c, "gpu_allreduce_small_bytes", 0, 1 << 20);
   s.blocks = static_cast<uint32_t>(readInRange(c, "gpu_blocks", 1, 128));
-  s.threads = static_cast<uint32_t>(readInRange(c, "gpu_threads", 64, 1024));
+  s.threads = static_cast<uint32_t>(readInRange(c, "gpu_threads", 64, gpucoll::kMaxBlockThreads));
   if (s.threads % 32) throw Error(ErrorCode::Config, "gpu_threads must be a multiple of 32, got " + std::to_string(s.threads));
   s.chunkBytes = readInRange(c, "gpu_chunk_bytes", 1024, int64_t(1) << 30);
   if (s.chunkBytes % 16)
@@ -136,7 +136,7 @@ void GpuCollectives::Impl::setup() {
   if (nranks > 1) connections = comm.connectAll(MemoryKind::Cuda);
   agreeOnPortPairs();
   computeLayout();
-  const uint64_t stateWords = 4ull * nranks * settings.blocks + settings.blocks;
+  const uint64_t stateWords = 4ull * nranks * settings.blocks + 2;  // layout: DeviceCtx
   PB_CUDA_CHECK(cudaMalloc(&scratch, ctx.layout.total));
   PB_CUDA_CHECK(cudaMemset(scratch, 0, ctx.layout.total));
   PB_CUDA_CHECK(cudaMalloc(&state, stateWords * sizeof(uint64_t)));

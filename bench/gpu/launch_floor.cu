@@ -1,0 +1,78 @@
+// Kernel launch floor on one GPU: the time per kernel of back-to-back
+// launches of a kernel that does nothing, timed with CUDA events around
+// the loop exactly as plugboard-perf times a collective without graphs.
+// It bounds what any small collective (ours or NCCL's) can reach when each
+// call is its own launch. Rows: grid x block, parameter bytes, graphs or not.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+
+/// A kernel argument of the size of the collectives' DeviceCtx + arguments.
+struct Params {
+  char bytes[256];
+};
+
+__global__ void emptyKernel(Params p) {
+  if (p.bytes[0] == 1 && threadIdx.x == 1023) p.bytes[1] = 0;  // never true; keeps p alive
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+/// Microseconds per launch of n launches of grid x block on stream s.
+float timeLaunches(cudaStream_t s, int n, unsigned grid, unsigned block, bool graph) {
+  Params p{};
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  cudaGraphExec_t exec = nullptr;
+  if (graph) {
+    cudaGraph_t g;
+    check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    for (int i = 0; i < n; ++i) emptyKernel<<<grid, block, 0, s>>>(p);
+    check(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
+    check(cudaGraphInstantiate(&exec, g, 0), "cudaGraphInstantiate");
+    check(cudaGraphDestroy(g), "cudaGraphDestroy");
+    check(cudaGraphLaunch(exec, s), "cudaGraphLaunch");  // warm-up
+  } else {
+    for (int i = 0; i < 20; ++i) emptyKernel<<<grid, block, 0, s>>>(p);
+  }
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  check(cudaEventRecord(start, s), "cudaEventRecord");
+  if (graph) check(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
+  else
+    for (int i = 0; i < n; ++i) emptyKernel<<<grid, block, 0, s>>>(p);
+  check(cudaEventRecord(stop, s), "cudaEventRecord");
+  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  if (exec) check(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+  check(cudaEventDestroy(start), "cudaEventDestroy");
+  check(cudaEventDestroy(stop), "cudaEventDestroy");
+  return ms * 1000.0f / n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? std::atoi(argv[1]) : 1000;
+  if (n <= 0) {
+    std::fprintf(stderr, "usage: %s [launches > 0]\n", argv[0]);
+    return 2;
+  }
+  cudaStream_t s;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  std::printf("%-8s %-6s %-6s %s\n", "graph", "grid", "block", "launch_us");
+  for (bool graph : {false, true})
+    for (unsigned grid : {1u, 8u, 128u})
+      std::printf("%-8s %-6u %-6u %.2f\n", graph ? "yes" : "no", grid, 512u, timeLaunches(s, n, grid, 512, graph));
+  check(cudaStreamDestroy(s), "cudaStreamDestroy");
+  return 0;
+}

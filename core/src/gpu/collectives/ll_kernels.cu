@@ -1,0 +1,186 @@
+// One-shot LL16 kernels for small messages (allreduce, reduce, broadcast):
+// every rank writes its whole input as LL16 packets (8 payload bytes + 2
+// flags per 16 bytes) into every peer's LL area, then combines, in rank
+// order, its own input with the packets it received: reduced with the op
+// (allreduce everywhere, reduce stored at the root only) or the root's
+// payload taken as is (broadcast). No semaphore: a packet is there when
+// its flags match.
+//
+// Invariants:
+//  - Every pair of the communicator is mapped (c.remote[p] non-null): with
+//    any PortChannel pair, dispatch uses the pipelined kernels, and the
+//    layout has no LL area.
+//  - The flag of a call comes from a device counter (state LL entry) that
+//    the kernel advances itself, so replays of a captured graph use new
+//    flags: every block reads it, then counts itself finished; the last
+//    block to finish (every block has read it by then) advances it and
+//    resets the count. The next call starts after this one (stream order).
+//  - Call k uses LL buffer parity k % 2. A rank can reach call k + 2 (same
+//    parity) only after reading every peer's packets of call k + 1, which a
+//    peer writes only after it finished reading call k: no packet is
+//    overwritten unread. So every LL call is all-to-all: in a reduce the
+//    non-roots read and drop the packets, in a broadcast the non-roots send
+//    zero packets that every rank reads and drops.
+//  - Thread t sends packet i and later writes output packet i itself, so an
+//    in-place call reads each input byte before overwriting it.
+//  - The grid is sized to the packets (one per thread, at most G blocks):
+//    a few-byte call runs one block.
+#include "gpu/collectives/kernels.hpp"
+#include "gpu/collectives/pipe_device.cuh"
+#include "gpu/collectives/type_dispatch.cuh"
+#include "gpu/cuda_check.hpp"
+
+namespace plugboard::gpucoll {
+namespace {
+
+/// Flag of LL call number `call` (>= 1): never 0, the value of fresh memory.
+__device__ __forceinline__ uint32_t llFlag(uint64_t call) { return static_cast<uint32_t>(call % 0xffffffffull) + 1; }
+
+/// The 8 input bytes of packet i (zero past the end), from any element-aligned buffer.
+__device__ __forceinline__ uint2 loadPayload(const char* src, uint64_t i, uint64_t bytes) {
+  const char* p = src + 8 * i;
+  if (8 * i + 8 <= bytes && (reinterpret_cast<uintptr_t>(p) % 8) == 0) return *reinterpret_cast<const uint2*>(p);
+  uint2 v = make_uint2(0, 0);
+  char* out = reinterpret_cast<char*>(&v);
+  for (uint64_t k = 0; k < 8 && 8 * i + k < bytes; ++k) out[k] = p[k];
+  return v;
+}
+
+__device__ __forceinline__ void storePacket(char* dst, uint2 v, uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(dst), "r"(v.x), "r"(flag), "r"(v.y), "r"(flag)
+               : "memory");
+}
+
+/// Polls an LL16 packet until both flags equal flag; false (recorded) on timeout or abort.
+__device__ inline bool pollPacket(const DeviceCtx& c, const char* src, uint32_t flag, int peer, Coll coll, uint2& out) {
+  for (int64_t spins = 0;; ++spins) {
+    uint32_t d1, f1, d2, f2;
+    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(d1), "=r"(f1), "=r"(d2), "=r"(f2) : "l"(src));
+    if (f1 == flag && f2 == flag) {
+      out = make_uint2(d1, d2);
+      return true;
+    }
+    if ((spins & 1023) == 1023 && *c.abortFlag) {
+      recordFailure(c, peer, coll, kSemaphoreAborted);
+      return false;
+    }
+    if (spins >= c.maxSpins) {
+      recordFailure(c, peer, coll, kSemaphoreWaitTimeout);
+      return false;
+    }
+  }
+}
+
+/// Stores the valid elements of an 8-byte result packet i.
+__device__ __forceinline__ void storeResult(char* dst, uint64_t i, uint64_t bytes, uint2 v) {
+  char* p = dst + 8 * i;
+  if (8 * i + 8 <= bytes && (reinterpret_cast<uintptr_t>(p) % 8) == 0) {
+    *reinterpret_cast<uint2*>(p) = v;
+    return;
+  }
+  const char* in = reinterpret_cast<const char*>(&v);
+  for (uint64_t k = 0; k < 8 && 8 * i + k < bytes; ++k) p[k] = in[k];
+}
+
+/// Thread 0 of each block at its end: the last block of the call stores
+/// the call number (calls[0]) and resets the finished count (calls[1]).
+__device__ inline void finishLLCall(uint64_t* calls, uint64_t call) {
+  __threadfence();
+  unsigned long long* finished = reinterpret_cast<unsigned long long*>(calls + 1);
+  if (atomicAdd(finished, 1ull) + 1 == gridDim.x) {
+    *finished = 0;
+    *const_cast<volatile uint64_t*>(calls) = call;
+    __threadfence();
+  }
+}
+
+/// The LL kernel's arguments: allreduce (root unused), reduce or broadcast.
+struct LLArgs {
+  const char* send;  ///< Null for a broadcast's non-roots (they send zeros).
+  char* recv;        ///< Null for a reduce's non-roots (nothing stored).
+  uint64_t bytes;
+  Coll coll;
+  int root;
+};
+
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kMaxBlockThreads, 1) llKernel(DeviceCtx c, LLArgs a) {
+  using A = typename Acc<T>::type;
+  constexpr int kPer = 8 / sizeof(T);
+  uint64_t* calls = c.state + 4ull * c.nranks * c.blocks;
+  const uint64_t call = *const_cast<volatile uint64_t*>(calls) + 1;
+  const uint32_t flag = llFlag(call);
+  const uint64_t parity = call & 1, packets = (a.bytes + 7) / 8;
+  const uint64_t gtid = blockIdx.x * blockDim.x + threadIdx.x, gsize = gridDim.x * blockDim.x;
+  const ScratchLayout& L = c.layout;
+  const uint64_t mine = L.ll + (2ull * c.rank + parity) * L.llHalf;  // my area in every peer
+  const bool pick = a.coll == Coll::Broadcast;
+  auto own = [&](uint64_t i) { return a.send ? loadPayload(a.send, i, a.bytes) : make_uint2(0, 0); };
+  for (uint64_t i = gtid; i < packets; i += gsize) {
+    const uint2 v = own(i);
+    for (int p = 0; p < c.nranks; ++p)
+      if (p != c.rank) storePacket(c.remote[p] + mine + 16 * i, v, flag);
+  }
+  bool ok = true;
+  for (uint64_t i = gtid; ok && i < packets; i += gsize) {
+    A acc[kPer];
+    uint2 picked = make_uint2(0, 0);
+    for (int q = 0; q < c.nranks && ok; ++q) {
+      uint2 v;
+      if (q == c.rank) v = own(i);
+      else ok = pollPacket(c, c.local + L.ll + (2ull * q + parity) * L.llHalf + 16 * i, flag, q, a.coll, v);
+      if (pick) {
+        if (q == a.root) picked = v;
+        continue;
+      }
+      const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) acc[j] = q == 0 ? Acc<T>::in(e[j]) : Op::template apply<T, A>(acc[j], Acc<T>::in(e[j]));
+    }
+    if (!ok) break;
+    if (!a.recv) continue;
+    uint2 out = picked;
+    if (!pick) {
+      T* o = reinterpret_cast<T*>(&out);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) o[j] = Acc<T>::out(acc[j]);
+    }
+    storeResult(a.recv, i, a.bytes, out);
+  }
+  __syncthreads();  // every thread of the block read calls[0]
+  if (threadIdx.x == 0) finishLLCall(calls, call);
+}
+
+/// Grid of an LL call: one packet per thread, at most G blocks.
+uint32_t llGrid(const DeviceCtx& c, uint64_t bytes, uint32_t threads) {
+  const uint64_t needed = ((bytes + 7) / 8 + threads - 1) / threads;
+  return static_cast<uint32_t>(needed < static_cast<uint64_t>(c.blocks) ? needed : c.blocks);
+}
+
+}  // namespace
+
+void launchLL(const DeviceCtx& c, Coll coll, const void* send, void* recv, uint64_t count, DataType type,
+              ReduceOp op, int root, uint32_t threads, cudaStream_t stream) {
+  const uint64_t bytes = count * dataTypeSize(type);
+  const LLArgs a{static_cast<const char*>(send), static_cast<char*>(recv), bytes, coll, root};
+  const uint32_t grid = llGrid(c, bytes, threads);
+  if (coll == Coll::Broadcast) {  // bytes moved as they are: one instance serves every type
+    llKernel<uint8_t, OpSum><<<grid, threads, 0, stream>>>(c, a);
+  } else {
+    dispatchTypeOp(type, op, [&](auto t, auto o) {
+      llKernel<decltype(t), decltype(o)><<<grid, threads, 0, stream>>>(c, a);
+    });
+  }
+  PB_CUDA_CHECK(cudaGetLastError());
+}
+
+void preloadLLKernels() {
+  for (DataType t : {DataType::Float32, DataType::Float16, DataType::BFloat16, DataType::Int32, DataType::Uint8})
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max})
+      dispatchTypeOp(t, op, [&](auto tv, auto ov) {
+        cudaFuncAttributes attr;
+        PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, llKernel<decltype(tv), decltype(ov)>));
+      });
+}
+
+}  // namespace plugboard::gpucoll
