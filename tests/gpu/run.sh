@@ -3,12 +3,16 @@
 # sm_90), run the GPU tests, the host test suites and the GPU
 # microbenchmarks; write every log under $OUT; print a summary table last.
 #   OUT=/some/dir bash tests/gpu/run.sh
+# $OUT gets summary.tsv and logs.tgz (every log and CSV: the device tool
+# returns only a few files). RUN_ONLY=<extended regex> runs only the steps
+# whose names match (configure and build always run).
 # (carry .gpu-deps from `bash tests/gpu/net-deps.sh prepare` to build the
 # ucx and libfabric plugins there too)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$(mktemp -d)}
-mkdir -p "$OUT"
+LOGS="$OUT/logs"
+mkdir -p "$LOGS"
 build=${PLUGBOARD_GPU_BUILD_DIR:-build-gpu}
 jobs=$(nproc)
 # Safety on shared machines: never create NVLink multicast objects.
@@ -17,17 +21,18 @@ export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
 summary="$OUT/summary.tsv"
 printf "step\tresult\tseconds\tdetail\n" > "$summary"
 
-# step NAME COMMAND...: runs it with its log in $OUT/NAME.log, records the result.
+# step NAME COMMAND...: runs it with its log in $LOGS/NAME.log, records the result.
 step() {
   local name=$1; shift
+  case "$name" in configure|build) ;; *) [[ -n "${RUN_ONLY:-}" && ! "$name" =~ $RUN_ONLY ]] && return 0 ;; esac
   local start=$(date +%s) result=PASS
-  "$@" > "$OUT/$name.log" 2>&1 || result=FAIL
-  local detail=$(grep -E "tests passed|PASSED|FAILED|_median|_us |Out of bounds|x_nccl geometric" "$OUT/$name.log" | tail -3 | tr '\n' ' ' | tr '\t' ' ')
+  "$@" > "$LOGS/$name.log" 2>&1 || result=FAIL
+  local detail=$(grep -E "tests passed|PASSED|FAILED|_median|_us |Out of bounds|x_nccl geometric" "$LOGS/$name.log" | tail -3 | tr '\n' ' ' | tr '\t' ' ')
   printf "%s\t%s\t%s\t%s\n" "$name" "$result" "$(( $(date +%s) - start ))" "$detail" >> "$summary"
 }
 
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -1; \
-  echo "commit ${RUN_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"; } > "$OUT/machine.txt" 2>&1
+  echo "commit ${RUN_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"; } > "$LOGS/machine.txt" 2>&1
 
 # UCX/libfabric headers carried in .gpu-deps (tests/gpu/net-deps.sh), if any.
 netargs=$(bash tests/gpu/net-deps.sh cmake-args)
@@ -46,28 +51,32 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   # GPU collectives beside NCCL (same run, same machine): the issue's size
   # ranges, then the 16-bit types for correctness (#wrong) at every size.
   cmp=(--mem gpu --nranks 2 --compare nccl)
-  step perf-allreduce-small "$perf" "${cmp[@]}" -C allreduce -b 8 -e 32K -f 2 -n 200 -w 20 --csv "$OUT/allreduce-small.csv"
-  step perf-allreduce-small-graph "$perf" "${cmp[@]}" -C allreduce -b 8 -e 32K -f 2 -n 200 -w 20 -G 5 --csv "$OUT/allreduce-small-graph.csv"
-  step perf-allreduce-large "$perf" "${cmp[@]}" -C allreduce -b 64M -e 1G -f 2 -n 20 --csv "$OUT/allreduce-large.csv"
-  step perf-allgather "$perf" "${cmp[@]}" -C allgather -b 64M -e 512M -f 2 -n 20 --csv "$OUT/allgather.csv"
-  step perf-reducescatter "$perf" "${cmp[@]}" -C reducescatter -b 64M -e 512M -f 2 -n 20 --csv "$OUT/reducescatter.csv"
-  step perf-sendrecv "$perf" "${cmp[@]}" -C sendrecv -b 1G -e 1G -n 10 --csv "$OUT/sendrecv.csv"
+  step perf-allreduce-small "$perf" "${cmp[@]}" -C allreduce -b 8 -e 32K -f 2 -n 200 -w 20 --csv "$LOGS/allreduce-small.csv"
+  step perf-allreduce-small-graph "$perf" "${cmp[@]}" -C allreduce -b 8 -e 32K -f 2 -n 200 -w 20 -G 5 --csv "$LOGS/allreduce-small-graph.csv"
+  step perf-allreduce-large "$perf" "${cmp[@]}" -C allreduce -b 64M -e 1G -f 2 -n 20 --csv "$LOGS/allreduce-large.csv"
+  step perf-allgather "$perf" "${cmp[@]}" -C allgather -b 64M -e 512M -f 2 -n 20 --csv "$LOGS/allgather.csv"
+  step perf-reducescatter "$perf" "${cmp[@]}" -C reducescatter -b 64M -e 512M -f 2 -n 20 --csv "$LOGS/reducescatter.csv"
+  step perf-sendrecv "$perf" "${cmp[@]}" -C sendrecv -b 1G -e 1G -n 10 --csv "$LOGS/sendrecv.csv"
   for c in broadcast reduce alltoall; do
-    step "perf-$c" "$perf" "${cmp[@]}" -C "$c" -b 1K -e 256M -f 16 -n 10 --csv "$OUT/$c.csv"
+    step "perf-$c" "$perf" "${cmp[@]}" -C "$c" -b 1K -e 256M -f 16 -n 10 --csv "$LOGS/$c.csv"
   done
   for t in half bfloat16; do
-    step "perf-allreduce-$t" "$perf" "${cmp[@]}" -C allreduce -d "$t" -b 8 -e 256M -f 8 -n 5 --csv "$OUT/allreduce-$t.csv"
+    step "perf-allreduce-$t" "$perf" "${cmp[@]}" -C allreduce -d "$t" -b 8 -e 256M -f 8 -n 5 --csv "$LOGS/allreduce-$t.csv"
   done
 fi
 # GPU buffers over the ethernet plugin (staged through pinned host memory).
 step perf-staged-ethernet env PLUGBOARD_TRANSPORTS=ethernet "$perf" --mem gpu --nranks 2 -C allreduce -b 1K -e 64M -f 8 -n 10 \
-  --csv "$OUT/staged-ethernet.csv"
+  --csv "$LOGS/staged-ethernet.csv"
 
 echo
-echo "== machine"; cat "$OUT/machine.txt"
-echo "== microbenchmarks"; grep -h -E "_us|GBps|_over_" "$OUT/fifo-latency.log" "$OUT/channels.log" 2>/dev/null
-echo "== kernel launch floor (empty kernel, us per launch)"; cat "$OUT/launch-floor.log" 2>/dev/null
-for f in "$OUT"/perf-*.log; do [ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -v "^#  *Rank\|^$" "$f" | tail -25; }; done
-echo "== summary (logs in $OUT)"
+echo "== machine"; cat "$LOGS/machine.txt"
+echo "== microbenchmarks"; grep -h -E "_us|GBps|_over_" "$LOGS/fifo-latency.log" "$LOGS/channels.log" 2>/dev/null
+echo "== kernel launch floor (empty kernel, us per launch)"; cat "$LOGS/launch-floor.log" 2>/dev/null
+for t in gpu-tests host-tests; do
+  [ -f "$LOGS/$t.log" ] && grep -q "tests FAILED" "$LOGS/$t.log" && { echo "== $t failed"; sed -n '/tests FAILED/,$p' "$LOGS/$t.log" | head -40; }
+done
+for f in "$LOGS"/perf-*.log; do [ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -v "^#  *Rank\|^$" "$f" | tail -25; }; done
+tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
+echo "== summary (logs in $OUT/logs.tgz)"
 column -t -s $'\t' "$summary" 2>/dev/null || cat "$summary"
 ! grep -q $'\tFAIL\t' "$summary"

@@ -84,13 +84,15 @@ __device__ __forceinline__ void storeResult(char* dst, uint64_t i, uint64_t byte
 
 /// Thread 0 of each block at its end: the last block of the call stores
 /// the call number (calls[0]) and resets the finished count (calls[1]).
+/// No fence: this block's read of calls[0] completed before the barrier
+/// that precedes the add, and the next call sees the store by stream order.
+/// (A fence here would wait for this thread's packet stores to the peers:
+/// it cost ~0.8 us per call on H200.)
 __device__ inline void finishLLCall(uint64_t* calls, uint64_t call) {
-  __threadfence();
   unsigned long long* finished = reinterpret_cast<unsigned long long*>(calls + 1);
   if (atomicAdd(finished, 1ull) + 1 == gridDim.x) {
     *finished = 0;
     *const_cast<volatile uint64_t*>(calls) = call;
-    __threadfence();
   }
 }
 
