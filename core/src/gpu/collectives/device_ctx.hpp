@@ -56,8 +56,7 @@ struct PortPipe {
 ///   [0, 2nG)     expected counts of the inbound counters (same order)
 ///   [2nG, 3nG)   messages sent to [peer][block]   (slot = seq % slots)
 ///   [3nG, 4nG)   messages received from [peer][block]
-///   [4nG]        LL calls made (advanced by the last block of each LL call)
-///   [4nG+1]      blocks of the current LL call that finished (0 between calls)
+///   [4nG, 4nG+G) LL calls made, per block (all equal between calls)
 /// Invariant: only the owner thread of (peer, block) writes its entries, and
 /// only that thread waits on the (peer, block) counters: one waiter per semaphore.
 /// A peer whose remote[] entry is null is unmapped: its pipes use the

@@ -10,11 +10,12 @@
 //  - Every pair of the communicator is mapped (c.remote[p] non-null): with
 //    any PortChannel pair, dispatch uses the pipelined kernels, and the
 //    layout has no LL area.
-//  - The flag of a call comes from a device counter (state LL entry) that
-//    the kernel advances itself, so replays of a captured graph use new
-//    flags: every block reads it, then counts itself finished; the last
-//    block to finish (every block has read it by then) advances it and
-//    resets the count. The next call starts after this one (stream order).
+//  - The flag of a call comes from device counters (state LL entries, one
+//    per block of gpu_blocks, all equal between calls) that the kernel
+//    advances itself, so replays of a captured graph use new flags. Block b
+//    reads and advances entry b; block 0 also advances the entries of the
+//    blocks this call's grid does not run (no block of the call reads them).
+//    The next call starts after this one (stream order).
 //  - Call k uses LL buffer parity k % 2. A rank can reach call k + 2 (same
 //    parity) only after reading every peer's packets of call k + 1, which a
 //    peer writes only after it finished reading call k: no packet is
@@ -82,20 +83,6 @@ __device__ __forceinline__ void storeResult(char* dst, uint64_t i, uint64_t byte
   for (uint64_t k = 0; k < 8 && 8 * i + k < bytes; ++k) p[k] = in[k];
 }
 
-/// Thread 0 of each block at its end: the last block of the call stores
-/// the call number (calls[0]) and resets the finished count (calls[1]).
-/// No fence: this block's read of calls[0] completed before the barrier
-/// that precedes the add, and the next call sees the store by stream order.
-/// (A fence here would wait for this thread's packet stores to the peers:
-/// it cost ~0.8 us per call on H200.)
-__device__ inline void finishLLCall(uint64_t* calls, uint64_t call) {
-  unsigned long long* finished = reinterpret_cast<unsigned long long*>(calls + 1);
-  if (atomicAdd(finished, 1ull) + 1 == gridDim.x) {
-    *finished = 0;
-    *const_cast<volatile uint64_t*>(calls) = call;
-  }
-}
-
 /// The LL kernel's arguments: allreduce (root unused), reduce or broadcast.
 struct LLArgs {
   const char* send;  ///< Null for a broadcast's non-roots (they send zeros).
@@ -110,7 +97,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) llKernel(DeviceCtx c, LLA
   using A = typename Acc<T>::type;
   constexpr int kPer = 8 / sizeof(T);
   uint64_t* calls = c.state + 4ull * c.nranks * c.blocks;
-  const uint64_t call = *const_cast<volatile uint64_t*>(calls) + 1;
+  const uint64_t call = calls[blockIdx.x] + 1;
   const uint32_t flag = llFlag(call);
   const uint64_t parity = call & 1, packets = (a.bytes + 7) / 8;
   const uint64_t gtid = blockIdx.x * blockDim.x + threadIdx.x, gsize = gridDim.x * blockDim.x;
@@ -149,8 +136,10 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) llKernel(DeviceCtx c, LLA
     }
     storeResult(a.recv, i, a.bytes, out);
   }
-  __syncthreads();  // every thread of the block read calls[0]
-  if (threadIdx.x == 0) finishLLCall(calls, call);
+  __syncthreads();  // every thread of the block read calls[blockIdx.x]
+  if (threadIdx.x == 0) calls[blockIdx.x] = call;
+  if (blockIdx.x == 0)
+    for (uint32_t b = gridDim.x + threadIdx.x; b < static_cast<uint32_t>(c.blocks); b += blockDim.x) calls[b] = call;
 }
 
 /// Grid of an LL call: one packet per thread, at most G blocks.

@@ -136,7 +136,7 @@ void GpuCollectives::Impl::setup() {
   if (nranks > 1) connections = comm.connectAll(MemoryKind::Cuda);
   agreeOnPortPairs();
   computeLayout();
-  const uint64_t stateWords = 4ull * nranks * settings.blocks + 2;  // layout: DeviceCtx
+  const uint64_t stateWords = 4ull * nranks * settings.blocks + settings.blocks;  // layout: DeviceCtx
   PB_CUDA_CHECK(cudaMalloc(&scratch, ctx.layout.total));
   PB_CUDA_CHECK(cudaMemset(scratch, 0, ctx.layout.total));
   PB_CUDA_CHECK(cudaMalloc(&state, stateWords * sizeof(uint64_t)));
