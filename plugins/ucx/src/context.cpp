@@ -197,6 +197,23 @@ Settings Context::readSettings() const {
   return s;
 }
 
+void Context::useProtocolV1(ucp_config_t* config) {
+  // UCX 1.16 (Ubuntu 24.04's) selects protocols v2 by default, which found
+  // no protocol for a 64-bit atomic add posted to a host-memory peer on the
+  // same node (UCX ERROR "cannot find remote protocol ... amo_post"): every
+  // signal was cancelled. Protocols v1 emulate it over active messages.
+  // Measured on the lent GPU machines (docs/perf, issue notes). A user who
+  // sets UCX_PROTO_ENABLE keeps their choice.
+  const char* env = std::getenv("UCX_PROTO_ENABLE");
+  if (env && *env) {
+    log(PB_LOG_INFO, std::string("ucx: UCX_PROTO_ENABLE=") + env + " from the environment is kept");
+    return;
+  }
+  const ucs_status_t st = ucp_config_modify(config, "PROTO_ENABLE", "n");
+  if (st != UCS_OK)  // a UCX without the option has only protocols v1
+    log(PB_LOG_INFO, ucsText("ucx: PROTO_ENABLE=n not accepted (older UCX)", st));
+}
+
 void Context::initUcp() {
   ConfigHolder config;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config.config);
@@ -218,6 +235,8 @@ void Context::initUcp() {
   } else {
     tlsSource_ = "UCX default (UCX_TLS unset)";
   }
+
+  useProtocolV1(config.config);
 
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;

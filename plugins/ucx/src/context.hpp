@@ -174,6 +174,8 @@ class Context {
   Settings readSettings() const;
   /// ucp_init with the tls setting applied unless UCX_TLS is set.
   void initUcp();
+  /// Asks UCX for protocols v1 unless UCX_PROTO_ENABLE is set (v2 in UCX 1.16 has no intra-node atomic post).
+  void useProtocolV1(ucp_config_t* config);
   /// Creates the worker and records its address.
   void initWorker();
   /// Lists UCX's resources (ucp_context_print_info) into resources_ and
