@@ -206,7 +206,9 @@ void Context::useProtocolV1(ucp_config_t* config) {
   // sets UCX_PROTO_ENABLE keeps their choice.
   const char* env = std::getenv("UCX_PROTO_ENABLE");
   if (env && *env) {
-    log(PB_LOG_INFO, std::string("ucx: UCX_PROTO_ENABLE=") + env + " from the environment is kept");
+    log(PB_LOG_WARN, std::string("ucx: UCX_PROTO_ENABLE=") + env +
+                         " from the environment is kept; with protocols v2, UCX 1.16 cancelled every intra-node "
+                         "signal (atomic add) in our tests");
     return;
   }
   const ucs_status_t st = ucp_config_modify(config, "PROTO_ENABLE", "n");
