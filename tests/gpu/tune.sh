@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tuning sweep of the GPU collectives' launch settings on the lent 2-GPU
 # machine: busbw of allreduce, allgather and sendrecv for every
-# (gpu_blocks, gpu_chunk_bytes) pair; prints a table last, logs under $OUT.
+# (gpu_blocks, gpu_chunk_bytes) pair, then allreduce time at 32 KiB - 1 MiB for each
+# gpu_allreduce_small_bytes in TUNE_SMALL; prints the tables last, logs under $OUT.
 #   OUT=/some/dir bash tests/gpu/tune.sh            (after tests/gpu/run.sh built build-gpu)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,4 +25,15 @@ for blocks in ${TUNE_BLOCKS:-16 32 64 128}; do
     done
   done
 done
+# The LL threshold: allreduce time at mid sizes for each gpu_allreduce_small_bytes
+# (calls below it take the one-shot LL kernel, the rest the two-shot pipeline).
+small="$OUT/tune-small.tsv"
+printf "small_bytes\tbytes\ttime_us\n" > "$small"
+for t in ${TUNE_SMALL:-65536 262144 1048576}; do
+  log="$OUT/tune-small-$t.log"
+  PLUGBOARD_GPU_ALLREDUCE_SMALL_BYTES=$t timeout 120 "$perf" --mem gpu --nranks 2 -C allreduce -b 32K -e 1M -f 2 \
+    -n 100 -w 10 -c 0 > "$log" 2>&1
+  awk -v t="$t" '!/^#/ && NF > 8 {printf "%s\t%s\t%s\n", t, $1, $6}' "$log" >> "$small"
+done
 column -t -s $'\t' "$table" 2>/dev/null || cat "$table"
+column -t -s $'\t' "$small" 2>/dev/null || cat "$small"
