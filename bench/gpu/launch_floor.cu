@@ -2,9 +2,12 @@
 // launches of a kernel that does nothing, timed with CUDA events around
 // the loop exactly as plugboard-perf times a collective without graphs.
 // It bounds what any small collective (ours or NCCL's) can reach when each
-// call is its own launch. Rows: grid x block, parameter bytes, graphs or not.
+// call is its own launch. Rows: grid x block, graphs or not; columns: GPU
+// time per launch (events) and the host's time per launch call (steady
+// clock around the enqueue loop: when the two are equal, the host bounds it).
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -26,8 +29,13 @@ void check(cudaError_t e, const char* what) {
   }
 }
 
-/// Microseconds per launch of n launches of grid x block on stream s.
-float timeLaunches(cudaStream_t s, int n, unsigned grid, unsigned block, bool graph) {
+/// Microseconds per launch of n launches of grid x block on stream s: on
+/// the GPU (events) and on the host (the enqueue calls).
+struct LaunchTimes {
+  float gpuUs, hostUs;
+};
+
+LaunchTimes timeLaunches(cudaStream_t s, int n, unsigned grid, unsigned block, bool graph) {
   Params p{};
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
@@ -46,9 +54,11 @@ float timeLaunches(cudaStream_t s, int n, unsigned grid, unsigned block, bool gr
   }
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   check(cudaEventRecord(start, s), "cudaEventRecord");
+  const auto hostStart = std::chrono::steady_clock::now();
   if (graph) check(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
   else
     for (int i = 0; i < n; ++i) emptyKernel<<<grid, block, 0, s>>>(p);
+  const auto hostEnd = std::chrono::steady_clock::now();
   check(cudaEventRecord(stop, s), "cudaEventRecord");
   check(cudaEventSynchronize(stop), "cudaEventSynchronize");
   float ms = 0;
@@ -56,7 +66,8 @@ float timeLaunches(cudaStream_t s, int n, unsigned grid, unsigned block, bool gr
   if (exec) check(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
   check(cudaEventDestroy(start), "cudaEventDestroy");
   check(cudaEventDestroy(stop), "cudaEventDestroy");
-  return ms * 1000.0f / n;
+  const float hostUs = std::chrono::duration<float, std::micro>(hostEnd - hostStart).count() / n;
+  return {ms * 1000.0f / n, hostUs};
 }
 
 }  // namespace
@@ -69,10 +80,12 @@ int main(int argc, char** argv) {
   }
   cudaStream_t s;
   check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-  std::printf("%-8s %-6s %-6s %s\n", "graph", "grid", "block", "launch_us");
+  std::printf("%-8s %-6s %-6s %-10s %s\n", "graph", "grid", "block", "launch_us", "host_enqueue_us");
   for (bool graph : {false, true})
-    for (unsigned grid : {1u, 8u, 128u})
-      std::printf("%-8s %-6u %-6u %.2f\n", graph ? "yes" : "no", grid, 512u, timeLaunches(s, n, grid, 512, graph));
+    for (unsigned grid : {1u, 8u, 128u}) {
+      const LaunchTimes t = timeLaunches(s, n, grid, 512, graph);
+      std::printf("%-8s %-6u %-6u %-10.2f %.2f\n", graph ? "yes" : "no", grid, 512u, t.gpuUs, t.hostUs);
+    }
   check(cudaStreamDestroy(s), "cudaStreamDestroy");
   return 0;
 }
