@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Nsight Compute figures for the GPU collectives where they trail NCCL, on
+# the lent 2-GPU machine. Rank 0 runs under ncu, rank 1 plainly (started
+# as a launcher would: PLUGBOARD_RANK / PLUGBOARD_NRANKS / MASTER_ADDR).
+# Only a few single-pass metrics are asked for, so ncu never replays a
+# kernel: a replayed collective kernel would wait for a peer that is not
+# replaying it. `--clock-control none`, as these machines require.
+#   OUT=/some/dir bash tests/gpu/profile.sh   (after tests/gpu/run.sh built build-gpu)
+# Writes <case>.csv (ncu) and the ranks' logs under $OUT; prints a table last.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+build=${PLUGBOARD_GPU_BUILD_DIR:-build-gpu}
+export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
+perf="$build/bin/plugboard-perf"
+ncu=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)}
+[ -n "$ncu" ] && [ -x "$ncu" ] || { echo "profile.sh: ncu not found (set NCU=/path/to/ncu)"; exit 2; }
+metrics=gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
+metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__registers_per_thread
+port=29600
+
+# profile NAME KERNEL_REGEX PERF_ARGS...: 5 launches of the kernel after 20, on rank 0.
+profile() {
+  local name=$1 kernel=$2
+  shift 2
+  port=$((port + 1))
+  local common=(PLUGBOARD_NRANKS=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port)
+  env "${common[@]}" PLUGBOARD_RANK=1 PLUGBOARD_LOCAL_RANK=1 timeout 300 "$perf" "$@" > "$OUT/$name-rank1.log" 2>&1 &
+  env "${common[@]}" PLUGBOARD_RANK=0 PLUGBOARD_LOCAL_RANK=0 timeout 300 "$ncu" --clock-control none \
+    --metrics "$metrics" -k "regex:$kernel" --launch-skip 20 --launch-count 5 --csv \
+    "$perf" "$@" > "$OUT/$name.csv" 2> "$OUT/$name-rank0.log"
+  local rc=$?
+  wait
+  echo "$name: ncu exit $rc"
+}
+
+profile allreduce-8B llKernel --mem gpu -C allreduce -b 8 -e 8 -n 50 -w 5 -c 0
+profile allreduce-256K reduceKernel --mem gpu -C allreduce -b 256K -e 256K -n 50 -w 5 -c 0
+profile sendrecv-1G sendRecvKernel --mem gpu -C sendrecv -b 1G -e 1G -n 10 -w 2 -c 0
+
+echo "== metrics (rank 0; one row per profiled launch and metric)"
+for f in "$OUT"/*.csv; do
+  echo "-- $(basename "$f" .csv)"
+  grep -E '^"[0-9]' "$f" | awk -F'","' '{print $(NF-2), $(NF-1), $NF}' | tr -d '"' | sort | uniq | head -20
+done
