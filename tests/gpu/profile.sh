@@ -37,6 +37,7 @@ profile() {
 
 profile allreduce-8B llKernel --mem gpu -C allreduce -b 8 -e 8 -n 50 -w 5 -c 0
 profile allreduce-256K reduceKernel --mem gpu -C allreduce -b 256K -e 256K -n 50 -w 5 -c 0
+profile allreduce-2M reduceKernel --mem gpu -C allreduce -b 2M -e 2M -n 50 -w 5 -c 0
 profile sendrecv-1G sendRecvKernel --mem gpu -C sendrecv -b 1G -e 1G -n 10 -w 2 -c 0
 
 echo "== metrics (rank 0; one row per profiled launch and metric)"

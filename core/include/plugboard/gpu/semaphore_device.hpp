@@ -4,10 +4,13 @@
 ///
 /// Invariants: each side owns `inbound` (its peer adds to it through the
 /// mapping) and `expected` (the count its waits have consumed). signal()
-/// makes every earlier global-memory write of the calling thread visible
-/// system-wide (fence) before the add lands, so a wait() that returns sees
-/// the data written before the matching signal. One waiting thread at a
-/// time per semaphore; any number of signalling threads.
+/// is a release at system scope: every earlier write of the calling thread,
+/// and (the release is cumulative) every write other threads of its block
+/// made before a block barrier that precedes the signal, is visible before
+/// the add lands. wait() acquires: once it returns, the waiting thread (and
+/// every thread of its block after a following barrier) sees that data.
+/// One waiting thread at a time per semaphore; any number of signalling
+/// threads.
 #pragma once
 
 #include <cstdint>
@@ -34,18 +37,20 @@ struct Device2DeviceSemaphoreDeviceHandle {
 #if defined(__CUDACC__)
   /// Adds 1 to the peer's inbound counter after this thread's earlier writes.
   PB_DEVICE_INLINE void signal() const {
-    __threadfence_system();
-    atomicAdd_system(reinterpret_cast<unsigned long long*>(remoteInbound), 1ull);
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_system> out(*remoteInbound);
+    out.fetch_add(1, cuda::memory_order_release);
   }
 
   /// Waits for the next signal. False (and *error set) after maxSpins or on abort.
   PB_DEVICE_INLINE bool wait(int64_t maxSpins = kDefaultMaxSpins) const {
     const uint64_t target = ++*expected;
     cuda::atomic_ref<uint64_t, cuda::thread_scope_system> in(*inbound);
-    for (int64_t spins = 0; in.load(cuda::memory_order_acquire) < target; ++spins) {
+    // Relaxed polls, one acquire fence once the count is there.
+    for (int64_t spins = 0; in.load(cuda::memory_order_relaxed) < target; ++spins) {
       if ((spins & 1023) == 1023 && *abortFlag) return fail(kSemaphoreAborted);
       if (spins >= maxSpins) return fail(kSemaphoreWaitTimeout);
     }
+    cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
     return true;
   }
 

@@ -93,7 +93,7 @@ __device__ void sendHalf(const DeviceCtx& c, const BlockPipes& s, const SendRecv
     groupBarrier(1, nt);
     if (*s.fail) return;  // uniform: only thread 0 writes it, before the barrier
     copyBytes(sendSlot(c, s, p), a.src + i * a.sendChunk, len, tid, nt);
-    __threadfence_system();
+    fenceForProxy(c);
     groupBarrier(1, nt);
     if (tid == 0) {
       if (!viaPort(c, p)) semaphore(c, p, kData).signal();
@@ -124,7 +124,7 @@ __device__ void recvHalf(const DeviceCtx& c, const BlockPipes& s, const SendRecv
     groupBarrier(2, nt);
     if (*s.recvFail) return;
     copyBytes(a.dst + i * a.recvChunk, recvSlot(c, s, q), len, tid, nt);
-    __threadfence_system();
+    fenceForProxy(c);
     groupBarrier(2, nt);
     if (tid == 0) {
       if (!viaPort(c, q)) semaphore(c, q, kAck).signal();

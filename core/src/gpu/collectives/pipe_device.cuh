@@ -20,9 +20,12 @@
 //    blockDim.x) does every wait and signal for that peer: one waiting
 //    thread per semaphore (per PortChannel inbound counter likewise), and
 //    one pushing thread per channel, so a channel's requests stay in order.
-//  - Writes into a peer's slot (or the outbox) are fenced system-wide by
-//    every writing thread before the barrier that precedes the owner's
-//    signal or Fifo push (the proxy's copy engine reads the outbox).
+//  - Writes into a peer's slot precede a block barrier, then the owner's
+//    signal, a release at system scope: the release is cumulative, so it
+//    publishes every thread's writes (one fence per signal, not per
+//    thread). Outbox writes are read by the proxy's transport (copy engine
+//    or NIC), outside the GPU's memory model: with an outbox every writing
+//    thread also fences system-wide before that barrier (fenceForProxy).
 #pragma once
 
 #include <cstdint>
@@ -189,14 +192,21 @@ __device__ bool waitStage(const DeviceCtx& c, const BlockPipes& s, SendTo sendTo
   return *s.fail == 0;
 }
 
-/// Stage end, all threads: publishes what the block wrote (system fence by
-/// every thread, barrier), then owners signal data to every sendTo(p)
+/// Each writing thread, before the barrier ahead of a signal: a system-wide
+/// fence when the communicator has an outbox (see the invariants above);
+/// over mapped pipes the signal's cumulative release is enough.
+__device__ __forceinline__ void fenceForProxy(const DeviceCtx& c) {
+  if (c.layout.outbox) __threadfence_system();
+}
+
+/// Stage end, all threads: publishes what the block wrote (fenceForProxy,
+/// barrier), then owners signal data to every sendTo(p)
 /// (sendTo(p) bytes; an unmapped peer gets them put from the outbox) and
 /// return the slot of every ackTo(p), advancing the seq counters. A failed
 /// Fifo push is recorded and fails the block's next waitStage.
 template <typename SendTo, typename AckTo>
 __device__ void signalStage(const DeviceCtx& c, const BlockPipes& s, SendTo sendTo, AckTo ackTo, Coll coll) {
-  __threadfence_system();
+  fenceForProxy(c);
   __syncthreads();
   for (int p = threadIdx.x; p < c.nranks; p += blockDim.x) {
     if (p == c.rank) continue;
