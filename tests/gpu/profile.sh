@@ -6,6 +6,7 @@
 # kernel: a replayed collective kernel would wait for a peer that is not
 # replaying it. `--clock-control none`, as these machines require.
 #   OUT=/some/dir bash tests/gpu/profile.sh   (after tests/gpu/run.sh built build-gpu)
+# PROFILE_ONLY=<extended regex> profiles only the cases whose names match.
 # Writes <case>.csv (ncu) and the ranks' logs under $OUT; prints a table last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,10 +25,11 @@ port=29600
 profile() {
   local name=$1 kernel=$2
   shift 2
+  [[ -n "${PROFILE_ONLY:-}" && ! "$name" =~ $PROFILE_ONLY ]] && return 0
   port=$((port + 1))
   local common=(PLUGBOARD_NRANKS=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port)
-  env "${common[@]}" PLUGBOARD_RANK=1 PLUGBOARD_LOCAL_RANK=1 timeout 300 "$perf" "$@" > "$OUT/$name-rank1.log" 2>&1 &
-  env "${common[@]}" PLUGBOARD_RANK=0 PLUGBOARD_LOCAL_RANK=0 timeout 300 "$ncu" --clock-control none \
+  env "${common[@]}" PLUGBOARD_RANK=1 PLUGBOARD_LOCAL_RANK=1 timeout 90 "$perf" "$@" > "$OUT/$name-rank1.log" 2>&1 &
+  env "${common[@]}" PLUGBOARD_RANK=0 PLUGBOARD_LOCAL_RANK=0 timeout 90 "$ncu" --clock-control none --target-processes application-only \
     --metrics "$metrics" -k "regex:$kernel" --launch-skip 20 --launch-count 5 --csv \
     "$perf" "$@" > "$OUT/$name.csv" 2> "$OUT/$name-rank0.log"
   local rc=$?

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Latency of the pipelined collective kernels at one mid size on the lent
+# 2-GPU machine: every collective at LAT_BYTES (default 64 KiB, above the LL
+# threshold so allreduce takes the two-shot pipeline), then allreduce with
+# fewer blocks and threads. Differences between rows place the fixed cost:
+# sendrecv is one hop, allgather two stages, allreduce three.
+#   OUT=/some/dir bash tests/gpu/latency.sh   (after tests/gpu/run.sh built build-gpu)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+build=${PLUGBOARD_GPU_BUILD_DIR:-build-gpu}
+export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
+perf="$build/bin/plugboard-perf"
+bytes=${LAT_BYTES:-64K}
+table="$OUT/latency.tsv"
+printf "case\tcollective\tsettings\ttime_us\n" > "$table"
+
+# probe NAME COLLECTIVE [VAR=VALUE...]: out-of-place time of one size.
+probe() {
+  local name=$1 coll=$2
+  shift 2
+  env "$@" timeout 60 "$perf" --mem gpu --nranks 2 -C "$coll" -b "$bytes" -e "$bytes" -n 200 -w 20 -c 0 \
+    > "$OUT/lat-$name.log" 2>&1
+  local t=$(awk '!/^#/ && NF > 8 {print $6}' "$OUT/lat-$name.log" | tail -1)
+  printf "%s\t%s\t%s\t%s\n" "$name" "$coll" "${*:-defaults}" "${t:-FAIL}" >> "$table"
+}
+
+for c in sendrecv allgather alltoall broadcast reducescatter reduce allreduce; do probe "$c" "$c"; done
+probe allreduce-ll allreduce PLUGBOARD_GPU_ALLREDUCE_SMALL_BYTES=1048576
+probe allreduce-t64 allreduce PLUGBOARD_GPU_THREADS=64
+probe allreduce-b1 allreduce PLUGBOARD_GPU_BLOCKS=1 PLUGBOARD_GPU_SCRATCH_BYTES=4194304
+probe allreduce-b1-t64 allreduce PLUGBOARD_GPU_BLOCKS=1 PLUGBOARD_GPU_THREADS=64 PLUGBOARD_GPU_SCRATCH_BYTES=4194304
+probe allreduce-b8 allreduce PLUGBOARD_GPU_BLOCKS=8 PLUGBOARD_GPU_SCRATCH_BYTES=33554432
+probe sendrecv-b1 sendrecv PLUGBOARD_GPU_BLOCKS=1 PLUGBOARD_GPU_SCRATCH_BYTES=4194304
+column -t -s $'\t' "$table" 2>/dev/null || cat "$table"
