@@ -16,18 +16,22 @@ bytes=${LAT_BYTES:-64K}
 table="$OUT/latency.tsv"
 printf "case\tcollective\tsettings\ttime_us\n" > "$table"
 
-# probe NAME COLLECTIVE [VAR=VALUE...]: out-of-place time of one size.
+# probe NAME COLLECTIVE [VAR=VALUE...] [PERF_OPTIONS...]: out-of-place time of one size
+# (the first word starting with '-' begins the perf options).
 probe() {
-  local name=$1 coll=$2
+  local name=$1 coll=$2 vars=() args=()
   shift 2
-  env "$@" timeout 60 "$perf" --mem gpu --nranks 2 -C "$coll" -b "$bytes" -e "$bytes" -n 200 -w 20 -c 0 \
-    > "$OUT/lat-$name.log" 2>&1
+  for a in "$@"; do [[ "$a" == -* || ${#args[@]} -gt 0 ]] && args+=("$a") || vars+=("$a"); done
+  env "${vars[@]}" timeout 60 "$perf" --mem gpu --nranks 2 -C "$coll" -b "$bytes" -e "$bytes" -n 200 -w 20 -c 0 \
+    "${args[@]}" > "$OUT/lat-$name.log" 2>&1
   local t=$(awk '!/^#/ && NF > 8 {print $6}' "$OUT/lat-$name.log" | tail -1)
   printf "%s\t%s\t%s\t%s\n" "$name" "$coll" "${*:-defaults}" "${t:-FAIL}" >> "$table"
 }
 
 for c in sendrecv allgather alltoall broadcast reducescatter reduce allreduce; do probe "$c" "$c"; done
 probe allreduce-ll allreduce PLUGBOARD_GPU_ALLREDUCE_SMALL_BYTES=1048576
+probe allreduce-graph allreduce -G 5
+probe sendrecv-graph sendrecv -G 5
 probe allreduce-t64 allreduce PLUGBOARD_GPU_THREADS=64
 probe allreduce-b1 allreduce PLUGBOARD_GPU_BLOCKS=1 PLUGBOARD_GPU_SCRATCH_BYTES=4194304
 probe allreduce-b1-t64 allreduce PLUGBOARD_GPU_BLOCKS=1 PLUGBOARD_GPU_THREADS=64 PLUGBOARD_GPU_SCRATCH_BYTES=4194304

@@ -79,7 +79,9 @@ int findNccl(const Options& opts) {
 
 int run(const Options& opts, Collective c) {
   if (opts.findNccl) return findNccl(opts);
-  int devices = opts.mem == MemMode::Host ? 0 : cudaDeviceCountWithoutInit();
+  // Count devices without touching CUDA here when ranks are forked later.
+  const bool forksRanks = opts.nranks > 0 || !launchedByLauncher();
+  int devices = opts.mem == MemMode::Host ? 0 : forksRanks ? cudaDeviceCountWithoutInit() : cudaDeviceCountHere();
   MemMode mode = resolveMemMode(opts, builtWithCuda(), devices);  // Gpu only when built with CUDA
 #ifdef PLUGBOARD_HAVE_CUDA
   if (mode == MemMode::Gpu) return runGpu(opts, c, devices);

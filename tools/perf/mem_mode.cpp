@@ -1,5 +1,6 @@
 #include "mem_mode.hpp"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,18 +20,35 @@ bool builtWithCuda() {
 #endif
 }
 
+int cudaDeviceCountHere() {
+#ifdef PLUGBOARD_HAVE_CUDA
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+#else
+  return 0;
+#endif
+}
+
 int cudaDeviceCountWithoutInit() {
 #ifdef PLUGBOARD_HAVE_CUDA
   pid_t pid = fork();
   if (pid < 0) return 0;
   if (pid == 0) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    const int n = cudaDeviceCountHere();
     _exit(n > 100 ? 100 : n);
   }
   int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return 0;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+  for (int waitedMs = 0;; waitedMs += 10) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+    if (r < 0) return 0;
+    if (waitedMs >= 60000) {  // a hung driver call: no devices, not a hung run
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return 0;
+    }
+    usleep(10000);
+  }
 #else
   return 0;
 #endif
