@@ -19,10 +19,11 @@ namespace {
 
 /// Small slots so every pipeline wraps: 2 blocks x 2 slots of 8 KiB per
 /// peer. The LL threshold is left high to show that with an unmapped pair
-/// every allreduce takes the two-shot path.
-const Settings kPortSmall = {{"gpu_allreduce_small_bytes", "65536"}, {"gpu_scratch_bytes", "32768"},
-                             {"gpu_blocks", "2"},                    {"gpu_threads", "256"},
-                             {"gpu_chunk_bytes", "8192"}};
+/// no call takes the LL path; 1009 floats take the one-shot pipeline,
+/// 100003 the two-shot one.
+const Settings kPortSmall = {{"gpu_allreduce_small_bytes", "65536"}, {"gpu_allreduce_oneshot_bytes", "16384"},
+                             {"gpu_scratch_bytes", "32768"},         {"gpu_blocks", "2"},
+                             {"gpu_threads", "256"},                 {"gpu_chunk_bytes", "8192"}};
 
 /// Small staging slots so the staging rings wrap too.
 void useSmallStaging() {

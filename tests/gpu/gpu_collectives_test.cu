@@ -16,15 +16,17 @@ using namespace plugboard::test;
 
 namespace {
 
-/// Small scratch and threshold so short vectors cover both allreduce paths
-/// and every pipeline wraps its slots (4 blocks x 4 slots of 4 KiB per peer).
-const Settings kSmall = {{"gpu_allreduce_small_bytes", "4096"}, {"gpu_scratch_bytes", "65536"},
-                         {"gpu_blocks", "4"},                   {"gpu_threads", "256"},
-                         {"gpu_chunk_bytes", "4096"}};
+/// Small scratch and thresholds so short vectors cover the three allreduce
+/// and reduce paths (LL below 4 KiB; one-shot below 32 KiB x (ranks - 1),
+/// e.g. 3000 floats on 2 and 3 ranks; two-shot above, e.g. 100003) and
+/// every pipeline wraps its slots (4 blocks x 4 slots of 4 KiB per peer).
+const Settings kSmall = {{"gpu_allreduce_small_bytes", "4096"}, {"gpu_allreduce_oneshot_bytes", "32768"},
+                         {"gpu_scratch_bytes", "65536"},        {"gpu_blocks", "4"},
+                         {"gpu_threads", "256"},                {"gpu_chunk_bytes", "4096"}};
 
 const DataType kTypes[] = {DataType::Float32, DataType::Float16, DataType::BFloat16, DataType::Int32, DataType::Uint8};
 const ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max};
-/// 0, tiny, odd, LL (< 4096 bytes for 4-byte types), pipelined, larger than the scratch.
+/// 0, tiny, odd, LL (< 4096 bytes for 4-byte types), one-shot, two-shot and larger than the scratch.
 const size_t kCounts[] = {0, 1, 7, 1009, 3000, 100003};
 
 std::vector<DataType> allTypes() { return {std::begin(kTypes), std::end(kTypes)}; }
@@ -87,7 +89,8 @@ TEST(GpuCollectives, SendRecvRingInterleavedWithSendRecvAndAllReduceTwoThreeFour
 TEST(GpuCollectives, DefaultSettingsLargeMessagesTwoRanks) {
   PB_REQUIRE_GPU_NO_INIT();
   runGpuRanks(2, {}, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
-    // Default scratch: 8 MiB per peer; 5M floats wrap it, 4000 take the LL path.
+    // Default settings: 4000 floats take the LL path, 1 Mi the one-shot
+    // pipeline, 5 Mi + 3 (20 MiB) the two-shot pipeline.
     for (size_t count : {size_t(4000), size_t(1) << 20, size_t(5) << 20 | 3}) {
       for (bool inPlace : {false, true}) {
         checkReducing(g, Reducing::AllReduce, DataType::Float32, ReduceOp::Sum, count, inPlace, 0, rank, n, s);

@@ -81,7 +81,7 @@ PB_HOST_DEVICE_INLINE uint32_t encodeFailure(int peer, Coll coll, uint32_t code)
   return (static_cast<uint32_t>(peer + 1) << 16) | (static_cast<uint32_t>(coll) << 8) | (code & 0xff);
 }
 
-/// Arguments of the reducing pipeline kernel (allreduce two-shot, reducescatter, reduce).
+/// Arguments of the reducing pipeline kernel (allreduce, reducescatter, reduce).
 struct ReduceArgs {
   const char* send;
   char* recv;
@@ -90,6 +90,7 @@ struct ReduceArgs {
   uint64_t unitElems;   ///< Segment boundaries fall on multiples of it (16 bytes).
   Coll coll;            ///< AllReduce, ReduceScatter or Reduce.
   int root;
+  bool oneShot;         ///< AllReduce / Reduce: whole buffer to every receiver, no gather.
 };
 
 /// Arguments of the byte-moving pipeline kernel.

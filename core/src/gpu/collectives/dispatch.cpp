@@ -68,15 +68,22 @@ static void copyAsync(void* dst, const void* src, size_t bytes, cudaStream_t str
   if (dst != src && bytes) PB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
 }
 
+/// One-shot pipeline for an allreduce / reduce of `bytes`: each receiver
+/// gets (nranks - 1) x bytes, so the threshold is on that product.
+static bool useOneShot(const GpuCollectives::Impl& m, uint64_t bytes) {
+  return bytes * static_cast<uint64_t>(m.nranks - 1) < m.settings.oneShotBytes;
+}
+
 /// Launches the reducing pipeline kernel for a call already checked.
 static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv, size_t count, DataType type,
                            ReduceOp op, Coll coll, int root, cudaStream_t stream) {
   const uint64_t E = dataTypeSize(type), unit = 16 / E;
+  const bool oneShot = coll != Coll::ReduceScatter && useOneShot(m, count * E);
   uint64_t longest = count;
-  if (coll != Coll::ReduceScatter) longest = roundUp((roundUp(count, unit) / unit + m.nranks - 1) / m.nranks, 1) * unit;
+  if (coll != Coll::ReduceScatter && !oneShot) longest = (roundUp(count, unit) / unit + m.nranks - 1) / m.nranks * unit;
   if (longest > count) longest = count;
   gpucoll::ReduceArgs a{static_cast<const char*>(send), static_cast<char*>(recv), count,
-                        chunkFor(m.settings, longest * E) / E, unit, coll, root};
+                        chunkFor(m.settings, longest * E) / E, unit, coll, root, oneShot};
   gpucoll::launchReduce(m.ctx, a, type, op, m.settings.threads, stream);
 }
 

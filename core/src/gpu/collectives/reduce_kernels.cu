@@ -6,11 +6,17 @@
 //    puts); peers copy it out.
 //  - reduce: the same, but the reduced segments go to the root only.
 //  - reducescatter: segment j is block j of send (count elements); no gather.
+//  - one-shot allreduce / reduce (ReduceArgs::oneShot): every segment is
+//    the whole buffer; every rank (reduce: every non-root) sends it to every
+//    peer (reduce: the root), and each receiver reduces it into its recv.
+//    One hop instead of two, at (n - 1) times two-shot's bytes per rank
+//    over 2 (n - 1) / n: the same bytes on 2 ranks.
 // Chunk c of every segment belongs to block c mod G. Per block and step c
 // the messages on pipe (me -> p) are: the reduce-scatter chunk c of
-// segment p, then the gathered chunk c of segment me; the receiver handles
-// them in the same order. Every wait depends only on earlier steps or on
-// sends of the same stage, so no ordering of ranks deadlocks.
+// segment p, then (two-shot only) the gathered chunk c of segment me; the
+// receiver handles them in the same order. Every wait depends only on
+// earlier steps or on sends of the same stage, so no ordering of ranks
+// deadlocks.
 #include "gpu/collectives/kernels.hpp"
 #include "gpu/collectives/pipe_device.cuh"
 #include "gpu/collectives/type_dispatch.cuh"
@@ -25,13 +31,14 @@ struct Segments {
   int n;
   /// Segment j's first element in send (and, except reducescatter, in recv).
   __device__ uint64_t start(int j) const {
+    if (a.oneShot) return 0;
     if (a.coll == Coll::ReduceScatter) return j * a.count;
     const uint64_t units = (a.count + a.unitElems - 1) / a.unitElems, base = units / n, rem = units % n;
     const uint64_t first = (j * base + (j < static_cast<int64_t>(rem) ? j : rem)) * a.unitElems;
     return first < a.count ? first : a.count;
   }
   __device__ uint64_t length(int j) const {
-    if (a.coll == Coll::ReduceScatter) return a.count;
+    if (a.oneShot || a.coll == Coll::ReduceScatter) return a.count;
     return (j + 1 == n ? a.count : start(j + 1)) - start(j);
   }
   /// Elements of chunk c of segment j (0 when the segment has no chunk c).
@@ -47,22 +54,28 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) reduceKernel(DeviceCtx c,
   BlockPipes s = loadPipes(c);
   const Segments seg{a, c.nranks};
   const int me = c.rank, n = c.nranks;
-  const bool gatherAll = a.coll == Coll::AllReduce, toRoot = a.coll == Coll::Reduce;
+  const bool toRoot = a.coll == Coll::Reduce;
+  // Two-shot allreduce gathers to every peer, two-shot reduce to the root.
+  const bool gatherAll = a.coll == Coll::AllReduce && !a.oneShot, gatherRoot = toRoot && !a.oneShot;
+  // A one-shot reduce's non-roots only send.
+  const bool reduces = !(a.oneShot && toRoot && me != a.root);
   const uint32_t tid = threadIdx.x, nt = blockDim.x;
   const uint64_t steps = (seg.length(0) + a.chunkElems - 1) / a.chunkElems;  // segment 0 is the longest
   for (uint64_t c0 = blockIdx.x; c0 < steps; c0 += gridDim.x) {
     const uint64_t off = c0 * a.chunkElems;
-    // Stage 1: chunk c0 of segment p to its owner p.
-    auto rsTo = [&](int p) -> uint64_t { return p != me ? seg.chunk(p, c0) * E : 0; };
+    // Stage 1: chunk c0 of segment p to its owner p (one-shot reduce: the root only).
+    auto rsTo = [&](int p) -> uint64_t {
+      return p != me && !(a.oneShot && toRoot && p != a.root) ? seg.chunk(p, c0) * E : 0;
+    };
     if (!waitStage(c, s, rsTo, Nobody{}, a.coll)) break;
     for (int p = 0; p < n; ++p)
       if (rsTo(p)) copyBytes(sendSlot(c, s, p), a.send + (seg.start(p) + off) * E, seg.chunk(p, c0) * E, tid, nt);
     signalStage(c, s, rsTo, Nobody{}, a.coll);
     // Stage 2: reduce chunk c0 of my segment; write it out (and gather it).
     const uint64_t mine = seg.chunk(me, c0);
-    if (mine > 0) {
+    if (mine > 0 && reduces) {
       auto fromPeer = [&](int q) { return q != me; };
-      auto gatherTo = [&](int p) -> uint64_t { return p != me && (gatherAll || (toRoot && p == a.root)) ? mine * E : 0; };
+      auto gatherTo = [&](int p) -> uint64_t { return p != me && (gatherAll || (gatherRoot && p == a.root)) ? mine * E : 0; };
       if (!waitStage(c, s, gatherTo, fromPeer, a.coll)) break;
       int ndst = 0;
       if (tid == 0) {
@@ -81,7 +94,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) reduceKernel(DeviceCtx c,
       signalStage(c, s, gatherTo, fromPeer, a.coll);
     }
     // Stage 3: gathered chunks of the other segments.
-    if (gatherAll || (toRoot && me == a.root)) {
+    if (gatherAll || (gatherRoot && me == a.root)) {
       auto gatherFrom = [&](int q) { return q != me && seg.chunk(q, c0) > 0; };
       if (!waitStage(c, s, Nobody{}, gatherFrom, a.coll)) break;
       for (int q = 0; q < n; ++q)
@@ -98,7 +111,7 @@ void launchReduce(const DeviceCtx& c, const ReduceArgs& a, DataType type, Reduce
                   cudaStream_t stream) {
   // Segment 0 is the longest: its chunk count is the number of steps.
   uint64_t longest = a.count;
-  if (a.coll != Coll::ReduceScatter) {
+  if (a.coll != Coll::ReduceScatter && !a.oneShot) {
     const uint64_t units = (a.count + a.unitElems - 1) / a.unitElems;
     longest = ((units + c.nranks - 1) / c.nranks) * a.unitElems;
     if (longest > a.count) longest = a.count;

@@ -26,7 +26,8 @@ int64_t readInRange(const Config& c, const char* name, int64_t lo, int64_t hi) {
 
 GpuCollSettings GpuCollSettings::read(const Config& c) {
   GpuCollSettings s;
-  s.smallBytes = readInRange(c, "gpu_allreduce_small_bytes", 0, 1 << 20);
+  s.smallBytes = readInRange(c, "gpu_allreduce_small_bytes", 0, 4 << 20);
+  s.oneShotBytes = readInRange(c, "gpu_allreduce_oneshot_bytes", 0, int64_t(1) << 34);
   s.blocks = static_cast<uint32_t>(readInRange(c, "gpu_blocks", 1, 128));
   s.threads = static_cast<uint32_t>(readInRange(c, "gpu_threads", 64, gpucoll::kMaxBlockThreads));
   if (s.threads % 32) throw Error(ErrorCode::Config, "gpu_threads must be a multiple of 32, got " + std::to_string(s.threads));
