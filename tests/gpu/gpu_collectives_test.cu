@@ -17,8 +17,9 @@ using namespace plugboard::test;
 namespace {
 
 /// Small scratch and thresholds so short vectors cover the three allreduce
-/// and reduce paths (LL below 4 KiB; one-shot below 32 KiB x (ranks - 1),
-/// e.g. 3000 floats on 2 and 3 ranks; two-shot above, e.g. 100003) and
+/// and reduce paths (LL below 4 KiB / (ranks - 1), e.g. 1009 floats on 2
+/// ranks, 7 on any; one-shot below 32 KiB / (ranks - 1), e.g. 3000 floats
+/// on 2 and 3 ranks; two-shot above, e.g. 100003) and
 /// every pipeline wraps its slots (4 blocks x 4 slots of 4 KiB per peer).
 const Settings kSmall = {{"gpu_allreduce_small_bytes", "4096"}, {"gpu_allreduce_oneshot_bytes", "32768"},
                          {"gpu_scratch_bytes", "65536"},        {"gpu_blocks", "4"},
@@ -89,9 +90,9 @@ TEST(GpuCollectives, SendRecvRingInterleavedWithSendRecvAndAllReduceTwoThreeFour
 TEST(GpuCollectives, DefaultSettingsLargeMessagesTwoRanks) {
   PB_REQUIRE_GPU_NO_INIT();
   runGpuRanks(2, {}, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
-    // Default settings: 4000 floats take the LL path, 1 Mi the one-shot
-    // pipeline, 5 Mi + 3 (20 MiB) the two-shot pipeline.
-    for (size_t count : {size_t(4000), size_t(1) << 20, size_t(5) << 20 | 3}) {
+    // Default settings: 4000 floats take the LL path, 1 Mi (4 MiB) the
+    // one-shot pipeline, 9 Mi + 3 (36 MiB) the two-shot pipeline.
+    for (size_t count : {size_t(4000), size_t(1) << 20, size_t(9) << 20 | 3}) {
       for (bool inPlace : {false, true}) {
         checkReducing(g, Reducing::AllReduce, DataType::Float32, ReduceOp::Sum, count, inPlace, 0, rank, n, s);
         checkReducing(g, Reducing::AllReduce, DataType::BFloat16, ReduceOp::Max, count, inPlace, 0, rank, n, s);

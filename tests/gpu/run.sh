@@ -53,6 +53,7 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   cmp=(--mem gpu --nranks 2 --compare nccl)
   step perf-allreduce-small "$perf" "${cmp[@]}" -C allreduce -b 8 -e 32K -f 2 -n 200 -w 20 --csv "$LOGS/allreduce-small.csv"
   step perf-allreduce-small-graph "$perf" "${cmp[@]}" -C allreduce -b 8 -e 32K -f 2 -n 200 -w 20 -G 5 --csv "$LOGS/allreduce-small-graph.csv"
+  step perf-allreduce-mid "$perf" "${cmp[@]}" -C allreduce -b 64K -e 32M -f 2 -n 50 -w 10 --csv "$LOGS/allreduce-mid.csv"
   step perf-allreduce-large "$perf" "${cmp[@]}" -C allreduce -b 64M -e 1G -f 2 -n 20 --csv "$LOGS/allreduce-large.csv"
   step perf-allgather "$perf" "${cmp[@]}" -C allgather -b 64M -e 512M -f 2 -n 20 --csv "$LOGS/allgather.csv"
   step perf-reducescatter "$perf" "${cmp[@]}" -C reducescatter -b 64M -e 512M -f 2 -n 20 --csv "$LOGS/reducescatter.csv"

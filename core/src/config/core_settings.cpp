@@ -26,11 +26,16 @@ const std::vector<SettingDecl>& coreSettingDecls() {
        "CUDA memory over host-only transports: staging slots per direction and connection (1-64)", false},
       {"proxy_numa_bind", SettingType::Bool, "true",
        "Bind each GPU's proxy thread to the CPUs of the GPU's NUMA node (within the process's affinity)", false},
-      {"gpu_allreduce_small_bytes", SettingType::Int, "65536",
-       "GPU collectives: allreduce, reduce and broadcast calls of fewer bytes use the one-shot LL-packet kernel "
-       "when every pair is peer-mapped (0-4194304)", false},
-      {"gpu_allreduce_oneshot_bytes", SettingType::Int, "16777216",
-       "GPU collectives: allreduce and reduce calls of fewer bytes times (ranks - 1), and not LL, send the whole "
+      // LL and one-shot thresholds measured on 2 x H200 (tests/gpu/tune.sh,
+      // docs/perf/2026-11-22-gpu-collectives-2xh200.md, run 6).
+      {"gpu_allreduce_small_bytes", SettingType::Int, "4194304",
+       "GPU collectives: allreduce and reduce calls whose bytes times (ranks - 1) are fewer use the one-shot "
+       "LL-packet kernel when every pair is peer-mapped (0-16777216)", false},
+      {"gpu_broadcast_small_bytes", SettingType::Int, "65536",
+       "GPU collectives: broadcast calls whose bytes times (ranks - 1) are fewer use the one-shot LL-packet kernel "
+       "when every pair is peer-mapped (0-16777216)", false},
+      {"gpu_allreduce_oneshot_bytes", SettingType::Int, "33554432",
+       "GPU collectives: allreduce and reduce calls (not LL) whose bytes times (ranks - 1) are fewer send the whole "
        "buffer to every receiver (one hop) instead of the two-shot reduce-scatter + all-gather", false},
       // Defaults measured on 2 x H200 (tests/gpu/tune.sh, docs/perf/gpu-collectives-2xh200.md):
       // 16 blocks x 128 KiB reached 93 GB/s allreduce busbw at 256 MiB, 128 x 512 KiB 333 GB/s.

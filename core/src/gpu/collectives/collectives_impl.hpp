@@ -16,8 +16,9 @@ namespace plugboard {
 
 /// The GPU collectives' settings, read once from the registry and checked.
 struct GpuCollSettings {
-  uint64_t smallBytes = 0;    ///< gpu_allreduce_small_bytes
-  uint64_t oneShotBytes = 0;  ///< gpu_allreduce_oneshot_bytes
+  uint64_t smallBytes = 0;           ///< gpu_allreduce_small_bytes
+  uint64_t broadcastSmallBytes = 0;  ///< gpu_broadcast_small_bytes
+  uint64_t oneShotBytes = 0;         ///< gpu_allreduce_oneshot_bytes
   uint64_t scratchBytes = 0;  ///< gpu_scratch_bytes (per peer)
   uint32_t blocks = 0;        ///< gpu_blocks
   uint32_t threads = 0;       ///< gpu_threads

@@ -87,9 +87,13 @@ static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv
   gpucoll::launchReduce(m.ctx, a, type, op, m.settings.threads, stream);
 }
 
-/// The one-shot LL kernel for calls below gpu_allreduce_small_bytes; it
-/// stores packets straight into every peer, so only when every pair is mapped.
-static bool useLL(const GpuCollectives::Impl& m, uint64_t bytes) { return bytes < m.settings.smallBytes && !m.portPairs; }
+/// The one-shot LL kernel when bytes x (nranks - 1), what each rank stores
+/// into its peers, is below `threshold` (gpu_allreduce_small_bytes, or
+/// gpu_broadcast_small_bytes); it stores packets straight into every peer,
+/// so only when every pair is mapped. The LL area holds such calls (setup.cpp).
+static bool useLL(const GpuCollectives::Impl& m, uint64_t bytes, uint64_t threshold) {
+  return bytes * static_cast<uint64_t>(m.nranks - 1) < threshold && !m.portPairs;
+}
 
 /// After the argument checks of a call: rethrows a recorded failure, says
 /// whether there is work (count > 0), and checks the current device.
@@ -118,7 +122,8 @@ void GpuCollectives::allReduce(const void* send, void* recv, size_t count, DataT
   if (!startCall(m, count)) return;
   const uint64_t bytes = count * dataTypeSize(type);
   if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
-  if (useLL(m, bytes)) return gpucoll::launchLL(m.ctx, Coll::AllReduce, send, recv, count, type, op, 0, m.settings.threads, stream);
+  if (useLL(m, bytes, m.settings.smallBytes))
+    return gpucoll::launchLL(m.ctx, Coll::AllReduce, send, recv, count, type, op, 0, m.settings.threads, stream);
   reducePipeline(m, send, recv, count, type, op, Coll::AllReduce, 0, stream);
 }
 
@@ -147,7 +152,7 @@ void GpuCollectives::reduce(const void* send, void* recv, size_t count, DataType
   if (m.rank == root) k.buffer(recv, "recv buffer", count, type);
   if (!startCall(m, count)) return;
   if (m.nranks == 1) return copyAsync(recv, send, count * dataTypeSize(type), stream);
-  if (useLL(m, count * dataTypeSize(type)))
+  if (useLL(m, count * dataTypeSize(type), m.settings.smallBytes))
     return gpucoll::launchLL(m.ctx, Coll::Reduce, send, m.rank == root ? recv : nullptr, count, type, op, root,
                              m.settings.threads, stream);
   reducePipeline(m, send, recv, count, type, op, Coll::Reduce, root, stream);
@@ -186,7 +191,7 @@ void GpuCollectives::broadcast(const void* send, void* recv, size_t count, DataT
   if (!startCall(m, count)) return;
   const uint64_t bytes = count * dataTypeSize(type);
   if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
-  if (useLL(m, bytes))
+  if (useLL(m, bytes, m.settings.broadcastSmallBytes))
     return gpucoll::launchLL(m.ctx, Coll::Broadcast, m.rank == root ? send : nullptr, recv, count, type,
                              ReduceOp::Sum, root, m.settings.threads, stream);
   movePipeline(m, send, recv, bytes, Coll::Broadcast, root, stream);

@@ -2,6 +2,7 @@
 // the scratch buffer (counters, LL areas, pipe slots, outbox) registered
 // once and exchanged with every peer, and the device context of the
 // kernels. The PortChannels of unmapped peers: port_pipes.cpp.
+#include <algorithm>
 #include <string>
 
 #include "communicator/communicator_impl.hpp"
@@ -26,7 +27,8 @@ int64_t readInRange(const Config& c, const char* name, int64_t lo, int64_t hi) {
 
 GpuCollSettings GpuCollSettings::read(const Config& c) {
   GpuCollSettings s;
-  s.smallBytes = readInRange(c, "gpu_allreduce_small_bytes", 0, 4 << 20);
+  s.smallBytes = readInRange(c, "gpu_allreduce_small_bytes", 0, 16 << 20);
+  s.broadcastSmallBytes = readInRange(c, "gpu_broadcast_small_bytes", 0, 16 << 20);
   s.oneShotBytes = readInRange(c, "gpu_allreduce_oneshot_bytes", 0, int64_t(1) << 34);
   s.blocks = static_cast<uint32_t>(readInRange(c, "gpu_blocks", 1, 128));
   s.threads = static_cast<uint32_t>(readInRange(c, "gpu_threads", 64, gpucoll::kMaxBlockThreads));
@@ -92,8 +94,10 @@ void GpuCollectives::Impl::computeLayout() {
   ScratchLayout& L = ctx.layout;
   L.counters = 0;
   L.ll = roundUp(2 * n * G * sizeof(uint64_t), 256);
-  // With an unmapped pair every allreduce is two-shot: no LL area, an outbox.
-  L.llHalf = portPairs ? 0 : roundUp((s.smallBytes + 7) / 8 * 16, 256);
+  // With an unmapped pair no call takes the LL kernel: no LL area, an outbox.
+  // LL calls are below max(threshold) / (nranks - 1) bytes (dispatch.cpp).
+  const uint64_t llBytes = std::max(s.smallBytes, s.broadcastSmallBytes) / std::max<uint64_t>(n - 1, 1);
+  L.llHalf = portPairs ? 0 : roundUp((llBytes + 7) / 8 * 16, 256);
   L.pipes = L.ll + 2 * n * L.llHalf;
   L.slotBytes = s.chunkBytes;
   L.perBlock = s.scratchBytes / G / s.chunkBytes * s.chunkBytes;
