@@ -31,7 +31,7 @@ const std::vector<SettingDecl>& coreSettingDecls() {
       {"gpu_allreduce_small_bytes", SettingType::Int, "4194304",
        "GPU collectives: allreduce and reduce calls whose bytes times (ranks - 1) are fewer use the one-shot "
        "LL-packet kernel when every pair is peer-mapped (0-16777216)", false},
-      {"gpu_broadcast_small_bytes", SettingType::Int, "65536",
+      {"gpu_broadcast_small_bytes", SettingType::Int, "1048576",
        "GPU collectives: broadcast calls whose bytes times (ranks - 1) are fewer use the one-shot LL-packet kernel "
        "when every pair is peer-mapped (0-16777216)", false},
       {"gpu_allreduce_oneshot_bytes", SettingType::Int, "33554432",
