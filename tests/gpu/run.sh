@@ -5,7 +5,11 @@
 #   OUT=/some/dir bash tests/gpu/run.sh
 # $OUT gets summary.tsv and logs.tgz (every log and CSV: the device tool
 # returns only a few files). RUN_ONLY=<extended regex> runs only the steps
-# whose names match (configure and build always run).
+# whose names match (configure and build always run). RUN_COMMIT=<commit>
+# names the commit in machine.txt: pass it, since a tree copied to the
+# device may carry a .git that lags its files. A warm machine's build dir
+# may also miss edits whose times predate its outputs; `rm -rf build-gpu`
+# (or a cold machine) when in doubt.
 # (carry .gpu-deps from `bash tests/gpu/net-deps.sh prepare` to build the
 # ucx and libfabric plugins there too)
 set -uo pipefail
