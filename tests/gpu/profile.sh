@@ -2,9 +2,12 @@
 # Nsight Compute figures for the GPU collectives where they trail NCCL, on
 # the lent 2-GPU machine. Rank 0 runs under ncu, rank 1 plainly (started
 # as a launcher would: PLUGBOARD_RANK / PLUGBOARD_NRANKS / MASTER_ADDR).
-# Only a few single-pass metrics are asked for, so ncu never replays a
-# kernel: a replayed collective kernel would wait for a peer that is not
-# replaying it. `--clock-control none`, as these machines require.
+# Only a few single-pass metrics are asked for and the application runs
+# once (--replay-mode application, --cache-control none), so ncu never
+# saves, restores or replays a kernel: a replayed collective kernel would
+# wait for a peer that is not replaying it. (The default kernel replay mode
+# failed with "Failed to profile reduceKernel".) `--clock-control none`, as
+# these machines require. Each case is bounded by 60 s.
 #   OUT=/some/dir bash tests/gpu/profile.sh   (after tests/gpu/run.sh built build-gpu)
 # PROFILE_ONLY=<extended regex> profiles only the cases whose names match.
 # Writes <case>.csv (ncu) and the ranks' logs under $OUT; prints a table last.
@@ -28,8 +31,9 @@ profile() {
   [[ -n "${PROFILE_ONLY:-}" && ! "$name" =~ $PROFILE_ONLY ]] && return 0
   port=$((port + 1))
   local common=(PLUGBOARD_NRANKS=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port)
-  env "${common[@]}" PLUGBOARD_RANK=1 PLUGBOARD_LOCAL_RANK=1 timeout 90 "$perf" "$@" > "$OUT/$name-rank1.log" 2>&1 &
-  env "${common[@]}" PLUGBOARD_RANK=0 PLUGBOARD_LOCAL_RANK=0 timeout 90 "$ncu" --clock-control none --target-processes application-only \
+  env "${common[@]}" PLUGBOARD_RANK=1 PLUGBOARD_LOCAL_RANK=1 timeout 60 "$perf" "$@" > "$OUT/$name-rank1.log" 2>&1 &
+  env "${common[@]}" PLUGBOARD_RANK=0 PLUGBOARD_LOCAL_RANK=0 timeout 60 "$ncu" --clock-control none --target-processes application-only --replay-mode application \
+    --cache-control none \
     --metrics "$metrics" -k "regex:$kernel" --launch-skip 20 --launch-count 5 --csv \
     "$perf" "$@" > "$OUT/$name.csv" 2> "$OUT/$name-rank0.log"
   local rc=$?
@@ -38,8 +42,9 @@ profile() {
 }
 
 profile allreduce-8B llKernel --mem gpu -C allreduce -b 8 -e 8 -n 50 -w 5 -c 0
-profile allreduce-256K reduceKernel --mem gpu -C allreduce -b 256K -e 256K -n 50 -w 5 -c 0
-profile allreduce-2M reduceKernel --mem gpu -C allreduce -b 2M -e 2M -n 50 -w 5 -c 0
+profile allreduce-256K llKernel --mem gpu -C allreduce -b 256K -e 256K -n 50 -w 5 -c 0
+profile sendrecv-64K sendRecvKernel --mem gpu -C sendrecv -b 64K -e 64K -n 50 -w 5 -c 0
+profile allreduce-64M reduceKernel --mem gpu -C allreduce -b 64M -e 64M -n 50 -w 5 -c 0
 profile sendrecv-1G sendRecvKernel --mem gpu -C sendrecv -b 1G -e 1G -n 10 -w 2 -c 0
 
 echo "== metrics (rank 0; one row per profiled launch and metric)"
