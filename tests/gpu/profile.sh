@@ -20,8 +20,9 @@ export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
 perf="$build/bin/plugboard-perf"
 ncu=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)}
 [ -n "$ncu" ] && [ -x "$ncu" ] || { echo "profile.sh: ncu not found (set NCU=/path/to/ncu)"; exit 2; }
-metrics=gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
-metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__registers_per_thread
+# One pass must collect every metric: application replay of a second pass
+# fails (the peer rank has exited). NCU_METRICS adds to the list at that risk.
+metrics=${NCU_METRICS:-gpu__time_duration.sum,launch__grid_size,launch__registers_per_thread}
 port=29600
 
 # profile NAME KERNEL_REGEX PERF_ARGS...: 5 launches of the kernel after 20, on rank 0.
