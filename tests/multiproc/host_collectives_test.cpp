@@ -15,9 +15,10 @@ using namespace plugboard::test;
 
 namespace {
 
-const std::vector<DataType> kTypes = {DataType::Int8,    DataType::Uint8,    DataType::Int32,   DataType::Uint32,
-                                      DataType::Int64,   DataType::Uint64,   DataType::Float16, DataType::BFloat16,
-                                      DataType::Float32, DataType::Float64};
+const std::vector<DataType> kTypes = {DataType::Int8,       DataType::Uint8,     DataType::Int32,   DataType::Uint32,
+                                      DataType::Int64,      DataType::Uint64,    DataType::Float16, DataType::BFloat16,
+                                      DataType::Float32,    DataType::Float64,   DataType::Float8E4M3,
+                                      DataType::Float8E5M2};
 const std::vector<ReduceOp> kOps = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg};
 // 0, 1, primes, and one past the one-step threshold (set to 4 KiB below) with a
 // chunk of 4 KiB, so the pipelined two-step path runs with many chunks.

@@ -10,11 +10,14 @@
 
 #include "plugboard/datatype.hpp"
 #include "plugboard/float16.hpp"
+#include "plugboard/float8.hpp"
 
 namespace plugboard::test {
 
+inline bool isFloat8(DataType t) { return t == DataType::Float8E4M3 || t == DataType::Float8E5M2; }
 inline bool isFloat(DataType t) {
-  return t == DataType::Float16 || t == DataType::BFloat16 || t == DataType::Float32 || t == DataType::Float64;
+  return t == DataType::Float16 || t == DataType::BFloat16 || t == DataType::Float32 || t == DataType::Float64 ||
+         isFloat8(t);
 }
 inline bool isSigned(DataType t) { return t == DataType::Int8 || t == DataType::Int32 || t == DataType::Int64 || isFloat(t); }
 
@@ -26,6 +29,9 @@ inline double inputValue(int rank, size_t i, DataType t, ReduceOp op) {
     const int* v = isSigned(t) ? sgn : pos;
     return v[(rank * 3 + i) % 5];
   }
+  // 8-bit floats: -1..1, so partial sums of 8 ranks stay within the
+  // integers E5M2 holds exactly (|x| <= 8) whatever the reduction order.
+  if (isFloat8(t)) return static_cast<int>((rank * 7 + i * 3 + i / 5) % 3) - 1;
   int v = static_cast<int>((rank * 7 + i * 3 + i / 5) % 9);  // 0..8
   return isSigned(t) ? v - 4 : v;
 }
@@ -45,6 +51,8 @@ inline void storeValue(void* buf, size_t i, DataType t, double v) {
     case DataType::BFloat16: put(floatToBFloat16(static_cast<float>(v))); break;
     case DataType::Float32: put(static_cast<float>(v)); break;
     case DataType::Float64: put(v); break;
+    case DataType::Float8E4M3: put(floatToFloat8(static_cast<float>(v), kFloat8E4M3)); break;
+    case DataType::Float8E5M2: put(floatToFloat8(static_cast<float>(v), kFloat8E5M2)); break;
   }
 }
 
@@ -63,6 +71,8 @@ inline double loadValue(const void* buf, size_t i, DataType t) {
     case DataType::BFloat16: return bfloat16ToFloat(get(uint16_t{}));
     case DataType::Float32: return get(float{});
     case DataType::Float64: return get(double{});
+    case DataType::Float8E4M3: return float8ToFloat(get(uint8_t{}), kFloat8E4M3);
+    case DataType::Float8E5M2: return float8ToFloat(get(uint8_t{}), kFloat8E5M2);
   }
   return 0;
 }
@@ -93,11 +103,22 @@ inline void fillInputs(void* buf, size_t count, size_t first, int rank, DataType
   for (size_t i = 0; i < count; ++i) storeValue(buf, i, t, inputValue(rank, first + i, t, op));
 }
 
-/// Values match: exactly, except avg of 16-bit floats (one extra rounding allowed).
+/// Relative size of one rounding step of a narrow float type (0: none checked).
+inline double roundingStep(DataType t) {
+  switch (t) {
+    case DataType::Float16: return 1e-3;
+    case DataType::BFloat16: return 8e-3;
+    case DataType::Float8E4M3: return 0.0625;  // 3 mantissa bits
+    case DataType::Float8E5M2: return 0.125;   // 2 mantissa bits
+    default: return 0;
+  }
+}
+
+/// Values match: exactly, except avg of narrow floats (one extra rounding allowed).
 inline bool sameValue(double got, double want, DataType t, ReduceOp op) {
   if (got == want) return true;
-  if (op == ReduceOp::Avg && (t == DataType::Float16 || t == DataType::BFloat16)) {
-    double tol = (t == DataType::Float16 ? 1e-3 : 8e-3) * (want < 0 ? -want : want) + 1e-6;
+  if (op == ReduceOp::Avg && roundingStep(t) > 0) {
+    double tol = roundingStep(t) * (want < 0 ? -want : want) + 1e-6;
     return got - want <= tol && want - got <= tol;
   }
   return false;

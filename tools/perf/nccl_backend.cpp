@@ -19,6 +19,8 @@ int ncclTypeOf(DataType t) {
     case DataType::BFloat16: return nccl::BFloat16;
     case DataType::Float32: return nccl::Float32;
     case DataType::Float64: return nccl::Float64;
+    case DataType::Float8E4M3: return nccl::Float8E4M3;  // NCCL 2.24 and later
+    case DataType::Float8E5M2: return nccl::Float8E5M2;
   }
   throw Error(ErrorCode::InvalidUsage, "no NCCL type for this data type");
 }

@@ -21,7 +21,7 @@ using Comm = CommOpaque*;    ///< ncclComm_t.
 using Result = int;          ///< ncclResult_t; 0 is ncclSuccess.
 using Stream = void*;        ///< cudaStream_t (a pointer; kept opaque so this header needs no CUDA).
 /// ncclDataType_t values.
-enum DataType : int { Int8 = 0, Uint8 = 1, Int32 = 2, Uint32 = 3, Int64 = 4, Uint64 = 5, Float16 = 6, Float32 = 7, Float64 = 8, BFloat16 = 9 };
+enum DataType : int { Int8 = 0, Uint8 = 1, Int32 = 2, Uint32 = 3, Int64 = 4, Uint64 = 5, Float16 = 6, Float32 = 7, Float64 = 8, BFloat16 = 9, Float8E4M3 = 10, Float8E5M2 = 11 };
 /// ncclRedOp_t values (Avg since NCCL 2.10).
 enum RedOp : int { Sum = 0, Prod = 1, Max = 2, Min = 3, Avg = 4 };
 }  // namespace nccl

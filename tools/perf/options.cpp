@@ -55,6 +55,7 @@ const char* usageText() {
          "  -w, --warmup_iters N   untimed iterations per size                   default 5\n"
          "  -c, --check 0/1        check every result against a reference       default 1\n"
          "  -d, --datatype T       int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double\n"
+         "                         f8e4m3 f8e5m2 (host buffers)                 default float\n"
          "  -o, --op OP            sum prod min max avg                          default sum\n"
          "  -r, --root R           root of broadcast/reduce                      default 0\n"
          "  -G N                   GPU: capture the -n iterations in a CUDA graph and time N launches\n"

@@ -7,8 +7,10 @@
 
 namespace plugboard {
 
-/// Element type of a collective's buffers.
-enum class DataType { Int8, Uint8, Int32, Uint32, Int64, Uint64, Float16, BFloat16, Float32, Float64 };
+/// Element type of a collective's buffers. Float8E4M3 / Float8E5M2 are the
+/// OCP 8-bit floats (plugboard/float8.hpp); host collectives reduce them in
+/// float and round once per step (GPU collectives do not take them yet).
+enum class DataType { Int8, Uint8, Int32, Uint32, Int64, Uint64, Float16, BFloat16, Float32, Float64, Float8E4M3, Float8E5M2 };
 
 /// Reduction applied element-wise.
 enum class ReduceOp { Sum, Prod, Min, Max, Avg };

@@ -6,7 +6,7 @@ namespace plugboard {
 
 size_t dataTypeSize(DataType type) {
   switch (type) {
-    case DataType::Int8: case DataType::Uint8: return 1;
+    case DataType::Int8: case DataType::Uint8: case DataType::Float8E4M3: case DataType::Float8E5M2: return 1;
     case DataType::Float16: case DataType::BFloat16: return 2;
     case DataType::Int32: case DataType::Uint32: case DataType::Float32: return 4;
     case DataType::Int64: case DataType::Uint64: case DataType::Float64: return 8;
@@ -26,6 +26,8 @@ const char* dataTypeName(DataType type) {
     case DataType::BFloat16: return "bfloat16";
     case DataType::Float32: return "float";
     case DataType::Float64: return "double";
+    case DataType::Float8E4M3: return "f8e4m3";
+    case DataType::Float8E5M2: return "f8e5m2";
   }
   return "?";
 }
@@ -52,8 +54,11 @@ DataType parseDataType(const std::string& n) {
   if (n == "bfloat16" || n == "bf16") return DataType::BFloat16;
   if (n == "float" || n == "float32" || n == "fp32") return DataType::Float32;
   if (n == "double" || n == "float64" || n == "fp64") return DataType::Float64;
+  if (n == "f8e4m3" || n == "float8e4m3" || n == "fp8e4m3" || n == "e4m3") return DataType::Float8E4M3;
+  if (n == "f8e5m2" || n == "float8e5m2" || n == "fp8e5m2" || n == "e5m2") return DataType::Float8E5M2;
   throw Error(ErrorCode::InvalidUsage, "unknown data type '" + n +
-                                           "' (int8, uint8, int32, uint32, int64, uint64, half, bfloat16, float, double)");
+                                           "' (int8, uint8, int32, uint32, int64, uint64, half, bfloat16, float, double, "
+                                           "f8e4m3, f8e5m2)");
 }
 
 ReduceOp parseReduceOp(const std::string& n) {

@@ -6,6 +6,7 @@
 
 #include "plugboard/error.hpp"
 #include "plugboard/float16.hpp"
+#include "plugboard/float8.hpp"
 
 namespace plugboard {
 namespace {
@@ -43,9 +44,9 @@ void reduceTyped(T* d, const T* s, size_t n, ReduceOp op) {
   throw Error(ErrorCode::InvalidUsage, "unknown reduction op " + std::to_string(static_cast<int>(op)));
 }
 
-// 16-bit floats: compute in float, round once per element.
-template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
-void reduceHalf(uint16_t* d, const uint16_t* s, size_t n, ReduceOp op) {
+// 16- and 8-bit floats: compute in float, round once per element.
+template <typename S, float (*ToFloat)(S), S (*FromFloat)(float)>
+void reduceNarrow(S* d, const S* s, size_t n, ReduceOp op) {
   constexpr size_t kBlock = 256;
   float a[kBlock], b[kBlock];
   for (size_t base = 0; base < n; base += kBlock) {
@@ -61,10 +62,15 @@ void divideTyped(T* d, size_t n, int nranks) {
   for (size_t i = 0; i < n; ++i) d[i] = static_cast<T>(d[i] / static_cast<T>(nranks));
 }
 
-template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
-void divideHalf(uint16_t* d, size_t n, int nranks) {
+template <typename S, float (*ToFloat)(S), S (*FromFloat)(float)>
+void divideNarrow(S* d, size_t n, int nranks) {
   for (size_t i = 0; i < n; ++i) d[i] = FromFloat(ToFloat(d[i]) / static_cast<float>(nranks));
 }
+
+float e4m3ToFloat(uint8_t b) { return float8ToFloat(b, kFloat8E4M3); }
+uint8_t floatToE4m3(float f) { return floatToFloat8(f, kFloat8E4M3); }
+float e5m2ToFloat(uint8_t b) { return float8ToFloat(b, kFloat8E5M2); }
+uint8_t floatToE5m2(float f) { return floatToFloat8(f, kFloat8E5M2); }
 
 }  // namespace
 
@@ -79,9 +85,17 @@ void reduceInto(void* dst, const void* src, size_t n, DataType type, ReduceOp op
     case DataType::Float32: return reduceTyped(static_cast<float*>(dst), static_cast<const float*>(src), n, op);
     case DataType::Float64: return reduceTyped(static_cast<double*>(dst), static_cast<const double*>(src), n, op);
     case DataType::Float16:
-      return reduceHalf<halfToFloat, floatToHalf>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), n, op);
+      return reduceNarrow<uint16_t, halfToFloat, floatToHalf>(static_cast<uint16_t*>(dst),
+                                                              static_cast<const uint16_t*>(src), n, op);
     case DataType::BFloat16:
-      return reduceHalf<bfloat16ToFloat, floatToBFloat16>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), n, op);
+      return reduceNarrow<uint16_t, bfloat16ToFloat, floatToBFloat16>(static_cast<uint16_t*>(dst),
+                                                                      static_cast<const uint16_t*>(src), n, op);
+    case DataType::Float8E4M3:
+      return reduceNarrow<uint8_t, e4m3ToFloat, floatToE4m3>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src),
+                                                             n, op);
+    case DataType::Float8E5M2:
+      return reduceNarrow<uint8_t, e5m2ToFloat, floatToE5m2>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src),
+                                                             n, op);
   }
   throw Error(ErrorCode::InvalidUsage, "unknown data type " + std::to_string(static_cast<int>(type)));
 }
@@ -97,8 +111,11 @@ void finishAverage(void* buf, size_t n, DataType type, ReduceOp op, int nranks) 
     case DataType::Uint64: return divideTyped(static_cast<uint64_t*>(buf), n, nranks);
     case DataType::Float32: return divideTyped(static_cast<float*>(buf), n, nranks);
     case DataType::Float64: return divideTyped(static_cast<double*>(buf), n, nranks);
-    case DataType::Float16: return divideHalf<halfToFloat, floatToHalf>(static_cast<uint16_t*>(buf), n, nranks);
-    case DataType::BFloat16: return divideHalf<bfloat16ToFloat, floatToBFloat16>(static_cast<uint16_t*>(buf), n, nranks);
+    case DataType::Float16: return divideNarrow<uint16_t, halfToFloat, floatToHalf>(static_cast<uint16_t*>(buf), n, nranks);
+    case DataType::BFloat16:
+      return divideNarrow<uint16_t, bfloat16ToFloat, floatToBFloat16>(static_cast<uint16_t*>(buf), n, nranks);
+    case DataType::Float8E4M3: return divideNarrow<uint8_t, e4m3ToFloat, floatToE4m3>(static_cast<uint8_t*>(buf), n, nranks);
+    case DataType::Float8E5M2: return divideNarrow<uint8_t, e5m2ToFloat, floatToE5m2>(static_cast<uint8_t*>(buf), n, nranks);
   }
 }
 
