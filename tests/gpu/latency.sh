@@ -5,13 +5,7 @@
 # fewer blocks and threads. Differences between rows place the fixed cost:
 # sendrecv is one hop, allgather two stages, allreduce three.
 #   OUT=/some/dir bash tests/gpu/latency.sh   (after tests/gpu/run.sh built build-gpu)
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-$(mktemp -d)}
-mkdir -p "$OUT"
-build=${PLUGBOARD_GPU_BUILD_DIR:-build-gpu}
-export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
-perf="$build/bin/plugboard-perf"
+source "$(dirname "$0")/bench-env.sh"
 bytes=${LAT_BYTES:-64K}
 table="$OUT/latency.tsv"
 printf "case\tcollective\tsettings\ttime_us\n" > "$table"
@@ -24,7 +18,7 @@ probe() {
   for a in "$@"; do [[ "$a" == -* || ${#args[@]} -gt 0 ]] && args+=("$a") || vars+=("$a"); done
   env "${vars[@]}" timeout 60 "$perf" --mem gpu --nranks 2 -C "$coll" -b "$bytes" -e "$bytes" -n 200 -w 20 -c 0 \
     "${args[@]}" > "$OUT/lat-$name.log" 2>&1
-  local t=$(awk '!/^#/ && NF > 8 {print $6}' "$OUT/lat-$name.log" | tail -1)
+  local t=$(awk '!/^#/ && NF > 8 && $6 ~ /^[0-9.]+$/ {print $6}' "$OUT/lat-$name.log" | tail -1)
   printf "%s\t%s\t%s\t%s\n" "$name" "$coll" "${*:-defaults}" "${t:-FAIL}" >> "$table"
 }
 

@@ -11,13 +11,7 @@
 #   OUT=/some/dir bash tests/gpu/profile.sh   (after tests/gpu/run.sh built build-gpu)
 # PROFILE_ONLY=<extended regex> profiles only the cases whose names match.
 # Writes <case>.csv (ncu) and the ranks' logs under $OUT; prints a table last.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-$(mktemp -d)}
-mkdir -p "$OUT"
-build=${PLUGBOARD_GPU_BUILD_DIR:-build-gpu}
-export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
-perf="$build/bin/plugboard-perf"
+source "$(dirname "$0")/bench-env.sh"
 ncu=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)}
 [ -n "$ncu" ] && [ -x "$ncu" ] || { echo "profile.sh: ncu not found (set NCU=/path/to/ncu)"; exit 2; }
 # One pass must collect every metric: application replay of a second pass

@@ -8,12 +8,7 @@
 # Prints the tables last, logs under $OUT. An empty list skips its sweep
 # (TUNE_BLOCKS="" skips the first).
 #   OUT=/some/dir bash tests/gpu/tune.sh            (after tests/gpu/run.sh built build-gpu)
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-$(mktemp -d)}
-build=${PLUGBOARD_GPU_BUILD_DIR:-build-gpu}
-export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
-perf="$build/bin/plugboard-perf"
+source "$(dirname "$0")/bench-env.sh"
 table="$OUT/tune.tsv"
 printf "blocks\tchunk\tcollective\tbytes\tbusbw_GBps\n" > "$table"
 for blocks in ${TUNE_BLOCKS-16 32 64 128}; do
