@@ -1,0 +1,75 @@
+// The GPU collectives' settings as GpuCollSettings::read checks them: the
+// measured defaults and a Config error naming the setting for each bad
+// value. Host code only; built where the library has its CUDA path.
+#include <gtest/gtest.h>
+
+#ifdef PLUGBOARD_HAVE_CUDA
+
+#include <string>
+
+#include "env_guard.hpp"
+#include "gpu/collectives/collectives_impl.hpp"
+#include "plugboard/config.hpp"
+#include "plugboard/error.hpp"
+
+using namespace plugboard;
+using plugboard::test::EnvGuard;
+
+namespace {
+
+const char* const kGpuVariables[] = {
+    "PLUGBOARD_GPU_ALLREDUCE_SMALL_BYTES", "PLUGBOARD_GPU_BROADCAST_SMALL_BYTES", "PLUGBOARD_GPU_ALLREDUCE_ONESHOT_BYTES",
+    "PLUGBOARD_GPU_SCRATCH_BYTES",         "PLUGBOARD_GPU_BLOCKS",                "PLUGBOARD_GPU_THREADS",
+    "PLUGBOARD_GPU_CHUNK_BYTES",           "PLUGBOARD_GPU_WAIT_SPINS"};
+
+/// Settings read from yaml with no GPU variable of the environment in the way.
+GpuCollSettings readFrom(const std::string& yaml) {
+  EnvGuard env;
+  for (const char* v : kGpuVariables) env.unset(v);
+  return GpuCollSettings::read(Config::fromYamlText(yaml, "gpu.yaml"));
+}
+
+/// Expects a Config error whose message names `needle`.
+void expectRejected(const std::string& yaml, const std::string& needle) {
+  try {
+    readFrom(yaml);
+    FAIL() << "accepted: " << yaml;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Config) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "missing '" << needle << "' in: " << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(GpuCollSettings, DefaultsAreTheMeasuredOnes) {
+  const GpuCollSettings s = readFrom("");
+  EXPECT_EQ(s.smallBytes, 4u << 20);
+  EXPECT_EQ(s.broadcastSmallBytes, 1u << 20);
+  EXPECT_EQ(s.oneShotBytes, 32u << 20);
+  EXPECT_EQ(s.blocks, 128u);
+  EXPECT_EQ(s.threads, 512u);
+  EXPECT_EQ(s.chunkBytes, 512u << 10);
+}
+
+TEST(GpuCollSettings, ThresholdsAcceptTheirRangeAndNameItOtherwise) {
+  const GpuCollSettings s =
+      readFrom("gpu_allreduce_small_bytes: 0\ngpu_broadcast_small_bytes: 16777216\ngpu_allreduce_oneshot_bytes: 0\n");
+  EXPECT_EQ(s.smallBytes, 0u);
+  EXPECT_EQ(s.broadcastSmallBytes, 16u << 20);
+  EXPECT_EQ(s.oneShotBytes, 0u);
+  expectRejected("gpu_allreduce_small_bytes: 16777217\n", "gpu_allreduce_small_bytes must be between 0 and 16777216");
+  expectRejected("gpu_broadcast_small_bytes: -1\n", "gpu_broadcast_small_bytes");
+  expectRejected("gpu_allreduce_oneshot_bytes: -5\n", "gpu_allreduce_oneshot_bytes");
+}
+
+TEST(GpuCollSettings, LaunchShapeErrorsSayWhatToChange) {
+  expectRejected("gpu_threads: 100\n", "gpu_threads must be a multiple of 32");
+  expectRejected("gpu_threads: 1024\n", "gpu_threads must be between 64 and 512");
+  expectRejected("gpu_blocks: 0\n", "gpu_blocks");
+  expectRejected("gpu_chunk_bytes: 1000\n", "gpu_chunk_bytes");
+  expectRejected("gpu_chunk_bytes: 1032\n", "multiple of 16");
+  expectRejected("gpu_scratch_bytes: 65536\ngpu_blocks: 4\ngpu_chunk_bytes: 16384\n", "raise it to 131072");
+}
+
+#endif  // PLUGBOARD_HAVE_CUDA
