@@ -1,6 +1,7 @@
-// The GPU collectives' settings as GpuCollSettings::read checks them: the
-// measured defaults and a Config error naming the setting for each bad
-// value. Host code only; built where the library has its CUDA path.
+// The GPU collectives' settings as GpuCollSettings::read checks them (the
+// measured defaults, a Config error naming the setting for each bad value)
+// and the kernel path each call takes from them. Host code only; built
+// where the library has its CUDA path.
 #include <gtest/gtest.h>
 
 #ifdef PLUGBOARD_HAVE_CUDA
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "env_guard.hpp"
+#include "gpu/collectives/algorithm.hpp"
 #include "gpu/collectives/collectives_impl.hpp"
 #include "plugboard/config.hpp"
 #include "plugboard/error.hpp"
@@ -70,6 +72,40 @@ TEST(GpuCollSettings, LaunchShapeErrorsSayWhatToChange) {
   expectRejected("gpu_chunk_bytes: 1000\n", "gpu_chunk_bytes");
   expectRejected("gpu_chunk_bytes: 1032\n", "multiple of 16");
   expectRejected("gpu_scratch_bytes: 65536\ngpu_blocks: 4\ngpu_chunk_bytes: 16384\n", "raise it to 131072");
+}
+
+TEST(GpuCollectivesPath, DefaultsOnTwoRanksFollowTheMeasuredCrossovers) {
+  using gpucoll::ReducePath;
+  const GpuCollSettings s = readFrom("");
+  const gpucoll::CommShape two{2, false};
+  EXPECT_EQ(gpucoll::reducePath(s, two, 8), ReducePath::LL);
+  EXPECT_EQ(gpucoll::reducePath(s, two, (4 << 20) - 4), ReducePath::LL);
+  EXPECT_EQ(gpucoll::reducePath(s, two, 4 << 20), ReducePath::OneShot);
+  EXPECT_EQ(gpucoll::reducePath(s, two, (32 << 20) - 4), ReducePath::OneShot);
+  EXPECT_EQ(gpucoll::reducePath(s, two, 32 << 20), ReducePath::TwoShot);
+  EXPECT_TRUE(gpucoll::broadcastUsesLL(s, two, (1 << 20) - 1));
+  EXPECT_FALSE(gpucoll::broadcastUsesLL(s, two, 1 << 20));
+}
+
+TEST(GpuCollectivesPath, ThresholdsScaleWithRanksAndUnmappedPairsNeverTakeLL) {
+  using gpucoll::ReducePath;
+  const GpuCollSettings s = readFrom("");
+  const gpucoll::CommShape eight{8, false}, ported{2, true};
+  EXPECT_EQ(gpucoll::reducePath(s, eight, 512 << 10), ReducePath::LL);        // 7 x 512 KiB < 4 MiB
+  EXPECT_EQ(gpucoll::reducePath(s, eight, 1 << 20), ReducePath::OneShot);     // 7 MiB
+  EXPECT_EQ(gpucoll::reducePath(s, eight, 5 << 20), ReducePath::TwoShot);     // 35 MiB
+  EXPECT_EQ(gpucoll::reducePath(s, ported, 8), ReducePath::OneShot);
+  EXPECT_EQ(gpucoll::reducePath(s, ported, 32 << 20), ReducePath::TwoShot);
+  EXPECT_FALSE(gpucoll::broadcastUsesLL(s, ported, 8));
+  // The LL area holds the largest call either threshold admits.
+  EXPECT_EQ(gpucoll::largestLLBytes(s, 2), 4u << 20);
+  EXPECT_EQ(gpucoll::largestLLBytes(s, 5), 1u << 20);
+  EXPECT_EQ(gpucoll::largestLLBytes(readFrom("gpu_broadcast_small_bytes: 16777216\n"), 3), 8u << 20);
+}
+
+TEST(GpuCollectivesPath, ZeroThresholdsTurnThePathsOff) {
+  const GpuCollSettings s = readFrom("gpu_allreduce_small_bytes: 0\ngpu_allreduce_oneshot_bytes: 0\n");
+  EXPECT_EQ(gpucoll::reducePath(s, {2, false}, 8), gpucoll::ReducePath::TwoShot);
 }
 
 #endif  // PLUGBOARD_HAVE_CUDA

@@ -3,6 +3,7 @@
 // settings only (so every rank picks the same), and enqueue one kernel.
 #include <string>
 
+#include "gpu/collectives/algorithm.hpp"
 #include "gpu/collectives/collectives_impl.hpp"
 #include "gpu/collectives/kernels.hpp"
 #include "gpu/cuda_check.hpp"
@@ -68,17 +69,15 @@ static void copyAsync(void* dst, const void* src, size_t bytes, cudaStream_t str
   if (dst != src && bytes) PB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
 }
 
-/// One-shot pipeline for an allreduce / reduce of `bytes`: each receiver
-/// gets (nranks - 1) x bytes, so the threshold is on that product.
-static bool useOneShot(const GpuCollectives::Impl& m, uint64_t bytes) {
-  return bytes * static_cast<uint64_t>(m.nranks - 1) < m.settings.oneShotBytes;
-}
+/// The communicator's shape as the path choice sees it.
+static gpucoll::CommShape shapeOf(const GpuCollectives::Impl& m) { return {m.nranks, m.portPairs}; }
 
 /// Launches the reducing pipeline kernel for a call already checked.
 static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv, size_t count, DataType type,
                            ReduceOp op, Coll coll, int root, cudaStream_t stream) {
   const uint64_t E = dataTypeSize(type), unit = 16 / E;
-  const bool oneShot = coll != Coll::ReduceScatter && useOneShot(m, count * E);
+  const bool oneShot = coll != Coll::ReduceScatter &&
+                       gpucoll::reducePath(m.settings, shapeOf(m), count * E) == gpucoll::ReducePath::OneShot;
   uint64_t longest = count;
   if (coll != Coll::ReduceScatter && !oneShot) longest = (roundUp(count, unit) / unit + m.nranks - 1) / m.nranks * unit;
   if (longest > count) longest = count;
@@ -87,12 +86,9 @@ static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv
   gpucoll::launchReduce(m.ctx, a, type, op, m.settings.threads, stream);
 }
 
-/// The one-shot LL kernel when bytes x (nranks - 1), what each rank stores
-/// into its peers, is below `threshold` (gpu_allreduce_small_bytes, or
-/// gpu_broadcast_small_bytes); it stores packets straight into every peer,
-/// so only when every pair is mapped. The LL area holds such calls (setup.cpp).
-static bool useLL(const GpuCollectives::Impl& m, uint64_t bytes, uint64_t threshold) {
-  return bytes * static_cast<uint64_t>(m.nranks - 1) < threshold && !m.portPairs;
+/// The one-shot LL kernel for an allreduce or reduce of `bytes`.
+static bool useLL(const GpuCollectives::Impl& m, uint64_t bytes) {
+  return gpucoll::reducePath(m.settings, shapeOf(m), bytes) == gpucoll::ReducePath::LL;
 }
 
 /// After the argument checks of a call: rethrows a recorded failure, says
@@ -122,7 +118,7 @@ void GpuCollectives::allReduce(const void* send, void* recv, size_t count, DataT
   if (!startCall(m, count)) return;
   const uint64_t bytes = count * dataTypeSize(type);
   if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
-  if (useLL(m, bytes, m.settings.smallBytes))
+  if (useLL(m, bytes))
     return gpucoll::launchLL(m.ctx, Coll::AllReduce, send, recv, count, type, op, 0, m.settings.threads, stream);
   reducePipeline(m, send, recv, count, type, op, Coll::AllReduce, 0, stream);
 }
@@ -152,7 +148,7 @@ void GpuCollectives::reduce(const void* send, void* recv, size_t count, DataType
   if (m.rank == root) k.buffer(recv, "recv buffer", count, type);
   if (!startCall(m, count)) return;
   if (m.nranks == 1) return copyAsync(recv, send, count * dataTypeSize(type), stream);
-  if (useLL(m, count * dataTypeSize(type), m.settings.smallBytes))
+  if (useLL(m, count * dataTypeSize(type)))
     return gpucoll::launchLL(m.ctx, Coll::Reduce, send, m.rank == root ? recv : nullptr, count, type, op, root,
                              m.settings.threads, stream);
   reducePipeline(m, send, recv, count, type, op, Coll::Reduce, root, stream);
@@ -191,7 +187,7 @@ void GpuCollectives::broadcast(const void* send, void* recv, size_t count, DataT
   if (!startCall(m, count)) return;
   const uint64_t bytes = count * dataTypeSize(type);
   if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
-  if (useLL(m, bytes, m.settings.broadcastSmallBytes))
+  if (gpucoll::broadcastUsesLL(m.settings, shapeOf(m), bytes))
     return gpucoll::launchLL(m.ctx, Coll::Broadcast, m.rank == root ? send : nullptr, recv, count, type,
                              ReduceOp::Sum, root, m.settings.threads, stream);
   movePipeline(m, send, recv, bytes, Coll::Broadcast, root, stream);

@@ -2,10 +2,10 @@
 // the scratch buffer (counters, LL areas, pipe slots, outbox) registered
 // once and exchanged with every peer, and the device context of the
 // kernels. The PortChannels of unmapped peers: port_pipes.cpp.
-#include <algorithm>
 #include <string>
 
 #include "communicator/communicator_impl.hpp"
+#include "gpu/collectives/algorithm.hpp"
 #include "gpu/collectives/collectives_impl.hpp"
 #include "gpu/collectives/kernels.hpp"
 #include "gpu/cuda_check.hpp"
@@ -95,8 +95,7 @@ void GpuCollectives::Impl::computeLayout() {
   L.counters = 0;
   L.ll = roundUp(2 * n * G * sizeof(uint64_t), 256);
   // With an unmapped pair no call takes the LL kernel: no LL area, an outbox.
-  // LL calls are below max(threshold) / (nranks - 1) bytes (dispatch.cpp).
-  const uint64_t llBytes = std::max(s.smallBytes, s.broadcastSmallBytes) / std::max<uint64_t>(n - 1, 1);
+  const uint64_t llBytes = gpucoll::largestLLBytes(s, nranks);
   L.llHalf = portPairs ? 0 : roundUp((llBytes + 7) / 8 * 16, 256);
   L.pipes = L.ll + 2 * n * L.llHalf;
   L.slotBytes = s.chunkBytes;

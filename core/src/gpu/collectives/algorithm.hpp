@@ -1,0 +1,40 @@
+// Which kernel path a GPU collective call takes. Pure functions of the
+// call's bytes, the communicator's shape and the settings, so every rank
+// of a call picks the same path (the kernels' message counts depend on it).
+#pragma once
+
+#include <cstdint>
+
+namespace plugboard {
+
+struct GpuCollSettings;
+
+namespace gpucoll {
+
+/// Path of an allreduce or reduce.
+enum class ReducePath {
+  LL,       ///< One-shot LL16 packets straight into every peer (every pair mapped).
+  OneShot,  ///< The pipeline, whole buffer to every receiver: one hop.
+  TwoShot,  ///< The pipeline, reduce-scatter then all-gather: two hops, fewer bytes.
+};
+
+/// Shape of the communicator the choice depends on.
+struct CommShape {
+  int nranks;      ///< >= 2 (a single rank copies).
+  bool portPairs;  ///< Some pair of the communicator is unmapped (no LL there).
+};
+
+/// Allreduce / reduce of `bytes`: LL below gpu_allreduce_small_bytes,
+/// one-shot below gpu_allreduce_oneshot_bytes, two-shot above; both
+/// thresholds compare bytes x (nranks - 1), what one-shot sends per rank.
+ReducePath reducePath(const GpuCollSettings& s, CommShape shape, uint64_t bytes);
+
+/// Broadcast of `bytes` takes the LL kernel (else the moving pipeline):
+/// bytes x (nranks - 1) below gpu_broadcast_small_bytes, every pair mapped.
+bool broadcastUsesLL(const GpuCollSettings& s, CommShape shape, uint64_t bytes);
+
+/// Largest call (bytes) either LL threshold admits: what the LL area holds.
+uint64_t largestLLBytes(const GpuCollSettings& s, int nranks);
+
+}  // namespace gpucoll
+}  // namespace plugboard
