@@ -72,12 +72,11 @@ static void copyAsync(void* dst, const void* src, size_t bytes, cudaStream_t str
 /// The communicator's shape as the path choice sees it.
 static gpucoll::CommShape shapeOf(const GpuCollectives::Impl& m) { return {m.nranks, m.portPairs}; }
 
-/// Launches the reducing pipeline kernel for a call already checked.
+/// Launches the reducing pipeline kernel for a call already checked
+/// (oneShot: allreduce / reduce on the one-shot path).
 static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv, size_t count, DataType type,
-                           ReduceOp op, Coll coll, int root, cudaStream_t stream) {
+                           ReduceOp op, Coll coll, int root, bool oneShot, cudaStream_t stream) {
   const uint64_t E = dataTypeSize(type), unit = 16 / E;
-  const bool oneShot = coll != Coll::ReduceScatter &&
-                       gpucoll::reducePath(m.settings, shapeOf(m), count * E) == gpucoll::ReducePath::OneShot;
   uint64_t longest = count;
   if (coll != Coll::ReduceScatter && !oneShot) longest = (roundUp(count, unit) / unit + m.nranks - 1) / m.nranks * unit;
   if (longest > count) longest = count;
@@ -86,9 +85,15 @@ static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv
   gpucoll::launchReduce(m.ctx, a, type, op, m.settings.threads, stream);
 }
 
-/// The one-shot LL kernel for an allreduce or reduce of `bytes`.
-static bool useLL(const GpuCollectives::Impl& m, uint64_t bytes) {
-  return gpucoll::reducePath(m.settings, shapeOf(m), bytes) == gpucoll::ReducePath::LL;
+/// Allreduce or reduce of a checked call on more than one rank, on the path
+/// reducePath picks (a reduce's non-roots pass a null recv to LL).
+static void launchReducing(GpuCollectives::Impl& m, const void* send, void* recv, size_t count, DataType type,
+                           ReduceOp op, Coll coll, int root, cudaStream_t stream) {
+  const gpucoll::ReducePath path = gpucoll::reducePath(m.settings, shapeOf(m), count * dataTypeSize(type));
+  if (path == gpucoll::ReducePath::LL)
+    return gpucoll::launchLL(m.ctx, coll, send, coll == Coll::Reduce && m.rank != root ? nullptr : recv, count, type,
+                             op, root, m.settings.threads, stream);
+  reducePipeline(m, send, recv, count, type, op, coll, root, path == gpucoll::ReducePath::OneShot, stream);
 }
 
 /// After the argument checks of a call: rethrows a recorded failure, says
@@ -107,34 +112,36 @@ static void movePipeline(GpuCollectives::Impl& m, const void* src, void* dst, ui
   gpucoll::launchMove(m.ctx, a, m.settings.threads, stream);
 }
 
-void GpuCollectives::allReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
-                               cudaStream_t stream) {
-  Impl& m = *impl_;
-  CallCheck k{m.rank, m.nranks, "allreduce"};
+namespace {
+
+/// allreduce and reducescatter: the checks of a call with send and recv of
+/// count elements, then startCall.
+bool startSymmetricReducing(GpuCollectives::Impl& m, const char* name, const void* send, const void* recv,
+                            size_t count, DataType type, ReduceOp op) {
+  CallCheck k{m.rank, m.nranks, name};
   k.type(type);
   k.op(op);
   k.buffer(send, "send buffer", count, type);
   k.buffer(recv, "recv buffer", count, type);
-  if (!startCall(m, count)) return;
-  const uint64_t bytes = count * dataTypeSize(type);
-  if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
-  if (useLL(m, bytes))
-    return gpucoll::launchLL(m.ctx, Coll::AllReduce, send, recv, count, type, op, 0, m.settings.threads, stream);
-  reducePipeline(m, send, recv, count, type, op, Coll::AllReduce, 0, stream);
+  return startCall(m, count);
+}
+
+}  // namespace
+
+void GpuCollectives::allReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                               cudaStream_t stream) {
+  Impl& m = *impl_;
+  if (!startSymmetricReducing(m, "allreduce", send, recv, count, type, op)) return;
+  if (m.nranks == 1) return copyAsync(recv, send, count * dataTypeSize(type), stream);
+  launchReducing(m, send, recv, count, type, op, Coll::AllReduce, 0, stream);
 }
 
 void GpuCollectives::reduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                                    cudaStream_t stream) {
   Impl& m = *impl_;
-  CallCheck k{m.rank, m.nranks, "reducescatter"};
-  k.type(type);
-  k.op(op);
-  k.buffer(send, "send buffer", count, type);
-  k.buffer(recv, "recv buffer", count, type);
-  if (!startCall(m, count)) return;
-  const uint64_t E = dataTypeSize(type);
-  if (m.nranks == 1) return copyAsync(recv, send, count * E, stream);
-  reducePipeline(m, send, recv, count, type, op, Coll::ReduceScatter, 0, stream);
+  if (!startSymmetricReducing(m, "reducescatter", send, recv, count, type, op)) return;
+  if (m.nranks == 1) return copyAsync(recv, send, count * dataTypeSize(type), stream);
+  reducePipeline(m, send, recv, count, type, op, Coll::ReduceScatter, 0, false, stream);
 }
 
 void GpuCollectives::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root,
@@ -148,10 +155,7 @@ void GpuCollectives::reduce(const void* send, void* recv, size_t count, DataType
   if (m.rank == root) k.buffer(recv, "recv buffer", count, type);
   if (!startCall(m, count)) return;
   if (m.nranks == 1) return copyAsync(recv, send, count * dataTypeSize(type), stream);
-  if (useLL(m, count * dataTypeSize(type)))
-    return gpucoll::launchLL(m.ctx, Coll::Reduce, send, m.rank == root ? recv : nullptr, count, type, op, root,
-                             m.settings.threads, stream);
-  reducePipeline(m, send, recv, count, type, op, Coll::Reduce, root, stream);
+  launchReducing(m, send, recv, count, type, op, Coll::Reduce, root, stream);
 }
 
 namespace {
