@@ -15,10 +15,10 @@ using namespace plugboard;
 namespace {
 
 // Each thread pushes perThread triggers {thread, i}; failures are counted.
-__global__ void pushKernel(FifoDeviceHandle fifo, int perThread, unsigned* failures, int64_t maxSpins) {
+__global__ void pushKernel(FifoDeviceHandle fifo, int perThread, unsigned* failures, int64_t timeoutNs) {
   const uint64_t thread = blockIdx.x * blockDim.x + threadIdx.x;
   for (int i = 0; i < perThread; ++i) {
-    if (fifo.push(ProxyTrigger{thread, static_cast<uint64_t>(i) + 1}, maxSpins) == kFifoPushFailed)
+    if (fifo.push(ProxyTrigger{thread, static_cast<uint64_t>(i) + 1}, timeoutNs) == kFifoPushFailed)
       atomicAdd(failures, 1u);
   }
 }
@@ -65,7 +65,7 @@ TEST(GpuFifo, SingleProducerKeepsOrder) {
   Fifo fifo(16);
   FailureCounter failures;
   constexpr int kCount = 1000;  // many times the queue: exercises back-pressure
-  pushKernel<<<1, 1>>>(fifo.deviceHandle(), kCount, failures.dev, kDefaultMaxSpins);
+  pushKernel<<<1, 1>>>(fifo.deviceHandle(), kCount, failures.dev, kDefaultWaitTimeoutNs);
   std::vector<ProxyTrigger> got;
   drain(fifo, kCount, got, std::chrono::seconds(30));
   PB_EXPECT_CUDA(cudaDeviceSynchronize());
@@ -83,7 +83,7 @@ TEST(GpuFifo, ManyProducersUnderFullQueuePressureLoseNothing) {
   Fifo fifo(64);
   FailureCounter failures;
   constexpr int kBlocks = 8, kThreads = 128, kPer = 64;
-  pushKernel<<<kBlocks, kThreads>>>(fifo.deviceHandle(), kPer, failures.dev, kDefaultMaxSpins);
+  pushKernel<<<kBlocks, kThreads>>>(fifo.deviceHandle(), kPer, failures.dev, kDefaultWaitTimeoutNs);
   std::vector<ProxyTrigger> got;
   drain(fifo, size_t(kBlocks) * kThreads * kPer, got, std::chrono::seconds(60));
   PB_EXPECT_CUDA(cudaDeviceSynchronize());
@@ -119,8 +119,8 @@ TEST(GpuFifo, FullQueueWithoutConsumerEndsInReportedError) {
   PB_REQUIRE_GPU();
   Fifo fifo(4);
   FailureCounter failures;
-  // Nobody pops: 4 pushes fit, the other 4 must give up after the spin bound.
-  pushKernel<<<1, 1>>>(fifo.deviceHandle(), 8, failures.dev, 1 << 16);
+  // Nobody pops: 4 pushes fit, the other 4 must give up after their 0.1 s bound.
+  pushKernel<<<1, 1>>>(fifo.deviceHandle(), 8, failures.dev, 100000000);  // 0.1 s
   PB_EXPECT_CUDA(cudaDeviceSynchronize());
   EXPECT_EQ(failures.read(), 4u);
   EXPECT_EQ(fifo.deviceError(), uint32_t(kFifoFullTimeout));
@@ -130,7 +130,7 @@ TEST(GpuFifo, AbortReleasesWaitingProducers) {
   PB_REQUIRE_GPU();
   Fifo fifo(4);
   FailureCounter failures;
-  pushKernel<<<1, 1>>>(fifo.deviceHandle(), 6, failures.dev, kDefaultMaxSpins);
+  pushKernel<<<1, 1>>>(fifo.deviceHandle(), 6, failures.dev, kDefaultWaitTimeoutNs);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   fifo.abort();
   PB_EXPECT_CUDA(cudaDeviceSynchronize());

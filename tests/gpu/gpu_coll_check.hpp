@@ -49,7 +49,7 @@ struct DevBuf {
     return h;
   }
   void poison() const {
-    check(cudaMemset(p, 0xEE, bytes ? bytes : 1), "memset");
+    check(cudaMemset(p, kPoisonByte, bytes ? bytes : 1), "memset");
     check(cudaDeviceSynchronize(), "memset sync");
   }
 };
@@ -106,10 +106,9 @@ void expectValues(const std::vector<char>& got, size_t count, DataType t, Reduce
   }
 }
 
-void sync(cudaStream_t s, GpuCollectives& g) {
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-  g.checkErrors();
-}
+/// The bounded wait of GpuCollectives (never cudaStreamSynchronize: a
+/// kernel that is never scheduled would hang the test).
+void sync(cudaStream_t s, GpuCollectives& g) { g.synchronize(s); }
 
 enum class Reducing { AllReduce, ReduceScatter, Reduce };
 
@@ -131,7 +130,7 @@ void checkReducing(GpuCollectives& g, Reducing kind, DataType t, ReduceOp op, si
   const size_t first = kind == Reducing::ReduceScatter ? rank * count : 0;
   const std::vector<char> got = inPlace ? in.download(first * E, count * E) : out.download(0, count * E);
   if (kind == Reducing::Reduce && rank != root) {
-    if (!inPlace && got != std::vector<char>(count * E, char(0xEE))) throw std::runtime_error(what + ": non-root recv was written");
+    if (!inPlace && got != std::vector<char>(count * E, static_cast<char>(kPoisonByte))) throw std::runtime_error(what + ": non-root recv was written");
     return;
   }
   expectValues(got, count, t, op, [&](size_t i) { return expectedValue(first + i, n, t, op); }, what);
@@ -321,22 +320,61 @@ void checkGraphReplays(GpuCollectives& g, int rank, int n, cudaStream_t s) {
   cudaGraphDestroy(graph);
 }
 
-/// Rank 1 never joins an allreduce (LL-sized and pipelined): rank 0's call
-/// must end in Error(Timeout) naming both ranks, now and at the next call.
-void expectTimeoutWhenARankSkipsACall(const Settings& base, const RankSetup& setup = nullptr) {
+/// A call that one rank skips: name (as the error says it) and how the
+/// others launch it on buf (n * count floats, in place).
+struct SkippedCall {
+  const char* name;
+  size_t count;
+  std::function<void(GpuCollectives&, char* buf, size_t count, int rank, cudaStream_t)> launch;
+};
+
+std::vector<SkippedCall> skippableCalls() {
+  const DataType F = DataType::Float32;
+  const ReduceOp S = ReduceOp::Sum;
+  return {
+      {"allreduce", 100, [=](GpuCollectives& g, char* b, size_t k, int, cudaStream_t s) { g.allReduce(b, b, k, F, S, s); }},
+      {"allreduce", 100003, [=](GpuCollectives& g, char* b, size_t k, int, cudaStream_t s) { g.allReduce(b, b, k, F, S, s); }},
+      {"allgather", 1000,
+       [=](GpuCollectives& g, char* b, size_t k, int r, cudaStream_t s) { g.allGather(b + r * k * 4, b, k, F, s); }},
+      {"broadcast", 1000, [=](GpuCollectives& g, char* b, size_t k, int, cudaStream_t s) { g.broadcast(b, b, k, F, 0, s); }},
+      {"alltoall", 1000, [=](GpuCollectives& g, char* b, size_t k, int, cudaStream_t s) { g.allToAll(b, b, k, F, s); }},
+      {"reducescatter", 1000,
+       [=](GpuCollectives& g, char* b, size_t k, int r, cudaStream_t s) { g.reduceScatter(b, b + r * k * 4, k, F, S, s); }},
+      {"reduce", 50000, [=](GpuCollectives& g, char* b, size_t k, int, cudaStream_t s) { g.reduce(b, b, k, F, S, 0, s); }},
+  };
+}
+
+/// The bound every test below holds the library to: gpu_wait_timeout.
+constexpr double kTestWaitTimeout = 2.0;
+
+/// The last of n ranks never joins `call`: every other rank's synchronize()
+/// must end in Error(Timeout) naming itself and the collective within the
+/// documented bound (a device wait gives up after gpu_wait_timeout, so the
+/// stream is done soon after; synchronize() itself gives up at twice that),
+/// and the next call must throw at once.
+void expectTimeoutWhenARankSkips(const Settings& base, int n, const SkippedCall& call, const RankSetup& setup = nullptr) {
   Settings settings = base;
-  settings["gpu_wait_spins"] = std::to_string(1 << 24);
-  for (size_t count : {size_t(100), size_t(100003)}) {  // LL path, pipelined path
-    runGpuRanks(2, settings, [count](GpuCollectives& g, int rank, int, cudaStream_t s) {
-      if (rank == 1) return;  // never joins the call
-      DevBuf buf(count * 4);
-      g.allReduce(buf.p, buf.p, count, DataType::Float32, ReduceOp::Sum, s);
-      check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-      requireError([&] { g.checkErrors(); }, ErrorCode::Timeout, {"rank 0", "rank 1", "timed out in allreduce"});
-      requireError([&] { g.allReduce(buf.p, buf.p, count, DataType::Float32, ReduceOp::Sum, s); }, ErrorCode::Timeout,
-                   {"rank 1"});
-    }, std::chrono::seconds(55), setup);
-  }
+  settings["gpu_wait_timeout"] = std::to_string(kTestWaitTimeout);
+  runGpuRanks(n, settings, [&call](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+    if (rank == n - 1) return;  // never joins the call
+    DevBuf buf(n * call.count * 4);
+    const auto start = std::chrono::steady_clock::now();
+    call.launch(g, buf.p, call.count, rank, s);
+    requireError([&] { g.synchronize(s); }, ErrorCode::Timeout,
+                 {"rank " + std::to_string(rank), std::string("timed out in ") + call.name, "gpu_wait_timeout=2 s"});
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (took < 0.9 * kTestWaitTimeout || took > 2 * kTestWaitTimeout + 1)
+      throw std::runtime_error(std::string(call.name) + ": the timeout took " + std::to_string(took) + " s, want " +
+                               std::to_string(kTestWaitTimeout) + " s to " + std::to_string(2 * kTestWaitTimeout + 1) + " s");
+    requireError([&] { call.launch(g, buf.p, call.count, rank, s); }, ErrorCode::Timeout, {"timed out"});
+  }, std::chrono::seconds(55), setup);
+}
+
+/// Two ranks: the LL and the pipelined allreduce; three ranks: every other
+/// collective (each case a fresh communicator: a timeout ends its use).
+void expectTimeoutsWhenARankSkipsACall(const Settings& base, const RankSetup& setup = nullptr) {
+  const std::vector<SkippedCall> calls = skippableCalls();
+  for (size_t i = 0; i < calls.size(); ++i) expectTimeoutWhenARankSkips(base, i < 2 ? 2 : 3, calls[i], setup);
 }
 
 }  // namespace

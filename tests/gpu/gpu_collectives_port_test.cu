@@ -116,5 +116,5 @@ TEST(GpuCollectivesPort, CapturedGraphReplaysOverStagedEthernet) {
 
 TEST(GpuCollectivesPort, RankSkippingACallOverStagedEthernetEndsInAReportedTimeout) {
   PB_REQUIRE_GPU_NO_INIT();
-  expectTimeoutWhenARankSkipsACall(kPortSmall, overEthernet);
+  expectTimeoutsWhenARankSkipsACall(kPortSmall, overEthernet);
 }

@@ -25,8 +25,10 @@ const Settings kSmall = {{"gpu_allreduce_small_bytes", "4096"}, {"gpu_allreduce_
                          {"gpu_scratch_bytes", "65536"},        {"gpu_blocks", "4"},
                          {"gpu_threads", "256"},                {"gpu_chunk_bytes", "4096"}};
 
-const DataType kTypes[] = {DataType::Float32, DataType::Float16, DataType::BFloat16, DataType::Int32, DataType::Uint8};
-const ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max};
+const DataType kTypes[] = {DataType::Int8,    DataType::Uint8,    DataType::Int32,      DataType::Uint32,
+                           DataType::Int64,   DataType::Uint64,   DataType::Float16,    DataType::BFloat16,
+                           DataType::Float32, DataType::Float64,  DataType::Float8E4M3, DataType::Float8E5M2};
+const ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg};
 /// 0, tiny, odd, LL (< 4096 bytes for 4-byte types), one-shot, two-shot and larger than the scratch.
 const size_t kCounts[] = {0, 1, 7, 1009, 3000, 100003};
 
@@ -40,23 +42,6 @@ TEST(GpuCollectives, ReducingCollectivesMatchReferenceTwoRanks) {
   PB_REQUIRE_GPU_NO_INIT();
   runGpuRanks(2, kSmall, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
     reducingMatrix(g, rank, n, s, allTypes(), allOps(), allCounts());
-  });
-}
-
-TEST(GpuCollectives, ReducingCollectivesMatchReferenceThreeRanks) {
-  PB_REQUIRE_GPU_NO_INIT();
-  runGpuRanks(3, kSmall, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
-    reducingMatrix(g, rank, n, s, allTypes(), {ReduceOp::Sum, ReduceOp::Max}, {1, 7, 1009, 3000, 100003});
-    reducingMatrix(g, rank, n, s, {DataType::Float16, DataType::Int32}, {ReduceOp::Prod, ReduceOp::Min}, {7, 3000, 100003});
-  });
-}
-
-TEST(GpuCollectives, ReducingCollectivesMatchReferenceFourRanks) {
-  PB_REQUIRE_GPU_NO_INIT();
-  runGpuRanks(4, kSmall, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
-    reducingMatrix(g, rank, n, s, allTypes(), {ReduceOp::Sum}, {0, 1, 7, 1009, 3000, 100003});
-    reducingMatrix(g, rank, n, s, {DataType::BFloat16, DataType::Uint8}, {ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max},
-                   {1009, 100003});
   });
 }
 
@@ -116,15 +101,20 @@ TEST(GpuCollectives, BadArgumentsThrowBeforeAnythingIsEnqueued) {
     const auto F = DataType::Float32;
     requireError([&] { g.allReduce(nullptr, buf.p, 10, F, ReduceOp::Sum, s); }, ErrorCode::InvalidUsage,
                  {"rank " + std::to_string(rank), "allreduce", "send buffer is null"});
-    requireError([&] { g.allReduce(buf.p, buf.p, 10, DataType::Float64, ReduceOp::Sum, s); }, ErrorCode::InvalidUsage,
-                 {"data type double"});
-    requireError([&] { g.allReduce(buf.p, buf.p, 10, F, ReduceOp::Avg, s); }, ErrorCode::InvalidUsage, {"reduce op avg"});
+    const auto badType = static_cast<DataType>(99);
+    requireError([&] { g.allReduce(buf.p, buf.p, 10, badType, ReduceOp::Sum, s); }, ErrorCode::InvalidUsage,
+                 {"data type 99 is not a DataType"});
+    requireError([&] { g.allReduce(buf.p, buf.p, 10, F, static_cast<ReduceOp>(7), s); }, ErrorCode::InvalidUsage,
+                 {"reduce op 7 is not a ReduceOp"});
+    requireError([&] { g.allReduce(buf.p + 4, buf.p, 10, DataType::Float64, ReduceOp::Sum, s); }, ErrorCode::InvalidUsage,
+                 {"not aligned to its 8-byte elements"});
     requireError([&] { g.allReduce(buf.p + 1, buf.p, 10, F, ReduceOp::Sum, s); }, ErrorCode::InvalidUsage, {"not aligned"});
     requireError([&] { g.broadcast(buf.p, buf.p, 10, F, n, s); }, ErrorCode::InvalidUsage, {"root", "out of range"});
     requireError([&] { g.reduce(buf.p, buf.p, 10, F, ReduceOp::Sum, -1, s); }, ErrorCode::InvalidUsage, {"root"});
     requireError([&] { g.send(buf.p, 10, F, rank, s); }, ErrorCode::InvalidUsage, {"peer is this rank"});
     requireError([&] { g.recv(buf.p, 10, F, n + 3, s); }, ErrorCode::InvalidUsage, {"peer", "out of range"});
-    requireError([&] { g.allGather(buf.p, nullptr, 10, DataType::Int64, s); }, ErrorCode::InvalidUsage, {"int64"});
+    requireError([&] { g.allGather(buf.p, nullptr, 10, DataType::Int64, s); }, ErrorCode::InvalidUsage,
+                 {"recv buffer is null"});
     const int other = 1 - rank;
     requireError([&] { g.sendRecv(buf.p, 10, rank, buf.p, 10, other, F, s); }, ErrorCode::InvalidUsage,
                  {"sendrecv", "send peer is this rank"});
@@ -134,8 +124,8 @@ TEST(GpuCollectives, BadArgumentsThrowBeforeAnythingIsEnqueued) {
                  {"send buffer is null"});
     requireError([&] { g.sendRecv(buf.p, 10, other, nullptr, 10, other, F, s); }, ErrorCode::InvalidUsage,
                  {"recv buffer is null"});
-    requireError([&] { g.sendRecv(buf.p, 10, other, buf.p, 10, other, DataType::Float64, s); }, ErrorCode::InvalidUsage,
-                 {"data type double"});
+    requireError([&] { g.sendRecv(buf.p, 10, other, buf.p, 10, other, badType, s); }, ErrorCode::InvalidUsage,
+                 {"data type 99"});
     // Count 0 is a no-op whatever the buffers; then a real call still works on every rank.
     g.allReduce(nullptr, nullptr, 0, F, ReduceOp::Sum, s);
     g.allToAll(nullptr, nullptr, 0, DataType::Uint8, s);
@@ -146,5 +136,5 @@ TEST(GpuCollectives, BadArgumentsThrowBeforeAnythingIsEnqueued) {
 
 TEST(GpuCollectives, RankSkippingACallEndsInAReportedTimeout) {
   PB_REQUIRE_GPU_NO_INIT();
-  expectTimeoutWhenARankSkipsACall(kSmall);
+  expectTimeoutsWhenARankSkipsACall(kSmall);
 }

@@ -73,8 +73,8 @@ __global__ void packetKernel(MemoryChannelDeviceHandle ch, int rank, int peer, u
   }
 }
 
-__global__ void waitOnceKernel(MemoryChannelDeviceHandle ch, int64_t maxSpins, unsigned* failed) {
-  if (!ch.wait(maxSpins)) atomicAdd(failed, 1u);
+__global__ void waitOnceKernel(MemoryChannelDeviceHandle ch, int64_t timeoutNs, unsigned* failed) {
+  if (!ch.wait(timeoutNs)) atomicAdd(failed, 1u);
 }
 
 struct Counters {
@@ -165,7 +165,7 @@ TEST(GpuMemoryChannel, WaitWithoutSignalEndsInReportedError) {
     Counters c;
     auto h = ch.deviceHandle();
     // Nobody signals: a bounded wait must return false and record a timeout.
-    waitOnceKernel<<<1, 1>>>(h, 1 << 20, c.failed);
+    waitOnceKernel<<<1, 1>>>(h, 100000000, c.failed);  // 0.1 s
     if (cudaDeviceSynchronize() != cudaSuccess) throw std::runtime_error("wait kernel failed");
     unsigned f = 0;
     cudaMemcpy(&f, c.failed, sizeof(f), cudaMemcpyDeviceToHost);

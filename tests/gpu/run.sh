@@ -31,7 +31,7 @@ step() {
   case "$name" in configure|build) ;; *) [[ -n "${RUN_ONLY:-}" && ! "$name" =~ $RUN_ONLY ]] && return 0 ;; esac
   local start=$(date +%s) result=PASS
   "$@" > "$LOGS/$name.log" 2>&1 || result=FAIL
-  local detail=$(grep -E "tests passed|PASSED|FAILED|_median|_us |Out of bounds|x_nccl geometric" "$LOGS/$name.log" | tail -3 | tr '\n' ' ' | tr '\t' ' ')
+  local detail=$(grep -E "tests passed|PASSED|FAILED|_median|_us |Out of bounds|x_nccl geometric| FAIL$" "$LOGS/$name.log" | tail -3 | tr '\n' ' ' | tr '\t' ' ')
   printf "%s\t%s\t%s\t%s\n" "$name" "$result" "$(( $(date +%s) - start ))" "$detail" >> "$summary"
 }
 
@@ -45,7 +45,14 @@ netargs=$(bash tests/gpu/net-deps.sh cmake-args)
 step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPLUGBOARD_ENABLE_CUDA=ON \
   -DPLUGBOARD_CUDA_ARCHITECTURES=90 $netargs
 step build cmake --build "$build" -j "$jobs"
+# shellcheck source=tests/gpu/mps.sh
+source tests/gpu/mps.sh
+# The GPU tests and the correctness sweep with CUDA MPS (several ranks'
+# kernels at once on one GPU) and without (time-sliced).
+step gpu-tests-mps with_mps ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
+step check-sweep-mps with_mps bash tests/gpu/check-sweep.sh "$build" 2
 step gpu-tests ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
+step check-repro env SWEEP=repro bash tests/gpu/check-sweep.sh "$build" 2
 step host-tests ctest --test-dir "$build" -LE gpu -j 8 --output-on-failure --timeout 300
 step fifo-latency "$build/bin/plugboard-bench-fifo-latency" 20000
 step launch-floor "$build/bin/plugboard-bench-launch" 2000
@@ -77,7 +84,8 @@ echo
 echo "== machine"; cat "$LOGS/machine.txt"
 echo "== microbenchmarks"; grep -h -E "_us|GBps|_over_" "$LOGS/fifo-latency.log" "$LOGS/channels.log" 2>/dev/null
 echo "== kernel launch floor (empty kernel, us per launch)"; cat "$LOGS/launch-floor.log" 2>/dev/null
-for t in gpu-tests host-tests; do
+for f in check-sweep-mps check-repro; do [ -f "$LOGS/$f.log" ] && { echo "== $f"; sed -n '/^== correctness sweep/,$p;/^case /,$p' "$LOGS/$f.log" | grep -v " ok$" | head -40; }; done
+for t in gpu-tests-mps gpu-tests host-tests; do
   [ -f "$LOGS/$t.log" ] && grep -q "tests FAILED" "$LOGS/$t.log" && { echo "== $t failed"; sed -n '/tests FAILED/,$p' "$LOGS/$t.log" | head -40; }
 done
 for f in "$LOGS"/perf-*.log; do [ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -v "^#  *Rank\|^$" "$f" | tail -25; }; done

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "plugboard/datatype.hpp"
 #include "plugboard/float16.hpp"
@@ -20,6 +19,13 @@ inline bool isFloat(DataType t) {
          isFloat8(t);
 }
 inline bool isSigned(DataType t) { return t == DataType::Int8 || t == DataType::Int32 || t == DataType::Int64 || isFloat(t); }
+
+/// Byte that receive buffers are filled with before a checked call: as
+/// every element type (0x7F..: int8 127, uint8 127, int32 and int64 near
+/// their maximum, a NaN for fp16 and fp8, about 3.4e38 for fp32 and bf16,
+/// 1.4e306 for fp64) it is no value a collective of these inputs yields,
+/// so an element the call did not write is counted wrong.
+constexpr unsigned char kPoisonByte = 0x7F;
 
 /// Input element i of rank r: small values so sums and products stay exact.
 inline double inputValue(int rank, size_t i, DataType t, ReduceOp op) {
@@ -93,9 +99,9 @@ inline double expectedValue(size_t i, int n, DataType t, ReduceOp op) {
     if (isFloat(t)) acc /= n;
     else acc = static_cast<double>(static_cast<int64_t>(acc) / n);  // C++ truncation, as the integer types do
   }
-  std::vector<char> tmp(8);
-  storeValue(tmp.data(), 0, t, acc);  // wrap / round to the type exactly as stored
-  return loadValue(tmp.data(), 0, t);
+  char tmp[8];
+  storeValue(tmp, 0, t, acc);  // wrap / round to the type exactly as stored
+  return loadValue(tmp, 0, t);
 }
 
 /// Fills count elements of buf with rank's inputs starting at element `first`.

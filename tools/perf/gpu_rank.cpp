@@ -48,7 +48,10 @@ int runGpuRank(std::shared_ptr<Bootstrap> bootstrap, int localRank, const Option
   if (comm.rank() == 0) printPreamble(std::cout, comm.size(), opts, c, "gpu");
   printGpuPreamble(comm, device, setup);
   if (comm.rank() == 0) printTableHeader(std::cout, setup.nccl ? "NCCL " + setup.nccl->versionText() : "");
-  std::vector<Row> rows = runGpuSweep(*ours, nccl.get(), comm.bootstrap(), opts, c);
+  // Plugboard's device waits end after gpu_wait_timeout; NCCL's never do,
+  // so the same host bound serves both.
+  const double waitSeconds = 2 * comm.config().getDouble("gpu_wait_timeout");
+  std::vector<Row> rows = runGpuSweep(*ours, nccl.get(), comm.bootstrap(), opts, c, waitSeconds);
   return reportRows(comm.bootstrap(), rows, opts, c);
 }
 

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "collective_reference.hpp"
 #include "plugboard/error.hpp"
+#include "plugboard/gpu/stream_wait.hpp"
 
 namespace plugboard::perf {
 namespace {
@@ -23,10 +25,10 @@ class Timer {
     cudaEventDestroy(start_);
   }
   void start(cudaStream_t s) { checkCuda(cudaEventRecord(start_, s), "cudaEventRecord"); }
-  /// Milliseconds since start(); synchronises on the stop event.
-  float stop(cudaStream_t s) {
+  /// Milliseconds since start(); waits for the stop event (at most waitSeconds).
+  float stop(cudaStream_t s, double waitSeconds, const std::string& what) {
     checkCuda(cudaEventRecord(stop_, s), "cudaEventRecord");
-    checkCuda(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+    waitForEvent(stop_, waitSeconds, what);
     float ms = 0;
     checkCuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
     return ms;
@@ -43,6 +45,12 @@ struct Run {
   CallPointers device;   // the same placement on the device buffers
   cudaStream_t stream;
   Bootstrap& boot;
+  double waitSeconds;    // bound of every host wait for the stream
+
+  /// "rank 1: nccl the timed calls", for errors.
+  std::string describe(const char* what) const {
+    return "rank " + std::to_string(boot.rank()) + ": " + backend.name() + " " + what;
+  }
 };
 
 void runMany(Run& r, int n) {
@@ -50,31 +58,37 @@ void runMany(Run& r, int n) {
 }
 
 void syncAndCheck(Run& r, const char* what) {
-  checkCuda(cudaStreamSynchronize(r.stream), std::string("cudaStreamSynchronize after ") + r.backend.name() + " " + what);
+  waitForStream(r.stream, r.waitSeconds, r.describe(what));
   r.backend.checkErrors();
 }
 
-/// cudaMemcpy of bytes (none for an empty row, whose host vector has no storage).
-void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+/// Copy of bytes ordered on the run's stream (none for an empty row, whose
+/// host vector has no storage). A plain cudaMemcpy from pageable memory may
+/// return before its DMA lands and runs on the legacy stream, which the
+/// non-blocking collective stream does not wait for: the collective could
+/// then read stale inputs or have its results overwritten by the upload.
+void copy(Run& r, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   if (bytes == 0) return;
-  checkCuda(cudaMemcpy(dst, src, bytes, kind), kind == cudaMemcpyHostToDevice ? "cudaMemcpy (inputs to the device)"
-                                                                              : "cudaMemcpy (results to the host)");
+  checkCuda(cudaMemcpyAsync(dst, src, bytes, kind, r.stream),
+            kind == cudaMemcpyHostToDevice ? "cudaMemcpyAsync (inputs to the device)" : "cudaMemcpyAsync (results to the host)");
 }
 
-/// Fills the inputs on the host, copies them up, runs once, copies the
-/// buffers back and counts wrong elements on this rank.
+/// Fills the inputs on the host (the receive buffer with a value no result
+/// can take), copies them up, runs once, copies the buffers back and
+/// counts wrong elements on this rank. Every copy and the call are ordered
+/// on one stream.
 size_t wrongOnThisRank(Run& r, const DeviceBuffers& dev) {
   const Call& c = r.call;
   size_t es = dataTypeSize(c.type);
-  std::fill(c.recv->begin(), c.recv->end(), 0);
+  std::fill(c.recv->begin(), c.recv->end(), static_cast<char>(test::kPoisonByte));
   fillInputs(c);
   size_t sb = sendBytesOf(c.shape, es), rb = recvBytesOf(c.shape, es);
-  copy(dev.send(), c.send->data(), sb, cudaMemcpyHostToDevice);
-  copy(dev.recv(), c.recv->data(), rb, cudaMemcpyHostToDevice);
+  copy(r, dev.send(), c.send->data(), sb, cudaMemcpyHostToDevice);
+  copy(r, dev.recv(), c.recv->data(), rb, cudaMemcpyHostToDevice);
   r.backend.run(c, r.device, r.stream);
+  copy(r, c.send->data(), dev.send(), sb, cudaMemcpyDeviceToHost);
+  copy(r, c.recv->data(), dev.recv(), rb, cudaMemcpyDeviceToHost);
   syncAndCheck(r, "the checked call");
-  copy(c.send->data(), dev.send(), sb, cudaMemcpyDeviceToHost);
-  copy(c.recv->data(), dev.recv(), rb, cudaMemcpyDeviceToHost);
   return countWrong(c);
 }
 
@@ -99,7 +113,7 @@ double timeGraph(Run& r, Timer& timer, int iters, int launches) {
   r.boot.barrier();
   timer.start(r.stream);
   for (int i = 0; i < launches; ++i) checkCuda(cudaGraphLaunch(exec, r.stream), "cudaGraphLaunch");
-  return timer.stop(r.stream) / (static_cast<double>(iters) * launches);
+  return timer.stop(r.stream, r.waitSeconds, r.describe("the timed graph launches")) / (static_cast<double>(iters) * launches);
 }
 
 /// Milliseconds per call, timed on the stream.
@@ -110,7 +124,7 @@ double timeCalls(Run& r, Timer& timer, const Options& opts) {
   if (opts.graphLaunches > 0) return timeGraph(r, timer, opts.iters, opts.graphLaunches);
   timer.start(r.stream);
   runMany(r, opts.iters);
-  return timer.stop(r.stream) / opts.iters;
+  return timer.stop(r.stream, r.waitSeconds, r.describe("the timed calls")) / opts.iters;
 }
 
 Measure measure(Run& r, const DeviceBuffers& dev, Timer& timer, const Options& opts) {
@@ -148,16 +162,8 @@ DeviceBuffers::~DeviceBuffers() {
   cudaFree(send_);
 }
 
-void checkGpuTypeAndOp(const Options& opts, Collective c) {
-  DataType t = opts.type;
-  if (t != DataType::Float32 && t != DataType::Float16 && t != DataType::BFloat16 && t != DataType::Int32 && t != DataType::Uint8)
-    throw Error(ErrorCode::InvalidUsage, std::string("-d ") + dataTypeName(t) +
-                                             ": GPU buffers support float, half, bfloat16, int32 and uint8 (or use --mem host)");
-  if (collectiveReduces(c) && opts.op == ReduceOp::Avg)
-    throw Error(ErrorCode::InvalidUsage, "-o avg: GPU buffers support sum, prod, min and max (or use --mem host)");
-}
-
-std::vector<Row> runGpuSweep(GpuBackend& ours, GpuBackend* nccl, Bootstrap& boot, const Options& opts, Collective c) {
+std::vector<Row> runGpuSweep(GpuBackend& ours, GpuBackend* nccl, Bootstrap& boot, const Options& opts, Collective c,
+                             double waitSeconds) {
   int rank = boot.rank(), n = boot.size();
   size_t es = dataTypeSize(opts.type);
   auto [sendMax, recvMax] = largestBuffers(opts, c, n);
@@ -187,12 +193,12 @@ std::vector<Row> runGpuSweep(GpuBackend& ours, GpuBackend* nccl, Bootstrap& boot
       }
       Call call{c, opts.type, opts.op, opts.root, rank, n, row.shape, inPlace, &send, &recv};
       CallPointers onDevice = callPointers(call, dev.send(), dev.recv());
-      Run mine{ours, call, onDevice, stream, boot};
+      Run mine{ours, call, onDevice, stream, boot, waitSeconds};
       Measure m = measure(mine, dev, timer, opts);
       setBandwidth(m, row.bytes, c, n);
       (inPlace ? row.inPlace : row.outOfPlace) = m;
       if (!nccl) continue;
-      Run theirs{*nccl, call, onDevice, stream, boot};
+      Run theirs{*nccl, call, onDevice, stream, boot, waitSeconds};
       Measure t = measure(theirs, dev, timer, opts);
       setBandwidth(t, row.bytes, c, n);
       (inPlace ? row.ncclInPlace : row.ncclOutOfPlace) = t;

@@ -29,11 +29,10 @@ class DeviceBuffers {
 };
 
 /// Runs the whole sweep on the current device; collective over boot. `nccl`
-/// may be null (no comparison). Every rank returns the same rows.
-std::vector<Row> runGpuSweep(GpuBackend& ours, GpuBackend* nccl, Bootstrap& boot, const Options& opts, Collective c);
+/// may be null (no comparison). Every rank returns the same rows. Every
+/// host wait for the GPU gives up after waitSeconds (Error(Timeout)).
+std::vector<Row> runGpuSweep(GpuBackend& ours, GpuBackend* nccl, Bootstrap& boot, const Options& opts, Collective c,
+                             double waitSeconds);
 
-/// Throws Error(InvalidUsage) unless the type and op run on GPU buffers:
-/// float, half, bfloat16, int32, uint8; sum, prod, min, max.
-void checkGpuTypeAndOp(const Options& opts, Collective c);
 
 }  // namespace plugboard::perf

@@ -49,7 +49,6 @@ int launch(const Options& opts, const RankMain& body) {
 /// GPU mode. NCCL is loaded here, before any fork, so a missing library
 /// fails once with every path tried; CUDA itself is first touched by the ranks.
 int runGpu(const Options& opts, Collective c, int deviceCount) {
-  checkGpuTypeAndOp(opts, c);
   GpuSetup setup;
   setup.deviceCount = deviceCount;
   if (opts.compareNccl) {

@@ -45,8 +45,9 @@ const std::vector<SettingDecl>& coreSettingDecls() {
       {"gpu_threads", SettingType::Int, "512", "GPU collectives: threads per block (multiple of 32, 64-512)", false},
       {"gpu_chunk_bytes", SettingType::Int, "524288",
        "GPU collectives: largest pipeline chunk (one scratch slot) in bytes (multiple of 16, at least 1024)", false},
-      {"gpu_wait_spins", SettingType::Int, "17179869184",
-       "GPU collectives: polls before a device wait gives up and records a timeout (about 1 s per 2^30 on H100)",
+      {"gpu_wait_timeout", SettingType::Double, "30",
+       "GPU collectives: seconds (GPU global timer) a device wait may last before it records a timeout and ends "
+       "the kernel; GpuCollectives::synchronize gives up on a stream after twice this (0.001-86400)",
        false},
       {"debug", SettingType::String, "WARN", "Log level: NONE, WARN, INFO or TRACE", true},
       {"debug_subsys", SettingType::String, "", "Subsystems to log (comma list; ^ excludes)", true},

@@ -27,15 +27,18 @@ namespace plugboard {
 /// broadcast and alltoall with send == recv; allgather with
 /// send == recv + rank * count; reducescatter with send + rank * count == recv.
 ///
-/// Supported types: Float32, Float16, BFloat16, Int32, Uint8 (others throw
-/// Error(InvalidUsage)); ops Sum, Prod, Min, Max.
+/// Every DataType (the integers, Float16, BFloat16, Float32, Float64, the
+/// OCP 8-bit floats) and every ReduceOp. Reductions combine in a wider type
+/// (float for the 16- and 8-bit floats) and round once, in rank order;
+/// integers wrap; Avg is the sum divided by the rank count once at the end
+/// (truncated toward zero for the integers).
 ///
 /// Settings (registry, PLUGBOARD_<NAME> in the environment):
 ///   gpu_allreduce_small_bytes  below it, the one-shot LL-packet allreduce
 ///   gpu_scratch_bytes          scratch per peer for the pipelined algorithms
 ///   gpu_blocks, gpu_threads    launch shape of the collective kernels
 ///   gpu_chunk_bytes            pipeline chunk of the large-message kernels
-///   gpu_wait_spins             polls before a device wait records a timeout
+///   gpu_wait_timeout           seconds before a device wait records a timeout (30)
 ///
 /// Calls on one object must be ordered (one stream, or streams ordered by
 /// events): they share device-side sequence counters. Destruction is
@@ -50,9 +53,10 @@ namespace plugboard {
 /// stores) and the scratch doubles (an outbox per peer); it must then stay
 /// below 4 GiB (Error(Config) otherwise). Mapped pairs keep direct stores.
 ///
-/// A device wait that times out or is aborted is recorded; checkErrors()
-/// (and the next call) throws Error(Timeout/Remote) naming rank and peer,
-/// or the proxy's error when a PortChannel request failed.
+/// A device wait that times out (gpu_wait_timeout, 30 s by default, on the
+/// GPU's clock) or is aborted is recorded and ends the kernel; checkErrors()
+/// (and the next call) throws Error(Timeout/Remote) naming rank, peer, hosts
+/// and transport, or the proxy's error when a PortChannel request failed.
 class GpuCollectives {
  public:
   /// Collective over comm, which must outlive this object.
@@ -92,6 +96,11 @@ class GpuCollectives {
   /// Throws the first error a device wait or the proxy recorded, naming
   /// rank, peer and transport. Does not synchronise the stream.
   void checkErrors() const;
+  /// Waits until the work enqueued on stream so far has finished, then
+  /// checkErrors(). Unlike cudaStreamSynchronize it is bounded: every device
+  /// wait ends after gpu_wait_timeout, so a stream still busy after twice
+  /// that is not being scheduled (Error(Timeout) naming the rank).
+  void synchronize(cudaStream_t stream) const;
   /// The communicator.
   Communicator& communicator() const;
 

@@ -15,19 +15,13 @@
 ///    no wait for a replica flush). The slot can hold a newer valid trigger
 ///    only after pos + size was pushed, which needed tailReplica > pos, so
 ///    "slot clear or tailReplica > pos" means popped.
-///  - Every wait is bounded by a spin count and by the host's abort flag; on
+///  - Every wait is bounded in time (device_wait.hpp) and by the host's abort flag; on
 ///    either, push() returns kFifoPushFailed and records why in *error.
 #pragma once
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define PB_DEVICE_INLINE __forceinline__ __device__
-#define PB_HOST_DEVICE_INLINE __forceinline__ __host__ __device__
-#else
-#define PB_DEVICE_INLINE inline
-#define PB_HOST_DEVICE_INLINE inline
-#endif
+#include "plugboard/gpu/device_wait.hpp"
 
 namespace plugboard {
 
@@ -41,10 +35,8 @@ static_assert(sizeof(ProxyTrigger) == 16, "a trigger is 16 bytes");
 
 /// Bit of ProxyTrigger::snd that marks a slot as holding a trigger.
 constexpr uint64_t kTriggerValidBit = 1ull << 63;
-/// push() result when it gave up (spin bound or abort).
+/// push() result when it gave up (timeout or abort).
 constexpr uint64_t kFifoPushFailed = ~0ull;
-/// Default spin bound of device-side waits (about a second or more on H100).
-constexpr int64_t kDefaultMaxSpins = 1ll << 30;
 
 /// Codes a device-side wait leaves in FifoDeviceHandle::error.
 enum FifoDeviceError : uint32_t { kFifoOk = 0, kFifoFullTimeout = 1, kFifoAborted = 2, kFifoSyncTimeout = 3 };
@@ -60,10 +52,10 @@ struct FifoDeviceHandle {
 
 #if defined(__CUDACC__)
   /// Pushes t (bit 63 of t.snd must be clear); returns its position, or
-  /// kFifoPushFailed after maxSpins polls of a full queue or on abort.
-  PB_DEVICE_INLINE uint64_t push(ProxyTrigger t, int64_t maxSpins = kDefaultMaxSpins) const {
+  /// kFifoPushFailed after timeoutNs of a full queue or on abort.
+  PB_DEVICE_INLINE uint64_t push(ProxyTrigger t, int64_t timeoutNs = kDefaultWaitTimeoutNs) const {
     const uint64_t pos = atomicAdd(head, 1ull);
-    if (!waitBelow(pos, size, maxSpins, kFifoFullTimeout)) return kFifoPushFailed;
+    if (!waitBelow(pos, size, timeoutNs, kFifoFullTimeout)) return kFifoPushFailed;
     ProxyTrigger* slot = &triggers[pos % size];
     *reinterpret_cast<volatile uint64_t*>(&slot->fst) = t.fst;
     __threadfence_system();  // fst reaches host memory before the valid bit does
@@ -71,23 +63,27 @@ struct FifoDeviceHandle {
     return pos;
   }
 
-  /// Waits until the trigger at pos was popped. False after maxSpins or on abort.
-  PB_DEVICE_INLINE bool sync(uint64_t pos, int64_t maxSpins = kDefaultMaxSpins) const {
+  /// Waits until the trigger at pos was popped. False after timeoutNs or on abort.
+  PB_DEVICE_INLINE bool sync(uint64_t pos, int64_t timeoutNs = kDefaultWaitTimeoutNs) const {
     const volatile uint64_t* snd = &triggers[pos % size].snd;
+    WaitClock clock(timeoutNs);
     for (int64_t spins = 0; (*snd & kTriggerValidBit) && pos >= *tailReplica; ++spins) {
-      if ((spins & 255) == 255 && *abortFlag) return fail(kFifoAborted);
-      if (spins >= maxSpins) return fail(kFifoSyncTimeout);
+      if (!WaitClock::checkNow(spins)) continue;
+      if (*abortFlag) return fail(kFifoAborted);
+      if (clock.expired()) return fail(kFifoSyncTimeout);
     }
     return true;
   }
 
  private:
   /// Waits for pos < tailReplica + slack.
-  PB_DEVICE_INLINE bool waitBelow(uint64_t pos, uint64_t slack, int64_t maxSpins, uint32_t why) const {
+  PB_DEVICE_INLINE bool waitBelow(uint64_t pos, uint64_t slack, int64_t timeoutNs, uint32_t why) const {
+    WaitClock clock(timeoutNs);
     for (int64_t spins = 0; pos >= *tailReplica + slack; ++spins) {
       // The abort flag lives across PCIe: look at it only now and then.
-      if ((spins & 255) == 255 && *abortFlag) return fail(kFifoAborted);
-      if (spins >= maxSpins) return fail(why);
+      if (!WaitClock::checkNow(spins)) continue;
+      if (*abortFlag) return fail(kFifoAborted);
+      if (clock.expired()) return fail(why);
     }
     return true;
   }

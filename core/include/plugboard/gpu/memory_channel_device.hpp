@@ -40,7 +40,7 @@ struct MemoryChannelDeviceHandle {
   }
   /// See Device2DeviceSemaphoreDeviceHandle.
   PB_DEVICE_INLINE void signal() const { semaphore.signal(); }
-  PB_DEVICE_INLINE bool wait(int64_t maxSpins = kDefaultMaxSpins) const { return semaphore.wait(maxSpins); }
+  PB_DEVICE_INLINE bool wait(int64_t timeoutNs = kDefaultWaitTimeoutNs) const { return semaphore.wait(timeoutNs); }
 
   /// Writes bytes (a multiple of 8) from local+srcOffset into the peer's
   /// packet buffer at remote+dstOffset as LL16 packets stamped with flag.
@@ -57,20 +57,21 @@ struct MemoryChannelDeviceHandle {
   }
   /// Reads LL16 packets from local+srcOffset (written by the peer's
   /// putPackets16) into local+dstOffset, waiting for each packet's flags.
-  /// False after maxSpins polls of one packet.
+  /// False after waiting timeoutNs for one packet.
   PB_DEVICE_INLINE bool getPackets16(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes, uint32_t threadId,
-                                     uint32_t numThreads, uint32_t flag, int64_t maxSpins = kDefaultMaxSpins) const {
+                                     uint32_t numThreads, uint32_t flag, int64_t timeoutNs = kDefaultWaitTimeoutNs) const {
     const LL16Packet* src = reinterpret_cast<const LL16Packet*>(local + srcOffset);
     uint2* dst = reinterpret_cast<uint2*>(local + dstOffset);
     for (uint64_t i = threadId; i < bytes / 8; i += numThreads) {
       uint32_t d1, f1, d2, f2;
-      int64_t spins = 0;
-      do {
+      WaitClock clock(timeoutNs);
+      for (int64_t spins = 0;; ++spins) {
         asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
                      : "=r"(d1), "=r"(f1), "=r"(d2), "=r"(f2)
                      : "l"(src + i));
-        if (++spins > maxSpins) return false;
-      } while (f1 != flag || f2 != flag);
+        if (f1 == flag && f2 == flag) break;
+        if (WaitClock::checkNow(spins) && clock.expired()) return false;
+      }
       dst[i] = make_uint2(d1, d2);
     }
     return true;
@@ -85,16 +86,17 @@ struct MemoryChannelDeviceHandle {
   }
   /// LL8 reader; see getPackets16.
   PB_DEVICE_INLINE bool getPackets8(uint64_t dstOffset, uint64_t srcOffset, uint64_t bytes, uint32_t threadId,
-                                    uint32_t numThreads, uint32_t flag, int64_t maxSpins = kDefaultMaxSpins) const {
+                                    uint32_t numThreads, uint32_t flag, int64_t timeoutNs = kDefaultWaitTimeoutNs) const {
     const LL8Packet* src = reinterpret_cast<const LL8Packet*>(local + srcOffset);
     uint32_t* dst = reinterpret_cast<uint32_t*>(local + dstOffset);
     for (uint64_t i = threadId; i < bytes / 4; i += numThreads) {
       uint32_t d, f;
-      int64_t spins = 0;
-      do {
+      WaitClock clock(timeoutNs);
+      for (int64_t spins = 0;; ++spins) {
         asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(d), "=r"(f) : "l"(src + i));
-        if (++spins > maxSpins) return false;
-      } while (f != flag);
+        if (f == flag) break;
+        if (WaitClock::checkNow(spins) && clock.expired()) return false;
+      }
       dst[i] = d;
     }
     return true;

@@ -58,17 +58,17 @@ struct PortChannelDeviceHandle {
   }
   /// put, signal, then wait until the proxy completed them (the source may be reused).
   PB_DEVICE_INLINE bool putWithSignalAndFlush(uint64_t dstOffset, uint64_t srcOffset, uint64_t size,
-                                              int64_t maxSpins = kDefaultMaxSpins) const {
+                                              int64_t timeoutNs = kDefaultWaitTimeoutNs) const {
     uint64_t pos = push(kPortPut | kPortSignal | kPortFlush, dstOffset, srcOffset, size);
-    return pos != kFifoPushFailed && fifo.sync(pos, maxSpins);
+    return pos != kFifoPushFailed && fifo.sync(pos, timeoutNs);
   }
   /// Waits until every earlier request of this channel completed locally.
-  PB_DEVICE_INLINE bool flush(int64_t maxSpins = kDefaultMaxSpins) const {
+  PB_DEVICE_INLINE bool flush(int64_t timeoutNs = kDefaultWaitTimeoutNs) const {
     uint64_t pos = push(kPortFlush, 0, 0, 0);
-    return pos != kFifoPushFailed && fifo.sync(pos, maxSpins);
+    return pos != kFifoPushFailed && fifo.sync(pos, timeoutNs);
   }
   /// Waits for the peer's next signal.
-  PB_DEVICE_INLINE bool wait(int64_t maxSpins = kDefaultMaxSpins) const { return semaphore.wait(maxSpins); }
+  PB_DEVICE_INLINE bool wait(int64_t timeoutNs = kDefaultWaitTimeoutNs) const { return semaphore.wait(timeoutNs); }
 
  private:
   PB_DEVICE_INLINE uint64_t push(uint64_t request, uint64_t dst, uint64_t src, uint64_t size) const {

@@ -41,14 +41,16 @@ struct Device2DeviceSemaphoreDeviceHandle {
     out.fetch_add(1, cuda::memory_order_release);
   }
 
-  /// Waits for the next signal. False (and *error set) after maxSpins or on abort.
-  PB_DEVICE_INLINE bool wait(int64_t maxSpins = kDefaultMaxSpins) const {
+  /// Waits for the next signal. False (and *error set) after timeoutNs or on abort.
+  PB_DEVICE_INLINE bool wait(int64_t timeoutNs = kDefaultWaitTimeoutNs) const {
     const uint64_t target = ++*expected;
     cuda::atomic_ref<uint64_t, cuda::thread_scope_system> in(*inbound);
+    WaitClock clock(timeoutNs);
     // Relaxed polls, one acquire fence once the count is there.
     for (int64_t spins = 0; in.load(cuda::memory_order_relaxed) < target; ++spins) {
-      if ((spins & 1023) == 1023 && *abortFlag) return fail(kSemaphoreAborted);
-      if (spins >= maxSpins) return fail(kSemaphoreWaitTimeout);
+      if (!WaitClock::checkNow(spins)) continue;
+      if (*abortFlag) return fail(kSemaphoreAborted);
+      if (clock.expired()) return fail(kSemaphoreWaitTimeout);
     }
     cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
     return true;

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "gpu/collectives/device_ctx.hpp"
@@ -23,11 +24,14 @@ struct GpuCollSettings {
   uint32_t blocks = 0;        ///< gpu_blocks
   uint32_t threads = 0;       ///< gpu_threads
   uint64_t chunkBytes = 0;    ///< gpu_chunk_bytes
-  int64_t waitSpins = 0;      ///< gpu_wait_spins
+  int64_t waitTimeoutNs = 0;  ///< gpu_wait_timeout, in nanoseconds
 
   /// Reads and validates; throws Error(Config) naming the setting.
   static GpuCollSettings read(const Config& config);
 };
+
+/// "30 s", "0.5 s": a duration in nanoseconds for messages.
+std::string formatSeconds(int64_t ns);
 
 struct GpuCollectives::Impl {
   Communicator& comm;

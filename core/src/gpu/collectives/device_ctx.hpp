@@ -71,7 +71,7 @@ struct DeviceCtx {
   volatile uint32_t* abortFlag = nullptr;  ///< Mapped host: non-zero ends every wait.
   uint32_t* errors = nullptr;          ///< Mapped host [nranks]: SemaphoreDeviceError per peer.
   uint32_t* first = nullptr;           ///< Mapped host: first failure, see encodeFailure().
-  int64_t maxSpins = 0;                ///< Bound of every device wait.
+  int64_t waitTimeoutNs = 0;           ///< Bound of every device wait (gpu_wait_timeout).
   ScratchLayout layout;
   int rank = 0, nranks = 0, blocks = 0;
 };
@@ -91,6 +91,7 @@ struct ReduceArgs {
   Coll coll;            ///< AllReduce, ReduceScatter or Reduce.
   int root;
   bool oneShot;         ///< AllReduce / Reduce: whole buffer to every receiver, no gather.
+  uint32_t divisor;     ///< Results are divided by it (avg: the rank count; else 1).
 };
 
 /// Arguments of the byte-moving pipeline kernel.

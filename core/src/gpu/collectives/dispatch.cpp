@@ -12,12 +12,12 @@ namespace plugboard {
 namespace gpucoll {
 
 bool supportedType(DataType type) {
-  return type == DataType::Float32 || type == DataType::Float16 || type == DataType::BFloat16 ||
-         type == DataType::Int32 || type == DataType::Uint8;
+  return static_cast<int>(type) >= static_cast<int>(DataType::Int8) &&
+         static_cast<int>(type) <= static_cast<int>(DataType::Float8E5M2);
 }
 
 bool supportedOp(ReduceOp op) {
-  return op == ReduceOp::Sum || op == ReduceOp::Prod || op == ReduceOp::Min || op == ReduceOp::Max;
+  return static_cast<int>(op) >= static_cast<int>(ReduceOp::Sum) && static_cast<int>(op) <= static_cast<int>(ReduceOp::Avg);
 }
 
 }  // namespace gpucoll
@@ -35,11 +35,10 @@ struct CallCheck {
     throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(rank) + ": GPU " + what + ": " + why);
   }
   void type(DataType t) const {
-    if (!gpucoll::supportedType(t))
-      fail(std::string("data type ") + dataTypeName(t) + " is not supported (float32, float16, bfloat16, int32, uint8)");
+    if (!gpucoll::supportedType(t)) fail("data type " + std::to_string(static_cast<int>(t)) + " is not a DataType");
   }
   void op(ReduceOp o) const {
-    if (!gpucoll::supportedOp(o)) fail(std::string("reduce op ") + reduceOpName(o) + " is not supported (sum, prod, min, max)");
+    if (!gpucoll::supportedOp(o)) fail("reduce op " + std::to_string(static_cast<int>(o)) + " is not a ReduceOp");
   }
   void buffer(const void* p, const char* name, size_t count, DataType t) const {
     if (count == 0) return;
@@ -81,7 +80,8 @@ static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv
   if (coll != Coll::ReduceScatter && !oneShot) longest = (roundUp(count, unit) / unit + m.nranks - 1) / m.nranks * unit;
   if (longest > count) longest = count;
   gpucoll::ReduceArgs a{static_cast<const char*>(send), static_cast<char*>(recv), count,
-                        chunkFor(m.settings, longest * E) / E, unit, coll, root, oneShot};
+                        chunkFor(m.settings, longest * E) / E, unit, coll, root, oneShot,
+                        gpucoll::resultDivisor(op, m.nranks)};
   gpucoll::launchReduce(m.ctx, a, type, op, m.settings.threads, stream);
 }
 

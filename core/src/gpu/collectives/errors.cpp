@@ -1,10 +1,12 @@
 // Turns the failure words the kernels leave in mapped host memory into
 // Error(Timeout/Remote) naming rank, peer, transport and collective.
+#include <cstdio>
 #include <string>
 
 #include "gpu/collectives/collectives_impl.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/gpu/semaphore_device.hpp"
+#include "plugboard/gpu/stream_wait.hpp"
 
 namespace plugboard {
 namespace {
@@ -26,6 +28,12 @@ const char* collName(uint32_t coll) {
 
 }  // namespace
 
+std::string formatSeconds(int64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g s", static_cast<double>(ns) / 1e9);
+  return text;
+}
+
 void GpuCollectives::Impl::throwIfPortProxyFailed() const {
   try {
     service->checkErrors();
@@ -44,10 +52,11 @@ void GpuCollectives::Impl::throwIfFailed() const {
   const uint32_t code = first & 0xff;
   auto it = connections.find(peer);
   const std::string transport = it != connections.end() ? it->second->transport() : "?";
-  std::string msg = "rank " + std::to_string(rank) + ": device wait for rank " + std::to_string(peer);
+  std::string msg = "rank " + std::to_string(rank) + " (" + comm.hostOf(rank) + "): device wait for rank " +
+                    std::to_string(peer) + " (" + (peer >= 0 && peer < nranks ? comm.hostOf(peer) : "?") + ")";
   if (code == kSemaphoreWaitTimeout)
     msg += " timed out in " + std::string(collName((first >> 8) & 0xff)) + " (transport " + transport +
-           ", gpu_wait_spins=" + std::to_string(settings.waitSpins) +
+           ", gpu_wait_timeout=" + formatSeconds(settings.waitTimeoutNs) +
            "); did every rank make the same calls in the same order?";
   else
     msg += " was aborted in " + std::string(collName((first >> 8) & 0xff)) + " (transport " + transport + ")";
@@ -58,6 +67,18 @@ void GpuCollectives::Impl::throwIfFailed() const {
 void GpuCollectives::checkErrors() const {
   impl_->throwIfFailed();
   impl_->comm.checkErrors();
+}
+
+void GpuCollectives::synchronize(cudaStream_t stream) const {
+  const Impl& m = *impl_;
+  try {
+    waitForStream(stream, 2 * static_cast<double>(m.settings.waitTimeoutNs) / 1e9,
+                  "rank " + std::to_string(m.rank) + " (" + m.comm.hostOf(m.rank) + "): GpuCollectives::synchronize");
+  } catch (const Error&) {
+    checkErrors();  // a recorded device failure says more than the host's timeout
+    throw;
+  }
+  checkErrors();
 }
 
 }  // namespace plugboard

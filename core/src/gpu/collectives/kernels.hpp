@@ -32,9 +32,12 @@ void preloadLLKernels();
 void preloadReduceKernels();
 void preloadMoveKernels();
 
-/// True for the element types the GPU collectives support.
+/// True for a value of the DataType enum (every type has GPU kernels).
 bool supportedType(DataType type);
-/// True for the ops the GPU collectives support.
+/// True for a value of the ReduceOp enum (every op has GPU kernels).
 bool supportedOp(ReduceOp op);
+
+/// Divisor of a reduction's results: the rank count for avg, else 1.
+inline uint32_t resultDivisor(ReduceOp op, int nranks) { return op == ReduceOp::Avg ? static_cast<uint32_t>(nranks) : 1; }
 
 }  // namespace plugboard::gpucoll

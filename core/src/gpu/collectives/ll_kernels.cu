@@ -54,6 +54,7 @@ __device__ __forceinline__ void storePacket(char* dst, uint2 v, uint32_t flag) {
 
 /// Polls an LL16 packet until both flags equal flag; false (recorded) on timeout or abort.
 __device__ inline bool pollPacket(const DeviceCtx& c, const char* src, uint32_t flag, int peer, Coll coll, uint2& out) {
+  WaitClock clock(c.waitTimeoutNs);
   for (int64_t spins = 0;; ++spins) {
     uint32_t d1, f1, d2, f2;
     asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(d1), "=r"(f1), "=r"(d2), "=r"(f2) : "l"(src));
@@ -61,11 +62,12 @@ __device__ inline bool pollPacket(const DeviceCtx& c, const char* src, uint32_t 
       out = make_uint2(d1, d2);
       return true;
     }
-    if ((spins & 1023) == 1023 && *c.abortFlag) {
+    if (!WaitClock::checkNow(spins)) continue;
+    if (*c.abortFlag) {
       recordFailure(c, peer, coll, kSemaphoreAborted);
       return false;
     }
-    if (spins >= c.maxSpins) {
+    if (clock.expired()) {
       recordFailure(c, peer, coll, kSemaphoreWaitTimeout);
       return false;
     }
@@ -90,6 +92,7 @@ struct LLArgs {
   uint64_t bytes;
   Coll coll;
   int root;
+  uint32_t divisor;  ///< Results are divided by it (avg: the rank count; else 1).
 };
 
 template <typename T, typename Op>
@@ -132,7 +135,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) llKernel(DeviceCtx c, LLA
     if (!pick) {
       T* o = reinterpret_cast<T*>(&out);
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) o[j] = Acc<T>::out(acc[j]);
+      for (int j = 0; j < kPer; ++j) o[j] = finish<T>(acc[j], a.divisor);
     }
     storeResult(a.recv, i, a.bytes, out);
   }
@@ -153,7 +156,8 @@ uint32_t llGrid(const DeviceCtx& c, uint64_t bytes, uint32_t threads) {
 void launchLL(const DeviceCtx& c, Coll coll, const void* send, void* recv, uint64_t count, DataType type,
               ReduceOp op, int root, uint32_t threads, cudaStream_t stream) {
   const uint64_t bytes = count * dataTypeSize(type);
-  const LLArgs a{static_cast<const char*>(send), static_cast<char*>(recv), bytes, coll, root};
+  const LLArgs a{static_cast<const char*>(send), static_cast<char*>(recv), bytes, coll, root,
+                 resultDivisor(op, c.nranks)};
   const uint32_t grid = llGrid(c, bytes, threads);
   if (coll == Coll::Broadcast) {  // bytes moved as they are: one instance serves every type
     llKernel<uint8_t, OpSum><<<grid, threads, 0, stream>>>(c, a);
@@ -166,8 +170,8 @@ void launchLL(const DeviceCtx& c, Coll coll, const void* send, void* recv, uint6
 }
 
 void preloadLLKernels() {
-  for (DataType t : {DataType::Float32, DataType::Float16, DataType::BFloat16, DataType::Int32, DataType::Uint8})
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max})
+  for (DataType t : kAllTypes)
+    for (ReduceOp op : kKernelOps)
       dispatchTypeOp(t, op, [&](auto tv, auto ov) {
         cudaFuncAttributes attr;
         PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, llKernel<decltype(tv), decltype(ov)>));

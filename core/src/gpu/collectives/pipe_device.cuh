@@ -114,9 +114,11 @@ __device__ __forceinline__ const PortPipe& portPipe(const DeviceCtx& c, int peer
 __device__ inline uint32_t waitPort(const DeviceCtx& c, const PortPipe& pp) {
   const uint64_t target = ++*pp.expected;
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> in(*pp.inbound);
+  WaitClock clock(c.waitTimeoutNs);
   for (int64_t spins = 0; in.load(cuda::memory_order_acquire) < target; ++spins) {
-    if ((spins & 1023) == 1023 && (*c.abortFlag || *c.portAbort)) return kSemaphoreAborted;
-    if (spins >= c.maxSpins) return kSemaphoreWaitTimeout;
+    if (!WaitClock::checkNow(spins)) continue;
+    if (*c.abortFlag || *c.portAbort) return kSemaphoreAborted;
+    if (clock.expired()) return kSemaphoreWaitTimeout;
   }
   return kSemaphoreOk;
 }
@@ -124,7 +126,7 @@ __device__ inline uint32_t waitPort(const DeviceCtx& c, const PortPipe& pp) {
 /// Owner thread: waits for the next count on (peer, kind); false on failure (recorded).
 __device__ inline bool waitPeer(const DeviceCtx& c, int peer, uint32_t kind, Coll coll) {
   if (!viaPort(c, peer)) {
-    if (semaphore(c, peer, kind).wait(c.maxSpins)) return true;
+    if (semaphore(c, peer, kind).wait(c.waitTimeoutNs)) return true;
     recordFailure(c, peer, coll, *c.abortFlag ? kSemaphoreAborted : kSemaphoreWaitTimeout);
     return false;
   }
@@ -148,7 +150,7 @@ __device__ __forceinline__ uint64_t slotOffset(const DeviceCtx& c, uint64_t area
 __device__ inline bool putToPeer(const DeviceCtx& c, int peer, uint64_t seq, uint64_t bytes, Coll coll) {
   const uint64_t dst = slotOffset(c, c.layout.pipes, c.rank, seq), src = slotOffset(c, c.layout.outbox, peer, seq);
   const ProxyTrigger t = makePortTrigger(kPortPut | kPortSignal, portPipe(c, peer, kData).channel, dst, src, bytes);
-  if (c.fifo.push(t, c.maxSpins) != kFifoPushFailed) return true;
+  if (c.fifo.push(t, c.waitTimeoutNs) != kFifoPushFailed) return true;
   recordFailure(c, peer, coll, (*c.abortFlag || *c.portAbort) ? kSemaphoreAborted : kSemaphoreWaitTimeout);
   return false;
 }
@@ -156,7 +158,7 @@ __device__ inline bool putToPeer(const DeviceCtx& c, int peer, uint64_t seq, uin
 /// Owner thread: asks the proxy to signal the peer's ack channel. False on failure (recorded).
 __device__ inline bool ackToPeer(const DeviceCtx& c, int peer, Coll coll) {
   const ProxyTrigger t = makePortTrigger(kPortSignal, portPipe(c, peer, kAck).channel, 0, 0, 0);
-  if (c.fifo.push(t, c.maxSpins) != kFifoPushFailed) return true;
+  if (c.fifo.push(t, c.waitTimeoutNs) != kFifoPushFailed) return true;
   recordFailure(c, peer, coll, (*c.abortFlag || *c.portAbort) ? kSemaphoreAborted : kSemaphoreWaitTimeout);
   return false;
 }

@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) reduceKernel(DeviceCtx c,
       }
       __syncthreads();
       ndst = *s.ndst;
-      reduceElems<T, Op>(s.ptrs + n, ndst, s.ptrs, n, mine, tid, nt);
+      reduceElems<T, Op>(s.ptrs + n, ndst, s.ptrs, n, mine, tid, nt, a.divisor);
       signalStage(c, s, gatherTo, fromPeer, a.coll);
     }
     // Stage 3: gathered chunks of the other segments.
@@ -126,8 +126,8 @@ void launchReduce(const DeviceCtx& c, const ReduceArgs& a, DataType type, Reduce
 }
 
 void preloadReduceKernels() {
-  for (DataType t : {DataType::Float32, DataType::Float16, DataType::BFloat16, DataType::Int32, DataType::Uint8})
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max})
+  for (DataType t : kAllTypes)
+    for (ReduceOp op : kKernelOps)
       dispatchTypeOp(t, op, [&](auto tv, auto ov) {
         cudaFuncAttributes attr;
         PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, reduceKernel<decltype(tv), decltype(ov)>));

@@ -1,53 +1,105 @@
-// Element-wise reduction ops for the collective kernels: fp32, fp16, bf16,
-// int32, uint8 x sum, prod, min, max. Values are combined in an
-// accumulator type (float for the 16-bit floats, so a chain of ops rounds
-// once; uint32 for uint8 and wrapping arithmetic for int32, so integer
-// overflow wraps as on the host) and stored back in the element type.
+// Element-wise reduction ops for the collective kernels: every DataType x
+// sum, prod, min, max (avg is sum, then Acc<T>::divide once at the output).
+// Values are combined in an accumulator type and stored back once in the
+// element type:
+//  - float for the 16- and 8-bit floats (a chain of ops rounds once; fp8
+//    stores saturate to the largest finite value, as CUDA's SATFINITE and
+//    the host collectives do), float and double for themselves;
+//  - uint32 for the 8- and 32-bit integers and uint64 for the 64-bit ones,
+//    sign-extended for the signed types, so sums and products wrap as two's
+//    complement without signed overflow; min and max compare as the
+//    element's signedness.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace plugboard::gpucoll {
+
+/// Accumulator of a float element type F (Wide: float or double).
+template <typename F, typename Wide>
+struct FloatAcc {
+  using type = Wide;
+  static __device__ __forceinline__ bool less(Wide a, Wide b) { return a < b; }
+  static __device__ __forceinline__ Wide divide(Wide a, uint32_t n) { return a / static_cast<Wide>(n); }
+};
+
+/// Accumulator of an integer element type I: Wide unsigned (wrapping),
+/// compared and divided as I's signedness.
+template <typename I, typename Wide>
+struct IntAcc {
+  using type = Wide;
+  using Signed = typename std::conditional<sizeof(Wide) == 8, int64_t, int32_t>::type;
+  static constexpr bool kSigned = static_cast<I>(-1) < static_cast<I>(0);
+  static __device__ __forceinline__ Wide in(I v) { return static_cast<Wide>(static_cast<Signed>(v)); }
+  static __device__ __forceinline__ I out(Wide v) { return static_cast<I>(v); }
+  static __device__ __forceinline__ bool less(Wide a, Wide b) {
+    if constexpr (kSigned) return static_cast<Signed>(a) < static_cast<Signed>(b);
+    else return a < b;
+  }
+  /// Truncates toward zero, as C++ and the host collectives do.
+  static __device__ __forceinline__ Wide divide(Wide a, uint32_t n) {
+    if constexpr (kSigned) return static_cast<Wide>(static_cast<Signed>(a) / static_cast<Signed>(n));
+    else return a / n;
+  }
+};
 
 /// Accumulator of an element type, with conversions both ways.
 template <typename T>
 struct Acc;
 template <>
-struct Acc<float> {
-  using type = float;
+struct Acc<float> : FloatAcc<float, float> {
   static __device__ __forceinline__ float in(float v) { return v; }
   static __device__ __forceinline__ float out(float v) { return v; }
 };
 template <>
-struct Acc<__half> {
-  using type = float;
+struct Acc<double> : FloatAcc<double, double> {
+  static __device__ __forceinline__ double in(double v) { return v; }
+  static __device__ __forceinline__ double out(double v) { return v; }
+};
+template <>
+struct Acc<__half> : FloatAcc<__half, float> {
   static __device__ __forceinline__ float in(__half v) { return __half2float(v); }
   static __device__ __forceinline__ __half out(float v) { return __float2half_rn(v); }
 };
 template <>
-struct Acc<__nv_bfloat16> {
-  using type = float;
+struct Acc<__nv_bfloat16> : FloatAcc<__nv_bfloat16, float> {
   static __device__ __forceinline__ float in(__nv_bfloat16 v) { return __bfloat162float(v); }
   static __device__ __forceinline__ __nv_bfloat16 out(float v) { return __float2bfloat16_rn(v); }
 };
-template <>
-struct Acc<int32_t> {
-  using type = uint32_t;  // two's complement wrap without signed overflow
-  static __device__ __forceinline__ uint32_t in(int32_t v) { return static_cast<uint32_t>(v); }
-  static __device__ __forceinline__ int32_t out(uint32_t v) { return static_cast<int32_t>(v); }
+/// An OCP 8-bit float: in through half (exact), out rounded to nearest even, saturating.
+template <typename F8, __nv_fp8_interpretation_t kKind>
+struct Fp8Acc : FloatAcc<F8, float> {
+  static __device__ __forceinline__ float in(F8 v) { return __half2float(__half(__nv_cvt_fp8_to_halfraw(v.__x, kKind))); }
+  static __device__ __forceinline__ F8 out(float v) {
+    F8 r;
+    r.__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, kKind);
+    return r;
+  }
 };
 template <>
-struct Acc<uint8_t> {
-  using type = uint32_t;
-  static __device__ __forceinline__ uint32_t in(uint8_t v) { return v; }
-  static __device__ __forceinline__ uint8_t out(uint32_t v) { return static_cast<uint8_t>(v); }
-};
+struct Acc<__nv_fp8_e4m3> : Fp8Acc<__nv_fp8_e4m3, __NV_E4M3> {};
+template <>
+struct Acc<__nv_fp8_e5m2> : Fp8Acc<__nv_fp8_e5m2, __NV_E5M2> {};
+template <>
+struct Acc<int8_t> : IntAcc<int8_t, uint32_t> {};
+template <>
+struct Acc<uint8_t> : IntAcc<uint8_t, uint32_t> {};
+template <>
+struct Acc<int32_t> : IntAcc<int32_t, uint32_t> {};
+template <>
+struct Acc<uint32_t> : IntAcc<uint32_t, uint32_t> {};
+template <>
+struct Acc<int64_t> : IntAcc<int64_t, uint64_t> {};
+template <>
+struct Acc<uint64_t> : IntAcc<uint64_t, uint64_t> {};
 
 /// Sum and product act on the accumulator; min and max compare as the
-/// element type (int32 is carried as uint32, so it is compared signed).
+/// element type (Acc<T>::less).
 struct OpSum {
   template <typename T, typename A>
   static __device__ __forceinline__ A apply(A a, A b) { return a + b; }
@@ -58,28 +110,28 @@ struct OpProd {
 };
 struct OpMin {
   template <typename T, typename A>
-  static __device__ __forceinline__ A apply(A a, A b) {
-    if constexpr (sizeof(T) == 4 && !std::is_floating_point<T>::value)
-      return static_cast<int32_t>(b) < static_cast<int32_t>(a) ? b : a;
-    else
-      return b < a ? b : a;
-  }
+  static __device__ __forceinline__ A apply(A a, A b) { return Acc<T>::less(b, a) ? b : a; }
 };
 struct OpMax {
   template <typename T, typename A>
-  static __device__ __forceinline__ A apply(A a, A b) {
-    if constexpr (sizeof(T) == 4 && !std::is_floating_point<T>::value)
-      return static_cast<int32_t>(b) > static_cast<int32_t>(a) ? b : a;
-    else
-      return b > a ? b : a;
-  }
+  static __device__ __forceinline__ A apply(A a, A b) { return Acc<T>::less(a, b) ? b : a; }
 };
+
+/// The stored value of an accumulated result: divided by `divisor` first
+/// when it is not 1 (avg).
+template <typename T>
+__device__ __forceinline__ T finish(typename Acc<T>::type acc, uint32_t divisor) {
+  return Acc<T>::out(divisor == 1 ? acc : Acc<T>::divide(acc, divisor));
+}
 
 /// Loads element i of a buffer written by another GPU or another kernel
 /// (L2, not L1: a scratch slot is rewritten through the peer mapping).
 template <typename T>
 __device__ __forceinline__ T loadElem(const char* base, uint64_t i) {
-  if constexpr (sizeof(T) == 4) {
+  if constexpr (sizeof(T) == 8) {
+    unsigned long long v = __ldcg(reinterpret_cast<const unsigned long long*>(base) + i);
+    return *reinterpret_cast<T*>(&v);
+  } else if constexpr (sizeof(T) == 4) {
     unsigned v = __ldcg(reinterpret_cast<const unsigned*>(base) + i);
     return *reinterpret_cast<T*>(&v);
   } else if constexpr (sizeof(T) == 2) {
@@ -95,7 +147,7 @@ __device__ __forceinline__ T loadElem(const char* base, uint64_t i) {
 /// outputs: the batch's loads of one source are in flight together.
 template <typename T, typename Op, uint32_t kBatch>
 __device__ __forceinline__ void reduceVectors(char* const* dst, int ndst, const char* const* src, int nsrc, uint64_t v,
-                                              uint64_t step) {
+                                              uint64_t step, uint32_t divisor) {
   using A = typename Acc<T>::type;
   constexpr uint32_t kPer = 16 / sizeof(T);
   A acc[kBatch][kPer];
@@ -122,20 +174,21 @@ __device__ __forceinline__ void reduceVectors(char* const* dst, int ndst, const 
   for (uint32_t b = 0; b < kBatch; ++b) {
     T* o = reinterpret_cast<T*>(&raw[b]);
 #pragma unroll
-    for (uint32_t j = 0; j < kPer; ++j) o[j] = Acc<T>::out(acc[b][j]);
+    for (uint32_t j = 0; j < kPer; ++j) o[j] = finish<T>(acc[b][j], divisor);
     for (int k = 0; k < ndst; ++k) reinterpret_cast<int4*>(dst[k])[v + b * step] = raw[b];
   }
 }
 
 /// Element-wise reduction over nsrc sources in source order into ndst
-/// outputs, elems elements, split over threads [0, nthreads). 16-byte
+/// outputs, elems elements, split over threads [0, nthreads), each result
+/// divided by divisor (1 except for avg). 16-byte
 /// vectors when every pointer is 16-byte aligned (in batches of kBatch per
 /// thread, then single vectors), then a scalar remainder.
 template <typename T, typename Op>
 __device__ void reduceElems(char* const* dst, int ndst, const char* const* src, int nsrc, uint64_t elems,
-                            uint32_t tid, uint32_t nthreads) {
+                            uint32_t tid, uint32_t nthreads, uint32_t divisor) {
   using A = typename Acc<T>::type;
-  // uint8 accumulates 16 words per vector: a batch of 4 would not fit kMaxBlockThreads' registers.
+  // 8-bit types accumulate 16 words per vector: a batch of 4 would not fit kMaxBlockThreads' registers.
   constexpr uint32_t kPer = 16 / sizeof(T), kBatch = sizeof(T) == 1 ? 2 : 4;
   bool aligned = true;
   for (int k = 0; k < nsrc; ++k) aligned &= (reinterpret_cast<uintptr_t>(src[k]) % 16) == 0;
@@ -145,14 +198,14 @@ __device__ void reduceElems(char* const* dst, int ndst, const char* const* src, 
     const uint64_t vecs = elems / kPer;
     uint64_t v = tid;
     for (; v + (kBatch - 1) * nthreads < vecs; v += kBatch * nthreads)
-      reduceVectors<T, Op, kBatch>(dst, ndst, src, nsrc, v, nthreads);
-    for (; v < vecs; v += nthreads) reduceVectors<T, Op, 1>(dst, ndst, src, nsrc, v, nthreads);
+      reduceVectors<T, Op, kBatch>(dst, ndst, src, nsrc, v, nthreads, divisor);
+    for (; v < vecs; v += nthreads) reduceVectors<T, Op, 1>(dst, ndst, src, nsrc, v, nthreads, divisor);
     done = vecs * kPer;
   }
   for (uint64_t i = done + tid; i < elems; i += nthreads) {
     A acc = Acc<T>::in(loadElem<T>(src[0], i));
     for (int k = 1; k < nsrc; ++k) acc = Op::template apply<T, A>(acc, Acc<T>::in(loadElem<T>(src[k], i)));
-    const T out = Acc<T>::out(acc);
+    const T out = finish<T>(acc, divisor);
     for (int k = 0; k < ndst; ++k) reinterpret_cast<T*>(dst[k])[i] = out;
   }
 }

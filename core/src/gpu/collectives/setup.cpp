@@ -42,7 +42,10 @@ GpuCollSettings GpuCollSettings::read(const Config& c) {
                                        ") must hold 2 chunks of gpu_chunk_bytes (" + std::to_string(s.chunkBytes) +
                                        ") for each of gpu_blocks (" + std::to_string(s.blocks) + ") blocks: raise it to " +
                                        std::to_string(2 * s.chunkBytes * s.blocks) + " or lower the others");
-  s.waitSpins = readInRange(c, "gpu_wait_spins", 1024, INT64_MAX);
+  const double timeout = c.getDouble("gpu_wait_timeout");
+  if (!(timeout >= 0.001 && timeout <= 86400))
+    throw Error(ErrorCode::Config, "gpu_wait_timeout must be between 0.001 and 86400 seconds, got " + std::to_string(timeout));
+  s.waitTimeoutNs = static_cast<int64_t>(timeout * 1e9);
   return s;
 }
 
@@ -162,7 +165,7 @@ void GpuCollectives::Impl::setup() {
   ctx.abortFlag = flagsDev;
   ctx.first = flagsDev + 1;
   ctx.errors = flagsDev + 2;
-  ctx.maxSpins = settings.waitSpins;
+  ctx.waitTimeoutNs = settings.waitTimeoutNs;
   ctx.rank = rank;
   ctx.nranks = nranks;
   ctx.blocks = static_cast<int>(settings.blocks);

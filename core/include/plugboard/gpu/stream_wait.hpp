@@ -1,0 +1,23 @@
+/// @file stream_wait.hpp
+/// Bounded host waits for GPU work. cudaStreamSynchronize and
+/// cudaEventSynchronize wait forever when a kernel never runs or never
+/// ends (a peer that never joins, another process's kernels holding the
+/// GPU, a broken MPS server); these poll instead and give up with
+/// Error(Timeout) naming what was waited for. Requires CUDA.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace plugboard {
+
+/// Waits until every operation enqueued on stream so far has completed.
+/// Throws Error(Timeout) "<what>: the GPU work ... did not finish within
+/// <timeoutSeconds> s ..." or Error(System) for a CUDA error the stream reports.
+void waitForStream(cudaStream_t stream, double timeoutSeconds, const std::string& what);
+
+/// Waits until event has completed; errors as waitForStream.
+void waitForEvent(cudaEvent_t event, double timeoutSeconds, const std::string& what);
+
+}  // namespace plugboard
