@@ -1143,6 +1143,10 @@ TEST_P(CudaIpcPairTest, FreeWithWritesInFlight) {
 // free and finalize still succeed.
 TEST_P(CudaIpcPairTest, GpuFaultIsFinalAndNamed) {
   Placement p = GetParam();
+  // Under CUDA MPS a fatal fault of one client is raised in every client of
+  // the GPU, so the exporter could not stay healthy as this test requires.
+  if (p.dev0 == p.dev1 && (std::getenv("CUDA_MPS_PIPE_DIRECTORY") || access("/tmp/nvidia-mps/control", F_OK) == 0))
+    GTEST_SKIP() << "CUDA MPS is running: a GPU fault reaches every process on the GPU";
   RUN_RANKS(
       [p](Link& link) {
         Rank r(0, p.dev0);
