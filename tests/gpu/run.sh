@@ -84,7 +84,10 @@ echo
 echo "== machine"; cat "$LOGS/machine.txt"
 echo "== microbenchmarks"; grep -h -E "_us|GBps|_over_" "$LOGS/fifo-latency.log" "$LOGS/channels.log" 2>/dev/null
 echo "== kernel launch floor (empty kernel, us per launch)"; cat "$LOGS/launch-floor.log" 2>/dev/null
-for f in check-sweep-mps check-repro; do [ -f "$LOGS/$f.log" ] && { echo "== $f"; sed -n '/^== correctness sweep/,$p;/^case /,$p' "$LOGS/$f.log" | grep -v " ok$" | head -40; }; done
+for f in check-sweep-mps check-repro; do
+  [ -f "$LOGS/$f.log" ] && { echo "== $f: $(sed -n '/^== correctness sweep/,$p' "$LOGS/$f.log" | grep -c " ok$") runs ok"; \
+    sed -n '/^== correctness sweep/,$p' "$LOGS/$f.log" | grep -v " ok$" | head -40; }
+done
 for t in gpu-tests-mps gpu-tests host-tests; do
   [ -f "$LOGS/$t.log" ] && grep -q "tests FAILED" "$LOGS/$t.log" && { echo "== $t failed"; sed -n '/tests FAILED/,$p' "$LOGS/$t.log" | head -40; }
 done
