@@ -63,14 +63,10 @@ void protocolSweep(GpuCollectives& g, int rank, int n, cudaStream_t s) {
     }
 }
 
-const DataType kAllTypes[] = {DataType::Int8,    DataType::Uint8,   DataType::Int32,      DataType::Uint32,
-                              DataType::Int64,   DataType::Uint64,  DataType::Float16,    DataType::BFloat16,
-                              DataType::Float32, DataType::Float64, DataType::Float8E4M3, DataType::Float8E5M2};
-
 /// Every type and op at a count of each allreduce path on n ranks (LL,
 /// one-shot, two-shot), odd.
 void arithmeticSweep(GpuCollectives& g, int rank, int n, cudaStream_t s) {
-  for (DataType t : kAllTypes) {
+  for (DataType t : kEveryDataType) {
     const size_t E = dataTypeSize(t);
     const std::vector<size_t> counts = {7, (kLL / (n - 1) / E) | 1, (kOneShot / (n - 1) / E - 2) | 1, 100003};
     reducingMatrix(g, rank, n, s, {t},

@@ -25,14 +25,11 @@ const Settings kSmall = {{"gpu_allreduce_small_bytes", "4096"}, {"gpu_allreduce_
                          {"gpu_scratch_bytes", "65536"},        {"gpu_blocks", "4"},
                          {"gpu_threads", "256"},                {"gpu_chunk_bytes", "4096"}};
 
-const DataType kTypes[] = {DataType::Int8,    DataType::Uint8,    DataType::Int32,      DataType::Uint32,
-                           DataType::Int64,   DataType::Uint64,   DataType::Float16,    DataType::BFloat16,
-                           DataType::Float32, DataType::Float64,  DataType::Float8E4M3, DataType::Float8E5M2};
 const ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg};
 /// 0, tiny, odd, LL (< 4096 bytes for 4-byte types), one-shot, two-shot and larger than the scratch.
 const size_t kCounts[] = {0, 1, 7, 1009, 3000, 100003};
 
-std::vector<DataType> allTypes() { return {std::begin(kTypes), std::end(kTypes)}; }
+std::vector<DataType> allTypes() { return {std::begin(kEveryDataType), std::end(kEveryDataType)}; }
 std::vector<ReduceOp> allOps() { return {std::begin(kOps), std::end(kOps)}; }
 std::vector<size_t> allCounts() { return {std::begin(kCounts), std::end(kCounts)}; }
 

@@ -13,6 +13,11 @@
 
 namespace plugboard::test {
 
+/// Every DataType, in enum order.
+constexpr DataType kEveryDataType[] = {DataType::Int8,    DataType::Uint8,   DataType::Int32,      DataType::Uint32,
+                                       DataType::Int64,   DataType::Uint64,  DataType::Float16,    DataType::BFloat16,
+                                       DataType::Float32, DataType::Float64, DataType::Float8E4M3, DataType::Float8E5M2};
+
 inline bool isFloat8(DataType t) { return t == DataType::Float8E4M3 || t == DataType::Float8E5M2; }
 inline bool isFloat(DataType t) {
   return t == DataType::Float16 || t == DataType::BFloat16 || t == DataType::Float32 || t == DataType::Float64 ||
