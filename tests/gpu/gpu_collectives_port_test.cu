@@ -109,6 +109,22 @@ TEST(GpuCollectivesPort, MixedMappedAndStagedPairsFourRanks) {
   }, std::chrono::seconds(110), twoFakeHosts);
 }
 
+// The default grid (128 blocks of 512 threads) on both ranks: two ranks on
+// one GPU under CUDA MPS then fill every SM slot with kernels that wait for
+// each other's staged signals, so a signal must land without an SM (a
+// kernel per signal, as before, deadlocked until gpu_wait_timeout).
+TEST(GpuCollectivesPort, DefaultGridOverStagedEthernetTwoRanks) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuRanks(2, {{"gpu_wait_timeout", "10"}}, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+    expectStaged(g.communicator(), 1 - rank, true);
+    for (size_t count : {size_t(1009), size_t(262147), size_t(3) << 20 | 1})
+      for (bool inPlace : {false, true}) {
+        checkReducing(g, Reducing::AllReduce, DataType::Float32, ReduceOp::Sum, count, inPlace, 0, rank, n, s);
+        checkMoving(g, Moving::AllGather, DataType::Float16, count, inPlace, 0, rank, n, s);
+      }
+  }, std::chrono::seconds(110), overEthernet);
+}
+
 TEST(GpuCollectivesPort, CapturedGraphReplaysOverStagedEthernet) {
   PB_REQUIRE_GPU_NO_INIT();
   runGpuRanks(2, kPortSmall, checkGraphReplays, std::chrono::seconds(110), overEthernet);

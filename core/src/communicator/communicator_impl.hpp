@@ -82,6 +82,9 @@ struct RegisteredMemoryImpl {
   int rank = -1;
   std::mutex mutex;
   std::vector<std::pair<TransportPlugin*, pb_mr*>> regs;  // guarded by mutex
+  /// Staged signals to device counters here: offset -> the value last
+  /// written (gpu/staged_counter.hpp). Guarded by mutex.
+  std::map<uint64_t, uint64_t> stagedCounters;
   /// The region's handle for a transport, or null.
   pb_mr* handleFor(const TransportPlugin* plugin);
   /// Deregisters from every transport. Idempotent.

@@ -62,7 +62,7 @@ StagingEngine::~StagingEngine() {
 
 void StagingEngine::allocate() {
   PB_CUDA_CHECK(cudaGetDevice(&device_));
-  preloadStagingKernels();
+  counters_ = std::make_unique<StagedCounterWriter>();
   PB_CUDA_CHECK(cudaStreamCreateWithFlags(&sendStream_, cudaStreamNonBlocking));
   PB_CUDA_CHECK(cudaStreamCreateWithFlags(&receiveStream_, cudaStreamNonBlocking));
   sendEvents_.assign(slots_, nullptr);

@@ -14,8 +14,9 @@
 //
 // Receiver (one thread): takes arrivals in order, copies each payload to
 // the target region on its own stream, and applies signals on that stream
-// after the copies (a one-thread kernel for device counters, a host
-// function for host counters), then returns credits as copies finish.
+// after the copies (a stream memory write for device counters,
+// staged_counter.hpp; a host function for host counters), then returns
+// credits as copies finish.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,6 +30,7 @@
 
 #include "communicator/communicator_impl.hpp"
 #include "communicator/stager.hpp"
+#include "gpu/staged_counter.hpp"
 
 namespace plugboard {
 
@@ -130,6 +132,7 @@ class StagingEngine final : public Stager {
   uint64_t taken_ = 0;
   std::atomic<bool> stopping_{false};
   bool stopped_ = false;
+  std::unique_ptr<StagedCounterWriter> counters_;  // receiver side
   std::thread receiver_;
 };
 

@@ -83,7 +83,7 @@ void StagingEngine::apply(const StagingSlotHeader& h, uint32_t slot) {
       throw Error(ErrorCode::Remote, where + ": offset " + std::to_string(h.offset) + " is not an aligned 8-byte slot of " +
                                          std::to_string(region->size) + " bytes");
     auto* counter = reinterpret_cast<uint64_t*>(target + h.offset);
-    if (region->kind == MemoryKind::Cuda) launchStagedAdd(counter, h.value, receiveStream_);
+    if (region->kind == MemoryKind::Cuda) counters_->add(*region, h.offset, h.value, receiveStream_);
     else PB_CUDA_CHECK(cudaLaunchHostFunc(receiveStream_, applyHostAdd, new HostAdd{counter, h.value}));
   } else {
     throw Error(ErrorCode::Remote, where + " has unknown operation code " + std::to_string(h.op));
