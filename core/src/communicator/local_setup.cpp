@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "communicator/wait.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/logger.hpp"
 #include "plugins/plugin_loader.hpp"
@@ -33,6 +34,11 @@ void prepareLocalSetup(CommunicatorOptions& options, int rank, int nranks, Local
   if (seconds <= 0)
     throw Error(ErrorCode::Config, "setting 'timeout' must be positive, got " + config.getString("timeout"));
   out.timeout = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  const int64_t yields = config.getInt("wait_yield_polls");
+  if (yields < 0 || yields > 1000000)
+    throw Error(ErrorCode::Config, "setting 'wait_yield_polls' must be between 0 and 1000000, got " +
+                                       config.getString("wait_yield_polls"));
+  gWaitYieldPolls.store(static_cast<unsigned>(yields), std::memory_order_relaxed);
   std::string hostId = config.getString("host_id");
   out.host = hostId.empty() ? localHostName() : hostId;
   LocalIdentity self{rank, nranks, out.host};

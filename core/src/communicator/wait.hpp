@@ -1,10 +1,14 @@
-// Polling with a deadline. Spin briefly; then, where every transport
-// involved promises wake-ups (PB_CAP_SIGNAL_NOTIFY), sleep on the
-// process's SignalEvent until something lands; otherwise yield, then sleep
-// a little longer each round. Quick when the answer is near, cheap when
+// Polling with a deadline. Spin briefly, then yield the CPU for a while
+// (wait_yield_polls: a transport's receiver thread on the same core then
+// runs at once and the waiter sees its result without a futex wake-up,
+// which costs a two-core machine 10-20 us per message); then, where every
+// transport involved promises wake-ups (PB_CAP_SIGNAL_NOTIFY), sleep on
+// the process's SignalEvent until something lands; otherwise sleep a
+// little longer each round. Quick when the answer is near, cheap when
 // ranks outnumber cores.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -13,6 +17,10 @@
 #include "communicator/signal_event.hpp"
 
 namespace plugboard {
+
+/// Yielding polls of every Backoff before it sleeps: the wait_yield_polls
+/// setting, process-wide (set by each communicator's set-up).
+inline std::atomic<unsigned> gWaitYieldPolls{1000};
 
 /// A polling loop's pacing and deadline. Usage:
 ///   Backoff b(timeout, notifying);
@@ -29,12 +37,15 @@ class Backoff {
   /// Waits a little, as described above.
   void pause() {
     ++rounds_;
-    if (rounds_ < 20) return;
+    if (rounds_ < kSpinPolls) return;
+    if (rounds_ < kSpinPolls + gWaitYieldPolls.load(std::memory_order_relaxed)) {
+      std::this_thread::yield();
+      return;
+    }
     if (eventDriven_) {  // bounded, so a missed promise costs latency, not a hang
       SignalEvent::instance().waitChanged(seen_, std::chrono::microseconds(1000));
       return;
     }
-    if (rounds_ < 40) { std::this_thread::yield(); return; }
     std::this_thread::sleep_for(std::chrono::microseconds(rounds_ < 2000 ? 5 : 100));
   }
   /// Time since construction as "2.0 s".
@@ -46,6 +57,7 @@ class Backoff {
   }
 
  private:
+  static constexpr unsigned kSpinPolls = 20;  ///< Polls before the first yield.
   std::chrono::steady_clock::time_point start_, deadline_;
   bool eventDriven_;
   uint32_t seen_ = 0;

@@ -11,6 +11,10 @@ const std::vector<SettingDecl>& coreSettingDecls() {
        "Extra directories searched for libplugboard-<name>.so (colon or comma list)", true},
       {"timeout", SettingType::Double, "60",
        "Seconds any wait (bootstrap, connect, flush, semaphore) may take before it fails", false},
+      {"wait_yield_polls", SettingType::Int, "1000",
+       "Host waits: polls that yield the CPU before a waiter sleeps (process-wide; 0 sleeps after 20 busy polls). "
+       "Yielding lets a transport's receiver thread on the same core run while the waiter stays awake",
+       false},
       {"host_id", SettingType::String, "",
        "Host identity for same-host decisions (default: the host name)", true},
       {"socket_ifname", SettingType::String, "",
