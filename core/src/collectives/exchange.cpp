@@ -81,11 +81,11 @@ std::string outstanding(const std::vector<SendJob>& sends, const std::vector<Rec
   std::string out;
   for (const auto& s : sends)
     if (s.nextChunk < chunkCount(s.bytes, s.link->chunkBytes()))
-      out += " send to rank " + std::to_string(s.link->peer()) + " (" + std::to_string(s.nextChunk) + "/" +
+      out += " send to " + s.link->describePeer() + " (" + std::to_string(s.nextChunk) + "/" +
              std::to_string(chunkCount(s.bytes, s.link->chunkBytes())) + " chunks);";
   for (const auto& r : recvs)
     if (r.nextChunk < chunkCount(r.bytes, r.link->chunkBytes()))
-      out += " receive from rank " + std::to_string(r.link->peer()) + " (" + std::to_string(r.nextChunk) + "/" +
+      out += " receive from " + r.link->describePeer() + " (" + std::to_string(r.nextChunk) + "/" +
              std::to_string(chunkCount(r.bytes, r.link->chunkBytes())) + " chunks);";
   return out;
 }

@@ -7,7 +7,8 @@ namespace plugboard {
 
 PeerLink::PeerLink(Communicator& comm, std::shared_ptr<Connection> conn, size_t chunkBytes, int slots, int tag)
     : peer_(conn->remoteRank()), chunkBytes_(chunkBytes), slots_(static_cast<uint64_t>(slots)), conn_(std::move(conn)),
-      outbox_(slots_ * stride()), inbox_(slots_ * stride()), slotPostedSeq_(slots_, 0) {
+      outbox_(slots_ * stride()), inbox_(slots_ * stride()), slotPostedSeq_(slots_, 0),
+      description_("rank " + std::to_string(peer_) + " (host " + comm.hostOf(peer_) + ", " + conn_->transport() + ")") {
   outboxMem_ = comm.registerMemory(outbox_.data(), outbox_.size());
   inboxMem_ = comm.registerMemory(inbox_.data(), inbox_.size());
   comm.sendMemory(inboxMem_, peer_, tag);

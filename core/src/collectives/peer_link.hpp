@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "plugboard/communicator.hpp"
@@ -47,6 +48,8 @@ class PeerLink {
 
   /// The peer's rank.
   int peer() const { return peer_; }
+  /// "rank 3 (host node-b, ethernet)", for messages.
+  const std::string& describePeer() const { return description_; }
   /// Largest chunk payload.
   size_t chunkBytes() const { return chunkBytes_; }
   /// True when a slot is free at the peer and its outbox slot is reusable.
@@ -78,6 +81,7 @@ class PeerLink {
   RemoteMemory peerInbox_;
   std::unique_ptr<Host2HostSemaphore> data_, free_;
   std::vector<uint64_t> slotPostedSeq_;
+  std::string description_;
   uint64_t credits() const;
   uint64_t sent_ = 0, received_ = 0;
   uint64_t returned_ = 0;       // credits the peer has been told of (headers or signals)

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Two hosts for real on one machine: two network namespaces joined by a
+# veth pair, ranks started in each with their own host id, so selection
+# sees different hosts and every pair across takes the network path
+# (ethernet over the veth link; the namespaces have no other route).
+#
+#   bash tests/netns/two_hosts.sh PLUGBOARD_PERF
+#
+# Cases: every collective over 2 ranks (one per host) and 4 ranks (two per
+# host) at odd sizes, each result checked (-c 1); a rank killed
+# mid-allreduce ends the others' calls with an error naming it and its
+# host; the link cut mid-allreduce ends every rank's call by the timeout,
+# naming the peer. Exits 77 (skipped) where network namespaces cannot be
+# made (not root, no iproute2, no permission). Every process is bounded by
+# `timeout`, and the namespaces are removed on exit.
+set -uo pipefail
+perf=${1:?usage: two_hosts.sh PLUGBOARD_PERF}
+perf=$(readlink -f "$perf")
+skip() { echo "SKIP: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root to create network namespaces"
+command -v ip > /dev/null || skip "needs ip (iproute2)"
+
+# Unique names (parallel ctest runs): namespaces pbA<pid>/pbB<pid>, links
+# (15 characters at most) pa<pid>/pb<pid>, a /24 picked from the pid.
+ns_a=pbA$$ ns_b=pbB$$ link_a=pa$$ link_b=pb$$
+net="10.$((100 + $$ % 100)).$(( ($$ / 100) % 250 ))"
+addr_a=$net.1 addr_b=$net.2
+logs=$(mktemp -d /tmp/pb-two-hosts.XXXXXX)
+cleanup() {
+  ip netns pids "$ns_a" 2> /dev/null | xargs -r kill -9 2> /dev/null
+  ip netns pids "$ns_b" 2> /dev/null | xargs -r kill -9 2> /dev/null
+  ip netns del "$ns_a" 2> /dev/null
+  ip netns del "$ns_b" 2> /dev/null
+  rm -rf "$logs"
+}
+trap cleanup EXIT
+ip netns add "$ns_a" 2> /dev/null || skip "ip netns add is not permitted here"
+ip netns add "$ns_b" || skip "ip netns add is not permitted here"
+ip link add "$link_a" type veth peer name "$link_b" || skip "cannot create a veth pair"
+ip link set "$link_a" netns "$ns_a" && ip link set "$link_b" netns "$ns_b" &&
+  ip -n "$ns_a" addr add "$addr_a/24" dev "$link_a" && ip -n "$ns_b" addr add "$addr_b/24" dev "$link_b" &&
+  ip -n "$ns_a" link set "$link_a" up && ip -n "$ns_b" link set "$link_b" up &&
+  ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up || { echo "FAIL: setting up the veth link"; exit 1; }
+
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# start RANK NRANKS ARGS...: rank RANK of NRANKS in the namespace of its
+# host (the first half of the ranks on host A), in the background, its
+# output in $logs/RANK.log. Ranks find rank 0 at addr_a:port.
+port=29400
+start() {
+  local rank=$1 nranks=$2; shift 2
+  local ns=$ns_a host=hostA
+  if [ "$rank" -ge $(( (nranks + 1) / 2 )) ]; then ns=$ns_b host=hostB; fi
+  ip netns exec "$ns" env PLUGBOARD_RANK="$rank" PLUGBOARD_NRANKS="$nranks" PLUGBOARD_HOST_ID="$host" \
+    PLUGBOARD_BOOTSTRAP_ADDR="$addr_a:$port" PLUGBOARD_TRANSPORTS=ethernet PLUGBOARD_TIMEOUT="${TIMEOUT:-20}" \
+    timeout 120 "$perf" --mem host "$@" > "$logs/$rank.log" 2>&1 &
+  pids[$rank]=$!
+}
+
+# run_case NAME NRANKS ARGS...: every rank must exit 0 with no wrong value.
+run_case() {
+  local name=$1 nranks=$2; shift 2
+  port=$((port + 1))
+  pids=()
+  for ((r = 0; r < nranks; r++)); do start "$r" "$nranks" "$@"; done
+  local bad=0
+  for ((r = 0; r < nranks; r++)); do wait "${pids[$r]}" || bad=1; done
+  if [ $bad -ne 0 ] || ! grep -q "Out of bounds values : 0 OK" "$logs/0.log"; then
+    fail "$name"
+    tail -5 "$logs"/*.log
+  else
+    echo "ok: $name ($(grep -E '^ +[0-9]' "$logs/0.log" | wc -l) sizes)"
+  fi
+  grep -q "via ethernet" "$logs/0.log" || fail "$name: rank 0 did not report ethernet"
+}
+
+# Every collective, 2 ranks (one per host) and 4 ranks (two per host).
+for n in 2 4; do
+  for c in allreduce allgather reducescatter broadcast reduce alltoall sendrecv; do
+    run_case "$c, $n ranks on 2 hosts" "$n" -C "$c" -d float -o sum -b 7 -e 3000007 -f 31 -n 3 -w 1 -c 1
+  done
+  run_case "allreduce int8 max, $n ranks on 2 hosts" "$n" -C allreduce -d int8 -o max -b 7 -e 300007 -f 31 -n 3 -w 1 -c 1
+  run_case "allreduce half avg, $n ranks on 2 hosts" "$n" -C allreduce -d half -o avg -b 7 -e 300007 -f 31 -n 3 -w 1 -c 1
+done
+
+# expect_error NAME RANKS PATTERN...: each listed rank exited non-zero
+# within the bound and its log holds every pattern.
+expect_error() {
+  local name=$1 ranks=$2; shift 2
+  local r
+  for r in $ranks; do
+    if wait "${pids[$r]}"; then fail "$name: rank $r succeeded"; continue; fi
+    echo "  rank $r: $(grep -m1 -iE "error|fail|timed out|timeout|closed" "$logs/$r.log" | cut -c1-300)"
+    local p
+    for p in "$@"; do grep -q -- "$p" "$logs/$r.log" || { fail "$name: rank $r's error lacks '$p'"; tail -3 "$logs/$r.log"; }; done
+  done
+  echo "ok (if no FAIL above): $name"
+}
+
+# A rank killed mid-allreduce: the others' calls end naming it and its host.
+port=$((port + 1))
+pids=()
+for r in 0 1 2; do start "$r" 3 -C allreduce -b 16M -e 16M -n 100000 -w 1 -c 0; done
+sleep 3
+ip netns pids "$ns_b" | xargs -r kill -9  # rank 2 and its timeout wrapper
+begin=$(date +%s)
+expect_error "rank 2 killed mid-allreduce" "0 1" "rank 2" "hostB"
+took=$(( $(date +%s) - begin ))
+[ "$took" -le 25 ] || fail "the survivors took $took s to report the dead rank (timeout 20 s)"
+wait "${pids[2]}" 2> /dev/null  # reaped: killed
+
+# The link cut mid-allreduce: every rank's call ends by the timeout, naming a peer.
+TIMEOUT=5
+port=$((port + 1))
+pids=()
+for r in 0 1; do start "$r" 2 -C allreduce -b 16M -e 16M -n 100000 -w 1 -c 0; done
+sleep 3
+ip -n "$ns_a" link set "$link_a" down
+begin=$(date +%s)
+expect_error "link cut mid-allreduce" "0" "rank 1 (host hostB, ethernet)" "made no progress"
+expect_error "link cut mid-allreduce" "1" "rank 0 (host hostA, ethernet)" "made no progress"
+took=$(( $(date +%s) - begin ))
+[ "$took" -le 20 ] || fail "the ranks took $took s to report the cut link (timeout 5 s)"
+
+echo "two_hosts: $failures failure(s)"
+[ "$failures" -eq 0 ]
