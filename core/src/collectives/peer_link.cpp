@@ -22,7 +22,10 @@ PeerLink::~PeerLink() = default;
 uint64_t PeerLink::credits() const { return std::max(free_->inbound(), peerCredits_); }
 
 bool PeerLink::canSend() const {
-  if (sent_ - credits() >= slots_) return false;
+  if (sent_ - credits() >= slots_) {
+    conn_->progress();  // a credit may be waiting in the transport, which can land it in this thread
+    if (sent_ - credits() >= slots_) return false;
+  }
   const uint64_t needed = slotPostedSeq_[sent_ % slots_];
   if (conn_->completed() >= needed) return true;
   conn_->progress();  // don't wait for the proxy thread to notice
@@ -41,7 +44,11 @@ void PeerLink::send(const ChunkHeader& header, const void* payload, size_t len) 
   ++sent_;
 }
 
-bool PeerLink::hasChunk() const { return data_->inbound() > received_; }
+bool PeerLink::hasChunk() const {
+  if (data_->inbound() > received_) return true;
+  conn_->progress();  // transports that can receive in the calling thread do it now: no hand-off
+  return data_->inbound() > received_;
+}
 
 const ChunkHeader& PeerLink::header() const {
   return *reinterpret_cast<const ChunkHeader*>(inbox_.data() + (received_ % slots_) * stride());

@@ -127,6 +127,8 @@ uint64_t Connection::post(Op op) {
 
 void Connection::progress(uint64_t* completed) {
   requireConnected();
+  noteWaiter();
+  receiveAvailable(true);
   *completed = completed_.load(std::memory_order_acquire);
   std::lock_guard<std::mutex> lock(mu_);
   if (failure_) throw Error(failure_->status, failure_->reason);

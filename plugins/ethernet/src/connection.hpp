@@ -1,6 +1,8 @@
 // One ethernet connection to a peer (the core's pb_conn*): two TCP sockets,
-// a sender thread for our posted writes/signals and a receiver thread that
-// applies the peer's writes/signals to our registered memory.
+// a sender thread for our posted writes/signals (small ones go inline from
+// the posting thread), and a receive path that applies the peer's
+// writes/signals to our registered memory, run by a receiver thread or by
+// a caller of proxy_progress, whichever holds rxMu_ (receive.cpp).
 #pragma once
 
 #include <sys/uio.h>
@@ -47,8 +49,10 @@ class Connection {
   /// Posts a write and then a signal as one WriteSignal frame (one seq).
   uint64_t postWriteSignal(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset,
                            size_t size, const RemoteRegion& signalDst, size_t signalOffset, uint64_t value);
-  /// Sets *completed to the sequence number of the last completed
-  /// operation, then throws the connection's failure if any (final).
+  /// Applies whatever the peer's frames have delivered so far (unless the
+  /// receiver thread is at it), sets *completed to the sequence number of
+  /// the last completed operation, then throws the connection's failure if
+  /// any (final).
   void progress(uint64_t* completed);
   /// Throws unless connected; everything is sent as soon as it is posted.
   void flush();
@@ -104,14 +108,43 @@ class Connection {
   /// Sets flag under mu_ and wakes every waiter.
   void markDone(bool& flag);
 
-  /// Receiver thread body: applies frames until CLOSE or an error.
+  /// Which part of a frame the receive path expects next.
+  enum class RxPhase { Header, Ext, Payload };
+  /// What one receive step did.
+  enum class RxStep { Waiting, Moved, Ended };
+  /// The receive path's position in the stream (rxMu_ only).
+  struct RxState {
+    RxPhase phase = RxPhase::Header;
+    uint8_t bytes[wire::FrameHeader::kSize > wire::SignalExt::kSize ? wire::FrameHeader::kSize : wire::SignalExt::kSize];
+    size_t got = 0;                      // bytes of the header / ext so far
+    wire::FrameHeader header{};          // the frame being received
+    wire::SignalExt ext{};               // its signal (WriteSignal)
+    std::optional<RegionRegistry::Pin> pin;  // the write's destination, until its payload is in
+    char* dst = nullptr;                 // where the payload's next byte goes
+    size_t left = 0;                     // payload bytes still to come
+    uint64_t expectedSeq = 1;
+    bool ended = false;                  // CLOSE or an error: nothing more is read
+  };
+
+  /// Receiver thread body: waits for bytes and applies them until the end,
+  /// keeping out of the way while callers of proxy_progress receive.
   void receiveLoop();
-  /// Reads and applies one frame; false after CLOSE.
-  bool receiveFrame();
-  /// Receives a write's payload straight into the pinned destination.
-  void applyWrite(const wire::FrameHeader& h);
-  /// Applies a signal's atomic add (release) to the pinned destination.
-  void applySignal(const wire::FrameHeader& h);
+  /// Records that a caller of proxy_progress is receiving now.
+  void noteWaiter();
+  /// True once the receive path ended.
+  bool rxEnded();
+  /// Under rxMu_ (only if free with tryOnly): applies every complete part
+  /// that has arrived, without blocking. Records a failure (final) instead
+  /// of throwing. True when anything moved.
+  bool receiveAvailable(bool tryOnly);
+  /// One non-blocking read and what it completes.
+  RxStep receiveStep();
+  /// Checks and dispatches a complete frame header; false after CLOSE.
+  bool headerReceived();
+  /// Pins and checks the destination of the current frame's payload.
+  void startWrite();
+  /// The payload is in: unpins, then applies a WriteSignal's signal.
+  void finishWrite();
   /// Throws Error(PB_ERR_REMOTE, "bad message from <peer>: what").
   [[noreturn]] void badMessage(const std::string& what) const;
 
@@ -132,7 +165,10 @@ class Connection {
   bool connected_ = false;
 
   std::atomic<uint64_t> completed_{0};  // Written by the sender, in order.
-  uint64_t expectedSeq_ = 1;            // Receiver-thread only.
+
+  std::mutex rxMu_;  // held by whichever thread runs the receive path
+  RxState rx_;       // guarded by rxMu_
+  std::atomic<int64_t> lastWaiterNs_{0};  // steady clock of the last proxy_progress
 
   // Everything below is guarded by mu_; cv_ signals any change of it.
   mutable std::mutex mu_;

@@ -1,11 +1,12 @@
-// The two threads of a connection.
+// The sending side of a connection, and the application of signals.
 //
-// Ordering: one sender thread sends posted operations in posting order on
-// one TCP stream; one receiver thread on the peer applies frames in stream
-// order, receiving each write's payload straight into the destination
-// before it reads the next header. So when a signal's atomic add (release)
-// lands, every earlier write on the connection is already in memory, and a
-// waiter that reads the counter with acquire sees their data.
+// Ordering: one sender thread (or the posting thread, inline) sends posted
+// operations in posting order on one TCP stream; the peer applies frames in
+// stream order (receive.cpp), receiving each write's payload straight into
+// the destination before it reads the next header. So when a signal's
+// atomic add (release) lands, every earlier write on the connection is
+// already in memory, and a waiter that reads the counter with acquire sees
+// their data.
 #include <sys/uio.h>
 
 #include "connection.hpp"
@@ -129,91 +130,6 @@ void Connection::markDone(bool& flag) {
   std::lock_guard<std::mutex> lock(mu_);
   flag = true;
   cv_.notify_all();
-}
-
-// ---- receiver --------------------------------------------------------------
-
-void Connection::receiveLoop() {
-  try {
-    while (receiveFrame()) {
-    }
-  } catch (const Error& e) {
-    fail(e.status(), e.what());
-  } catch (const net::NetError& e) {
-    if (e.kind() == net::NetErrorKind::Closed)
-      fail(PB_ERR_REMOTE, peer_.describe() + " closed the ethernet connection unexpectedly (" + e.what() + ")");
-    else
-      fail(PB_ERR_SYSTEM, "ethernet connection to " + peer_.describe() + ": receive failed: " + e.what());
-  } catch (const std::exception& e) {
-    fail(PB_ERR_INTERNAL, "ethernet receiver for " + peer_.describe() + ": " + e.what());
-  }
-  markDone(receiverDone_);
-}
-
-bool Connection::receiveFrame() {
-  uint8_t bytes[wire::FrameHeader::kSize];
-  inbound_.recvAll(bytes, sizeof(bytes), net::Deadline::never());
-  auto h = wire::FrameHeader::decode(bytes);
-  if (h.magic != wire::kFrameMagic || h.reserved != 0) badMessage("frame header has a bad magic");
-  if (h.type == uint16_t(wire::FrameType::Close)) {
-    markDone(peerClosed_);
-    ctx_.log(PB_LOG_INFO, peer_.describe() + " closed its ethernet connection to rank " +
-                              std::to_string(ctx_.rank()));
-    return false;
-  }
-  if (h.seq != expectedSeq_)
-    badMessage("frame seq " + std::to_string(h.seq) + ", expected " + std::to_string(expectedSeq_));
-  ++expectedSeq_;
-  if (h.type == uint16_t(wire::FrameType::Write)) {
-    applyWrite(h);
-  } else if (h.type == uint16_t(wire::FrameType::Signal)) {
-    applySignal(h);
-  } else if (h.type == uint16_t(wire::FrameType::WriteSignal)) {
-    uint8_t ext[wire::SignalExt::kSize];
-    inbound_.recvAll(ext, sizeof(ext), net::Deadline::never());
-    auto e = wire::SignalExt::decode(ext);
-    applyWrite(h);
-    applySignalTo(e.region, e.key, e.offset, e.value);
-  } else
-    badMessage("unknown frame type " + std::to_string(h.type));
-  return true;
-}
-
-void Connection::applyWrite(const wire::FrameHeader& h) {
-  // The pin keeps deregister_memory() waiting until the payload is in.
-  auto pin = ctx_.regions().pin(h.region, h.key);
-  LocalRegion* region = pin.get();
-  if (!region)
-    badMessage("write of " + std::to_string(h.length) + " bytes to region " + std::to_string(h.region) +
-               ", which is not registered here (deregistered, or a stale key)");
-  if (!rangeFits(h.offset, h.length, region->size))
-    badMessage("write of " + std::to_string(h.length) + " bytes at offset " + std::to_string(h.offset) +
-               " overruns region " + std::to_string(h.region) + " of " + std::to_string(region->size) + " bytes");
-  if (h.length > 0) inbound_.recvAll(region->base + h.offset, h.length, net::Deadline::never());
-}
-
-void Connection::applySignal(const wire::FrameHeader& h) { applySignalTo(h.region, h.key, h.offset, h.length); }
-
-void Connection::applySignalTo(uint64_t regionId, uint64_t key, uint64_t offset, uint64_t value) {
-  auto pin = ctx_.regions().pin(regionId, key);
-  LocalRegion* region = pin.get();
-  if (!region)
-    badMessage("signal to region " + std::to_string(regionId) +
-               ", which is not registered here (deregistered, or a stale key)");
-  if (!rangeFits(offset, sizeof(uint64_t), region->size))
-    badMessage("signal at offset " + std::to_string(offset) + " overruns region " + std::to_string(regionId) +
-               " of " + std::to_string(region->size) + " bytes");
-  char* target = region->base + offset;
-  if (reinterpret_cast<uintptr_t>(target) % alignof(uint64_t) != 0)
-    badMessage("signal target at offset " + std::to_string(offset) + " is not 8-byte aligned");
-  // Release: the payloads this thread received before are visible to
-  // whoever acquires the new counter value.
-  __atomic_fetch_add(reinterpret_cast<uint64_t*>(target), value, __ATOMIC_RELEASE);
-  ctx_.notifyWaiters();
-}
-
-void Connection::badMessage(const std::string& what) const {
-  throw Error(PB_ERR_REMOTE, "bad message from " + peer_.describe() + ": " + what);
 }
 
 }  // namespace plugboard::ethernet
