@@ -20,7 +20,7 @@ namespace plugboard {
 
 /// Yielding polls of every Backoff before it sleeps: the wait_yield_polls
 /// setting, process-wide (set by each communicator's set-up).
-inline std::atomic<unsigned> gWaitYieldPolls{1000};
+inline std::atomic<unsigned> gWaitYieldPolls{300};
 
 /// A polling loop's pacing and deadline. Usage:
 ///   Backoff b(timeout, notifying);

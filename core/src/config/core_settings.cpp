@@ -11,7 +11,7 @@ const std::vector<SettingDecl>& coreSettingDecls() {
        "Extra directories searched for libplugboard-<name>.so (colon or comma list)", true},
       {"timeout", SettingType::Double, "60",
        "Seconds any wait (bootstrap, connect, flush, semaphore) may take before it fails", false},
-      {"wait_yield_polls", SettingType::Int, "1000",
+      {"wait_yield_polls", SettingType::Int, "300",
        "Host waits: polls that yield the CPU before a waiter sleeps (process-wide; 0 sleeps after 20 busy polls). "
        "Yielding lets a transport's receiver thread on the same core run while the waiter stays awake",
        false},
