@@ -18,12 +18,14 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #ifndef PLUGBOARD_ETHERNET_PLUGIN
@@ -358,9 +360,12 @@ class RawPeer {
     getsockname(listenFd_, reinterpret_cast<sockaddr*>(&addr), &len);
     port_ = ntohs(addr.sin_port);
   }
-  ~RawPeer() {
-    for (int fd : {listenFd_, out_, in_})
-      if (fd >= 0) close(fd);
+  ~RawPeer() { hangUp(); }
+
+  /// Closes every socket: the plugin sees the peer go away.
+  void hangUp() {
+    for (int* fd : {&listenFd_, &out_, &in_})
+      if (*fd >= 0) close(std::exchange(*fd, -1));
   }
 
   /// Address blob: "PBEA", version 1, rank 0, family 4, port, 127.0.0.1.
@@ -468,6 +473,57 @@ TEST_F(EthernetTest, ReceiverChecksEveryFrameFromTheWire) {
             std::string::npos)
       << error(ctx1);
   EXPECT_EQ(mem[3], 42u);
+}
+
+TEST_F(EthernetTest, DeregisteringDuringAStalledPayloadNeitherWaitsNorStoresMore) {
+  pb_plugin_ctx* ctx1 = makeContext(1);
+  std::vector<uint8_t> blob1;
+  pb_conn* c1 = setup(ctx1, 1, 0, &blob1);
+  ASSERT_NE(c1, nullptr);
+  RawPeer peer;
+  auto rawBlob = peer.blob();
+  ASSERT_NO_FATAL_FAILURE(peer.connectTo(blob1));
+  pb_status st = PB_IN_PROGRESS;
+  auto deadline = Clock::now() + kTimeout;
+  while (st == PB_IN_PROGRESS && Clock::now() < deadline) st = t_->proxy_connect(c1, rawBlob.data(), rawBlob.size());
+  ASSERT_EQ(st, PB_OK) << error(ctx1);
+  ASSERT_NO_FATAL_FAILURE(peer.acceptFrom());
+
+  std::vector<uint8_t> mem(32, 0);
+  pb_mr* mr = reg(ctx1, mem.data(), mem.size());
+  uint8_t key[64];
+  size_t keyLen = sizeof(key);
+  ASSERT_EQ(t_->pack_rkey(ctx1, mr, key, &keyLen), PB_OK);
+  uint64_t region = getLE<uint64_t>(key + 8), secret = getLE<uint64_t>(key + 16);
+
+  // A 32-byte write of which the peer sends 8 bytes, then stalls.
+  peer.frame(1, 1, region, secret, 0, 32, std::vector<uint8_t>(8, 0xab));
+  deadline = Clock::now() + kTimeout;
+  while (__atomic_load_n(&mem[7], __ATOMIC_ACQUIRE) != 0xab && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(mem[7], 0xab) << "the first 8 bytes never landed";
+
+  // Deregistration must not wait for the stalled peer. Should it hang, the
+  // peer hangs up, which releases it, and the test fails.
+  auto deregistered = std::async(std::launch::async, [&] { return t_->deregister_memory(ctx1, mr); });
+  bool returned = deregistered.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  if (!returned) peer.hangUp();
+  ASSERT_TRUE(returned) << "deregister_memory waited on a peer stalled mid-payload";
+  ASSERT_EQ(deregistered.get(), PB_OK) << error(ctx1);
+  mrs_.erase(std::find(mrs_.begin(), mrs_.end(), std::make_pair(ctx1, mr)));
+
+  // The rest of the payload must not be stored; the connection fails naming why.
+  peer.frame(0, 0, 0, 0, 0, 0);  // 48 more bytes: the remaining 24 of the payload and more
+  uint64_t done = 0;
+  st = PB_OK;
+  deadline = Clock::now() + kTimeout;
+  while (st == PB_OK && Clock::now() < deadline) st = t_->proxy_progress(c1, &done);
+  EXPECT_EQ(st, PB_ERR_REMOTE);
+  EXPECT_NE(error(ctx1).find("bad message from rank 0 (host testhost): write of 32 bytes to region"),
+            std::string::npos)
+      << error(ctx1);
+  EXPECT_NE(error(ctx1).find("was cut short: the region was deregistered"), std::string::npos) << error(ctx1);
+  EXPECT_EQ(std::count(mem.begin() + 8, mem.end(), 0), 24) << "bytes were stored after deregistration";
 }
 
 /// Rank 1 in a child process: set up, connect, then _exit() without free.

@@ -119,9 +119,7 @@ class Connection {
     size_t got = 0;                      // bytes of the header / ext so far
     wire::FrameHeader header{};          // the frame being received
     wire::SignalExt ext{};               // its signal (WriteSignal)
-    std::optional<RegionRegistry::Pin> pin;  // the write's destination, until its payload is in
-    char* dst = nullptr;                 // where the payload's next byte goes
-    size_t left = 0;                     // payload bytes still to come
+    size_t done = 0;                     // payload bytes of the current write received
     uint64_t expectedSeq = 1;
     bool ended = false;                  // CLOSE or an error: nothing more is read
   };
@@ -141,9 +139,9 @@ class Connection {
   RxStep receiveStep();
   /// Checks and dispatches a complete frame header; false after CLOSE.
   bool headerReceived();
-  /// Pins and checks the destination of the current frame's payload.
+  /// Checks the destination of the current frame's payload.
   void startWrite();
-  /// The payload is in: unpins, then applies a WriteSignal's signal.
+  /// The payload is in: applies a WriteSignal's signal.
   void finishWrite();
   /// Throws Error(PB_ERR_REMOTE, "bad message from <peer>: what").
   [[noreturn]] void badMessage(const std::string& what) const;

@@ -9,9 +9,11 @@
 // nobody waits (and lands writes a deregistration waits for).
 //
 // Invariants: frames are applied in stream order, under rxMu_, by one thread
-// at a time; a write's destination stays pinned from its header until its
-// last payload byte is in, so deregister_memory() waits for it; after CLOSE
-// or an error nothing more is read (rx_.ended).
+// at a time; a write's destination is looked up and pinned for each
+// non-blocking read into it, so deregister_memory() waits at most for one
+// read, and a region deregistered in the middle of a payload is never
+// written again (the connection fails, naming it); after CLOSE or an error
+// nothing more is read (rx_.ended).
 #include "connection.hpp"
 #include "error.hpp"
 
@@ -83,18 +85,21 @@ bool Connection::receiveAvailable(bool tryOnly) {
     fail(PB_ERR_INTERNAL, "ethernet receiver for " + peer_.describe() + ": " + e.what());
   }
   rx_.ended = true;
-  rx_.pin.reset();
   return true;
 }
 
 Connection::RxStep Connection::receiveStep() {
   RxState& r = rx_;
   if (r.phase == RxPhase::Payload) {
-    const size_t n = inbound_.recvSome(r.dst, r.left);
+    // Pinned for this read only: deregister_memory() never waits on a stalled peer.
+    auto pin = ctx_.regions().pin(r.header.region, r.header.key);
+    if (!pin.get())
+      badMessage("write of " + std::to_string(r.header.length) + " bytes to region " + std::to_string(r.header.region) +
+                 " was cut short: the region was deregistered while its payload arrived");
+    const size_t n = inbound_.recvSome(pin.get()->base + r.header.offset + r.done, r.header.length - r.done);
     if (n == 0) return RxStep::Waiting;
-    r.dst += n;
-    r.left -= n;
-    if (r.left == 0) finishWrite();
+    r.done += n;
+    if (r.done == r.header.length) finishWrite();
     return RxStep::Moved;
   }
   const size_t want = r.phase == RxPhase::Header ? wire::FrameHeader::kSize : wire::SignalExt::kSize;
@@ -139,24 +144,21 @@ bool Connection::headerReceived() {
 void Connection::startWrite() {
   RxState& r = rx_;
   const wire::FrameHeader& h = r.header;
-  // The pin keeps deregister_memory() waiting until the payload is in.
-  r.pin.emplace(ctx_.regions().pin(h.region, h.key));
-  LocalRegion* region = r.pin->get();
+  auto pin = ctx_.regions().pin(h.region, h.key);
+  LocalRegion* region = pin.get();
   if (!region)
     badMessage("write of " + std::to_string(h.length) + " bytes to region " + std::to_string(h.region) +
                ", which is not registered here (deregistered, or a stale key)");
   if (!rangeFits(h.offset, h.length, region->size))
     badMessage("write of " + std::to_string(h.length) + " bytes at offset " + std::to_string(h.offset) +
                " overruns region " + std::to_string(h.region) + " of " + std::to_string(region->size) + " bytes");
-  r.dst = region->base + h.offset;
-  r.left = h.length;
+  r.done = 0;
   r.phase = RxPhase::Payload;
-  if (r.left == 0) finishWrite();
+  if (h.length == 0) finishWrite();
 }
 
 void Connection::finishWrite() {
   RxState& r = rx_;
-  r.pin.reset();
   r.phase = RxPhase::Header;
   if (r.header.type == uint16_t(wire::FrameType::WriteSignal))
     applySignalTo(r.ext.region, r.ext.key, r.ext.offset, r.ext.value);
