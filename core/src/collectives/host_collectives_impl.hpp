@@ -45,6 +45,9 @@ struct HostCollectives::Impl {
 
   void allReduceOneStep(const CallSignature& call, const char* send, char* recv, size_t count, DataType type, ReduceOp op);
   void allReduceTwoStep(const CallSignature& call, const char* send, char* recv, size_t count, DataType type, ReduceOp op);
+  /// Small allreduce on a power-of-two rank count: log2(n) exchanges with one partner each.
+  void allReduceDoubling(const CallSignature& call, const char* send, char* recv, size_t count, DataType type,
+                         ReduceOp op);
   /// Phase 1 of the two-step algorithms: leaves op over ranks of this rank's
   /// segment of send in acc (segs[rank].count elements).
   void reduceScatterSegments(const CallSignature& call, const char* send, char* acc, const std::vector<Segment>& segs,

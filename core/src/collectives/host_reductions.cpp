@@ -2,8 +2,14 @@
 //
 // Small messages (<= allreduce_small_bytes) take one step: every rank sends
 // its whole vector where it is needed and the receiver reduces in rank
-// order. Large messages take two: a direct reduce-scatter (rank j reduces
-// segment j from every peer) then a direct gather/allgather of the reduced
+// order. A small allreduce on a power-of-two number of ranks above 2
+// exchanges its partial result with one partner per round instead
+// (recursive doubling: log2(n) messages per rank, not n - 1; on a host
+// whose ranks outnumber its cores the messages, not the rounds, cost).
+// Partners combine the lower group's partial first, so every rank gets
+// the same bits, though not the rank-order rounding of the one-step path.
+// Large messages take two: a direct reduce-scatter (rank j reduces segment
+// j from every peer) then a direct gather/allgather of the reduced
 // segments. Each byte crosses the wire (n-1)/n times per step, as in a ring,
 // but in 2 steps instead of 2(n-1), and chunks pipeline through the slots.
 #include <cstring>
@@ -53,6 +59,27 @@ void HostCollectives::Impl::allReduceOneStep(const CallSignature& call, const ch
   finishAverage(recv, count, type, op, nranks);
 }
 
+void HostCollectives::Impl::allReduceDoubling(const CallSignature& call, const char* send, char* recv, size_t count,
+                                              DataType type, ReduceOp op) {
+  const size_t bytes = count * dataTypeSize(type);
+  if (recv != send) std::memcpy(recv, send, bytes);  // recv: this rank's group's partial
+  char* theirs = scratchOf(bytes);
+  for (int distance = 1; distance < nranks; distance <<= 1) {
+    const int partner = rank ^ distance;
+    PeerLink* l = link(partner);
+    std::vector<SendJob> sends{{l, recv, bytes, call}};
+    std::vector<RecvJob> recvs{{l, bytes, copyInto(theirs), call}};
+    run(sends, recvs);
+    if (partner < rank) {  // the partner's group is the lower one: it goes first
+      plugboard::reduceInto(theirs, recv, count, type, op);
+      std::memcpy(recv, theirs, bytes);
+    } else {
+      plugboard::reduceInto(recv, theirs, count, type, op);
+    }
+  }
+  finishAverage(recv, count, type, op, nranks);
+}
+
 void HostCollectives::Impl::allReduceTwoStep(const CallSignature& call, const char* send, char* recv, size_t count,
                                              DataType type, ReduceOp op) {
   size_t es = dataTypeSize(type);
@@ -80,7 +107,9 @@ void HostCollectives::allReduce(const void* sendv, void* recvv, size_t count, Da
     if (send != recv && bytes) std::memcpy(recv, send, bytes);
     return;
   }
-  if (bytes <= m.smallBytes) m.allReduceOneStep(call, send, recv, count, type, op);
+  const bool powerOfTwo = (m.nranks & (m.nranks - 1)) == 0;
+  if (bytes <= m.smallBytes && powerOfTwo && m.nranks > 2) m.allReduceDoubling(call, send, recv, count, type, op);
+  else if (bytes <= m.smallBytes) m.allReduceOneStep(call, send, recv, count, type, op);
   else m.allReduceTwoStep(call, send, recv, count, type, op);
 }
 
