@@ -352,16 +352,20 @@ constexpr double kTestWaitTimeout = 2.0;
 /// documented bound (a device wait gives up after gpu_wait_timeout, so the
 /// stream is done soon after; synchronize() itself gives up at twice that),
 /// and the next call must throw at once.
-void expectTimeoutWhenARankSkips(const Settings& base, int n, const SkippedCall& call, const RankSetup& setup = nullptr) {
+/// (mustSay: more fragments the timeout's message must hold.)
+void expectTimeoutWhenARankSkips(const Settings& base, int n, const SkippedCall& call, const RankSetup& setup = nullptr,
+                                 const std::vector<std::string>& mustSay = {}) {
   Settings settings = base;
   settings["gpu_wait_timeout"] = std::to_string(kTestWaitTimeout);
-  runGpuRanks(n, settings, [&call](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+  runGpuRanks(n, settings, [&call, &mustSay](GpuCollectives& g, int rank, int n, cudaStream_t s) {
     if (rank == n - 1) return;  // never joins the call
     DevBuf buf(n * call.count * 4);
     const auto start = std::chrono::steady_clock::now();
     call.launch(g, buf.p, call.count, rank, s);
-    requireError([&] { g.synchronize(s); }, ErrorCode::Timeout,
-                 {"rank " + std::to_string(rank), std::string("timed out in ") + call.name, "gpu_wait_timeout=2 s"});
+    std::vector<std::string> fragments = {"rank " + std::to_string(rank), std::string("timed out in ") + call.name,
+                                          "gpu_wait_timeout=2 s"};
+    fragments.insert(fragments.end(), mustSay.begin(), mustSay.end());
+    requireError([&] { g.synchronize(s); }, ErrorCode::Timeout, fragments);
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (took < 0.9 * kTestWaitTimeout || took > 2 * kTestWaitTimeout + 1)
       throw std::runtime_error(std::string(call.name) + ": the timeout took " + std::to_string(took) + " s, want " +

@@ -139,6 +139,8 @@ TEST(GpuCollectivesPort, RankSkippingACallOverStagedEthernetEndsInAReportedTimeo
   Settings settings = kPortSmall;
   settings["timeout"] = "10";
   const std::vector<SkippedCall> calls = skippableCalls();
-  expectTimeoutWhenARankSkips(settings, 2, calls[1], overEthernet);  // pipelined allreduce
-  expectTimeoutWhenARankSkips(settings, 3, calls[4], overEthernet);  // alltoall
+  // The message says where the network path stands.
+  const std::vector<std::string> state = {"The network path to rank", "proxy: handled", "staging: sent"};
+  expectTimeoutWhenARankSkips(settings, 2, calls[1], overEthernet, state);  // pipelined allreduce
+  expectTimeoutWhenARankSkips(settings, 3, calls[4], overEthernet, state);  // alltoall
 }

@@ -44,13 +44,17 @@ netargs=$(bash tests/gpu/net-deps.sh cmake-args)
 # shellcheck disable=SC2086
 step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPLUGBOARD_ENABLE_CUDA=ON \
   -DPLUGBOARD_CUDA_ARCHITECTURES=90 $netargs
-step build cmake --build "$build" -j "$jobs"
+# BUILD_TARGETS="a b": build only those targets (a short diagnostic run).
+# shellcheck disable=SC2086
+step build cmake --build "$build" -j "$jobs" ${BUILD_TARGETS:+--target $BUILD_TARGETS}
 # shellcheck source=tests/gpu/mps.sh
 source tests/gpu/mps.sh
 # The GPU tests and the correctness sweep with CUDA MPS (several ranks'
 # kernels at once on one GPU) and without (time-sliced).
 step gpu-tests-mps with_mps ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
 step check-sweep-mps with_mps bash tests/gpu/check-sweep.sh "$build" 2
+step staged-mps with_mps bash tests/gpu/staged-mps.sh "$build"
+step staged-tests-mps with_mps ctest --test-dir "$build" -R "GpuCollectivesPort|GpuStaging" --output-on-failure --timeout 120
 step gpu-tests ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
 step check-repro env SWEEP=repro bash tests/gpu/check-sweep.sh "$build" 2
 step host-tests ctest --test-dir "$build" -LE gpu -j 8 --output-on-failure --timeout 300
@@ -84,11 +88,12 @@ echo
 echo "== machine"; cat "$LOGS/machine.txt"
 echo "== microbenchmarks"; grep -h -E "_us|GBps|_over_" "$LOGS/fifo-latency.log" "$LOGS/channels.log" 2>/dev/null
 echo "== kernel launch floor (empty kernel, us per launch)"; cat "$LOGS/launch-floor.log" 2>/dev/null
+[ -f "$LOGS/staged-mps.log" ] && { echo "== staged-mps"; cat "$LOGS/staged-mps.log"; }
 for f in check-sweep-mps check-repro; do
   [ -f "$LOGS/$f.log" ] && { echo "== $f: $(sed -n '/^== correctness sweep/,$p' "$LOGS/$f.log" | grep -c " ok$") runs ok"; \
     sed -n '/^== correctness sweep/,$p' "$LOGS/$f.log" | grep -v " ok$" | head -40; }
 done
-for t in gpu-tests-mps gpu-tests host-tests; do
+for t in gpu-tests-mps staged-tests-mps gpu-tests host-tests; do
   [ -f "$LOGS/$t.log" ] && grep -q "tests FAILED" "$LOGS/$t.log" && { echo "== $t failed"; sed -n '/tests FAILED/,$p' "$LOGS/$t.log" | head -40; }
 done
 for f in "$LOGS"/perf-*.log; do [ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -v "^#  *Rank\|^$" "$f" | tail -25; }; done

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "plugboard/communicator.hpp"
 #include "plugboard/error.hpp"
@@ -31,7 +32,7 @@ inline CommunicatorOptions yamlOptions(const std::string& yaml) {
 
 /// Throws unless fn throws an Error of code whose message has every needle.
 template <typename Fn>
-void requireError(Fn fn, ErrorCode code, std::initializer_list<std::string> needles) {
+void requireError(Fn fn, ErrorCode code, const std::vector<std::string>& needles) {
   try {
     fn();
   } catch (const Error& e) {

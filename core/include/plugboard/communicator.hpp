@@ -120,6 +120,10 @@ class Connection {
   /// Operations posted / completed so far.
   uint64_t posted() const;
   uint64_t completed() const;
+  /// One line on where the connection stands (operations posted and
+  /// completed; for staged CUDA memory, both directions' slots), for
+  /// messages about a stalled peer. Any thread.
+  std::string describeState() const;
   /// Drives the transport once (as the proxy thread does) so completed()
   /// is current now; rethrows the connection's error, if any.
   void progress();

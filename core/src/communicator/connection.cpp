@@ -99,6 +99,12 @@ const std::string& Connection::transport() const { return impl_->plugin->name();
 uint64_t Connection::posted() const { return impl_->posted.load(); }
 uint64_t Connection::completed() const { return impl_->completed.load(); }
 
+std::string Connection::describeState() const {
+  const ConnectionImpl& c = *impl_;
+  if (c.stager) return c.stager->describeState();  // it names the transport's counts too
+  return "transport posted " + std::to_string(c.posted.load()) + ", completed " + std::to_string(c.completed.load());
+}
+
 void Connection::progress() {
   impl_->progress();
   impl_->throwIfFailed();

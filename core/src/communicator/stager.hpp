@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace plugboard {
 
@@ -31,6 +32,8 @@ class Stager {
   virtual bool ordersSignals() const = 0;
   /// Stops the receive thread, waits for queued copies, frees the slots. Idempotent.
   virtual void stop() = 0;
+  /// Both directions' progress in one line, for timeout messages (any thread).
+  virtual std::string describeState() const = 0;
 };
 
 }  // namespace plugboard

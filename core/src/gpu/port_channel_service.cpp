@@ -1,4 +1,6 @@
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -12,6 +14,10 @@
 
 namespace plugboard {
 namespace {
+
+int64_t steadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 /// What the proxy needs for one channel's requests.
 struct ChannelEntry {
@@ -36,6 +42,9 @@ struct PortChannelService::Impl {
   std::exception_ptr error;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> handled{0};
+  // The request in hand, for describeState(): its fst/snd words and when it began (0: none).
+  std::atomic<uint64_t> currentFst{0}, currentSnd{0};
+  std::atomic<int64_t> currentSinceNs{0};
   std::thread thread;
 
   Impl(Communicator& c, uint32_t fifoSize) : comm(c), fifo(fifoSize) {}
@@ -91,7 +100,11 @@ void PortChannelService::Impl::run() {
         continue;
       }
       idle = 0;
+      currentFst.store(t.fst, std::memory_order_relaxed);
+      currentSnd.store(t.snd, std::memory_order_relaxed);
+      currentSinceNs.store(steadyNowNs(), std::memory_order_release);
       handle(t);
+      currentSinceNs.store(0, std::memory_order_release);
       fifo.pop();  // after the request completed: a device sync() then means "done"
       handled.fetch_add(1, std::memory_order_relaxed);
     }
@@ -154,6 +167,26 @@ void PortChannelService::checkErrors() const {
 }
 
 uint64_t PortChannelService::handled() const { return impl_->handled.load(); }
+
+std::string PortChannelService::describeState() const {
+  Impl& m = *impl_;
+  std::string text = "proxy: handled " + std::to_string(m.handled.load()) + " requests";
+  const int64_t since = m.currentSinceNs.load(std::memory_order_acquire);
+  if (since == 0) return text + ", none in hand";
+  const PortTriggerFields f = decodePortTrigger(ProxyTrigger{m.currentFst.load(), m.currentSnd.load()});
+  std::string what = (f.request & kPortPut) ? "put of " + std::to_string(f.size) + " bytes" : std::string("signal");
+  if ((f.request & kPortPut) && (f.request & kPortSignal)) what += " + signal";
+  int peer = -1;
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    if (f.channel < m.channels.size()) peer = m.channels[f.channel]->connection->remoteRank();
+  }
+  const double ms = double(steadyNowNs() - since) / 1e6;
+  char took[32];
+  std::snprintf(took, sizeof(took), "%.1f ms", ms);
+  return text + ", in hand for " + took + ": " + what + " on channel " + std::to_string(f.channel) + " to rank " +
+         std::to_string(peer);
+}
 
 bool PortChannelService::waitIdle(std::chrono::milliseconds timeout) const {
   Impl& m = *impl_;

@@ -191,6 +191,20 @@ void StagingEngine::signal(const RemoteMemoryImpl& dst, uint64_t dstOffset, uint
   }
 }
 
+std::string StagingEngine::describeState() const {
+  // Called while the communicator lives; stop() comes only with its end.
+  if (stopping_.load(std::memory_order_acquire)) return "staging stopped";
+  const uint64_t* ctl = control();
+  const uint64_t sent = landingSeq_.load(), credits = __atomic_load_n(&ctl[1], __ATOMIC_ACQUIRE);
+  const uint64_t arrived = __atomic_load_n(&ctl[0], __ATOMIC_ACQUIRE), taken = taken_.load(), retired = retired_.load();
+  return "staging: sent " + std::to_string(sent) + " slots (" + std::to_string(sendSeq_.load()) +
+         " copied out of the GPU), the peer drained " + std::to_string(credits) + " (" +
+         std::to_string(sent - credits) + " of " + std::to_string(slots_) + " landing slots in use there); received " +
+         std::to_string(arrived) + ", " + std::to_string(taken) + " queued to the GPU, " + std::to_string(retired) +
+         " done (" + std::to_string(arrived - taken) + " waiting for a queue place); transport posted " +
+         std::to_string(conn_.posted.load()) + ", completed " + std::to_string(conn_.completed.load());
+}
+
 void StagingEngine::failConnection() {
   std::exception_ptr e = std::current_exception();
   std::lock_guard<std::mutex> lock(conn_.mutex);

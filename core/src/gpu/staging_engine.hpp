@@ -82,6 +82,7 @@ class StagingEngine final : public Stager {
   void signal(const RemoteMemoryImpl& dst, uint64_t dstOffset, uint64_t value) override;
   bool ordersSignals() const override { return ordersSignals_.load(std::memory_order_acquire); }
   void stop() override;
+  std::string describeState() const override;
 
  private:
   struct InFlight {
@@ -125,11 +126,13 @@ class StagingEngine final : public Stager {
 
   std::mutex sendMutex_;
   std::vector<uint64_t> postIndex_;  // per send slot: posted count of its last transport op
-  uint64_t sendSeq_ = 0, landingSeq_ = 0;
+  // Written under sendMutex_; atomic so that describeState() may read them.
+  std::atomic<uint64_t> sendSeq_{0}, landingSeq_{0};
   std::atomic<bool> ordersSignals_{false};
 
   std::deque<uint32_t> landed_;  // landing slots copied or queued, oldest first
-  uint64_t taken_ = 0;
+  // Receiver thread's; atomic so that describeState() may read them.
+  std::atomic<uint64_t> taken_{0}, retired_{0};
   std::atomic<bool> stopping_{false};
   bool stopped_ = false;
   std::unique_ptr<StagedCounterWriter> counters_;  // receiver side

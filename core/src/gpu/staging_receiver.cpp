@@ -1,6 +1,7 @@
 // StagingEngine's receive thread: landed slots -> GPU copies and signals,
 // applied in arrival order on one stream; credits back as copies finish.
 #include <cstring>
+#include <thread>
 
 #include "communicator/signal_event.hpp"
 #include "communicator/wait.hpp"
@@ -39,6 +40,7 @@ void StagingEngine::receiveLoop() {
       const bool retired = retireLanded();
       const bool took = takeArrivals();
       if (retired || took) idle = Backoff(std::chrono::hours(24 * 365), notifies);
+      else if (!landed_.empty()) std::this_thread::yield();  // a finished copy wakes nobody: poll, do not sleep
       else idle.pause();
     }
   } catch (const std::exception& e) {
@@ -66,7 +68,7 @@ void StagingEngine::apply(const StagingSlotHeader& h, uint32_t slot) {
   const std::string where = conn_.describe() + ": staged " + opName(h.op) + " in landing slot " + std::to_string(slot);
   if (h.magic != kStagingMagic || h.seq != taken_)
     throw Error(ErrorCode::Remote, where + " has a malformed header (sequence " + std::to_string(h.seq) + ", expected " +
-                                       std::to_string(taken_) + ")");
+                                       std::to_string(taken_.load()) + ")");
   std::shared_ptr<RegisteredMemoryImpl> region = comm_.findRegion(h.region);
   if (!region)
     throw Error(ErrorCode::Remote, where + " targets region " + std::to_string(h.region) +
@@ -100,7 +102,10 @@ bool StagingEngine::retireLanded() {
     landed_.pop_front();
     ++drained;
   }
-  if (drained) conn_.postSignal(peerControl_->rkey, 8, drained);
+  if (drained) {
+    conn_.postSignal(peerControl_->rkey, 8, drained);
+    retired_.fetch_add(drained, std::memory_order_relaxed);
+  }
   return drained > 0;
 }
 

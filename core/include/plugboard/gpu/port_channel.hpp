@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include "plugboard/communicator.hpp"
 #include "plugboard/gpu/port_channel_device.hpp"
@@ -46,6 +47,9 @@ class PortChannelService {
   void checkErrors() const;
   /// Triggers handled so far.
   uint64_t handled() const;
+  /// One line on what the proxy is doing: requests handled, and the one in
+  /// hand (which request, to which rank, for how long). Any thread.
+  std::string describeState() const;
   /// Waits until the proxy handled every trigger pushed so far; call it
   /// once the kernels that push have ended. False (never throws) on
   /// timeout, on a proxy error or when the device cannot be read.

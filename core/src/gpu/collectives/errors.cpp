@@ -60,6 +60,9 @@ void GpuCollectives::Impl::throwIfFailed() const {
            "); did every rank make the same calls in the same order?";
   else
     msg += " was aborted in " + std::string(collName((first >> 8) & 0xff)) + " (transport " + transport + ")";
+  if (it != connections.end() && !it->second->mapsPeerMemory() && service)
+    msg += ". The network path to rank " + std::to_string(peer) + ": " + service->describeState() + "; " +
+           it->second->describeState() + ".";
   msg += " The GPU collectives of this communicator cannot be used any more.";
   throw Error(code == kSemaphoreWaitTimeout ? ErrorCode::Timeout : ErrorCode::Remote, msg);
 }

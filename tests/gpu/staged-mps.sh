@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# GPU buffers over the ethernet plugin (staged through pinned host memory),
+# two ranks on one GPU under CUDA MPS: the cases that have deadlocked, each
+# bounded in time, each case's outcome on one line (ok with the times, or
+# the ranks' errors, which say where the network path stood).
+#   bash tests/gpu/staged-mps.sh BUILD_DIR
+# Call it under MPS (tests/gpu/mps.sh: with_mps). Exits non-zero when any
+# case failed or hung.
+set -uo pipefail
+build=${1:?usage: staged-mps.sh BUILD_DIR}
+perf="$build/bin/plugboard-perf"
+export PLUGBOARD_TRANSPORTS=ethernet PLUGBOARD_GPU_WAIT_TIMEOUT=${PLUGBOARD_GPU_WAIT_TIMEOUT:-5}
+export PLUGBOARD_TIMEOUT=${PLUGBOARD_TIMEOUT:-10}
+export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
+failures=0
+log=$(mktemp /tmp/pb-staged.XXXXXX)
+trap 'rm -f "$log"' EXIT
+
+# run_case ARGS...: one plugboard-perf run, bounded by `timeout 60`.
+run_case() {
+  local start=$SECONDS rc=0
+  timeout 60 "$perf" --mem gpu --nranks 2 -C allreduce -n 5 -w 1 "$@" > "$log" 2>&1 || rc=$?
+  local took=$((SECONDS - start))
+  if [ $rc -eq 0 ] && ! grep -q "FAIL\|wrong" "$log"; then
+    echo "ok ($took s): $*"
+    grep -E "^ +[0-9]" "$log" | awk '{print "    " $0}'
+  else
+    failures=$((failures + 1))
+    [ $rc -eq 124 ] && echo "HUNG (killed after $took s): $*" || echo "FAIL (rc $rc, $took s): $*"
+    grep -iE "error|timed out|timeout" "$log" | head -4 | cut -c1-1500 | awk '{print "    " $0}'
+  fi
+}
+
+run_case -b 1M -e 1M -c 0
+run_case -b 1M -e 1M -c 1
+run_case -b 64K -e 64K -c 1
+run_case -b 256K -e 256K -c 1
+run_case -b 1K -e 4M -f 4 -c 1
+echo "staged-mps: $failures failure(s)"
+[ $failures -eq 0 ]
