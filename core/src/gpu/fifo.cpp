@@ -97,6 +97,13 @@ uint32_t Fifo::deviceError() const { return __atomic_load_n(&impl_->flags[1], __
 uint64_t Fifo::tail() const { return impl_->tail; }
 uint32_t Fifo::size() const { return impl_->size; }
 
+uint32_t Fifo::pending() const {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < impl_->size; ++i)
+    n += (__atomic_load_n(&impl_->triggers[i].snd, __ATOMIC_ACQUIRE) & kTriggerValidBit) ? 1 : 0;
+  return n;
+}
+
 FifoDeviceHandle Fifo::deviceHandle() const {
   const Impl& m = *impl_;
   return FifoDeviceHandle{m.triggersDev, m.head, m.tailReplica, m.flagsDev, m.flagsDev + 1, m.size};

@@ -45,6 +45,7 @@ struct PortChannelService::Impl {
   // The request in hand, for describeState(): its fst/snd words and when it began (0: none).
   std::atomic<uint64_t> currentFst{0}, currentSnd{0};
   std::atomic<int64_t> currentSinceNs{0};
+  std::atomic<int64_t> busyNs{0};  // total time in handle()
   std::thread thread;
 
   Impl(Communicator& c, uint32_t fifoSize) : comm(c), fifo(fifoSize) {}
@@ -103,7 +104,9 @@ void PortChannelService::Impl::run() {
       currentFst.store(t.fst, std::memory_order_relaxed);
       currentSnd.store(t.snd, std::memory_order_relaxed);
       currentSinceNs.store(steadyNowNs(), std::memory_order_release);
+      const int64_t began = currentSinceNs.load(std::memory_order_relaxed);
       handle(t);
+      busyNs.fetch_add(steadyNowNs() - began, std::memory_order_relaxed);
       currentSinceNs.store(0, std::memory_order_release);
       fifo.pop();  // after the request completed: a device sync() then means "done"
       handled.fetch_add(1, std::memory_order_relaxed);
@@ -170,7 +173,10 @@ uint64_t PortChannelService::handled() const { return impl_->handled.load(); }
 
 std::string PortChannelService::describeState() const {
   Impl& m = *impl_;
-  std::string text = "proxy: handled " + std::to_string(m.handled.load()) + " requests";
+  char busy[32];
+  std::snprintf(busy, sizeof(busy), "%.1f ms", double(m.busyNs.load()) / 1e6);
+  std::string text = "proxy: handled " + std::to_string(m.handled.load()) + " requests in " + busy + ", " +
+                     std::to_string(m.fifo.pending()) + " queued";
   const int64_t since = m.currentSinceNs.load(std::memory_order_acquire);
   if (since == 0) return text + ", none in hand";
   const PortTriggerFields f = decodePortTrigger(ProxyTrigger{m.currentFst.load(), m.currentSnd.load()});

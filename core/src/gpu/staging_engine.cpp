@@ -2,6 +2,7 @@
 #include "gpu/staging_engine.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "communicator/wait.hpp"
@@ -26,6 +27,13 @@ void readSettings(const Config& config, uint64_t& chunk, uint32_t& slots) {
   slots = static_cast<uint32_t>(s);
 }
 
+/// A time total as "12.3 ms".
+std::string msText(const std::atomic<uint64_t>& ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f ms", double(ns.load(std::memory_order_relaxed)) / 1e6);
+  return text;
+}
+
 }  // namespace
 
 void PinnedBuffer::allocate(size_t bytes) {
@@ -47,6 +55,7 @@ StagingEngine::StagingEngine(Communicator::Impl& comm, ConnectionImpl& conn) : c
   allocate();
   exchange();
   postIndex_.assign(slots_, 0);
+  takenAt_.assign(slots_, {});
   receiver_ = std::thread([this] { receiveLoop(); });
   PB_LOG(Info, "NET", conn_.describe() << ": staging CUDA memory through " << slots_ << " pinned slots of "
                                        << chunk_ << " bytes each way");
@@ -118,6 +127,7 @@ void StagingEngine::waitFor(Ready ready, const char* what) {
 uint32_t StagingEngine::acquireSendSlot() {
   const uint32_t slot = static_cast<uint32_t>(sendSeq_ % slots_);
   const uint64_t needed = postIndex_[slot];
+  TimeInto timed(times_.waitSendSlot);
   waitFor([&] { return conn_.completed.load(std::memory_order_acquire) >= needed; },
           "the transport to finish sending from a staging slot");
   ++sendSeq_;
@@ -125,6 +135,7 @@ uint32_t StagingEngine::acquireSendSlot() {
 }
 
 uint32_t StagingEngine::reserveLandingSlot() {
+  TimeInto timed(times_.waitCredit);
   waitFor([&] { return landingSeq_ - __atomic_load_n(&control()[1], __ATOMIC_ACQUIRE) < slots_; },
           "the peer to drain a landing slot (is its receive thread alive?)");
   return static_cast<uint32_t>(landingSeq_++ % slots_);
@@ -142,7 +153,11 @@ void StagingEngine::issueCopy(InFlight& f, const RemoteMemoryImpl& dst, uint64_t
 }
 
 void StagingEngine::post(const InFlight& f, const RemoteMemoryImpl& dst, uint64_t dstOffset) {
-  PB_CUDA_CHECK(cudaEventSynchronize(sendEvents_[f.sendSlot]));
+  {
+    TimeInto timed(times_.copyOut);
+    PB_CUDA_CHECK(cudaEventSynchronize(sendEvents_[f.sendSlot]));
+  }
+  TimeInto timed(times_.post);
   pb_mr* mr = sendReg_->handleFor(conn_.plugin);
   const uint64_t from = f.sendSlot * stride_;
   if (dst.staged)
@@ -183,6 +198,7 @@ void StagingEngine::signal(const RemoteMemoryImpl& dst, uint64_t dstOffset, uint
     const uint32_t landing = reserveLandingSlot();
     StagingSlotHeader h{kStagingMagic, kStagedSignal, landingSeq_ - 1, dst.regionId, dstOffset, 0, value, {0, 0}};
     std::memcpy(sendSlot(slot), &h, sizeof h);
+    TimeInto timed(times_.post);
     postIndex_[slot] = conn_.postWriteSignal(sendReg_->handleFor(conn_.plugin), slot * stride_, peerLanding_->rkey,
                                              landing * stride_, kSlotHeaderBytes, peerControl_->rkey, 0, 1);
   } catch (...) {
@@ -202,7 +218,10 @@ std::string StagingEngine::describeState() const {
          std::to_string(sent - credits) + " of " + std::to_string(slots_) + " landing slots in use there); received " +
          std::to_string(arrived) + ", " + std::to_string(taken) + " queued to the GPU, " + std::to_string(retired) +
          " done (" + std::to_string(arrived - taken) + " waiting for a queue place); transport posted " +
-         std::to_string(conn_.posted.load()) + ", completed " + std::to_string(conn_.completed.load());
+         std::to_string(conn_.posted.load()) + ", completed " + std::to_string(conn_.completed.load()) +
+         "; sender time: " + msText(times_.waitSendSlot) + " waiting for send slots, " + msText(times_.waitCredit) +
+         " for landing slots, " + msText(times_.copyOut) + " copying out of the GPU, " + msText(times_.post) +
+         " posting; receiver: " + msText(times_.landed) + " from arrivals to their GPU copies' ends";
 }
 
 void StagingEngine::failConnection() {

@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -68,6 +69,31 @@ class PinnedBuffer {
 
  private:
   char* data_ = nullptr;
+};
+
+/// Adds the time from construction to destruction to a total (nanoseconds).
+class TimeInto {
+ public:
+  explicit TimeInto(std::atomic<uint64_t>& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~TimeInto() {
+    total_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count(),
+                     std::memory_order_relaxed);
+  }
+  TimeInto(const TimeInto&) = delete;
+  TimeInto& operator=(const TimeInto&) = delete;
+
+ private:
+  std::atomic<uint64_t>& total_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+/// Where a staging engine's threads spent their time (nanoseconds), for describeState().
+struct StagingTimes {
+  std::atomic<uint64_t> waitSendSlot{0};  ///< sender: for the transport to finish with a send slot
+  std::atomic<uint64_t> waitCredit{0};    ///< sender: for the peer to drain a landing slot
+  std::atomic<uint64_t> copyOut{0};       ///< sender: device -> send slot copies, waited for
+  std::atomic<uint64_t> post{0};          ///< sender: posting on the transport
+  std::atomic<uint64_t> landed{0};        ///< receiver: arrival taken -> its GPU copy or signal done, summed
 };
 
 /// One connection's staging engine.
@@ -130,6 +156,8 @@ class StagingEngine final : public Stager {
   std::atomic<uint64_t> sendSeq_{0}, landingSeq_{0};
   std::atomic<bool> ordersSignals_{false};
 
+  StagingTimes times_;
+  std::vector<std::chrono::steady_clock::time_point> takenAt_;  // per landing slot: when the receiver took it
   std::deque<uint32_t> landed_;  // landing slots copied or queued, oldest first
   // Receiver thread's; atomic so that describeState() may read them.
   std::atomic<uint64_t> taken_{0}, retired_{0};

@@ -56,6 +56,7 @@ bool StagingEngine::takeArrivals() {
     const uint32_t slot = static_cast<uint32_t>(taken_ % slots_);
     StagingSlotHeader h;
     std::memcpy(&h, landingSlot(slot), sizeof h);
+    takenAt_[slot] = std::chrono::steady_clock::now();
     apply(h, slot);
     landed_.push_back(slot);
     ++taken_;
@@ -99,6 +100,10 @@ bool StagingEngine::retireLanded() {
     cudaError_t st = cudaEventQuery(landedEvents_[landed_.front()]);
     if (st == cudaErrorNotReady) break;
     PB_CUDA_CHECK(st);
+    times_.landed.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - takenAt_[landed_.front()])
+            .count(),
+        std::memory_order_relaxed);
     landed_.pop_front();
     ++drained;
   }

@@ -40,6 +40,9 @@ class Fifo {
   uint64_t tail() const;
   /// Number of slots.
   uint32_t size() const;
+  /// Triggers pushed and not yet popped (valid slots; producers still
+  /// waiting for room are not counted). Any thread; for diagnostics.
+  uint32_t pending() const;
   /// Plain handle for kernels.
   FifoDeviceHandle deviceHandle() const;
 
