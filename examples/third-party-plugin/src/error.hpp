@@ -1,24 +1,18 @@
-// The one exception type inside the shm plugin. plugin.cpp turns it into
-// the pb_status it carries and keeps its text for last_error().
+// The one exception type inside the shm plugin.
 #pragma once
 
-#include <plugboard/transport.h>
+#include <plugboard/transport_cxx.hpp>
 
-#include <stdexcept>
 #include <string>
 
 namespace shm {
 
-/// A failure with the status the ABI boundary reports for it.
-class Error : public std::runtime_error {
+/// A failure with the status the ABI boundary reports for it; what() is a
+/// whole sentence. The adapter (transport_cxx.hpp) returns the status and
+/// keeps the text for last_error().
+class Error : public plugboard::transport_cxx::Failure {
  public:
-  /// status is one of the PB_ERR_* values; message is a whole sentence.
-  Error(pb_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
-  /// The status given at construction.
-  pb_status status() const noexcept { return status_; }
-
- private:
-  pb_status status_;
+  using Failure::Failure;
 };
 
 /// "what: strerror(errno)" for a failed system call.

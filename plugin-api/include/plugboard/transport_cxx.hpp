@@ -1,0 +1,410 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/// @file transport_cxx.hpp
+/// Optional, header-only C++17 adapter for writing a Plugboard transport.
+///
+/// A plugin written against transport.h alone repeats the same glue in
+/// every entry: handle casts, a guard that turns exceptions into a
+/// pb_status, NULL checks with a named error, last_error bookkeeping, the
+/// reason copy of can_connect, and the table itself. Here that glue is
+/// written once. A plugin supplies a traits class and writes
+///
+///     PLUGBOARD_DEFINE_TRANSPORT(my::Traits)
+///
+/// in one source file; that defines the exported `plugboard_transport_v1`
+/// entry symbol returning a table whose every entry is guarded. Everything
+/// here is compiled into the plugin: no C++ type crosses `dlopen`, and the
+/// ABI stays pure C (a plain-C plugin still needs only transport.h).
+///
+/// The traits class `T` provides (all static):
+///
+///   Types
+///     T::Context     - one per init(); has `void setError(const std::string&)`
+///                      and `std::string lastError() const` (thread-safe).
+///     T::Connection  - one per setup(); has `T::Context& context()`.
+///     T::Region      - a registered local region (pb_mr).
+///     T::RemoteKey   - an imported remote key (pb_rkey).
+///   Names
+///     static constexpr const char* kName;     // "ethernet": table name and message prefix
+///     static constexpr const char* kVersion;  // the plugin's version text
+///   Context entries
+///     Context* init(const pb_host_services_v1* host);            // new'd; the adapter owns it
+///     void properties(Context&, pb_transport_properties_v1&);    // honour PB_HAS_FIELD
+///     int canConnect(Context&, const pb_peer_info_v1*, std::string* why);  // cost, or -1 with *why
+///     Connection* setup(Context&, const pb_peer_info_v1*, void* addr, size_t* addrLen);
+///     Region* registerMemory(Context&, void* ptr, size_t size, pb_mem_type type);
+///     void packRkey(Context&, Region&, void* buf, size_t* len);
+///     void deregisterMemory(Context&, Region*);
+///     void finalize(Context*);                                   // checks, then deletes
+///   Connection entries
+///     bool connect(Connection&, const void* peerAddr, size_t len);  // true once connected
+///     RemoteKey* importRkey(Connection&, const void* buf, size_t len);
+///     void releaseRkey(Connection*, RemoteKey*);                 // conn may be NULL
+///     void write(Connection&, Region& src, size_t srcOffset, RemoteKey& dst, size_t dstOffset, size_t size);
+///     void signal(Connection&, RemoteKey& dst, size_t dstOffset, uint64_t value);
+///     void progress(Connection&, uint64_t* completed);
+///     void flush(Connection&);
+///     void freeConnection(Connection*);                          // NULL allowed
+///   Optional
+///     void writeSignal(Connection&, Region&, size_t, RemoteKey&, size_t, size_t,
+///                      RemoteKey& signalDst, size_t signalOffset, uint64_t value);
+///                    - present: the table's write_signal uses it; absent: NULL
+///                      (the core then posts write and signal).
+///     void* remotePointer(Connection&, RemoteKey*);  // rkey may be NULL: say why
+///                    - present: the table's remote_pointer uses it (transports
+///                      with PB_CAP_MAPPED); absent: NULL.
+///     pb_status translate(const std::exception& e, const char* op, std::string* message);
+///                    - maps the plugin's own exception types: return a status
+///                      and set *message, or PB_OK for "not one of mine".
+///
+/// Exceptions: throw plugboard::transport_cxx::Failure (or any class derived
+/// from it) for an error with a status; its what() is the whole message
+/// last_error() returns. std::bad_alloc becomes PB_ERR_NOMEM "<name> <op>:
+/// out of memory", any other exception PB_ERR_INTERNAL "<name> <op>:
+/// internal error: <what>". A NULL handle or out-parameter is PB_ERR_INVALID
+/// "<name> <op>: <argument> must not be NULL" before the traits are called.
+/// last_error(ctx) returns ctx's last reason; last_error(NULL) the calling
+/// thread's last failed init.
+#ifndef PLUGBOARD_TRANSPORT_CXX_HPP
+#define PLUGBOARD_TRANSPORT_CXX_HPP
+
+#include <plugboard/transport.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace plugboard::transport_cxx {
+
+/// An error with the status an entry returns; what() is the whole reason.
+class Failure : public std::runtime_error {
+ public:
+  /// status: what the entry returns (not PB_OK); message: last_error's text.
+  Failure(pb_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  /// The status the entry returns.
+  pb_status status() const noexcept { return status_; }
+
+ private:
+  pb_status status_;
+};
+
+namespace detail {
+
+template <typename T, typename = void>
+struct HasWriteSignal : std::false_type {};
+template <typename T>
+struct HasWriteSignal<T, std::void_t<decltype(&T::writeSignal)>> : std::true_type {};
+
+template <typename T, typename = void>
+struct HasRemotePointer : std::false_type {};
+template <typename T>
+struct HasRemotePointer<T, std::void_t<decltype(&T::remotePointer)>> : std::true_type {};
+
+template <typename T, typename = void>
+struct HasTranslate : std::false_type {};
+template <typename T>
+struct HasTranslate<T, std::void_t<decltype(&T::translate)>> : std::true_type {};
+
+}  // namespace detail
+
+/// The guarded C entries and the table for traits T (see the file comment).
+template <typename T>
+class Adapter {
+ public:
+  using Context = typename T::Context;
+  using Connection = typename T::Connection;
+  using Region = typename T::Region;
+  using RemoteKey = typename T::RemoteKey;
+
+  /// The table, filled field by field so its order cannot slip.
+  static pb_transport_v1 table() {
+    pb_transport_v1 t{};
+    t.struct_size = sizeof(pb_transport_v1);
+    t.abi_major = PB_TRANSPORT_ABI_MAJOR;
+    t.abi_minor = PB_TRANSPORT_ABI_MINOR;
+    t.name = T::kName;
+    t.version = T::kVersion;
+    t.init = init;
+    t.properties = properties;
+    t.can_connect = canConnect;
+    t.setup = setup;
+    t.proxy_connect = proxyConnect;
+    t.register_memory = registerMemory;
+    t.pack_rkey = packRkey;
+    t.import_rkey = importRkey;
+    t.release_rkey = releaseRkey;
+    t.deregister_memory = deregisterMemory;
+    t.write = write;
+    t.signal = signal;
+    if constexpr (detail::HasWriteSignal<T>::value) t.write_signal = writeSignal;
+    t.proxy_progress = proxyProgress;
+    t.flush = flush;
+    t.free = freeConn;
+    t.finalize = finalize;
+    t.last_error = lastError;
+    if constexpr (detail::HasRemotePointer<T>::value) t.remote_pointer = remotePointer;
+    return t;
+  }
+
+  /// Runs body; every exception becomes a status and a reason recorded for
+  /// last_error (on ctx, or the calling thread's init reason when ctx is NULL).
+  template <typename Body>
+  static pb_status guarded(Context* ctx, const char* op, Body&& body) noexcept {
+    try {
+      return body();
+    } catch (const Failure& e) {
+      return fail(ctx, e.status(), e.what());
+    } catch (const std::bad_alloc&) {
+      return fail(ctx, PB_ERR_NOMEM, prefix(op) + "out of memory");
+    } catch (const std::exception& e) {
+      return translated(ctx, op, e);
+    } catch (...) {
+      return fail(ctx, PB_ERR_INTERNAL, prefix(op) + "unknown internal error");
+    }
+  }
+
+  /// p, or Failure(PB_ERR_INVALID, "<name> <op>: <what> must not be NULL").
+  template <typename P>
+  static P* need(P* p, const char* op, const char* what) {
+    if (!p) throw Failure(PB_ERR_INVALID, prefix(op) + what + " must not be NULL");
+    return p;
+  }
+
+ private:
+  static std::string prefix(const char* op) { return std::string(T::kName) + " " + op + ": "; }
+
+  /// The calling thread's reason of its last failed init.
+  static std::string& initError() {
+    thread_local std::string reason;
+    return reason;
+  }
+
+  static pb_status fail(Context* ctx, pb_status status, const std::string& reason) noexcept {
+    try {
+      if (ctx) ctx->setError(reason);
+      else initError() = reason;
+    } catch (...) {  // out of memory while recording: the status still tells
+    }
+    return status;
+  }
+
+  static pb_status translated(Context* ctx, const char* op, const std::exception& e) noexcept {
+    try {
+      if constexpr (detail::HasTranslate<T>::value) {
+        std::string message;
+        const pb_status st = T::translate(e, op, &message);
+        if (st != PB_OK) return fail(ctx, st, message);
+      }
+      return fail(ctx, PB_ERR_INTERNAL, prefix(op) + "internal error: " + e.what());
+    } catch (...) {
+      return fail(ctx, PB_ERR_INTERNAL, std::string(T::kName) + ": unknown internal error");
+    }
+  }
+
+  static Context* ctxOf(pb_plugin_ctx* ctx) { return reinterpret_cast<Context*>(ctx); }
+  static Connection* connOf(pb_conn* conn) { return reinterpret_cast<Connection*>(conn); }
+  static Region* regionOf(pb_mr* mr) { return reinterpret_cast<Region*>(mr); }
+  static RemoteKey* keyOf(pb_rkey* rkey) { return reinterpret_cast<RemoteKey*>(rkey); }
+  /// The context errors on conn are recorded in (NULL for a NULL conn).
+  static Context* ctxOfConn(pb_conn* conn) { return conn ? &connOf(conn)->context() : nullptr; }
+
+  /// Copies text into reason (NUL-terminated, truncated to reasonLen).
+  static void writeReason(const std::string& text, char* reason, size_t reasonLen) {
+    if (!reason || reasonLen == 0) return;
+    const size_t n = std::min(text.size(), reasonLen - 1);
+    text.copy(reason, n);
+    reason[n] = '\0';
+  }
+
+  // ---- context-level entries ----------------------------------------------
+
+  static pb_status init(const pb_host_services_v1* host, pb_plugin_ctx** ctx) {
+    return guarded(nullptr, "init", [&] {
+      *need(ctx, "init", "ctx") = nullptr;
+      *ctx = reinterpret_cast<pb_plugin_ctx*>(T::init(host));
+      return PB_OK;
+    });
+  }
+
+  static pb_status properties(pb_plugin_ctx* ctx, pb_transport_properties_v1* props) {
+    Context* c = ctxOf(ctx);
+    return guarded(c, "properties", [&] {
+      need(c, "properties", "ctx");
+      T::properties(*c, *need(props, "properties", "props"));
+      return PB_OK;
+    });
+  }
+
+  static pb_status canConnect(pb_plugin_ctx* ctx, const pb_peer_info_v1* peer, int* cost, char* reason,
+                              size_t reasonLen) {
+    Context* c = ctxOf(ctx);
+    return guarded(c, "can_connect", [&] {
+      need(c, "can_connect", "ctx");
+      need(cost, "can_connect", "cost");
+      need(peer, "can_connect", "peer");
+      std::string why;
+      *cost = T::canConnect(*c, peer, &why);
+      writeReason(why, reason, reasonLen);
+      return PB_OK;
+    });
+  }
+
+  static pb_status setup(pb_plugin_ctx* ctx, const pb_peer_info_v1* peer, pb_conn** conn, void* addr,
+                         size_t* addrLen) {
+    Context* c = ctxOf(ctx);
+    return guarded(c, "setup", [&] {
+      need(c, "setup", "ctx");
+      *need(conn, "setup", "conn") = nullptr;
+      need(peer, "setup", "peer");
+      *conn = reinterpret_cast<pb_conn*>(T::setup(*c, peer, addr, addrLen));
+      return PB_OK;
+    });
+  }
+
+  static pb_status registerMemory(pb_plugin_ctx* ctx, void* ptr, size_t size, pb_mem_type type, pb_mr** mr) {
+    Context* c = ctxOf(ctx);
+    return guarded(c, "register_memory", [&] {
+      need(c, "register_memory", "ctx");
+      *need(mr, "register_memory", "mr") = nullptr;
+      *mr = reinterpret_cast<pb_mr*>(T::registerMemory(*c, ptr, size, type));
+      return PB_OK;
+    });
+  }
+
+  static pb_status packRkey(pb_plugin_ctx* ctx, pb_mr* mr, void* buf, size_t* len) {
+    Context* c = ctxOf(ctx);
+    return guarded(c, "pack_rkey", [&] {
+      need(c, "pack_rkey", "ctx");
+      T::packRkey(*c, *need(regionOf(mr), "pack_rkey", "mr"), buf, len);
+      return PB_OK;
+    });
+  }
+
+  static pb_status deregisterMemory(pb_plugin_ctx* ctx, pb_mr* mr) {
+    Context* c = ctxOf(ctx);
+    return guarded(c, "deregister_memory", [&] {
+      need(c, "deregister_memory", "ctx");
+      T::deregisterMemory(*c, need(regionOf(mr), "deregister_memory", "mr"));
+      return PB_OK;
+    });
+  }
+
+  static pb_status finalize(pb_plugin_ctx* ctx) {
+    Context* c = ctxOf(ctx);
+    return guarded(c, "finalize", [&] {
+      T::finalize(need(c, "finalize", "ctx"));
+      return PB_OK;
+    });
+  }
+
+  static const char* lastError(pb_plugin_ctx* ctx) {
+    // A per-thread copy stays valid while other threads record new errors.
+    thread_local std::string copy;
+    try {
+      copy = ctx ? ctxOf(ctx)->lastError() : initError();
+    } catch (...) {
+      return "could not copy the last error (out of memory)";
+    }
+    return copy.c_str();
+  }
+
+  // ---- connection-level entries -------------------------------------------
+
+  static pb_status proxyConnect(pb_conn* conn, const void* peerAddr, size_t peerAddrLen) {
+    return guarded(ctxOfConn(conn), "proxy_connect", [&] {
+      return T::connect(*need(connOf(conn), "proxy_connect", "conn"), peerAddr, peerAddrLen) ? PB_OK : PB_IN_PROGRESS;
+    });
+  }
+
+  static pb_status importRkey(pb_conn* conn, const void* buf, size_t len, pb_rkey** rkey) {
+    return guarded(ctxOfConn(conn), "import_rkey", [&] {
+      Connection& c = *need(connOf(conn), "import_rkey", "conn");
+      *need(rkey, "import_rkey", "rkey") = nullptr;
+      *rkey = reinterpret_cast<pb_rkey*>(T::importRkey(c, buf, len));
+      return PB_OK;
+    });
+  }
+
+  static pb_status releaseRkey(pb_conn* conn, pb_rkey* rkey) {
+    return guarded(ctxOfConn(conn), "release_rkey", [&] {
+      T::releaseRkey(connOf(conn), keyOf(rkey));
+      return PB_OK;
+    });
+  }
+
+  static pb_status remotePointer(pb_conn* conn, pb_rkey* rkey, void** ptr) {
+    return guarded(ctxOfConn(conn), "remote_pointer", [&] {
+      Connection& c = *need(connOf(conn), "remote_pointer", "conn");
+      *need(ptr, "remote_pointer", "ptr") = T::remotePointer(c, keyOf(rkey));
+      return PB_OK;
+    });
+  }
+
+  static pb_status write(pb_conn* conn, pb_mr* src, size_t srcOffset, pb_rkey* dst, size_t dstOffset, size_t size) {
+    return guarded(ctxOfConn(conn), "write", [&] {
+      T::write(*need(connOf(conn), "write", "conn"), *need(regionOf(src), "write", "src"), srcOffset,
+               *need(keyOf(dst), "write", "dst"), dstOffset, size);
+      return PB_OK;
+    });
+  }
+
+  static pb_status writeSignal(pb_conn* conn, pb_mr* src, size_t srcOffset, pb_rkey* dst, size_t dstOffset,
+                               size_t size, pb_rkey* signalDst, size_t signalOffset, uint64_t value) {
+    return guarded(ctxOfConn(conn), "write_signal", [&] {
+      T::writeSignal(*need(connOf(conn), "write_signal", "conn"), *need(regionOf(src), "write_signal", "src"),
+                     srcOffset, *need(keyOf(dst), "write_signal", "dst"), dstOffset, size,
+                     *need(keyOf(signalDst), "write_signal", "signal_dst"), signalOffset, value);
+      return PB_OK;
+    });
+  }
+
+  static pb_status signal(pb_conn* conn, pb_rkey* dst, size_t dstOffset, uint64_t value) {
+    return guarded(ctxOfConn(conn), "signal", [&] {
+      T::signal(*need(connOf(conn), "signal", "conn"), *need(keyOf(dst), "signal", "dst"), dstOffset, value);
+      return PB_OK;
+    });
+  }
+
+  static pb_status proxyProgress(pb_conn* conn, uint64_t* completed) {
+    return guarded(ctxOfConn(conn), "proxy_progress", [&] {
+      T::progress(*need(connOf(conn), "proxy_progress", "conn"), need(completed, "proxy_progress", "completed"));
+      return PB_OK;
+    });
+  }
+
+  static pb_status flush(pb_conn* conn) {
+    return guarded(ctxOfConn(conn), "flush", [&] {
+      T::flush(*need(connOf(conn), "flush", "conn"));
+      return PB_OK;
+    });
+  }
+
+  static pb_status freeConn(pb_conn* conn) {
+    return guarded(ctxOfConn(conn), "free", [&] {
+      T::freeConnection(connOf(conn));
+      return PB_OK;
+    });
+  }
+};
+
+}  // namespace plugboard::transport_cxx
+
+/// Defines the plugin's exported entry symbol for traits class TRAITS: the
+/// table of plugboard::transport_cxx::Adapter<TRAITS>, or NULL when the core
+/// speaks another ABI major. Use it once, at namespace scope, in one file.
+#define PLUGBOARD_DEFINE_TRANSPORT(TRAITS)                                                                       \
+  extern "C" PB_PLUGIN_EXPORT const pb_transport_v1* plugboard_transport_v1(uint32_t core_major,                 \
+                                                                            uint32_t core_minor) {               \
+    (void)core_minor; /* minors only grow structs; struct_size handles them */                                   \
+    if (core_major != PB_TRANSPORT_ABI_MAJOR) return nullptr;                                                    \
+    static const pb_transport_v1 table = ::plugboard::transport_cxx::Adapter<TRAITS>::table();                   \
+    return &table;                                                                                               \
+  }                                                                                                              \
+  static_assert(std::is_same_v<decltype(&plugboard_transport_v1), pb_transport_entry_v1_fn>,                     \
+                "entry symbol does not match pb_transport_entry_v1_fn")
+
+#endif  // PLUGBOARD_TRANSPORT_CXX_HPP
