@@ -1,14 +1,11 @@
-// The exported entry symbol and the C function table of the cudaipc
-// transport. Every entry converts exceptions into a pb_status and keeps the
-// reason for last_error().
-#include <plugboard/transport.h>
+// The cudaipc transport's decisions at the ABI: its properties, cost and
+// memory types, and which object each entry goes to. The C glue (guards,
+// NULL checks, last_error, the table and the entry symbol) is
+// plugboard/transport_cxx.hpp's. Loading the plugin touches no CUDA.
+#include <plugboard/transport_cxx.hpp>
 
-#include <algorithm>
 #include <memory>
-#include <mutex>
-#include <new>
 #include <string>
-#include <type_traits>
 
 #include "connection.hpp"
 #include "context.hpp"
@@ -21,336 +18,97 @@
 #endif
 
 namespace plugboard::cudaipc {
-namespace {
 
-/// Guards gInitError.
-std::mutex gInitErrorMu;
-/// Reason of the last failure with no context (init), for last_error(NULL).
-std::string gInitError;
+/// The cudaipc transport for plugboard::transport_cxx::Adapter.
+struct Traits {
+  using Context = cudaipc::Context;
+  using Connection = cudaipc::Connection;
+  using Region = LocalRegion;
+  using RemoteKey = RemoteRegion;
+  static constexpr const char* kName = "cudaipc";
+  static constexpr const char* kVersion = PLUGBOARD_CUDAIPC_VERSION;
 
-/// The Context behind a pb_plugin_ctx handle.
-Context* ctxOf(pb_plugin_ctx* ctx) { return reinterpret_cast<Context*>(ctx); }
-/// The Connection behind a pb_conn handle.
-Connection* connOf(pb_conn* conn) { return reinterpret_cast<Connection*>(conn); }
-/// The region behind a pb_mr handle.
-LocalRegion* mrOf(pb_mr* mr) { return reinterpret_cast<LocalRegion*>(mr); }
-/// The imported region behind a pb_rkey handle.
-RemoteRegion* rkeyOf(pb_rkey* rkey) { return reinterpret_cast<RemoteRegion*>(rkey); }
+  static Context* init(const pb_host_services_v1* host) { return new Context(host); }
 
-/// Records reason where last_error(ctx) will find it.
-void recordError(Context* ctx, const std::string& reason) {
-  if (ctx) {
-    ctx->setError(reason);
-    return;
-  }
-  std::lock_guard<std::mutex> lock(gInitErrorMu);
-  gInitError = reason;
-}
-
-/// Runs body, turning every exception into a status and a recorded reason.
-template <typename Body>
-pb_status guarded(Context* ctx, const char* op, Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const Error& e) {
-    recordError(ctx, e.what());
-    return e.status();
-  } catch (const std::bad_alloc&) {
-    recordError(ctx, std::string("cudaipc ") + op + ": out of memory");
-    return PB_ERR_NOMEM;
-  } catch (const std::exception& e) {
-    recordError(ctx, std::string("cudaipc ") + op + ": internal error: " + e.what());
-    return PB_ERR_INTERNAL;
-  } catch (...) {
-    recordError(ctx, std::string("cudaipc ") + op + ": unknown internal error");
-    return PB_ERR_INTERNAL;
-  }
-}
-
-/// Throws Error(PB_ERR_INVALID) naming op when p is NULL.
-template <typename T>
-T* need(T* p, const char* op, const char* what) {
-  IPC_CHECK(p, PB_ERR_INVALID, std::string("cudaipc ") + op + ": " + what + " must not be NULL");
-  return p;
-}
-
-/// Copies text into reason (NUL-terminated, truncated to reason_len).
-void writeReason(const std::string& text, char* reason, size_t reasonLen) {
-  if (!reason || reasonLen == 0) return;
-  size_t n = std::min(text.size(), reasonLen - 1);
-  text.copy(reason, n);
-  reason[n] = '\0';
-}
-
-// ---- context-level entries -------------------------------------------------
-
-/// pb_transport_v1::init (contract in transport.h).
-pb_status ipcInit(const pb_host_services_v1* host, pb_plugin_ctx** ctx) {
-  return guarded(nullptr, "init", [&] {
-    *need(ctx, "init", "ctx") = nullptr;
-    auto context = std::make_unique<Context>(host);
-    *ctx = reinterpret_cast<pb_plugin_ctx*>(context.release());
-    return PB_OK;
-  });
-}
-
-/// pb_transport_v1::properties (contract in transport.h).
-pb_status ipcProperties(pb_plugin_ctx* ctx, pb_transport_properties_v1* props) {
-  return guarded(ctxOf(ctx), "properties", [&] {
-    need(props, "properties", "props");
+  static void properties(Context&, pb_transport_properties_v1& props) {
     using P = pb_transport_properties_v1;
-    if (PB_HAS_FIELD(props, P, mem_types)) props->mem_types = PB_MEM_CUDA;
-    if (PB_HAS_FIELD(props, P, flags))
-      props->flags = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY | PB_CAP_SAME_HOST_ONLY |
-                     PB_CAP_MAPPED;
+    if (PB_HAS_FIELD(&props, P, mem_types)) props.mem_types = PB_MEM_CUDA;
+    if (PB_HAS_FIELD(&props, P, flags))
+      props.flags = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY | PB_CAP_SAME_HOST_ONLY |
+                    PB_CAP_MAPPED;
     // NVLink 4 moves ~450 GB/s per direction; PCIe 5 x16 ~50. One copy
     // engine stream reaches a good share of the former on H100/H200.
-    if (PB_HAS_FIELD(props, P, bandwidth_gbps)) props->bandwidth_gbps = 150.0;
-    if (PB_HAS_FIELD(props, P, latency_us)) props->latency_us = 3.0;  // async copy + event, launch-bound
-    if (PB_HAS_FIELD(props, P, max_address_size)) props->max_address_size = wire::AddressBlob::kSize;
-    if (PB_HAS_FIELD(props, P, max_rkey_size)) props->max_rkey_size = wire::PackedRkey::kSize;
-    return PB_OK;
-  });
-}
+    if (PB_HAS_FIELD(&props, P, bandwidth_gbps)) props.bandwidth_gbps = 150.0;
+    if (PB_HAS_FIELD(&props, P, latency_us)) props.latency_us = 3.0;  // async copy + event, launch-bound
+    if (PB_HAS_FIELD(&props, P, max_address_size)) props.max_address_size = wire::AddressBlob::kSize;
+    if (PB_HAS_FIELD(&props, P, max_rkey_size)) props.max_rkey_size = wire::PackedRkey::kSize;
+  }
 
-/// pb_transport_v1::can_connect (contract in transport.h).
-pb_status ipcCanConnect(pb_plugin_ctx* ctx, const pb_peer_info_v1* peer, int* cost, char* reason,
-                        size_t reasonLen) {
-  Context* c = ctxOf(ctx);
-  return guarded(c, "can_connect", [&] {
-    need(c, "can_connect", "ctx");
-    need(cost, "can_connect", "cost");
-    PeerInfo info = PeerInfo::from(peer);
-    if (info.sameHost) {
-      *cost = kConnectCost;
-      writeReason("", reason, reasonLen);
-    } else {
-      *cost = -1;
-      writeReason("different host: rank " + std::to_string(info.rank) + " is on " + info.host + ", this is " +
-                      c->hostname() + " (CUDA IPC works within one machine)",
-                  reason, reasonLen);
-    }
-    return PB_OK;
-  });
-}
+  static int canConnect(Context& c, const pb_peer_info_v1* peer, std::string* why) {
+    const PeerInfo info = PeerInfo::from(peer);
+    if (info.sameHost) return kConnectCost;
+    *why = "different host: rank " + std::to_string(info.rank) + " is on " + info.host + ", this is " + c.hostname() +
+           " (CUDA IPC works within one machine)";
+    return -1;
+  }
 
-/// pb_transport_v1::setup (contract in transport.h).
-pb_status ipcSetup(pb_plugin_ctx* ctx, const pb_peer_info_v1* peer, pb_conn** conn, void* addr, size_t* addrLen) {
-  Context* c = ctxOf(ctx);
-  return guarded(c, "setup", [&] {
-    need(c, "setup", "ctx");
-    *need(conn, "setup", "conn") = nullptr;
-    auto connection = std::make_unique<Connection>(*c, PeerInfo::from(peer), addr, addrLen);
-    *conn = reinterpret_cast<pb_conn*>(connection.release());
-    return PB_OK;
-  });
-}
+  static Connection* setup(Context& c, const pb_peer_info_v1* peer, void* addr, size_t* addrLen) {
+    return std::make_unique<Connection>(c, PeerInfo::from(peer), addr, addrLen).release();
+  }
 
-/// pb_transport_v1::register_memory (contract in transport.h).
-pb_status ipcRegisterMemory(pb_plugin_ctx* ctx, void* ptr, size_t size, pb_mem_type type, pb_mr** mr) {
-  Context* c = ctxOf(ctx);
-  return guarded(c, "register_memory", [&] {
-    need(c, "register_memory", "ctx");
-    *need(mr, "register_memory", "mr") = nullptr;
+  static Region* registerMemory(Context& c, void* ptr, size_t size, pb_mem_type type) {
     IPC_CHECK(type != PB_MEM_HOST, PB_ERR_UNSUPPORTED,
               "cudaipc cannot register host memory: cudaipc moves GPU memory only (PB_MEM_CUDA)");
     IPC_CHECK(type == PB_MEM_CUDA, PB_ERR_UNSUPPORTED,
               "cudaipc cannot register memory of type " + std::to_string(int(type)) + " (PB_MEM_CUDA only)");
-    *mr = reinterpret_cast<pb_mr*>(c->exports().add(*c, ptr, size));
-    return PB_OK;
-  });
-}
+    return c.exports().add(c, ptr, size);
+  }
 
-/// pb_transport_v1::pack_rkey (contract in transport.h).
-pb_status ipcPackRkey(pb_plugin_ctx* ctx, pb_mr* mr, void* buf, size_t* len) {
-  Context* c = ctxOf(ctx);
-  return guarded(c, "pack_rkey", [&] {
-    need(c, "pack_rkey", "ctx");
-    LocalRegion* region = need(mrOf(mr), "pack_rkey", "mr");
-    IPC_CHECK(c->exports().contains(region), PB_ERR_INVALID,
+  static void packRkey(Context& c, Region& region, void* buf, size_t* len) {
+    IPC_CHECK(c.exports().contains(&region), PB_ERR_INVALID,
               "cudaipc pack_rkey: not a region registered with this context");
-    packRkey(*c, *region, buf, len);
-    return PB_OK;
-  });
-}
+    cudaipc::packRkey(c, region, buf, len);
+  }
 
-/// pb_transport_v1::deregister_memory (contract in transport.h).
-pb_status ipcDeregisterMemory(pb_plugin_ctx* ctx, pb_mr* mr) {
-  Context* c = ctxOf(ctx);
-  return guarded(c, "deregister_memory", [&] {
-    need(c, "deregister_memory", "ctx");
-    c->exports().remove(need(mrOf(mr), "deregister_memory", "mr"));
-    return PB_OK;
-  });
-}
+  static void deregisterMemory(Context& c, Region* region) { c.exports().remove(region); }
 
-/// pb_transport_v1::finalize (contract in transport.h).
-pb_status ipcFinalize(pb_plugin_ctx* ctx) {
-  Context* c = ctxOf(ctx);
-  return guarded(c, "finalize", [&] {
-    need(c, "finalize", "ctx");
+  static void finalize(Context* c) {
     // Connections hold the context's device and import cache.
     IPC_CHECK(c->connections() == 0, PB_ERR_INVALID,
               "cudaipc finalize: " + std::to_string(c->connections()) + " connection(s) still open; free them first");
     if (size_t left = c->exports().size())
       c->log(PB_LOG_WARN, "finalize with " + std::to_string(left) + " region(s) still registered");
     delete c;
-    return PB_OK;
-  });
-}
-
-/// pb_transport_v1::last_error (contract in transport.h).
-const char* ipcLastError(pb_plugin_ctx* ctx) {
-  // A per-thread copy stays valid while other threads record new errors.
-  thread_local std::string copy;
-  try {
-    if (ctx) {
-      copy = ctxOf(ctx)->lastError();
-    } else {
-      std::lock_guard<std::mutex> lock(gInitErrorMu);
-      copy = gInitError;
-    }
-  } catch (...) {
-    return "cudaipc: could not copy the last error (out of memory)";
   }
-  return copy.c_str();
-}
 
-// ---- connection-level entries ----------------------------------------------
+  static bool connect(Connection& conn, const void* peerAddr, size_t len) { return conn.connect(peerAddr, len); }
+  static RemoteKey* importRkey(Connection& conn, const void* buf, size_t len) { return conn.importKey(buf, len); }
 
-/// The context errors on conn are recorded in (NULL for a NULL conn).
-Context* ctxOfConn(pb_conn* conn) { return conn ? &connOf(conn)->context() : nullptr; }
+  static void releaseRkey(Connection* conn, RemoteKey* key) {
+    IPC_CHECK(conn, PB_ERR_INVALID, "cudaipc release_rkey: conn must not be NULL");
+    conn->releaseKey(key);
+  }
 
-/// pb_transport_v1::proxy_connect (contract in transport.h).
-pb_status ipcProxyConnect(pb_conn* conn, const void* peerAddr, size_t peerAddrLen) {
-  return guarded(ctxOfConn(conn), "proxy_connect", [&] {
-    return need(connOf(conn), "proxy_connect", "conn")->connect(peerAddr, peerAddrLen) ? PB_OK : PB_IN_PROGRESS;
-  });
-}
+  static void* remotePointer(Connection& conn, RemoteKey* key) { return conn.remotePointer(key); }
 
-/// pb_transport_v1::import_rkey (contract in transport.h).
-pb_status ipcImportRkey(pb_conn* conn, const void* buf, size_t len, pb_rkey** rkey) {
-  return guarded(ctxOfConn(conn), "import_rkey", [&] {
-    Connection* c = need(connOf(conn), "import_rkey", "conn");
-    *need(rkey, "import_rkey", "rkey") = nullptr;
-    *rkey = reinterpret_cast<pb_rkey*>(c->importKey(buf, len));
-    return PB_OK;
-  });
-}
+  static void write(Connection& conn, Region& src, size_t srcOffset, RemoteKey& dst, size_t dstOffset, size_t size) {
+    conn.postWrite(src, srcOffset, dst, dstOffset, size);
+  }
 
-/// pb_transport_v1::release_rkey (contract in transport.h).
-pb_status ipcReleaseRkey(pb_conn* conn, pb_rkey* rkey) {
-  return guarded(ctxOfConn(conn), "release_rkey", [&] {
-    need(connOf(conn), "release_rkey", "conn")->releaseKey(rkeyOf(rkey));
-    return PB_OK;
-  });
-}
+  static void writeSignal(Connection& conn, Region& src, size_t srcOffset, RemoteKey& dst, size_t dstOffset,
+                          size_t size, RemoteKey& signalDst, size_t signalOffset, uint64_t value) {
+    conn.postWriteSignal(src, srcOffset, dst, dstOffset, size, signalDst, signalOffset, value);
+  }
 
-/// pb_transport_v1::remote_pointer (contract in transport.h).
-pb_status ipcRemotePointer(pb_conn* conn, pb_rkey* rkey, void** ptr) {
-  return guarded(ctxOfConn(conn), "remote_pointer", [&] {
-    Connection* c = need(connOf(conn), "remote_pointer", "conn");
-    *need(ptr, "remote_pointer", "ptr") = c->remotePointer(rkeyOf(rkey));
-    return PB_OK;
-  });
-}
+  static void signal(Connection& conn, RemoteKey& dst, size_t dstOffset, uint64_t value) {
+    conn.postSignal(dst, dstOffset, value);
+  }
 
-/// pb_transport_v1::write (contract in transport.h).
-pb_status ipcWrite(pb_conn* conn, pb_mr* src, size_t srcOffset, pb_rkey* dst, size_t dstOffset, size_t size) {
-  return guarded(ctxOfConn(conn), "write", [&] {
-    need(connOf(conn), "write", "conn")
-        ->postWrite(*need(mrOf(src), "write", "src"), srcOffset, *need(rkeyOf(dst), "write", "dst"), dstOffset,
-                    size);
-    return PB_OK;
-  });
-}
+  static void progress(Connection& conn, uint64_t* completed) { conn.progress(completed); }
+  static void flush(Connection& conn) { conn.flush(); }
+  static void freeConnection(Connection* conn) { delete conn; }
+};
 
-/// pb_transport_v1::write_signal (contract in transport.h).
-pb_status ipcWriteSignal(pb_conn* conn, pb_mr* src, size_t srcOffset, pb_rkey* dst, size_t dstOffset, size_t size,
-                         pb_rkey* signalDst, size_t signalOffset, uint64_t value) {
-  return guarded(ctxOfConn(conn), "write_signal", [&] {
-    need(connOf(conn), "write_signal", "conn")
-        ->postWriteSignal(*need(mrOf(src), "write_signal", "src"), srcOffset,
-                          *need(rkeyOf(dst), "write_signal", "dst"), dstOffset, size,
-                          *need(rkeyOf(signalDst), "write_signal", "signal_dst"), signalOffset, value);
-    return PB_OK;
-  });
-}
-
-/// pb_transport_v1::signal (contract in transport.h).
-pb_status ipcSignal(pb_conn* conn, pb_rkey* dst, size_t dstOffset, uint64_t value) {
-  return guarded(ctxOfConn(conn), "signal", [&] {
-    need(connOf(conn), "signal", "conn")->postSignal(*need(rkeyOf(dst), "signal", "dst"), dstOffset, value);
-    return PB_OK;
-  });
-}
-
-/// pb_transport_v1::proxy_progress (contract in transport.h).
-pb_status ipcProxyProgress(pb_conn* conn, uint64_t* completed) {
-  return guarded(ctxOfConn(conn), "proxy_progress", [&] {
-    need(connOf(conn), "proxy_progress", "conn")->progress(need(completed, "proxy_progress", "completed"));
-    return PB_OK;
-  });
-}
-
-/// pb_transport_v1::flush (contract in transport.h).
-pb_status ipcFlush(pb_conn* conn) {
-  return guarded(ctxOfConn(conn), "flush", [&] {
-    need(connOf(conn), "flush", "conn")->flush();
-    return PB_OK;
-  });
-}
-
-/// pb_transport_v1::free (contract in transport.h).
-pb_status ipcFree(pb_conn* conn) {
-  return guarded(ctxOfConn(conn), "free", [&] {
-    delete connOf(conn);
-    return PB_OK;
-  });
-}
-
-/// The function table, filled field by field so its order cannot slip.
-pb_transport_v1 makeTable() {
-  pb_transport_v1 t{};
-  t.struct_size = sizeof(pb_transport_v1);
-  t.abi_major = PB_TRANSPORT_ABI_MAJOR;
-  t.abi_minor = PB_TRANSPORT_ABI_MINOR;
-  t.name = "cudaipc";
-  t.version = PLUGBOARD_CUDAIPC_VERSION;
-  t.init = ipcInit;
-  t.properties = ipcProperties;
-  t.can_connect = ipcCanConnect;
-  t.setup = ipcSetup;
-  t.proxy_connect = ipcProxyConnect;
-  t.register_memory = ipcRegisterMemory;
-  t.pack_rkey = ipcPackRkey;
-  t.import_rkey = ipcImportRkey;
-  t.release_rkey = ipcReleaseRkey;
-  t.deregister_memory = ipcDeregisterMemory;
-  t.write = ipcWrite;
-  t.signal = ipcSignal;
-  t.proxy_progress = ipcProxyProgress;
-  t.flush = ipcFlush;
-  t.free = ipcFree;
-  t.finalize = ipcFinalize;
-  t.last_error = ipcLastError;
-  t.write_signal = ipcWriteSignal;
-  t.remote_pointer = ipcRemotePointer;
-  return t;
-}
-
-}  // namespace
 }  // namespace plugboard::cudaipc
 
-/// The plugin's only exported symbol: the ABI v1 table, or NULL when the
-/// core speaks another major. Touches no CUDA: loading the plugin is free.
-extern "C" PB_PLUGIN_EXPORT const pb_transport_v1* plugboard_transport_v1(uint32_t core_major,
-                                                                          uint32_t core_minor) {
-  (void)core_minor;  // Minors only grow structs; struct_size handles them.
-  if (core_major != PB_TRANSPORT_ABI_MAJOR) return nullptr;
-  static const pb_transport_v1 table = plugboard::cudaipc::makeTable();
-  return &table;
-}
-
-static_assert(std::is_same_v<decltype(&plugboard_transport_v1), pb_transport_entry_v1_fn>,
-              "entry symbol does not match pb_transport_entry_v1_fn");
+PLUGBOARD_DEFINE_TRANSPORT(plugboard::cudaipc::Traits);

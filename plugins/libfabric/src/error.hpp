@@ -1,9 +1,9 @@
 // The one exception type inside the libfabric plugin, and a check for fi_*
-// return codes. plugin.cpp turns Error into the pb_status it carries and
-// stores its text for last_error().
+// return codes. The ABI adapter (transport_cxx.hpp) turns Error into the
+// pb_status it carries and stores its text for last_error().
 #pragma once
 
-#include <plugboard/transport.h>
+#include <plugboard/transport_cxx.hpp>
 
 #include <stdexcept>
 #include <string>
@@ -12,15 +12,9 @@ namespace plugboard::libfabric {
 
 /// A failure with the status the ABI boundary reports for it. what() is a
 /// complete sentence naming ranks and hosts where they are known.
-class Error : public std::runtime_error {
+class Error : public transport_cxx::Failure {
  public:
-  /// status must be one of the PB_ERR_* values.
-  Error(pb_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
-  /// The status given at construction.
-  pb_status status() const noexcept { return status_; }
-
- private:
-  pb_status status_;
+  using Failure::Failure;
 };
 
 /// "fi_strerror(-rc) (rc)" for a negative fi_* return code.

@@ -1,8 +1,9 @@
-// The one exception type inside the ucx plugin. plugin.cpp turns it into
-// the pb_status it carries and stores its text for last_error().
+// The one exception type inside the ucx plugin. The ABI adapter
+// (transport_cxx.hpp) turns it into the pb_status it carries and stores its
+// text for last_error().
 #pragma once
 
-#include <plugboard/transport.h>
+#include <plugboard/transport_cxx.hpp>
 #include <ucs/type/status.h>
 
 #include <stdexcept>
@@ -12,15 +13,9 @@ namespace plugboard::ucx {
 
 /// A failure with the status the ABI boundary reports for it. what() is a
 /// complete sentence naming ranks and hosts where they are known.
-class Error : public std::runtime_error {
+class Error : public transport_cxx::Failure {
  public:
-  /// status must be one of the PB_ERR_* values.
-  Error(pb_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
-  /// The status given at construction.
-  pb_status status() const noexcept { return status_; }
-
- private:
-  pb_status status_;
+  using Failure::Failure;
 };
 
 /// "what: <UCX's text for st>", for messages about a failed UCX call.
