@@ -50,10 +50,11 @@ pb_plugin_ctx* initOrFail(const pb_transport_v1& t, FakeHost& host, const std::s
   return ctx;
 }
 
-/// finalize that must succeed.
+/// finalize that must succeed. last_error is read only when it failed: a
+/// finalized context is freed.
 void finalizeOrFail(const pb_transport_v1& t, pb_plugin_ctx* ctx, const std::string& what) {
   pb_status st = t.finalize(ctx);
-  expect(st == PB_OK, what + ": finalize returned " + statusName(st) + ": " + lastError(t, ctx));
+  if (st != PB_OK) throw CheckFailed(what + ": finalize returned " + statusName(st) + ": " + lastError(t, ctx));
 }
 
 void checkTable(const Options& o, const pb_transport_v1* t) {

@@ -56,6 +56,11 @@
 ///                    - maps the plugin's own exception types: return a status
 ///                      and set *message, or PB_OK for "not one of mine".
 ///
+/// Helpers for the context, all optional: ErrorSlot (setError/lastError
+/// for the context class to derive from), HostServices (the core's
+/// pb_host_services_v1 checked at init: settings, logging, wake-ups) and
+/// PeerInfo (pb_peer_info_v1 copied and checked).
+///
 /// Exceptions: throw plugboard::transport_cxx::Failure (or any class derived
 /// from it) for an error with a status; its what() is the whole message
 /// last_error() returns. std::bad_alloc becomes PB_ERR_NOMEM "<name> <op>:
@@ -71,7 +76,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <exception>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -90,6 +97,134 @@ class Failure : public std::runtime_error {
 
  private:
   pb_status status_;
+};
+
+/// The text last_error(ctx) returns, set and read from any thread. A
+/// context class may derive from it to meet the adapter's setError() /
+/// lastError() requirement.
+class ErrorSlot {
+ public:
+  /// Records message as the context's last error.
+  void setError(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    text_ = message;
+  }
+  /// The last recorded error ("" when none).
+  std::string lastError() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return text_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::string text_;
+};
+
+/// The far end of a connection, copied out of pb_peer_info_v1.
+struct PeerInfo {
+  int rank = -1;          ///< Peer's rank.
+  std::string host;       ///< Peer's host identity as the core knows it.
+  bool sameHost = false;  ///< The core says: same host as this process.
+
+  /// Copies *peer; Failure(PB_ERR_INVALID) on NULL or a struct too short.
+  static PeerInfo from(const pb_peer_info_v1* peer) {
+    if (!peer) throw Failure(PB_ERR_INVALID, "peer info must not be NULL");
+    if (!PB_HAS_FIELD(peer, pb_peer_info_v1, same_host))
+      throw Failure(PB_ERR_INVALID, "pb_peer_info_v1 of " + std::to_string(peer->struct_size) + " bytes is too short");
+    PeerInfo info;
+    info.rank = peer->peer_rank;
+    info.host = peer->peer_host ? peer->peer_host : "?";
+    info.sameHost = peer->same_host != 0;
+    return info;
+  }
+  /// "rank N (host H)", for messages.
+  std::string describe() const { return "rank " + std::to_string(rank) + " (host " + host + ")"; }
+};
+
+/// The core's host services (pb_host_services_v1), checked at init and kept
+/// by a context: settings, logging, wake-ups. Errors are Failures whose
+/// text starts with the plugin's name.
+class HostServices {
+ public:
+  /// Checks and copies the table: PB_ERR_INVALID when it is NULL or too
+  /// short, PB_ERR_VERSION for another ABI major. An older core's shorter
+  /// table is copied as far as it goes; PB_HAS_FIELD then tells the rest.
+  HostServices(const pb_host_services_v1* host, const char* pluginName) : name_(pluginName) {
+    if (!host) throw Failure(PB_ERR_INVALID, name_ + ": init needs the host services table");
+    if (host->abi_major != PB_TRANSPORT_ABI_MAJOR)
+      throw Failure(PB_ERR_VERSION, name_ + ": the core speaks transport ABI " + std::to_string(host->abi_major) +
+                                        "." + std::to_string(host->abi_minor) + ", this plugin speaks " +
+                                        std::to_string(PB_TRANSPORT_ABI_MAJOR) + "." +
+                                        std::to_string(PB_TRANSPORT_ABI_MINOR));
+    if (!PB_HAS_FIELD(host, pb_host_services_v1, hostname))
+      throw Failure(PB_ERR_INVALID,
+                    name_ + ": pb_host_services_v1 of " + std::to_string(host->struct_size) + " bytes is too short");
+    std::memcpy(&table_, host, std::min(sizeof(table_), size_t(host->struct_size)));
+    hostname_ = host->hostname ? host->hostname : "?";
+  }
+
+  /// This process's rank and the job's size, as the core gave them.
+  int rank() const { return table_.rank; }
+  int nranks() const { return table_.nranks; }
+  /// The host name the core uses for this process ("?" when it gave none).
+  const std::string& hostname() const { return hostname_; }
+
+  /// Declares count settings (a core without declare_setting takes none).
+  void declare(const pb_setting_decl_v1* decls, size_t count) const {
+    if (!table_.declare_setting) return;
+    for (size_t i = 0; i < count; ++i) {
+      const std::string what = name_ + ": declaring setting '" + decls[i].key + "'";
+      const pb_status st = call(what, [&] { return table_.declare_setting(table_.core, &decls[i]); });
+      if (st != PB_OK) throw Failure(st, what + ": the core refused it (status " + std::to_string(st) + ")");
+    }
+  }
+
+  /// The value of a declared setting as text ("" when the core has no get_setting).
+  std::string setting(const char* key) const {
+    if (!table_.get_setting) return "";
+    std::string buf(256, '\0');
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      size_t needed = 0;
+      const pb_status st = call(name_ + ": reading setting '" + key + "'", [&] {
+        return table_.get_setting(table_.core, key, &buf[0], buf.size(), &needed);
+      });
+      if (st == PB_OK) return std::string(buf.c_str());
+      if (st != PB_ERR_NOMEM || needed <= buf.size())
+        throw Failure(st, name_ + ": cannot read setting '" + key + "' from the core");
+      buf.assign(needed, '\0');
+    }
+    throw Failure(PB_ERR_INTERNAL, name_ + ": setting '" + key + "' keeps growing while read");
+  }
+
+  /// Logs through the core (nothing when it has no log service).
+  void log(pb_log_level level, const std::string& message) const {
+    if (table_.log) table_.log(table_.core, level, message.c_str());
+  }
+
+  /// True when the core takes signal_landed wake-ups (minor >= 1).
+  bool takesWakeUps() const {
+    return PB_HAS_FIELD(&table_, pb_host_services_v1, signal_landed) && table_.signal_landed != nullptr;
+  }
+  /// Wakes the core's waiters: a signal landed or an operation completed.
+  void signalLanded() const {
+    if (takesWakeUps()) table_.signal_landed(table_.core);
+  }
+
+ private:
+  /// Calls a host service. The ABI is C, but should the host let a C++
+  /// exception out (e.g. a badly typed env value), report it as the user
+  /// error it is rather than as an internal one.
+  template <typename Call>
+  static pb_status call(const std::string& what, Call&& fn) {
+    try {
+      return fn();
+    } catch (const std::exception& e) {
+      throw Failure(PB_ERR_INVALID, what + ": " + e.what());
+    }
+  }
+
+  pb_host_services_v1 table_{};
+  std::string name_, hostname_;
 };
 
 namespace detail {

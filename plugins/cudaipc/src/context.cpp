@@ -38,19 +38,6 @@ std::string machineId() {
 
 }  // namespace
 
-PeerInfo PeerInfo::from(const pb_peer_info_v1* peer) {
-  IPC_CHECK(peer, PB_ERR_INVALID, "cudaipc: peer info must not be NULL");
-  IPC_CHECK(PB_HAS_FIELD(peer, pb_peer_info_v1, same_host), PB_ERR_INVALID,
-            "cudaipc: pb_peer_info_v1 of " + std::to_string(peer->struct_size) + " bytes is too short");
-  PeerInfo info;
-  info.rank = peer->peer_rank;
-  info.host = peer->peer_host ? peer->peer_host : "?";
-  info.sameHost = peer->same_host != 0;
-  return info;
-}
-
-std::string PeerInfo::describe() const { return "rank " + std::to_string(rank) + " (host " + host + ")"; }
-
 ProcessIdentity ProcessIdentity::current() {
   ProcessIdentity id;
   id.pid = static_cast<uint32_t>(getpid());
@@ -64,18 +51,7 @@ std::string DeviceInfo::describe() const {
   return "GPU " + std::to_string(ordinal) + " (" + std::string(pciBusId.data()) + ")";
 }
 
-Context::Context(const pb_host_services_v1* host) {
-  IPC_CHECK(host, PB_ERR_INVALID, "cudaipc: init needs the host services table");
-  IPC_CHECK(host->abi_major == PB_TRANSPORT_ABI_MAJOR, PB_ERR_VERSION,
-            "cudaipc: the core speaks transport ABI " + std::to_string(host->abi_major) + "." +
-                std::to_string(host->abi_minor) + ", this plugin speaks " + std::to_string(PB_TRANSPORT_ABI_MAJOR) +
-                "." + std::to_string(PB_TRANSPORT_ABI_MINOR));
-  IPC_CHECK(PB_HAS_FIELD(host, pb_host_services_v1, hostname), PB_ERR_INVALID,
-            "cudaipc: pb_host_services_v1 of " + std::to_string(host->struct_size) + " bytes is too short");
-  std::memcpy(&host_, host, std::min(sizeof(host_), host->struct_size));
-  rank_ = host->rank;
-  hostname_ = host->hostname ? host->hostname : "?";
-
+Context::Context(const pb_host_services_v1* host) : host_(host, "cudaipc") {
   // Counting devices loads the driver but creates no context. Without a GPU
   // or driver this is where the plugin bows out, and the core's "auto"
   // transport list skips it with this reason.
@@ -101,7 +77,9 @@ Context::~Context() {
   }
 }
 
-std::string Context::describeSelf() const { return "rank " + std::to_string(rank_) + " (host " + hostname_ + ")"; }
+std::string Context::describeSelf() const {
+  return "rank " + std::to_string(host_.rank()) + " (host " + host_.hostname() + ")";
+}
 
 const DeviceInfo& Context::device(int ordinal) {
   std::lock_guard<std::mutex> lock(devicesMu_);
@@ -139,20 +117,6 @@ int Context::currentDevice() const {
     if (d.deviceGet(&candidate, ordinal) == CUDA_SUCCESS && candidate == dev) return ordinal;
   }
   return -1;
-}
-
-void Context::log(pb_log_level level, const std::string& message) const {
-  if (host_.log) host_.log(host_.core, level, message.c_str());
-}
-
-void Context::setError(const std::string& message) {
-  std::lock_guard<std::mutex> lock(errorMu_);
-  error_ = message;
-}
-
-std::string Context::lastError() const {
-  std::lock_guard<std::mutex> lock(errorMu_);
-  return error_;
 }
 
 }  // namespace plugboard::cudaipc

@@ -4,7 +4,7 @@
 // pb_plugin_ctx*.
 #pragma once
 
-#include <plugboard/transport.h>
+#include <plugboard/transport_cxx.hpp>
 
 #include <array>
 #include <atomic>
@@ -22,17 +22,8 @@ namespace plugboard::cudaipc {
 /// (ethernet is 100; RDMA transports sit in between).
 constexpr int kConnectCost = 10;
 
-/// The far end of a connection, copied out of pb_peer_info_v1.
-struct PeerInfo {
-  int rank = -1;          ///< Peer's rank.
-  std::string host;       ///< Peer's host identity as the core knows it.
-  bool sameHost = false;  ///< The core says: same host as this process.
-
-  /// Copies *peer; throws Error(PB_ERR_INVALID) on NULL or a short struct.
-  static PeerInfo from(const pb_peer_info_v1* peer);
-  /// "rank N (host H)", for messages.
-  std::string describe() const;
-};
+/// The far end of a connection (the adapter's).
+using PeerInfo = transport_cxx::PeerInfo;
 
 /// Who this process is, as far as CUDA IPC cares: two processes can share
 /// GPU memory only on one machine (same kernel: same boot id), and pidfd
@@ -59,7 +50,7 @@ struct DeviceInfo {
 };
 
 /// State shared by every connection and region of one plugin instance.
-class Context {
+class Context : public transport_cxx::ErrorSlot {
  public:
   /// Checks the host table, that CUDA has a device and that the driver has
   /// every function the plugin needs. Throws Error (PB_ERR_UNSUPPORTED with
@@ -71,9 +62,9 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   /// This process's rank.
-  int rank() const { return rank_; }
+  int rank() const { return host_.rank(); }
   /// This host's name as the core identifies it.
-  const std::string& hostname() const { return hostname_; }
+  const std::string& hostname() const { return host_.hostname(); }
   /// "rank N (host H)" for this process.
   std::string describeSelf() const;
   /// This process's identity (pid, machine, PID namespace).
@@ -96,11 +87,7 @@ class Context {
   ImportCache& imports() { return imports_; }
 
   /// Logs one line through the core.
-  void log(pb_log_level level, const std::string& message) const;
-  /// Records message as the reason last_error() reports.
-  void setError(const std::string& message);
-  /// The last recorded reason ("" if none).
-  std::string lastError() const;
+  void log(pb_log_level level, const std::string& message) const { host_.log(level, message); }
 
   /// Counts live connections, so finalize can refuse while any remain.
   void connectionOpened() { ++connections_; }
@@ -110,9 +97,7 @@ class Context {
   int connections() const { return connections_.load(); }
 
  private:
-  pb_host_services_v1 host_{};
-  int rank_ = -1;
-  std::string hostname_;
+  transport_cxx::HostServices host_;
   ProcessIdentity self_;
   int deviceCount_ = 0;
   uint64_t exportIdBase_ = 0;
@@ -127,8 +112,6 @@ class Context {
   ImportCache imports_;
 
   std::atomic<int> connections_{0};
-  mutable std::mutex errorMu_;
-  std::string error_;
 };
 
 }  // namespace plugboard::cudaipc

@@ -3,7 +3,7 @@
 // communicator; the core's pb_plugin_ctx*.
 #pragma once
 
-#include <plugboard/transport.h>
+#include <plugboard/transport_cxx.hpp>
 
 #include <atomic>
 #include <mutex>
@@ -25,17 +25,8 @@ struct Settings {
   int socketBufferBytes = 0;  ///< SO_SNDBUF/SO_RCVBUF; 0 = system default.
 };
 
-/// The far end of a connection, copied out of pb_peer_info_v1.
-struct PeerInfo {
-  int rank = -1;          ///< Peer's rank.
-  std::string host;       ///< Peer's host identity.
-  bool sameHost = false;  ///< Same host as this process.
-
-  /// Copies *peer; throws Error(PB_ERR_INVALID) on NULL or a short struct.
-  static PeerInfo from(const pb_peer_info_v1* peer);
-  /// "rank N (host H)", for messages.
-  std::string describe() const;
-};
+/// The far end of a connection (the adapter's).
+using PeerInfo = transport_cxx::PeerInfo;
 
 /// Where this side listens for a given peer.
 struct Route {
@@ -43,20 +34,19 @@ struct Route {
   net::SockAddr address;  ///< Its address, port 0.
 };
 
-/// State shared by every connection and region of one plugin instance.
-class Context {
+/// State shared by every connection and region of one plugin instance;
+/// last_error's text lives in its ErrorSlot.
+class Context : public transport_cxx::ErrorSlot {
  public:
   /// Checks the host table and declares the settings; throws Error.
   explicit Context(const pb_host_services_v1* host);
   /// Wakes the core's host-side waiters (host service signal_landed), if the core offers it.
-  void notifyWaiters() const {
-    if (hasSignalLanded_) host_.signal_landed(host_.core);
-  }
+  void notifyWaiters() const { host_.signalLanded(); }
 
   /// This process's rank.
-  int rank() const { return rank_; }
+  int rank() const { return host_.rank(); }
   /// This host's name as the core identifies it.
-  const std::string& hostname() const { return hostname_; }
+  const std::string& hostname() const { return host_.hostname(); }
   /// Reads the settings' current values from the core; throws Error.
   Settings settings() const;
   /// The address to listen on for peer, or why the peer is unreachable.
@@ -65,11 +55,7 @@ class Context {
   RegionRegistry& regions() { return regions_; }
 
   /// Logs one line through the core.
-  void log(pb_log_level level, const std::string& message) const;
-  /// Records message as the reason last_error() reports.
-  void setError(const std::string& message);
-  /// The last recorded reason ("" if none).
-  std::string lastError() const;
+  void log(pb_log_level level, const std::string& message) const { host_.log(level, message); }
 
   /// Counts live connections, so finalize can refuse while any remain.
   void connectionOpened() { ++connections_; }
@@ -81,17 +67,10 @@ class Context {
  private:
   /// Declares ifname and socket_buffer_bytes through the host table.
   void declareSettings() const;
-  /// A declared setting's value as text, through the host table.
-  std::string readSetting(const char* key) const;
 
-  pb_host_services_v1 host_{};
-  bool hasSignalLanded_ = false;  // the core is minor >= 1 and set signal_landed
-  int rank_ = -1;
-  std::string hostname_;
+  transport_cxx::HostServices host_;
   RegionRegistry regions_;
   std::atomic<int> connections_{0};
-  mutable std::mutex errorMu_;
-  std::string error_;
 };
 
 }  // namespace plugboard::ethernet

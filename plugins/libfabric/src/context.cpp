@@ -33,18 +33,6 @@ constexpr uint64_t kMaxFragmentCap = 1ull << 30;
 constexpr size_t kSlots = 1024;
 constexpr size_t kReceives = 256;
 
-/// Calls a host service. The ABI is C, but should the host let a C++
-/// exception out (e.g. a badly typed env value), report it as the user error
-/// it is rather than as an internal one.
-template <typename Call>
-pb_status hostCall(const std::string& what, Call&& call) {
-  try {
-    return call();
-  } catch (const std::exception& e) {
-    throw Error(PB_ERR_INVALID, what + ": " + e.what());
-  }
-}
-
 /// The capabilities every provider must have: one-sided writes into
 /// registered memory and messages (hellos, and signals without atomics).
 void baseHints(fi_info* h) {
@@ -68,31 +56,7 @@ std::unique_ptr<fi_info, void (*)(fi_info*)> allocInfo() {
 
 }  // namespace
 
-PeerInfo PeerInfo::from(const pb_peer_info_v1* peer) {
-  OFI_CHECK(peer, PB_ERR_INVALID, "peer info must not be NULL");
-  OFI_CHECK(PB_HAS_FIELD(peer, pb_peer_info_v1, same_host), PB_ERR_INVALID,
-            "pb_peer_info_v1 of " + std::to_string(peer->struct_size) + " bytes is too short");
-  PeerInfo info;
-  info.rank = peer->peer_rank;
-  info.host = peer->peer_host ? peer->peer_host : "?";
-  info.sameHost = peer->same_host != 0;
-  return info;
-}
-
-std::string PeerInfo::describe() const { return "rank " + std::to_string(rank) + " (host " + host + ")"; }
-
-Context::Context(const pb_host_services_v1* host) {
-  OFI_CHECK(host, PB_ERR_INVALID, "libfabric: init needs the host services table");
-  OFI_CHECK(host->abi_major == PB_TRANSPORT_ABI_MAJOR, PB_ERR_VERSION,
-            "libfabric: the core speaks transport ABI " + std::to_string(host->abi_major) + "." +
-                std::to_string(host->abi_minor) + ", this plugin speaks " + std::to_string(PB_TRANSPORT_ABI_MAJOR) +
-                "." + std::to_string(PB_TRANSPORT_ABI_MINOR));
-  OFI_CHECK(PB_HAS_FIELD(host, pb_host_services_v1, hostname), PB_ERR_INVALID,
-            "libfabric: pb_host_services_v1 of " + std::to_string(host->struct_size) + " bytes is too short");
-  std::memcpy(&host_, host, std::min(sizeof(host_), host->struct_size));
-  if (host->struct_size < sizeof(host_)) host_.signal_landed = nullptr;  // older core
-  rank_ = host->rank;
-  hostname_ = host->hostname ? host->hostname : "?";
+Context::Context(const pb_host_services_v1* host) : host_(host, "libfabric") {
   declareSettings();
   settings_ = readSettings();
 
@@ -149,7 +113,7 @@ Context::Context(const pb_host_services_v1* host) {
   chooseSignalMode();
   setUpMessages();
   bool manual = info_->domain_attr->data_progress == FI_PROGRESS_MANUAL;
-  log(PB_LOG_INFO, "rank " + std::to_string(rank_) + ": libfabric provider " + choice_.name + ", fabric " +
+  log(PB_LOG_INFO, "rank " + std::to_string(host_.rank()) + ": libfabric provider " + choice_.name + ", fabric " +
                        choice_.fabric + ", domain " + choice_.domain + "; signals by " +
                        (signalMode_ == SignalMode::Atomic ? "fi_atomic FI_SUM" : "control message") +
                        " after delivery-complete writes; " + (hmem_ ? "FI_HMEM" : "no FI_HMEM") + "; " +
@@ -170,7 +134,6 @@ Context::~Context() {
 }
 
 void Context::declareSettings() const {
-  if (!host_.declare_setting) return;
   const pb_setting_decl_v1 decls[] = {
       {sizeof(pb_setting_decl_v1), kProvider, PB_SETTING_STRING, "",
        "libfabric providers in preference order, FI_PROVIDER syntax (^ excludes; tcp also matches tcp;ofi_rxm, "
@@ -189,38 +152,19 @@ void Context::declareSettings() const {
        "1 GiB",
        1},
   };
-  for (const auto& d : decls) {
-    std::string what = std::string("libfabric: declaring setting '") + d.key + "'";
-    pb_status st = hostCall(what, [&] { return host_.declare_setting(host_.core, &d); });
-    OFI_CHECK(st == PB_OK, st, what + ": the core refused it (status " + std::to_string(st) + ")");
-  }
-}
-
-std::string Context::readSetting(const char* key) const {
-  if (!host_.get_setting) return "";
-  std::vector<char> buf(256);
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    size_t needed = 0;
-    pb_status st = hostCall(std::string("libfabric: reading setting '") + key + "'",
-                            [&] { return host_.get_setting(host_.core, key, buf.data(), buf.size(), &needed); });
-    if (st == PB_OK) return std::string(buf.data());
-    OFI_CHECK(st == PB_ERR_NOMEM && needed > buf.size(), st,
-              std::string("libfabric: cannot read setting '") + key + "' from the core");
-    buf.resize(needed);
-  }
-  throw Error(PB_ERR_INTERNAL, std::string("libfabric: setting '") + key + "' keeps growing while read");
+  host_.declare(decls, sizeof(decls) / sizeof(decls[0]));
 }
 
 Settings Context::readSettings() const {
   Settings s;
-  s.provider = readSetting(kProvider);
+  s.provider = host_.setting(kProvider);
   ProviderSpec::parse(s.provider);  // reject a malformed list here, with its text
-  s.iface = readSetting(kIface);
-  std::string signal = readSetting(kSignal);
+  s.iface = host_.setting(kIface);
+  std::string signal = host_.setting(kSignal);
   if (!signal.empty()) s.signal = signal;
   OFI_CHECK(s.signal == "auto" || s.signal == "atomic" || s.signal == "message", PB_ERR_INVALID,
             "libfabric.signal = '" + s.signal + "' is not one of auto, atomic, message");
-  std::string text = readSetting(kFragmentBytes);
+  std::string text = host_.setting(kFragmentBytes);
   if (!text.empty()) {
     char* end = nullptr;
     errno = 0;
@@ -322,14 +266,14 @@ void Context::repostReceives() {
 }
 
 std::string Context::describeSelf() const {
-  return "rank " + std::to_string(rank_) + " (host " + hostname_ + ")";
+  return "rank " + std::to_string(host_.rank()) + " (host " + host_.hostname() + ")";
 }
 
 std::string Context::whyUnreachable(const PeerInfo& peer) const {
   if (peer.sameHost || !choice_.hostLocal()) return "";
   std::string where = choice_.core() == "shm" ? "shared memory" : "loopback domain " + choice_.domain;
   return "libfabric " + choice_.name + " endpoint on " + where + " reaches only this host, but rank " +
-         std::to_string(peer.rank) + " is on host " + peer.host + " (this is host " + hostname_ + ")";
+         std::to_string(peer.rank) + " is on host " + peer.host + " (this is host " + host_.hostname() + ")";
 }
 
 LocalRegion* Context::registerMemory(void* ptr, size_t size, pb_mem_type type) {
@@ -413,19 +357,5 @@ int Context::takeSlot() {
 void Context::releaseSlot(int slot) { freeSlots_.push_back(slot); }
 
 uint8_t* Context::slot(int slot) { return sendBytes_.data() + size_t(slot) * wire::Message::kSize; }
-
-void Context::log(pb_log_level level, const std::string& message) const {
-  if (host_.log) host_.log(host_.core, level, message.c_str());
-}
-
-void Context::setError(const std::string& message) {
-  std::lock_guard<std::mutex> lock(errorMu_);
-  error_ = message;
-}
-
-std::string Context::lastError() const {
-  std::lock_guard<std::mutex> lock(errorMu_);
-  return error_;
-}
 
 }  // namespace plugboard::libfabric

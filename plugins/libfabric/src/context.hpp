@@ -10,7 +10,7 @@
 // complete operations of another; a single lock keeps that simple.
 #pragma once
 
-#include <plugboard/transport.h>
+#include <plugboard/transport_cxx.hpp>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -48,17 +48,8 @@ enum class SignalMode {
   Message  ///< A control message the target's plugin applies itself.
 };
 
-/// The far end of a connection, copied out of pb_peer_info_v1.
-struct PeerInfo {
-  int rank = -1;          ///< Peer's rank.
-  std::string host;       ///< Peer's host identity.
-  bool sameHost = false;  ///< Same host as this process.
-
-  /// Copies *peer; throws Error(PB_ERR_INVALID) on NULL or a short struct.
-  static PeerInfo from(const pb_peer_info_v1* peer);
-  /// "rank N (host H)", for messages.
-  std::string describe() const;
-};
+/// The far end of a connection (the adapter's).
+using PeerInfo = transport_cxx::PeerInfo;
 
 /// What the context keeps for one fabric operation in flight. Its address
 /// (of fiCtx, the first member) is the operation's context, so completions
@@ -74,7 +65,7 @@ struct OpRecord {
 };
 
 /// State shared by every connection and region of one plugin instance.
-class Context {
+class Context : public transport_cxx::ErrorSlot {
  public:
   /// Checks the host table, declares and reads the settings, chooses a
   /// provider and opens the endpoint; throws Error (PB_ERR_UNSUPPORTED
@@ -86,9 +77,9 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   /// This process's rank.
-  int rank() const { return rank_; }
+  int rank() const { return host_.rank(); }
   /// This host's name as the core identifies it.
-  const std::string& hostname() const { return hostname_; }
+  const std::string& hostname() const { return host_.hostname(); }
   /// The settings read at init.
   const Settings& settings() const { return settings_; }
   /// The chosen provider, fabric and domain.
@@ -160,17 +151,11 @@ class Context {
   // ---- thread-safe ---------------------------------------------------------
 
   /// Logs one line through the core.
-  void log(pb_log_level level, const std::string& message) const;
-  /// Records message as the reason last_error() reports.
-  void setError(const std::string& message);
-  /// The last recorded reason ("" if none).
-  std::string lastError() const;
+  void log(pb_log_level level, const std::string& message) const { host_.log(level, message); }
 
  private:
   /// Declares the settings through the host table.
   void declareSettings() const;
-  /// A declared setting's value as text, through the host table.
-  std::string readSetting(const char* key) const;
   /// Reads and checks every setting; throws Error(PB_ERR_INVALID).
   Settings readSettings() const;
   /// Opens fabric, domain, CQ, AV and endpoint on info.
@@ -196,9 +181,7 @@ class Context {
   /// The connection with this id, or NULL.
   Connection* findConnection(uint64_t id) const;
 
-  pb_host_services_v1 host_{};
-  int rank_ = -1;
-  std::string hostname_;
+  transport_cxx::HostServices host_;
   Settings settings_;
   ProviderChoice choice_;
   SignalMode signalMode_ = SignalMode::Message;
@@ -230,8 +213,6 @@ class Context {
   std::map<fi_addr_t, int> addressRefs_;
   uint64_t nextKey_ = 1;  // requested MR keys (unless FI_MR_PROV_KEY), small for short mr_key_size
 
-  mutable std::mutex errorMu_;
-  std::string error_;
 };
 
 }  // namespace plugboard::libfabric

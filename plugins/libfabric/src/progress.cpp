@@ -95,9 +95,9 @@ void Context::handleMessage(size_t i, size_t len) {
     return;
   }
   std::string bad = "bad message from " + c->peer().describe() + ": ";
-  if (m.fromRank != c->peer().rank || m.toRank != rank_) {
+  if (m.fromRank != c->peer().rank || m.toRank != host_.rank()) {
     c->fail(PB_ERR_REMOTE, bad + "it claims to be from rank " + std::to_string(m.fromRank) + " to rank " +
-                               std::to_string(m.toRank) + " but reached rank " + std::to_string(rank_) +
+                               std::to_string(m.toRank) + " but reached rank " + std::to_string(host_.rank()) +
                                "'s connection to rank " + std::to_string(c->peer().rank));
     return;
   }
@@ -137,7 +137,7 @@ void Context::applySignal(Connection& conn, const wire::Message& m) {
 }
 
 void Context::signalLanded() const {
-  if (host_.signal_landed) host_.signal_landed(host_.core);
+  host_.signalLanded();
 }
 
 }  // namespace plugboard::libfabric

@@ -31,18 +31,6 @@ constexpr size_t kControlWordsPerChunk = 512;
 /// per-region data.
 constexpr size_t kBlobSlack = 256;
 
-/// Calls a host service. The ABI is C, but should the host let a C++
-/// exception out (e.g. a badly typed env value), report it as the user error
-/// it is rather than as an internal one.
-template <typename Call>
-pb_status hostCall(const std::string& what, Call&& call) {
-  try {
-    return call();
-  } catch (const std::exception& e) {
-    throw Error(PB_ERR_INVALID, what + ": " + e.what());
-  }
-}
-
 /// Owns a ucp_config_t for the duration of initUcp().
 struct ConfigHolder {
   ucp_config_t* config = nullptr;
@@ -66,33 +54,7 @@ std::vector<std::string> splitList(const std::string& text) {
 
 }  // namespace
 
-PeerInfo PeerInfo::from(const pb_peer_info_v1* peer) {
-  PB_UCX_CHECK(peer, PB_ERR_INVALID, "peer info must not be NULL");
-  PB_UCX_CHECK(PB_HAS_FIELD(peer, pb_peer_info_v1, same_host), PB_ERR_INVALID,
-               "pb_peer_info_v1 of " + std::to_string(peer->struct_size) + " bytes is too short");
-  PeerInfo info;
-  info.rank = peer->peer_rank;
-  info.host = peer->peer_host ? peer->peer_host : "?";
-  info.sameHost = peer->same_host != 0;
-  return info;
-}
-
-std::string PeerInfo::describe() const { return "rank " + std::to_string(rank) + " (host " + host + ")"; }
-
-Context::Context(const pb_host_services_v1* host) {
-  PB_UCX_CHECK(host, PB_ERR_INVALID, "ucx: init needs the host services table");
-  PB_UCX_CHECK(host->abi_major == PB_TRANSPORT_ABI_MAJOR, PB_ERR_VERSION,
-               "ucx: the core speaks transport ABI " + std::to_string(host->abi_major) + "." +
-                   std::to_string(host->abi_minor) + ", this plugin speaks " +
-                   std::to_string(PB_TRANSPORT_ABI_MAJOR) + "." + std::to_string(PB_TRANSPORT_ABI_MINOR));
-  PB_UCX_CHECK(PB_HAS_FIELD(host, pb_host_services_v1, hostname), PB_ERR_INVALID,
-               "ucx: pb_host_services_v1 of " + std::to_string(host->struct_size) + " bytes is too short");
-  // An older core's table is shorter: copy what it has; struct_size then
-  // tells PB_HAS_FIELD which fields are real.
-  std::memcpy(&host_, host, std::min(sizeof(host_), host->struct_size));
-  rank_ = host->rank;
-  nranks_ = host->nranks;
-  hostname_ = host->hostname ? host->hostname : "?";
+Context::Context(const pb_host_services_v1* host) : host_(host, "ucx") {
   declareSettings();
   settings_ = readSettings();  // Fail at init, not at the first connection, on a bad value.
   try {
@@ -136,7 +98,6 @@ void Context::teardown() noexcept {
 }
 
 void Context::declareSettings() const {
-  if (!host_.declare_setting) return;
   const pb_setting_decl_v1 decls[] = {
       {sizeof(pb_setting_decl_v1), kTls, PB_SETTING_STRING, "",
        "UCX transports (UCX_TLS syntax, e.g. 'tcp' or 'rc,sm'); used only when the UCX_TLS "
@@ -152,32 +113,13 @@ void Context::declareSettings() const {
        "writes and signals land without waiting for the core to poll; 0: only proxy_progress",
        1},
   };
-  for (const auto& d : decls) {
-    std::string what = std::string("ucx: declaring setting '") + d.key + "'";
-    pb_status st = hostCall(what, [&] { return host_.declare_setting(host_.core, &d); });
-    PB_UCX_CHECK(st == PB_OK, st, what + ": the core refused it (status " + std::to_string(st) + ")");
-  }
-}
-
-std::string Context::readSetting(const char* key) const {
-  if (!host_.get_setting) return "";
-  std::vector<char> buf(256);
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    size_t needed = 0;
-    pb_status st = hostCall(std::string("ucx: reading setting '") + key + "'",
-                            [&] { return host_.get_setting(host_.core, key, buf.data(), buf.size(), &needed); });
-    if (st == PB_OK) return std::string(buf.data());
-    PB_UCX_CHECK(st == PB_ERR_NOMEM && needed > buf.size(), st,
-                 std::string("ucx: cannot read setting '") + key + "' from the core");
-    buf.resize(needed);
-  }
-  throw Error(PB_ERR_INTERNAL, std::string("ucx: setting '") + key + "' keeps growing while read");
+  host_.declare(decls, sizeof(decls) / sizeof(decls[0]));
 }
 
 Settings Context::readSettings() const {
   Settings s;
-  s.tls = readSetting(kTls);
-  std::string ordering = readSetting(kOrdering);
+  s.tls = host_.setting(kTls);
+  std::string ordering = host_.setting(kOrdering);
   if (ordering.empty() || ordering == "flush") {
     s.ordering = Ordering::Flush;
   } else if (ordering == "fence") {
@@ -185,7 +127,7 @@ Settings Context::readSettings() const {
   } else {
     throw Error(PB_ERR_INVALID, "ucx.ordering = '" + ordering + "' is neither 'flush' nor 'fence'");
   }
-  std::string thread = readSetting(kProgressThread);
+  std::string thread = host_.setting(kProgressThread);
   for (auto& ch : thread) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (thread.empty() || thread == "1" || thread == "true" || thread == "yes" || thread == "on") {
     s.progressThread = true;
@@ -243,7 +185,7 @@ void Context::initUcp() {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | (settings_.progressThread ? UCP_FEATURE_WAKEUP : 0);
-  params.estimated_num_eps = static_cast<size_t>(std::max(nranks_, 1));
+  params.estimated_num_eps = static_cast<size_t>(std::max(host_.nranks(), 1));
   st = ucp_init(&params, config.config, &ucp_);
   PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM,
                ucsText("ucx: ucp_init with RMA and 64-bit atomics (transports " + tlsSource_ + ") failed", st));
@@ -387,8 +329,7 @@ void Context::stopProgressThread() noexcept {
 }
 
 void Context::notifyLanded() const {
-  if (PB_HAS_FIELD(&host_, pb_host_services_v1, signal_landed) && host_.signal_landed)
-    host_.signal_landed(host_.core);
+  host_.signalLanded();
 }
 
 bool Context::supportsCuda() const { return (memoryTypes_ & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0; }
@@ -428,21 +369,7 @@ std::string Context::unreachableReason(const PeerInfo& peer) const {
     if (!hostOnly) return "";
   }
   return "UCX_TLS=" + effectiveTls_ + " has no transport that leaves the host, but " + peer.describe() +
-         " is on another host (this is host " + hostname_ + ")";
-}
-
-void Context::log(pb_log_level level, const std::string& message) const {
-  if (host_.log) host_.log(host_.core, level, message.c_str());
-}
-
-void Context::setError(const std::string& message) {
-  std::lock_guard<std::mutex> lock(errorMu_);
-  error_ = message;
-}
-
-std::string Context::lastError() const {
-  std::lock_guard<std::mutex> lock(errorMu_);
-  return error_;
+         " is on another host (this is host " + host_.hostname() + ")";
 }
 
 }  // namespace plugboard::ucx

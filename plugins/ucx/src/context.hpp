@@ -4,7 +4,7 @@
 // plugin per communicator; the core's pb_plugin_ctx*.
 #pragma once
 
-#include <plugboard/transport.h>
+#include <plugboard/transport_cxx.hpp>
 #include <ucp/api/ucp.h>
 
 #include <atomic>
@@ -44,17 +44,8 @@ struct Settings {
   bool progressThread = true;         ///< Run Context::progressLoop (README "Progress").
 };
 
-/// The far end of a connection, copied out of pb_peer_info_v1.
-struct PeerInfo {
-  int rank = -1;          ///< Peer's rank.
-  std::string host;       ///< Peer's host identity.
-  bool sameHost = false;  ///< Same host as this process.
-
-  /// Copies *peer; throws Error(PB_ERR_INVALID) on NULL or a short struct.
-  static PeerInfo from(const pb_peer_info_v1* peer);
-  /// "rank N (host H)", for messages.
-  std::string describe() const;
-};
+/// The far end of a connection (the adapter's).
+using PeerInfo = transport_cxx::PeerInfo;
 
 /// A registered 8-byte word a peer writes wire::kCloseMarker into when it
 /// closes its end of one connection cleanly. Never reused or unmapped
@@ -80,7 +71,7 @@ struct EndpointGuard {
 /// under it, so a callback for one connection may safely update that
 /// connection while another thread drives a different one, and the
 /// progress thread may pump any connection.
-class Context {
+class Context : public transport_cxx::ErrorSlot {
  public:
   /// Checks the host table, declares and reads the settings, creates the
   /// UCP context and worker; throws Error.
@@ -91,9 +82,9 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   /// This process's rank.
-  int rank() const { return rank_; }
+  int rank() const { return host_.rank(); }
   /// This host's name as the core identifies it.
-  const std::string& hostname() const { return hostname_; }
+  const std::string& hostname() const { return host_.hostname(); }
   /// Settings read at init.
   const Settings& settings() const { return settings_; }
   /// The transports UCX was asked for ("" = its default) and from where,
@@ -144,11 +135,7 @@ class Context {
   RegionRegistry& regions() { return regions_; }
 
   /// Logs one line through the core.
-  void log(pb_log_level level, const std::string& message) const;
-  /// Records message as the reason last_error() reports.
-  void setError(const std::string& message);
-  /// The last recorded reason ("" if none).
-  std::string lastError() const;
+  void log(pb_log_level level, const std::string& message) const { host_.log(level, message); }
 
   /// Counts live connections, so finalize can refuse while any remain.
   void connectionOpened() { ++connections_; }
@@ -168,8 +155,6 @@ class Context {
 
   /// Declares tls and ordering through the host table.
   void declareSettings() const;
-  /// A declared setting's value as text, through the host table.
-  std::string readSetting(const char* key) const;
   /// Reads and checks every setting; throws Error(PB_ERR_INVALID).
   Settings readSettings() const;
   /// ucp_init with the tls setting applied unless UCX_TLS is set.
@@ -195,10 +180,7 @@ class Context {
   /// Releases everything UCX gave us; safe on a half-built context.
   void teardown() noexcept;
 
-  pb_host_services_v1 host_{};
-  int rank_ = -1;
-  int nranks_ = 0;
-  std::string hostname_;
+  transport_cxx::HostServices host_;
   Settings settings_;
   std::string tlsSource_;
   std::string effectiveTls_;
@@ -221,8 +203,6 @@ class Context {
   std::atomic<bool> stopping_{false};
 
   std::atomic<int> connections_{0};
-  mutable std::mutex errorMu_;
-  std::string error_;
 };
 
 }  // namespace plugboard::ucx
