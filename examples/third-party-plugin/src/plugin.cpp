@@ -75,27 +75,15 @@ struct Traits {
   }
 
   // ---- connection-level entries --------------------------------------------
-
-  static bool connect(Connection& conn, const void* addr, size_t len) { return conn.connect(addr, len); }
+  // connect, write and signal go straight to Connection::connect, postWrite
+  // and postSignal (the adapter's defaults), freeConnection and releaseRkey
+  // to delete. Connection has no postWriteSignal: write() then signal() is
+  // just as ordered here, so the table's optional write_signal stays NULL
+  // (and remote_pointer too: a peer's heap is not mapped here).
 
   static RemoteKey* importRkey(Connection&, const void* buf, size_t len) { return new RemoteKey(importKey(buf, len)); }
-
-  static void releaseRkey(Connection*, RemoteKey* key) { delete key; }
-
-  static void write(Connection& conn, Region& src, size_t srcOffset, RemoteKey& dst, size_t dstOffset, size_t size) {
-    conn.postWrite(src, srcOffset, dst, dstOffset, size);
-  }
-
-  // No writeSignal: write() then signal() is just as ordered here, so the
-  // table's optional write_signal stays NULL (and remote_pointer too: a
-  // peer's heap is not mapped here, no PB_CAP_MAPPED).
-  static void signal(Connection& conn, RemoteKey& dst, size_t offset, uint64_t value) {
-    conn.postSignal(dst, offset, value);
-  }
-
   static void progress(Connection& conn, uint64_t* completed) { *completed = conn.progress(); }
   static void flush(Connection& conn) { conn.progress(); }  // pushes whatever fits now
-  static void freeConnection(Connection* conn) { delete conn; }
 };
 
 }  // namespace shm

@@ -35,20 +35,23 @@
 ///     void packRkey(Context&, Region&, void* buf, size_t* len);
 ///     void deregisterMemory(Context&, Region*);
 ///     void finalize(Context*);                                   // checks, then deletes
-///   Connection entries
-///     bool connect(Connection&, const void* peerAddr, size_t len);  // true once connected
-///     RemoteKey* importRkey(Connection&, const void* buf, size_t len);
-///     void releaseRkey(Connection*, RemoteKey*);                 // conn may be NULL
+///   Connection entries: each optional; without it the adapter calls the
+///   connection's method of the conventional name (the shape in brackets)
+///     bool connect(Connection&, const void* peerAddr, size_t len);  [conn.connect(addr, len)] true once connected
+///     RemoteKey* importRkey(Connection&, const void* buf, size_t len);  (required)
+///     void releaseRkey(Connection*, RemoteKey*);                 [delete key] conn may be NULL
 ///     void write(Connection&, Region& src, size_t srcOffset, RemoteKey& dst, size_t dstOffset, size_t size);
+///                                                                [conn.postWrite(src, srcOffset, dst, dstOffset, size)]
 ///     void signal(Connection&, RemoteKey& dst, size_t dstOffset, uint64_t value);
-///     void progress(Connection&, uint64_t* completed);
-///     void flush(Connection&);
-///     void freeConnection(Connection*);                          // NULL allowed
-///   Optional
+///                                                                [conn.postSignal(dst, dstOffset, value)]
+///     void progress(Connection&, uint64_t* completed);           [conn.progress(completed)]
+///     void flush(Connection&);                                   [conn.flush()]
+///     void freeConnection(Connection*);                          [delete conn] NULL allowed
 ///     void writeSignal(Connection&, Region&, size_t, RemoteKey&, size_t, size_t,
 ///                      RemoteKey& signalDst, size_t signalOffset, uint64_t value);
-///                    - present: the table's write_signal uses it; absent: NULL
-///                      (the core then posts write and signal).
+///                    [conn.postWriteSignal(...)] - with neither, the table's
+///                    write_signal is NULL (the core then posts write and signal).
+///   Other optional members
 ///     void* remotePointer(Connection&, RemoteKey*);  // rkey may be NULL: say why
 ///                    - present: the table's remote_pointer uses it (transports
 ///                      with PB_CAP_MAPPED); absent: NULL.
@@ -229,20 +232,32 @@ class HostServices {
 
 namespace detail {
 
-template <typename T, typename = void>
-struct HasWriteSignal : std::false_type {};
-template <typename T>
-struct HasWriteSignal<T, std::void_t<decltype(&T::writeSignal)>> : std::true_type {};
+/// HasName<T>::value: T declares a static member `name` (an optional traits entry).
+#define PLUGBOARD_TRANSPORT_CXX_DETECT(Trait, member)                           \
+  template <typename T, typename = void>                                       \
+  struct Trait : std::false_type {};                                           \
+  template <typename T>                                                        \
+  struct Trait<T, std::void_t<decltype(&T::member)>> : std::true_type {}
+PLUGBOARD_TRANSPORT_CXX_DETECT(HasWriteSignal, writeSignal);
+PLUGBOARD_TRANSPORT_CXX_DETECT(HasRemotePointer, remotePointer);
+PLUGBOARD_TRANSPORT_CXX_DETECT(HasTranslate, translate);
+PLUGBOARD_TRANSPORT_CXX_DETECT(HasConnect, connect);
+PLUGBOARD_TRANSPORT_CXX_DETECT(HasWrite, write);
+PLUGBOARD_TRANSPORT_CXX_DETECT(HasSignal, signal);
+PLUGBOARD_TRANSPORT_CXX_DETECT(HasProgress, progress);
+PLUGBOARD_TRANSPORT_CXX_DETECT(HasFlush, flush);
+PLUGBOARD_TRANSPORT_CXX_DETECT(HasReleaseRkey, releaseRkey);
+PLUGBOARD_TRANSPORT_CXX_DETECT(HasFreeConnection, freeConnection);
+#undef PLUGBOARD_TRANSPORT_CXX_DETECT
 
-template <typename T, typename = void>
-struct HasRemotePointer : std::false_type {};
-template <typename T>
-struct HasRemotePointer<T, std::void_t<decltype(&T::remotePointer)>> : std::true_type {};
-
-template <typename T, typename = void>
-struct HasTranslate : std::false_type {};
-template <typename T>
-struct HasTranslate<T, std::void_t<decltype(&T::translate)>> : std::true_type {};
+/// The connection class has postWriteSignal (the default writeSignal).
+template <typename C, typename R, typename K, typename = void>
+struct ConnPostsWriteSignal : std::false_type {};
+template <typename C, typename R, typename K>
+struct ConnPostsWriteSignal<C, R, K,
+                            std::void_t<decltype(std::declval<C&>().postWriteSignal(
+                                std::declval<R&>(), size_t(), std::declval<K&>(), size_t(), size_t(),
+                                std::declval<K&>(), size_t(), uint64_t()))>> : std::true_type {};
 
 }  // namespace detail
 
@@ -254,6 +269,9 @@ class Adapter {
   using Connection = typename T::Connection;
   using Region = typename T::Region;
   using RemoteKey = typename T::RemoteKey;
+  /// write_signal is in the table: the traits or the connection class have it.
+  static constexpr bool kWritesSignal =
+      detail::HasWriteSignal<T>::value || detail::ConnPostsWriteSignal<Connection, Region, RemoteKey>::value;
 
   /// The table, filled field by field so its order cannot slip.
   static pb_transport_v1 table() {
@@ -275,7 +293,7 @@ class Adapter {
     t.deregister_memory = deregisterMemory;
     t.write = write;
     t.signal = signal;
-    if constexpr (detail::HasWriteSignal<T>::value) t.write_signal = writeSignal;
+    if constexpr (kWritesSignal) t.write_signal = writeSignal;
     t.proxy_progress = proxyProgress;
     t.flush = flush;
     t.free = freeConn;
@@ -451,7 +469,11 @@ class Adapter {
 
   static pb_status proxyConnect(pb_conn* conn, const void* peerAddr, size_t peerAddrLen) {
     return guarded(ctxOfConn(conn), "proxy_connect", [&] {
-      return T::connect(*need(connOf(conn), "proxy_connect", "conn"), peerAddr, peerAddrLen) ? PB_OK : PB_IN_PROGRESS;
+      Connection& c = *need(connOf(conn), "proxy_connect", "conn");
+      bool connected = false;
+      if constexpr (detail::HasConnect<T>::value) connected = T::connect(c, peerAddr, peerAddrLen);
+      else connected = c.connect(peerAddr, peerAddrLen);
+      return connected ? PB_OK : PB_IN_PROGRESS;
     });
   }
 
@@ -466,7 +488,8 @@ class Adapter {
 
   static pb_status releaseRkey(pb_conn* conn, pb_rkey* rkey) {
     return guarded(ctxOfConn(conn), "release_rkey", [&] {
-      T::releaseRkey(connOf(conn), keyOf(rkey));
+      if constexpr (detail::HasReleaseRkey<T>::value) T::releaseRkey(connOf(conn), keyOf(rkey));
+      else delete keyOf(rkey);
       return PB_OK;
     });
   }
@@ -481,8 +504,11 @@ class Adapter {
 
   static pb_status write(pb_conn* conn, pb_mr* src, size_t srcOffset, pb_rkey* dst, size_t dstOffset, size_t size) {
     return guarded(ctxOfConn(conn), "write", [&] {
-      T::write(*need(connOf(conn), "write", "conn"), *need(regionOf(src), "write", "src"), srcOffset,
-               *need(keyOf(dst), "write", "dst"), dstOffset, size);
+      Connection& c = *need(connOf(conn), "write", "conn");
+      Region& from = *need(regionOf(src), "write", "src");
+      RemoteKey& to = *need(keyOf(dst), "write", "dst");
+      if constexpr (detail::HasWrite<T>::value) T::write(c, from, srcOffset, to, dstOffset, size);
+      else c.postWrite(from, srcOffset, to, dstOffset, size);
       return PB_OK;
     });
   }
@@ -490,37 +516,51 @@ class Adapter {
   static pb_status writeSignal(pb_conn* conn, pb_mr* src, size_t srcOffset, pb_rkey* dst, size_t dstOffset,
                                size_t size, pb_rkey* signalDst, size_t signalOffset, uint64_t value) {
     return guarded(ctxOfConn(conn), "write_signal", [&] {
-      T::writeSignal(*need(connOf(conn), "write_signal", "conn"), *need(regionOf(src), "write_signal", "src"),
-                     srcOffset, *need(keyOf(dst), "write_signal", "dst"), dstOffset, size,
-                     *need(keyOf(signalDst), "write_signal", "signal_dst"), signalOffset, value);
+      Connection& c = *need(connOf(conn), "write_signal", "conn");
+      Region& from = *need(regionOf(src), "write_signal", "src");
+      RemoteKey& to = *need(keyOf(dst), "write_signal", "dst");
+      RemoteKey& counter = *need(keyOf(signalDst), "write_signal", "signal_dst");
+      if constexpr (detail::HasWriteSignal<T>::value)
+        T::writeSignal(c, from, srcOffset, to, dstOffset, size, counter, signalOffset, value);
+      else if constexpr (kWritesSignal)
+        c.postWriteSignal(from, srcOffset, to, dstOffset, size, counter, signalOffset, value);
       return PB_OK;
     });
   }
 
   static pb_status signal(pb_conn* conn, pb_rkey* dst, size_t dstOffset, uint64_t value) {
     return guarded(ctxOfConn(conn), "signal", [&] {
-      T::signal(*need(connOf(conn), "signal", "conn"), *need(keyOf(dst), "signal", "dst"), dstOffset, value);
+      Connection& c = *need(connOf(conn), "signal", "conn");
+      RemoteKey& to = *need(keyOf(dst), "signal", "dst");
+      if constexpr (detail::HasSignal<T>::value) T::signal(c, to, dstOffset, value);
+      else c.postSignal(to, dstOffset, value);
       return PB_OK;
     });
   }
 
   static pb_status proxyProgress(pb_conn* conn, uint64_t* completed) {
     return guarded(ctxOfConn(conn), "proxy_progress", [&] {
-      T::progress(*need(connOf(conn), "proxy_progress", "conn"), need(completed, "proxy_progress", "completed"));
+      Connection& c = *need(connOf(conn), "proxy_progress", "conn");
+      need(completed, "proxy_progress", "completed");
+      if constexpr (detail::HasProgress<T>::value) T::progress(c, completed);
+      else c.progress(completed);
       return PB_OK;
     });
   }
 
   static pb_status flush(pb_conn* conn) {
     return guarded(ctxOfConn(conn), "flush", [&] {
-      T::flush(*need(connOf(conn), "flush", "conn"));
+      Connection& c = *need(connOf(conn), "flush", "conn");
+      if constexpr (detail::HasFlush<T>::value) T::flush(c);
+      else c.flush();
       return PB_OK;
     });
   }
 
   static pb_status freeConn(pb_conn* conn) {
     return guarded(ctxOfConn(conn), "free", [&] {
-      T::freeConnection(connOf(conn));
+      if constexpr (detail::HasFreeConnection<T>::value) T::freeConnection(connOf(conn));
+      else delete connOf(conn);
       return PB_OK;
     });
   }

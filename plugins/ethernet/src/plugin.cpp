@@ -18,7 +18,9 @@
 
 namespace plugboard::ethernet {
 
-/// The ethernet transport for plugboard::transport_cxx::Adapter.
+/// The ethernet transport for plugboard::transport_cxx::Adapter. connect,
+/// write, write_signal, signal, progress, flush and free go to the
+/// Connection's methods of those names (the adapter's defaults).
 struct Traits {
   using Context = ethernet::Context;
   using Connection = ethernet::Connection;
@@ -71,30 +73,9 @@ struct Traits {
     delete c;
   }
 
-  static bool connect(Connection& conn, const void* peerAddr, size_t len) { return conn.connect(peerAddr, len); }
-
   static RemoteKey* importRkey(Connection&, const void* buf, size_t len) {
     return new RemoteRegion(ethernet::importRkey(buf, len));
   }
-
-  static void releaseRkey(Connection*, RemoteKey* key) { delete key; }
-
-  static void write(Connection& conn, Region& src, size_t srcOffset, RemoteKey& dst, size_t dstOffset, size_t size) {
-    conn.postWrite(src, srcOffset, dst, dstOffset, size);
-  }
-
-  static void writeSignal(Connection& conn, Region& src, size_t srcOffset, RemoteKey& dst, size_t dstOffset,
-                          size_t size, RemoteKey& signalDst, size_t signalOffset, uint64_t value) {
-    conn.postWriteSignal(src, srcOffset, dst, dstOffset, size, signalDst, signalOffset, value);
-  }
-
-  static void signal(Connection& conn, RemoteKey& dst, size_t dstOffset, uint64_t value) {
-    conn.postSignal(dst, dstOffset, value);
-  }
-
-  static void progress(Connection& conn, uint64_t* completed) { conn.progress(completed); }
-  static void flush(Connection& conn) { conn.flush(); }
-  static void freeConnection(Connection* conn) { delete conn; }
 
   /// Socket errors that reach the ABI: their kind picks the status.
   static pb_status translate(const std::exception& e, const char* op, std::string* message) {

@@ -20,8 +20,10 @@
 
 namespace plugboard::libfabric {
 
-/// The libfabric transport for plugboard::transport_cxx::Adapter. No
-/// writeSignal: a signal must wait for its write's delivery anyway, so
+/// The libfabric transport for plugboard::transport_cxx::Adapter. connect,
+/// write, signal, progress and flush go to the Connection's methods of
+/// those names (the adapter's defaults). Connection has no
+/// postWriteSignal: a signal must wait for its write's delivery anyway, so
 /// there is nothing to fuse (README.md); the table's write_signal is NULL.
 struct Traits {
   using Context = libfabric::Context;
@@ -77,8 +79,6 @@ struct Traits {
     delete c;
   }
 
-  static bool connect(Connection& conn, const void* peerAddr, size_t len) { return conn.connect(peerAddr, len); }
-
   static RemoteKey* importRkey(Connection&, const void* buf, size_t len) {
     return new RemoteRegion(libfabric::importRkey(buf, len));
   }
@@ -87,17 +87,6 @@ struct Traits {
     OFI_CHECK(conn, PB_ERR_INVALID, "libfabric release_rkey: conn must not be NULL");
     delete key;
   }
-
-  static void write(Connection& conn, Region& src, size_t srcOffset, RemoteKey& dst, size_t dstOffset, size_t size) {
-    conn.postWrite(src, srcOffset, dst, dstOffset, size);
-  }
-
-  static void signal(Connection& conn, RemoteKey& dst, size_t dstOffset, uint64_t value) {
-    conn.postSignal(dst, dstOffset, value);
-  }
-
-  static void progress(Connection& conn, uint64_t* completed) { conn.progress(completed); }
-  static void flush(Connection& conn) { conn.flush(); }
 
   static void freeConnection(Connection* conn) {
     OFI_CHECK(conn, PB_ERR_INVALID, "libfabric free: conn must not be NULL");

@@ -19,7 +19,9 @@
 
 namespace plugboard::ucx {
 
-/// The ucx transport for plugboard::transport_cxx::Adapter.
+/// The ucx transport for plugboard::transport_cxx::Adapter. connect,
+/// write, write_signal, signal, progress, flush and free go to the
+/// Connection's methods of those names (the adapter's defaults).
 struct Traits {
   using Context = ucx::Context;
   using Connection = ucx::Connection;
@@ -84,7 +86,6 @@ struct Traits {
     delete c;
   }
 
-  static bool connect(Connection& conn, const void* peerAddr, size_t len) { return conn.connect(peerAddr, len); }
   static RemoteKey* importRkey(Connection& conn, const void* buf, size_t len) { return conn.importRkey(buf, len); }
 
   static void releaseRkey(Connection* conn, RemoteKey* key) {
@@ -92,23 +93,6 @@ struct Traits {
     PB_UCX_CHECK(key, PB_ERR_INVALID, "ucx release_rkey: rkey must not be NULL");
     conn->releaseRkey(key);
   }
-
-  static void write(Connection& conn, Region& src, size_t srcOffset, RemoteKey& dst, size_t dstOffset, size_t size) {
-    conn.postWrite(src, srcOffset, dst, dstOffset, size);
-  }
-
-  static void writeSignal(Connection& conn, Region& src, size_t srcOffset, RemoteKey& dst, size_t dstOffset,
-                          size_t size, RemoteKey& signalDst, size_t signalOffset, uint64_t value) {
-    conn.postWriteSignal(src, srcOffset, dst, dstOffset, size, signalDst, signalOffset, value);
-  }
-
-  static void signal(Connection& conn, RemoteKey& dst, size_t dstOffset, uint64_t value) {
-    conn.postSignal(dst, dstOffset, value);
-  }
-
-  static void progress(Connection& conn, uint64_t* completed) { conn.progress(completed); }
-  static void flush(Connection& conn) { conn.flush(); }
-  static void freeConnection(Connection* conn) { delete conn; }
 };
 
 }  // namespace plugboard::ucx
