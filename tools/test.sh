@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# README command 2: install dependencies, build, and run every test.
+# README command 2: install dependencies, build, and run every test, then
+# the host tests once more under ASan + UBSan (tools/sanitize.sh;
+# PLUGBOARD_SKIP_SANITIZERS=1 leaves that out).
 # GPU tests skip themselves (with the reason) where there is no CUDA device.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,3 +11,5 @@ build=${PLUGBOARD_BUILD_DIR:-build}
 # The ABI header must stay plain C99.
 gcc -std=c99 -pedantic -Werror -Wall -Wextra -fsyntax-only -x c plugin-api/include/plugboard/transport.h
 ctest --test-dir "$build" --output-on-failure --timeout 300 -j "${PLUGBOARD_TEST_JOBS:-2}"
+# The host code again under AddressSanitizer + UndefinedBehaviorSanitizer.
+[ "${PLUGBOARD_SKIP_SANITIZERS:-0}" = 1 ] || bash tools/sanitize.sh

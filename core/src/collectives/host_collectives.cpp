@@ -27,7 +27,7 @@ int slotSetting(const Config& c) {
 }  // namespace
 
 ChunkConsumer copyInto(char* dst) {
-  return [dst](size_t off, const char* d, size_t n) { std::memcpy(dst + off, d, n); };
+  return [dst](size_t off, const char* d, size_t n) { copyBytes(dst + off, d, n); };
 }
 
 HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Impl>(comm)) {
@@ -96,10 +96,10 @@ void HostCollectives::allToAll(const void* sendv, void* recvv, size_t count, Dat
   const char* send = static_cast<const char*>(sendv);
   if (send == recv && bytes) {  // in place: blocks we receive would overwrite blocks not yet sent
     char* copy = m.scratchOf(bytes * m.nranks);
-    std::memcpy(copy, send, bytes * m.nranks);
+    copyBytes(copy, send, bytes * m.nranks);
     send = copy;
   }
-  if (send + m.rank * bytes != recv + m.rank * bytes && bytes) std::memcpy(recv + m.rank * bytes, send + m.rank * bytes, bytes);
+  if (send + m.rank * bytes != recv + m.rank * bytes) copyBytes(recv + m.rank * bytes, send + m.rank * bytes, bytes);
   std::vector<SendJob> sends;
   std::vector<RecvJob> recvs;
   for (auto& [p, link] : m.links) {
@@ -117,7 +117,7 @@ void HostCollectives::broadcast(const void* sendv, void* recvv, size_t count, Da
   size_t bytes = checkedBytes("broadcast", isRoot ? sendv : recvv, recvv, count, type, 1);
   auto call = m.nextCall(CollectiveKind::Broadcast, type, ReduceOp::Sum, root, count);
   char* recv = static_cast<char*>(recvv);
-  if (isRoot && sendv != recvv && bytes) std::memcpy(recv, sendv, bytes);
+  if (isRoot && sendv != recvv) copyBytes(recv, sendv, bytes);
   std::vector<SendJob> sends;
   std::vector<RecvJob> recvs;
   if (bytes <= m.smallBytes || m.nranks == 2) {

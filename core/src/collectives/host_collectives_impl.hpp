@@ -1,6 +1,8 @@
 // Private state of HostCollectives and the helpers its algorithms share.
 #pragma once
 
+#include <cstring>
+
 #include <map>
 #include <memory>
 #include <vector>
@@ -11,6 +13,12 @@
 #include "plugboard/host_collectives.hpp"
 
 namespace plugboard {
+
+/// memcpy for user buffers: zero-count calls may pass null pointers,
+/// which memcpy must not get even for 0 bytes.
+inline void copyBytes(void* dst, const void* src, size_t n) {
+  if (n) std::memcpy(dst, src, n);
+}
 
 /// Element range [begin, begin + count) of one rank's segment.
 struct Segment {

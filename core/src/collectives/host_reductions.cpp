@@ -45,7 +45,7 @@ void HostCollectives::Impl::allReduceOneStep(const CallSignature& call, const ch
                                              DataType type, ReduceOp op) {
   size_t bytes = count * dataTypeSize(type);
   char* all = scratchOf(bytes * nranks);  // rank r's vector at all + r * bytes
-  std::memcpy(all + rank * bytes, send, bytes);
+  copyBytes(all + rank * bytes, send, bytes);
   std::vector<SendJob> sends;
   std::vector<RecvJob> recvs;
   for (auto& [p, l] : links) {
@@ -54,7 +54,7 @@ void HostCollectives::Impl::allReduceOneStep(const CallSignature& call, const ch
   }
   run(sends, recvs);
   // Rank order on every rank: every rank gets bit-identical results.
-  std::memcpy(recv, all, bytes);
+  copyBytes(recv, all, bytes);
   for (int r = 1; r < nranks; ++r) plugboard::reduceInto(recv, all + r * bytes, count, type, op);
   finishAverage(recv, count, type, op, nranks);
 }
@@ -62,7 +62,7 @@ void HostCollectives::Impl::allReduceOneStep(const CallSignature& call, const ch
 void HostCollectives::Impl::allReduceDoubling(const CallSignature& call, const char* send, char* recv, size_t count,
                                               DataType type, ReduceOp op) {
   const size_t bytes = count * dataTypeSize(type);
-  if (recv != send) std::memcpy(recv, send, bytes);  // recv: this rank's group's partial
+  if (recv != send) copyBytes(recv, send, bytes);  // recv: this rank's group's partial
   char* theirs = scratchOf(bytes);
   for (int distance = 1; distance < nranks; distance <<= 1) {
     const int partner = rank ^ distance;
@@ -72,7 +72,7 @@ void HostCollectives::Impl::allReduceDoubling(const CallSignature& call, const c
     run(sends, recvs);
     if (partner < rank) {  // the partner's group is the lower one: it goes first
       plugboard::reduceInto(theirs, recv, count, type, op);
-      std::memcpy(recv, theirs, bytes);
+      copyBytes(recv, theirs, bytes);
     } else {
       plugboard::reduceInto(recv, theirs, count, type, op);
     }
@@ -104,7 +104,7 @@ void HostCollectives::allReduce(const void* sendv, void* recvv, size_t count, Da
   const char* send = static_cast<const char*>(sendv);
   char* recv = static_cast<char*>(recvv);
   if (m.nranks == 1) {
-    if (send != recv && bytes) std::memcpy(recv, send, bytes);
+    if (send != recv) copyBytes(recv, send, bytes);
     return;
   }
   const bool powerOfTwo = (m.nranks & (m.nranks - 1)) == 0;
@@ -136,7 +136,7 @@ void HostCollectives::reduce(const void* sendv, void* recvv, size_t count, DataT
   char* recv = static_cast<char*>(recvv);
   size_t es = dataTypeSize(type);
   if (m.nranks == 1) {
-    if (send != recv && bytes) std::memcpy(recv, send, bytes);
+    if (send != recv) copyBytes(recv, send, bytes);
     return;
   }
   std::vector<SendJob> sends;
@@ -148,10 +148,10 @@ void HostCollectives::reduce(const void* sendv, void* recvv, size_t count, DataT
       return;
     }
     char* all = m.scratchOf(bytes * m.nranks);
-    std::memcpy(all + m.rank * bytes, send, bytes);
+    copyBytes(all + m.rank * bytes, send, bytes);
     for (auto& [p, l] : m.links) recvs.push_back({l.get(), bytes, copyInto(all + p * bytes), call});
     m.run(sends, recvs);
-    std::memcpy(recv, all, bytes);
+    copyBytes(recv, all, bytes);
     for (int r = 1; r < m.nranks; ++r) plugboard::reduceInto(recv, all + r * bytes, count, type, op);
     finishAverage(recv, count, type, op, m.nranks);
     return;
