@@ -84,6 +84,21 @@ class EthernetTest : public plugboard::test::TransportFixture {
                              std::string hostname = "testhost") {
     return makeContextWith(rank, std::move(settings), std::move(hostname));
   }
+
+  /// Rank 1 on ctx1, connected to a RawPeer playing rank 0 (*conn: its connection).
+  template <typename Peer>
+  void connectRawPeer(pb_plugin_ctx* ctx1, Peer& peer, pb_conn** conn) {
+    std::vector<uint8_t> blob1;
+    *conn = setup(ctx1, 1, 0, &blob1);
+    ASSERT_NE(*conn, nullptr);
+    auto rawBlob = peer.blob();
+    ASSERT_NO_FATAL_FAILURE(peer.connectTo(blob1));
+    pb_status st = PB_IN_PROGRESS;
+    auto deadline = Clock::now() + kTimeout;
+    while (st == PB_IN_PROGRESS && Clock::now() < deadline) st = t_->proxy_connect(*conn, rawBlob.data(), rawBlob.size());
+    ASSERT_EQ(st, PB_OK) << error(ctx1);
+    ASSERT_NO_FATAL_FAILURE(peer.acceptFrom());
+  }
 };
 
 /// Two connected ranks of one host: c0_ is rank 0's connection to rank 1.
@@ -432,17 +447,11 @@ class RawPeer {
 
 TEST_F(EthernetTest, ReceiverChecksEveryFrameFromTheWire) {
   pb_plugin_ctx* ctx1 = makeContext(1);
-  std::vector<uint8_t> blob1;
-  pb_conn* c1 = setup(ctx1, 1, 0, &blob1);
-  ASSERT_NE(c1, nullptr);
   RawPeer peer;
-  auto rawBlob = peer.blob();
-  ASSERT_NO_FATAL_FAILURE(peer.connectTo(blob1));
-  pb_status st = PB_IN_PROGRESS;
+  pb_conn* c1 = nullptr;
+  ASSERT_NO_FATAL_FAILURE(connectRawPeer(ctx1, peer, &c1));
+  pb_status st = PB_OK;
   auto deadline = Clock::now() + kTimeout;
-  while (st == PB_IN_PROGRESS && Clock::now() < deadline) st = t_->proxy_connect(c1, rawBlob.data(), rawBlob.size());
-  ASSERT_EQ(st, PB_OK) << error(ctx1);
-  ASSERT_NO_FATAL_FAILURE(peer.acceptFrom());
 
   std::vector<uint64_t> mem(4, 0);  // 32 bytes: data in [0, 24), a counter at 24.
   pb_mr* mr = reg(ctx1, mem.data(), 32);
@@ -477,17 +486,11 @@ TEST_F(EthernetTest, ReceiverChecksEveryFrameFromTheWire) {
 
 TEST_F(EthernetTest, DeregisteringDuringAStalledPayloadNeitherWaitsNorStoresMore) {
   pb_plugin_ctx* ctx1 = makeContext(1);
-  std::vector<uint8_t> blob1;
-  pb_conn* c1 = setup(ctx1, 1, 0, &blob1);
-  ASSERT_NE(c1, nullptr);
   RawPeer peer;
-  auto rawBlob = peer.blob();
-  ASSERT_NO_FATAL_FAILURE(peer.connectTo(blob1));
-  pb_status st = PB_IN_PROGRESS;
+  pb_conn* c1 = nullptr;
+  ASSERT_NO_FATAL_FAILURE(connectRawPeer(ctx1, peer, &c1));
+  pb_status st = PB_OK;
   auto deadline = Clock::now() + kTimeout;
-  while (st == PB_IN_PROGRESS && Clock::now() < deadline) st = t_->proxy_connect(c1, rawBlob.data(), rawBlob.size());
-  ASSERT_EQ(st, PB_OK) << error(ctx1);
-  ASSERT_NO_FATAL_FAILURE(peer.acceptFrom());
 
   std::vector<uint8_t> mem(32, 0);
   pb_mr* mr = reg(ctx1, mem.data(), mem.size());
