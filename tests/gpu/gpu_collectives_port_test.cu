@@ -140,7 +140,7 @@ TEST(GpuCollectivesPort, RankSkippingACallOverStagedEthernetEndsInAReportedTimeo
   settings["timeout"] = "10";
   const std::vector<SkippedCall> calls = skippableCalls();
   // The message says where the network path stands.
-  const std::vector<std::string> state = {"The network path to rank", "proxy: handled", "staging: sent"};
+  const std::vector<std::string> state = {"The network path to rank", "proxy: handled", "transport posted"};
   expectTimeoutWhenARankSkips(settings, 2, calls[1], overEthernet, state);  // pipelined allreduce
   expectTimeoutWhenARankSkips(settings, 3, calls[4], overEthernet, state);  // alltoall
 }

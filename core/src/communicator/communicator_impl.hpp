@@ -29,6 +29,7 @@ enum CoreTag : int {
   kTagSemaphore = 2,
   kTagStaging = 3,
   kTagGpuCollectives = 4,  // GpuCollectives scratch descriptors
+  kTagGpuCollectivesPort = 5,  // GpuCollectives port-area descriptors
   kTagUserMemoryBase = 1 << 20,
 };
 

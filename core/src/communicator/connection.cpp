@@ -101,8 +101,10 @@ uint64_t Connection::completed() const { return impl_->completed.load(); }
 
 std::string Connection::describeState() const {
   const ConnectionImpl& c = *impl_;
-  if (c.stager) return c.stager->describeState();  // it names the transport's counts too
-  return "transport posted " + std::to_string(c.posted.load()) + ", completed " + std::to_string(c.completed.load());
+  std::string text =
+      "transport posted " + std::to_string(c.posted.load()) + ", completed " + std::to_string(c.completed.load());
+  if (c.stager) text += "; " + c.stager->describeState();
+  return text;
 }
 
 void Connection::progress() {

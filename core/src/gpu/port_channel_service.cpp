@@ -26,7 +26,8 @@ struct ChannelEntry {
   RemoteMemory remote;
   RemoteMemory peerInbound;   // the peer's counter this side signals
   RegisteredMemory inboundMem;
-  uint64_t* counters = nullptr;  // device: [0] inbound, [1] expected
+  uint64_t* counters = nullptr;  // device: [0] inbound (mapped pairs), [1] expected
+  uint64_t* hostInbound = nullptr;  // pinned, mapped: the inbound counter of an unmapped pair
 };
 
 }  // namespace
@@ -137,6 +138,7 @@ PortChannelService::~PortChannelService() {
     ch->peerInbound = RemoteMemory();
     ch->inboundMem = RegisteredMemory();
     if (ch->counters) cudaFree(ch->counters);
+    if (ch->hostInbound) cudaFreeHost(ch->hostInbound);
   }
   if (impl_->flags) cudaFreeHost(impl_->flags);
 }
@@ -151,14 +153,25 @@ PortChannel PortChannelService::addChannel(std::shared_ptr<Connection> connectio
   e->remote = std::move(remote);
   PB_CUDA_CHECK(cudaMalloc(&e->counters, 2 * sizeof(uint64_t)));
   PB_CUDA_CHECK(cudaMemset(e->counters, 0, 2 * sizeof(uint64_t)));
-  e->inboundMem = m.comm.registerMemory(e->counters, sizeof(uint64_t), MemoryKind::Cuda);
+  uint64_t* inbound = e->counters;
+  if (connection->mapsPeerMemory()) {
+    e->inboundMem = m.comm.registerMemory(e->counters, sizeof(uint64_t), MemoryKind::Cuda);
+  } else {
+    // Over a network transport the peer's signals land in host memory by
+    // the transport's own hand: no CUDA stream work (which can queue behind
+    // the very kernel that waits for the signal) stands between them.
+    PB_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&e->hostInbound), sizeof(uint64_t), cudaHostAllocMapped));
+    *e->hostInbound = 0;
+    PB_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&inbound), e->hostInbound, 0));
+    e->inboundMem = m.comm.registerMemory(e->hostInbound, sizeof(uint64_t), MemoryKind::Host);
+  }
   const int peer = connection->remoteRank();
   m.comm.impl_->sendMemoryTagged(e->inboundMem, peer, kTagSemaphore);
   e->peerInbound = m.comm.impl_->recvMemoryTagged(peer, kTagSemaphore);
   PortChannel ch;
   std::lock_guard<std::mutex> lock(m.mutex);
   ch.handle_.fifo = m.fifo.deviceHandle();
-  ch.handle_.semaphore = Device2DeviceSemaphoreDeviceHandle{e->counters, nullptr, e->counters + 1, m.flagsDev, m.flagsDev + 1};
+  ch.handle_.semaphore = Device2DeviceSemaphoreDeviceHandle{inbound, nullptr, e->counters + 1, m.flagsDev, m.flagsDev + 1};
   ch.handle_.channel = static_cast<uint32_t>(m.channels.size());
   m.channels.push_back(std::move(e));
   return ch;

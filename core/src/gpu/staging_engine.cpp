@@ -217,10 +217,8 @@ std::string StagingEngine::describeState() const {
          " copied out of the GPU), the peer drained " + std::to_string(credits) + " (" +
          std::to_string(sent - credits) + " of " + std::to_string(slots_) + " landing slots in use there); received " +
          std::to_string(arrived) + ", " + std::to_string(taken) + " queued to the GPU, " + std::to_string(retired) +
-         " done (" + std::to_string(arrived - taken) + " waiting for a queue place); transport posted " +
-         std::to_string(conn_.posted.load()) + ", completed " + std::to_string(conn_.completed.load()) +
-         "; sender time: " + msText(times_.waitSendSlot) + " waiting for send slots, " + msText(times_.waitCredit) +
-         " for landing slots, " + msText(times_.copyOut) + " copying out of the GPU, " + msText(times_.post) +
+         " done (" + std::to_string(arrived - taken) + " waiting for a queue place); sender time: " +
+         msText(times_.waitSendSlot) + " waiting for send slots, " + msText(times_.waitCredit) + " for landing slots, " + msText(times_.copyOut) + " copying out of the GPU, " + msText(times_.post) +
          " posting; receiver: " + msText(times_.landed) + " from arrivals to their GPU copies' ends";
 }
 

@@ -41,7 +41,10 @@ class PortChannelService {
 
   /// Adds a channel over connection from local to remote (imported on that
   /// connection). Collective with the peer, which adds its own in the same
-  /// order. Throws Error(InvalidUsage) for empty handles.
+  /// order. The channel's inbound counter is device memory where the
+  /// transport maps peer memory, else pinned host memory mapped into the
+  /// device (the transport lands signals there itself). Throws
+  /// Error(InvalidUsage) for empty handles.
   PortChannel addChannel(std::shared_ptr<Connection> connection, RegisteredMemory local, RemoteMemory remote);
   /// Rethrows the proxy thread's error, if it stopped on one.
   void checkErrors() const;

@@ -45,6 +45,10 @@ struct GpuCollectives::Impl {
   uint32_t* flagsDev = nullptr;
   RegisteredMemory local;
   std::vector<RemoteMemory> remotes;  // by rank (empty for self)
+  char* portArea = nullptr;           // pinned mapped host, layout.portTotal bytes (when this rank has an unmapped peer)
+  char* portAreaDev = nullptr;        // its device alias
+  RegisteredMemory portLocal;         // the port area, registered as host memory
+  std::vector<RemoteMemory> portRemotes;  // by rank: unmapped peers' port areas
   /// Some pair of the communicator (not necessarily ours) is unmapped: the
   /// same on every rank, so every rank picks the same algorithms and layout.
   bool portPairs = false;
@@ -68,6 +72,8 @@ struct GpuCollectives::Impl {
   void agreeOnPortPairs();
   void computeLayout();
   void exchangeScratch();
+  /// Allocates, registers and exchanges the port area with the unmapped peers.
+  void exchangePortAreas();
   void setupPorts();
   void drainPorts() noexcept;
 };

@@ -26,20 +26,28 @@ enum CounterKind : uint32_t { kData = 0, kAck = 1 };
 ///    parity alternates with the LL call counter (double buffering).
 ///  - pipes: per [source rank] perSource bytes, per [block] perBlock bytes,
 ///    `slots` slots of slotBytes: what the source sends this rank on that block.
-///  - outbox (only when some pair of the communicator is unmapped): per
-///    [destination rank] the same geometry as pipes: where this rank writes
-///    what it sends an unmapped peer before the proxy puts it into the
-///    peer's pipe slot of the same (block, slot).
-/// Entries for source == this rank are unused. The layout is a function of
-/// settings, nranks and "some pair is unmapped" only, so it is the same on
-/// every rank and a sender computes offsets in the receiver's scratch.
+/// Entries for source == this rank are unused.
+///
+/// A rank with unmapped peers also has a port area in pinned host memory
+/// mapped into the device, registered with the transports (so the network
+/// transport moves its bytes itself, with no CUDA stream work that could
+/// queue behind the kernel waiting for them):
+///  - port pipes at 0: per [source rank] the same geometry as pipes; an
+///    unmapped source's proxy puts its messages there.
+///  - outbox at `outbox`: per [destination rank] the same geometry: where
+///    this rank writes what it sends an unmapped peer before the proxy puts
+///    it into the peer's port pipe slot of the same (block, slot).
+/// The layouts are functions of settings, nranks and "some pair is
+/// unmapped" only, so they are the same on every rank and a sender computes
+/// offsets in the receiver's areas.
 struct ScratchLayout {
   uint64_t counters = 0;
   uint64_t ll = 0, llHalf = 0;
   uint64_t pipes = 0, perSource = 0, perBlock = 0, slotBytes = 0;
-  uint64_t outbox = 0;  ///< 0: no outbox (every pair mapped).
+  uint64_t outbox = 0;     ///< In the port area; 0: none (every pair of the communicator mapped).
+  uint64_t portTotal = 0;  ///< Bytes of the port area.
   uint32_t slots = 0;
-  uint64_t total = 0;
+  uint64_t total = 0;      ///< Bytes of the scratch.
 };
 
 /// One PortChannel of a pipe to an unmapped peer, as the owner thread uses
@@ -63,6 +71,7 @@ struct PortPipe {
 /// outbox and the PortChannels ports[(peer * blocks + block) * 2 + kind].
 struct DeviceCtx {
   char* local = nullptr;               ///< This rank's scratch.
+  char* port = nullptr;                ///< Device alias of this rank's port area (null: no unmapped peer).
   char* const* remote = nullptr;       ///< Device array [nranks]: peers' scratch mapped here (null: unmapped).
   const PortPipe* ports = nullptr;     ///< Device array [nranks][blocks][2] (entries of unmapped peers only).
   FifoDeviceHandle fifo{};             ///< The PortChannelService's queue (when some peer is unmapped).

@@ -4,8 +4,10 @@
 // reads the slot and signals the sender's ack counter, which returns the
 // slot. Over an unmapped pair (PortChannel) the sender writes the chunk
 // into the same slot of its own outbox and the owner thread asks the proxy
-// to put it into the receiver's slot and signal the pipe's data channel;
-// the receiver acks by a signal on the pipe's ack channel.
+// to put it into the receiver's port-area slot and signal the pipe's data
+// channel; the receiver acks by a signal on the pipe's ack channel. Outbox,
+// port pipes and the channels' inbound counters are pinned host memory
+// mapped into the device: the transport reads and writes them itself.
 //
 // Invariants every kernel relies on:
 //  - Messages on the pipe (me -> p, block b) are numbered by seq; message
@@ -23,8 +25,8 @@
 //  - Writes into a peer's slot precede a block barrier, then the owner's
 //    signal, a release at system scope: the release is cumulative, so it
 //    publishes every thread's writes (one fence per signal, not per
-//    thread). Outbox writes are read by the proxy's transport (copy engine
-//    or NIC), outside the GPU's memory model: with an outbox every writing
+//    thread). Outbox writes are read by the proxy's transport (CPU or
+//    NIC), outside the GPU's memory model: with an outbox every writing
 //    thread also fences system-wide before that barrier (fenceForProxy).
 #pragma once
 
@@ -137,8 +139,9 @@ __device__ inline bool waitPeer(const DeviceCtx& c, int peer, uint32_t kind, Col
 }
 
 /// Byte offset of slot `seq % slots` of the pipe (source -> dest, this
-/// block) in the destination's scratch (area = pipes, indexed by source)
-/// or in the source's outbox (area = outbox, indexed by dest).
+/// block) in the destination's scratch (area = pipes, indexed by source),
+/// its port area (area = 0, indexed by source) or in the source's outbox
+/// (area = outbox, indexed by dest).
 __device__ __forceinline__ uint64_t slotOffset(const DeviceCtx& c, uint64_t area, int index, uint64_t seq) {
   const ScratchLayout& L = c.layout;
   return area + index * L.perSource + blockIdx.x * L.perBlock + (seq % L.slots) * L.slotBytes;
@@ -148,7 +151,7 @@ __device__ __forceinline__ uint64_t slotOffset(const DeviceCtx& c, uint64_t area
 /// message seq into the peer's pipe slot and signal its data channel.
 /// False on failure (recorded: the Fifo stayed full or the proxy aborted).
 __device__ inline bool putToPeer(const DeviceCtx& c, int peer, uint64_t seq, uint64_t bytes, Coll coll) {
-  const uint64_t dst = slotOffset(c, c.layout.pipes, c.rank, seq), src = slotOffset(c, c.layout.outbox, peer, seq);
+  const uint64_t dst = slotOffset(c, 0, c.rank, seq), src = slotOffset(c, c.layout.outbox, peer, seq);
   const ProxyTrigger t = makePortTrigger(kPortPut | kPortSignal, portPipe(c, peer, kData).channel, dst, src, bytes);
   if (c.fifo.push(t, c.waitTimeoutNs) != kFifoPushFailed) return true;
   recordFailure(c, peer, coll, (*c.abortFlag || *c.portAbort) ? kSemaphoreAborted : kSemaphoreWaitTimeout);
@@ -168,13 +171,16 @@ __device__ inline bool ackToPeer(const DeviceCtx& c, int peer, Coll coll) {
 /// this rank's outbox.
 __device__ __forceinline__ char* sendSlot(const DeviceCtx& c, const BlockPipes& s, int peer) {
   char* const remote = c.remote[peer];
-  if (remote == nullptr) return c.local + slotOffset(c, c.layout.outbox, peer, s.seq[peer]);
+  if (remote == nullptr) return c.port + slotOffset(c, c.layout.outbox, peer, s.seq[peer]);
   return remote + slotOffset(c, c.layout.pipes, c.rank, s.seq[peer]);
 }
 
-/// Slot of the pipe (peer -> me, this block) holding the next message, in this rank's scratch.
+/// Slot of the pipe (peer -> me, this block) holding the next message, in
+/// this rank's scratch (or port area, for an unmapped peer).
 __device__ __forceinline__ char* recvSlot(const DeviceCtx& c, const BlockPipes& s, int peer) {
-  return c.local + slotOffset(c, c.layout.pipes, peer, s.seq[c.nranks + peer]);
+  const uint64_t seq = s.seq[c.nranks + peer];
+  if (viaPort(c, peer)) return c.port + slotOffset(c, 0, peer, seq);
+  return c.local + slotOffset(c, c.layout.pipes, peer, seq);
 }
 
 /// Stage start, all threads: owners take a free slot for every peer

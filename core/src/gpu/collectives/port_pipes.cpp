@@ -26,7 +26,7 @@ void GpuCollectives::Impl::setupPorts() {
     if (conn->mapsPeerMemory()) continue;
     for (uint64_t b = 0; b < G; ++b)
       for (uint32_t kind : {gpucoll::kData, gpucoll::kAck}) {
-        const PortChannelDeviceHandle h = service->addChannel(conn, local, remotes[peer]).deviceHandle();
+        const PortChannelDeviceHandle h = service->addChannel(conn, portLocal, portRemotes[peer]).deviceHandle();
         portTable[(peer * G + b) * 2 + kind] = gpucoll::PortPipe{h.semaphore.inbound, h.semaphore.expected, h.channel};
         ctx.fifo = h.fifo;
         ctx.portAbort = h.semaphore.abortFlag;
@@ -38,9 +38,9 @@ void GpuCollectives::Impl::setupPorts() {
 
 namespace {
 
-/// Reads one device word; false when the device cannot be read.
+/// Reads one word of device or mapped host memory; false when it cannot be read.
 bool readDevice(const uint64_t* p, uint64_t& out) {
-  if (cudaMemcpy(&out, p, sizeof(out), cudaMemcpyDeviceToHost) == cudaSuccess) return true;
+  if (cudaMemcpy(&out, p, sizeof(out), cudaMemcpyDefault) == cudaSuccess) return true;
   cudaGetLastError();
   return false;
 }

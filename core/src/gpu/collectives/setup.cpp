@@ -1,7 +1,10 @@
 // GpuCollectives set-up: settings, CUDA-memory connections to every peer,
-// the scratch buffer (counters, LL areas, pipe slots, outbox) registered
-// once and exchanged with every peer, and the device context of the
-// kernels. The PortChannels of unmapped peers: port_pipes.cpp.
+// the scratch buffer (counters, LL areas, pipe slots) registered once and
+// exchanged with every peer, the port area (pipes and outbox of unmapped
+// peers, pinned host memory) exchanged with the unmapped ones, and the
+// device context of the kernels. The PortChannels of unmapped peers:
+// port_pipes.cpp.
+#include <cstring>
 #include <string>
 
 #include "communicator/communicator_impl.hpp"
@@ -59,6 +62,8 @@ GpuCollectives::Impl::~Impl() {
   if (service) drainPorts();
   remotes.clear();
   local = RegisteredMemory();
+  portRemotes.clear();
+  portLocal = RegisteredMemory();
   if (scratch) {
     try {
       comm.bootstrap().barrier();
@@ -67,6 +72,7 @@ GpuCollectives::Impl::~Impl() {
   }
   service.reset();  // joins the proxy thread, frees the channels' counters
   if (scratch) cudaFree(scratch);
+  if (portArea) cudaFreeHost(portArea);
   if (state) cudaFree(state);
   if (remoteTable) cudaFree(remoteTable);
   if (ports) cudaFree(ports);
@@ -105,13 +111,14 @@ void GpuCollectives::Impl::computeLayout() {
   L.perBlock = s.scratchBytes / G / s.chunkBytes * s.chunkBytes;
   L.slots = static_cast<uint32_t>(L.perBlock / s.chunkBytes);
   L.perSource = L.perBlock * G;
-  L.outbox = portPairs ? L.pipes + n * L.perSource : 0;
-  L.total = (portPairs ? L.outbox : L.pipes) + n * L.perSource;
-  // PortChannel triggers carry 32-bit offsets into the scratch.
-  if (portPairs && L.total > 0xffffffffull)
-    throw Error(ErrorCode::Config, "rank " + std::to_string(rank) + ": GPU collectives scratch of " +
-                                       std::to_string(L.total) + " bytes (" + std::to_string(nranks) +
-                                       " ranks, with an outbox for PortChannel pairs) exceeds the 4 GiB - 1 that "
+  L.total = L.pipes + n * L.perSource;
+  L.outbox = portPairs ? n * L.perSource : 0;
+  L.portTotal = portPairs ? 2 * n * L.perSource : 0;
+  // PortChannel triggers carry 32-bit offsets into the port area.
+  if (L.portTotal > 0xffffffffull)
+    throw Error(ErrorCode::Config, "rank " + std::to_string(rank) + ": GPU collectives port area of " +
+                                       std::to_string(L.portTotal) + " bytes (" + std::to_string(nranks) +
+                                       " ranks, pipes and outbox for PortChannel pairs) exceeds the 4 GiB - 1 that "
                                        "PortChannel offsets can address: lower gpu_scratch_bytes (" +
                                        std::to_string(s.scratchBytes) + ")");
 }
@@ -133,6 +140,26 @@ void GpuCollectives::Impl::exchangeScratch() {
     if (conn->mapsPeerMemory()) table[p] = static_cast<char*>(conn->remotePointer(remotes[p]));
   }
   PB_CUDA_CHECK(cudaMemcpy(remoteTable, table.data(), nranks * sizeof(char*), cudaMemcpyHostToDevice));
+}
+
+void GpuCollectives::Impl::exchangePortAreas() {
+  std::vector<int> unmapped;
+  for (const auto& [peer, conn] : connections)
+    if (!conn->mapsPeerMemory()) unmapped.push_back(peer);
+  if (unmapped.empty()) return;
+  const uint64_t bytes = ctx.layout.portTotal;
+  PB_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&portArea), bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  std::memset(portArea, 0, bytes);
+  PB_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&portAreaDev), portArea, 0));
+  portLocal = comm.registerMemory(portArea, bytes, MemoryKind::Host);
+  for (int p : unmapped) comm.impl_->sendMemoryTagged(portLocal, p, kTagGpuCollectivesPort);
+  portRemotes.resize(nranks);
+  for (int p : unmapped) {
+    portRemotes[p] = comm.impl_->recvMemoryTagged(p, kTagGpuCollectivesPort);
+    if (portRemotes[p].size() < bytes)
+      throw Error(ErrorCode::Remote, "rank " + std::to_string(rank) + ": GPU collectives port area of rank " +
+                                         std::to_string(p) + " is smaller than ours (settings differ between ranks?)");
+  }
 }
 
 void GpuCollectives::Impl::setup() {
@@ -158,8 +185,10 @@ void GpuCollectives::Impl::setup() {
   gpucoll::preloadMoveKernels();
   PB_CUDA_CHECK(cudaDeviceSynchronize());  // memsets done before any peer can signal into the scratch
   if (nranks > 1) exchangeScratch();
-  if (portPairs) setupPorts();  // after the exchange: channels target the peers' scratch
+  if (portPairs) exchangePortAreas();
+  if (portPairs) setupPorts();  // after the exchanges: channels target the peers' port areas
   ctx.local = scratch;
+  ctx.port = portAreaDev;
   ctx.remote = remoteTable;
   ctx.state = state;
   ctx.abortFlag = flagsDev;
