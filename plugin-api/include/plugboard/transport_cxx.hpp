@@ -78,6 +78,7 @@
 #include <plugboard/transport.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -89,6 +90,21 @@
 #include <utility>
 
 namespace plugboard::transport_cxx {
+
+/// Stores v at p as little-endian, whatever the host byte order: for the
+/// fixed layouts a plugin puts in address blobs, packed keys and messages.
+template <typename T>
+inline void storeLE(uint8_t* p, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+}
+
+/// Loads a little-endian T from p (the inverse of storeLE).
+template <typename T>
+inline T loadLE(const uint8_t* p) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return static_cast<T>(v);
+}
 
 /// An error with the status an entry returns; what() is the whole reason.
 class Failure : public std::runtime_error {

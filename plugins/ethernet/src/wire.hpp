@@ -4,6 +4,8 @@
 // static_assert so a field added by mistake is caught at compile time.
 #pragma once
 
+#include <plugboard/transport_cxx.hpp>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -21,19 +23,8 @@ constexpr uint32_t kFrameMagic = 0x46454250;
 /// "PBER": packed remote key.
 constexpr uint32_t kRkeyMagic = 0x52454250;
 
-/// Stores v at p as little-endian, whatever the host byte order.
-template <typename T>
-inline void storeLE(uint8_t* p, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
-}
-
-/// Loads a little-endian T from p.
-template <typename T>
-inline T loadLE(const uint8_t* p) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return static_cast<T>(v);
-}
+using plugboard::transport_cxx::loadLE;
+using plugboard::transport_cxx::storeLE;
 
 /// setup()'s address blob: who listens where. 32 bytes on the wire:
 /// magic u32 | version u32 | rank i32 | family u16 (4 or 6) | port u16 |

@@ -4,6 +4,8 @@
 // decoded forms.
 #pragma once
 
+#include <plugboard/transport_cxx.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,19 +22,8 @@ constexpr uint32_t kRkeyMagic = 0x52464250;
 /// "PBFM": control message.
 constexpr uint32_t kMessageMagic = 0x4d464250;
 
-/// Stores v at p as little-endian, whatever the host byte order.
-template <typename T>
-inline void storeLE(uint8_t* p, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
-}
-
-/// Loads a little-endian T from p.
-template <typename T>
-inline T loadLE(const uint8_t* p) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return static_cast<T>(v);
-}
+using plugboard::transport_cxx::loadLE;
+using plugboard::transport_cxx::storeLE;
 
 /// setup()'s address blob: a 56-byte header, then the endpoint name from
 /// fi_getname (name_len bytes):

@@ -6,6 +6,8 @@
 // a checksum over everything, and nothing reaches UCX unless both hold.
 #pragma once
 
+#include <plugboard/transport_cxx.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -23,19 +25,8 @@ constexpr uint32_t kRkeyMagic = 0x52554250;
 /// Connection::close): "CLOSEDPB" read as little-endian ASCII.
 constexpr uint64_t kCloseMarker = 0x42504445534f4c43ull;
 
-/// Stores v at p as little-endian, whatever the host byte order.
-template <typename T>
-inline void storeLE(uint8_t* p, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
-}
-
-/// Loads a little-endian T from p.
-template <typename T>
-inline T loadLE(const uint8_t* p) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return static_cast<T>(v);
-}
+using plugboard::transport_cxx::loadLE;
+using plugboard::transport_cxx::storeLE;
 
 /// FNV-1a 64 over bytes, continuing from h (start with kFnvBasis).
 uint64_t fnv1a(const uint8_t* bytes, size_t n, uint64_t h);
