@@ -22,7 +22,8 @@ namespace {
 const char* const kGpuVariables[] = {
     "PLUGBOARD_GPU_ALLREDUCE_SMALL_BYTES", "PLUGBOARD_GPU_BROADCAST_SMALL_BYTES", "PLUGBOARD_GPU_ALLREDUCE_ONESHOT_BYTES",
     "PLUGBOARD_GPU_SCRATCH_BYTES",         "PLUGBOARD_GPU_BLOCKS",                "PLUGBOARD_GPU_THREADS",
-    "PLUGBOARD_GPU_CHUNK_BYTES",           "PLUGBOARD_GPU_WAIT_SPINS"};
+    "PLUGBOARD_GPU_CHUNK_BYTES",           "PLUGBOARD_GPU_WAIT_SPINS",            "PLUGBOARD_GPU_PORT_BLOCKS",
+    "PLUGBOARD_GPU_PORT_SLOTS"};
 
 /// Settings read from yaml with no GPU variable of the environment in the way.
 GpuCollSettings readFrom(const std::string& yaml) {
@@ -52,6 +53,8 @@ TEST(GpuCollSettings, DefaultsAreTheMeasuredOnes) {
   EXPECT_EQ(s.blocks, 128u);
   EXPECT_EQ(s.threads, 512u);
   EXPECT_EQ(s.chunkBytes, 512u << 10);
+  EXPECT_EQ(s.portBlocks, 4u);
+  EXPECT_EQ(s.portSlots, 8u);
 }
 
 TEST(GpuCollSettings, ThresholdsAcceptTheirRangeAndNameItOtherwise) {
@@ -72,6 +75,8 @@ TEST(GpuCollSettings, LaunchShapeErrorsSayWhatToChange) {
   expectRejected("gpu_chunk_bytes: 1000\n", "gpu_chunk_bytes");
   expectRejected("gpu_chunk_bytes: 1032\n", "multiple of 16");
   expectRejected("gpu_scratch_bytes: 65536\ngpu_blocks: 4\ngpu_chunk_bytes: 16384\n", "raise it to 131072");
+  expectRejected("gpu_port_blocks: 0\n", "gpu_port_blocks must be between 1 and 128");
+  expectRejected("gpu_port_slots: 1\n", "gpu_port_slots must be between 2 and 1024");
 }
 
 TEST(GpuCollectivesPath, DefaultsOnTwoRanksFollowTheMeasuredCrossovers) {

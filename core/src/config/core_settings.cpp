@@ -46,6 +46,12 @@ const std::vector<SettingDecl>& coreSettingDecls() {
       {"gpu_scratch_bytes", SettingType::Int, "268435456",
        "GPU collectives: device scratch per peer for the pipelined kernels; holds at least 2 chunks per block", false},
       {"gpu_blocks", SettingType::Int, "128", "GPU collectives: thread blocks per kernel (1-128)", false},
+      {"gpu_port_blocks", SettingType::Int, "4",
+       "GPU collectives: thread blocks per kernel when some pair goes through the proxy (a network transport); "
+       "each block's chunks are proxy requests, so fewer blocks make fewer, larger messages (1-128)", false},
+      {"gpu_port_slots", SettingType::Int, "8",
+       "GPU collectives: pipeline slots per (peer, block) when some pair goes through the proxy; sizes the pinned "
+       "host port area (2 x ranks x gpu_port_blocks x slots x gpu_chunk_bytes) (2-1024)", false},
       {"gpu_threads", SettingType::Int, "512", "GPU collectives: threads per block (multiple of 32, 64-512)", false},
       {"gpu_chunk_bytes", SettingType::Int, "524288",
        "GPU collectives: largest pipeline chunk (one scratch slot) in bytes (multiple of 16, at least 1024)", false},

@@ -22,6 +22,8 @@ struct GpuCollSettings {
   uint64_t oneShotBytes = 0;         ///< gpu_allreduce_oneshot_bytes
   uint64_t scratchBytes = 0;  ///< gpu_scratch_bytes (per peer)
   uint32_t blocks = 0;        ///< gpu_blocks
+  uint32_t portBlocks = 0;    ///< gpu_port_blocks
+  uint32_t portSlots = 0;     ///< gpu_port_slots
   uint32_t threads = 0;       ///< gpu_threads
   uint64_t chunkBytes = 0;    ///< gpu_chunk_bytes
   int64_t waitTimeoutNs = 0;  ///< gpu_wait_timeout, in nanoseconds
@@ -52,6 +54,9 @@ struct GpuCollectives::Impl {
   /// Some pair of the communicator (not necessarily ours) is unmapped: the
   /// same on every rank, so every rank picks the same algorithms and layout.
   bool portPairs = false;
+  /// Blocks of every pipelined call (and of the layout): gpu_blocks, or at
+  /// most gpu_port_blocks when portPairs. The same on every rank.
+  uint32_t blocks = 0;
   uint32_t maxUnmappedPeers = 0;                  // over every rank
   std::unique_ptr<PortChannelService> service;     // when this rank has an unmapped peer
   std::vector<gpucoll::PortPipe> portTable;        // host copy of ctx.ports

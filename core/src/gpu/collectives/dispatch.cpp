@@ -56,11 +56,11 @@ uint64_t roundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
 }  // namespace
 
-/// Chunk for `bytes` per peer: spread over every block, within [1 KiB, one slot].
-static uint64_t chunkFor(const GpuCollSettings& s, uint64_t bytes) {
-  uint64_t c = roundUp((bytes + s.blocks - 1) / s.blocks, 16);
+/// Chunk for `bytes` per peer: spread over the call's blocks, within [1 KiB, one slot].
+static uint64_t chunkFor(const GpuCollectives::Impl& m, uint64_t bytes) {
+  uint64_t c = roundUp((bytes + m.blocks - 1) / m.blocks, 16);
   if (c < 1024) c = 1024;
-  return c < s.chunkBytes ? c : s.chunkBytes;
+  return c < m.settings.chunkBytes ? c : m.settings.chunkBytes;
 }
 
 /// Same-rank copy for a single-rank communicator (or a local block).
@@ -80,7 +80,7 @@ static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv
   if (coll != Coll::ReduceScatter && !oneShot) longest = (roundUp(count, unit) / unit + m.nranks - 1) / m.nranks * unit;
   if (longest > count) longest = count;
   gpucoll::ReduceArgs a{static_cast<const char*>(send), static_cast<char*>(recv), count,
-                        chunkFor(m.settings, longest * E) / E, unit, coll, root, oneShot,
+                        chunkFor(m, longest * E) / E, unit, coll, root, oneShot,
                         gpucoll::resultDivisor(op, m.nranks)};
   gpucoll::launchReduce(m.ctx, a, type, op, m.settings.threads, stream);
 }
@@ -107,7 +107,7 @@ static bool startCall(GpuCollectives::Impl& m, size_t count) {
 
 static void movePipeline(GpuCollectives::Impl& m, const void* src, void* dst, uint64_t bytes, Coll coll, int peer,
                          cudaStream_t stream) {
-  gpucoll::MoveArgs a{static_cast<const char*>(src), static_cast<char*>(dst), bytes, chunkFor(m.settings, bytes), coll,
+  gpucoll::MoveArgs a{static_cast<const char*>(src), static_cast<char*>(dst), bytes, chunkFor(m, bytes), coll,
                       peer};
   gpucoll::launchMove(m.ctx, a, m.settings.threads, stream);
 }
@@ -236,7 +236,7 @@ void GpuCollectives::sendRecv(const void* sendBuf, size_t sendCount, int sendPee
   // calls sendRecv, send or recv.
   const uint64_t E = dataTypeSize(type), sendBytes = sendCount * E, recvBytes = recvCount * E;
   gpucoll::SendRecvArgs a{static_cast<const char*>(sendBuf), static_cast<char*>(recvBuf),
-                          sendBytes, chunkFor(m.settings, sendBytes), recvBytes, chunkFor(m.settings, recvBytes),
+                          sendBytes, chunkFor(m, sendBytes), recvBytes, chunkFor(m, recvBytes),
                           sendPeer, recvPeer};
   gpucoll::launchSendRecv(m.ctx, a, m.settings.threads, stream);
 }

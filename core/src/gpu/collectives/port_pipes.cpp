@@ -15,7 +15,7 @@
 namespace plugboard {
 
 void GpuCollectives::Impl::setupPorts() {
-  const uint64_t G = settings.blocks;
+  const uint64_t G = blocks;
   portTable.assign(static_cast<size_t>(nranks) * G * 2, gpucoll::PortPipe{});
   bool any = false;
   for (const auto& [peer, conn] : connections) any = any || !conn->mapsPeerMemory();
@@ -59,7 +59,7 @@ void GpuCollectives::Impl::drainPorts() noexcept {
     return;
   }
   if (__atomic_load_n(&flags[1], __ATOMIC_ACQUIRE) != 0) return;  // a wait failed: the counts do not balance
-  const uint64_t n = nranks, G = settings.blocks;
+  const uint64_t n = nranks, G = blocks;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (uint64_t p = 0; p < n; ++p)
     for (uint64_t b = 0; b < G; ++b) {

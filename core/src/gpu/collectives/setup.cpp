@@ -4,6 +4,7 @@
 // peers, pinned host memory) exchanged with the unmapped ones, and the
 // device context of the kernels. The PortChannels of unmapped peers:
 // port_pipes.cpp.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -34,6 +35,8 @@ GpuCollSettings GpuCollSettings::read(const Config& c) {
   s.broadcastSmallBytes = readInRange(c, "gpu_broadcast_small_bytes", 0, 16 << 20);
   s.oneShotBytes = readInRange(c, "gpu_allreduce_oneshot_bytes", 0, int64_t(1) << 34);
   s.blocks = static_cast<uint32_t>(readInRange(c, "gpu_blocks", 1, 128));
+  s.portBlocks = static_cast<uint32_t>(readInRange(c, "gpu_port_blocks", 1, 128));
+  s.portSlots = static_cast<uint32_t>(readInRange(c, "gpu_port_slots", 2, 1024));
   s.threads = static_cast<uint32_t>(readInRange(c, "gpu_threads", 64, gpucoll::kMaxBlockThreads));
   if (s.threads % 32) throw Error(ErrorCode::Config, "gpu_threads must be a multiple of 32, got " + std::to_string(s.threads));
   s.chunkBytes = readInRange(c, "gpu_chunk_bytes", 1024, int64_t(1) << 30);
@@ -88,18 +91,21 @@ void GpuCollectives::Impl::agreeOnPortPairs() {
   if (nranks > 1) comm.bootstrap().allGather(unmapped.data(), sizeof(uint32_t));
   for (uint32_t u : unmapped) maxUnmappedPeers = u > maxUnmappedPeers ? u : maxUnmappedPeers;
   portPairs = maxUnmappedPeers > 0;
+  // Over the proxy every chunk is a request (a network message): few blocks
+  // with large chunks, not 128 small ones.
+  blocks = portPairs ? std::min(settings.blocks, settings.portBlocks) : settings.blocks;
   // PortChannel triggers carry a 16-bit channel id; 2 channels per (peer, block).
-  const uint64_t channels = 2ull * maxUnmappedPeers * settings.blocks;
+  const uint64_t channels = 2ull * maxUnmappedPeers * blocks;
   if (channels > 0xffffu)
     throw Error(ErrorCode::Config, "rank " + std::to_string(rank) + ": GPU collectives need " + std::to_string(channels) +
                                        " PortChannels on one rank (2 per unmapped peer and block), more than 65535: "
-                                       "lower gpu_blocks (" + std::to_string(settings.blocks) + ")");
+                                       "lower gpu_port_blocks (" + std::to_string(blocks) + ")");
 }
 
 void GpuCollectives::Impl::computeLayout() {
   using gpucoll::ScratchLayout;
   const GpuCollSettings& s = settings;
-  const uint64_t n = nranks, G = s.blocks;
+  const uint64_t n = nranks, G = blocks;
   ScratchLayout& L = ctx.layout;
   L.counters = 0;
   L.ll = roundUp(2 * n * G * sizeof(uint64_t), 256);
@@ -108,8 +114,11 @@ void GpuCollectives::Impl::computeLayout() {
   L.llHalf = portPairs ? 0 : roundUp((llBytes + 7) / 8 * 16, 256);
   L.pipes = L.ll + 2 * n * L.llHalf;
   L.slotBytes = s.chunkBytes;
-  L.perBlock = s.scratchBytes / G / s.chunkBytes * s.chunkBytes;
-  L.slots = static_cast<uint32_t>(L.perBlock / s.chunkBytes);
+  uint64_t slots = s.scratchBytes / G / s.chunkBytes;
+  // The port area (pinned host memory) holds gpu_port_slots per block.
+  if (portPairs) slots = std::min<uint64_t>(slots, s.portSlots);
+  L.slots = static_cast<uint32_t>(slots);
+  L.perBlock = slots * s.chunkBytes;
   L.perSource = L.perBlock * G;
   L.total = L.pipes + n * L.perSource;
   L.outbox = portPairs ? n * L.perSource : 0;
@@ -170,7 +179,7 @@ void GpuCollectives::Impl::setup() {
   if (nranks > 1) connections = comm.connectAll(MemoryKind::Cuda);
   agreeOnPortPairs();
   computeLayout();
-  const uint64_t stateWords = 4ull * nranks * settings.blocks + settings.blocks;  // layout: DeviceCtx
+  const uint64_t stateWords = 4ull * nranks * blocks + blocks;  // layout: DeviceCtx
   PB_CUDA_CHECK(cudaMalloc(&scratch, ctx.layout.total));
   PB_CUDA_CHECK(cudaMemset(scratch, 0, ctx.layout.total));
   PB_CUDA_CHECK(cudaMalloc(&state, stateWords * sizeof(uint64_t)));
@@ -197,7 +206,7 @@ void GpuCollectives::Impl::setup() {
   ctx.waitTimeoutNs = settings.waitTimeoutNs;
   ctx.rank = rank;
   ctx.nranks = nranks;
-  ctx.blocks = static_cast<int>(settings.blocks);
+  ctx.blocks = static_cast<int>(blocks);
   ctx.ports = ports;
   // No peer may write into our scratch before it is zeroed and mapped everywhere.
   comm.bootstrap().barrier();
