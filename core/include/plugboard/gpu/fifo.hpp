@@ -22,15 +22,11 @@ class Fifo {
   Fifo& operator=(const Fifo&) = delete;
 
   /// The trigger at the tail if one is ready (valid bit cleared in the
-  /// copy returned); otherwise {0, 0} with *ready false. After 64 empty
-  /// polls in a row it flushes unflushed pops to the device's tail replica,
-  /// so a producer waiting for room never starves.
+  /// copy returned); otherwise {0, 0} with *ready false.
   ProxyTrigger poll(bool* ready);
-  /// Consumes the trigger poll() returned; refreshes the device's tail
-  /// replica every size/8 pops (and when a producer may be waiting).
+  /// Consumes the trigger poll() returned and publishes the new tail to
+  /// the producers (a store to mapped host memory; no CUDA call).
   void pop();
-  /// Copies the tail to the device replica now; sync waits for the copy.
-  void flushTail(bool sync = false);
   /// Makes every device-side wait on this Fifo give up (push returns
   /// kFifoPushFailed). Used on communicator abort.
   void abort();

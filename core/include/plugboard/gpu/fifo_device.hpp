@@ -5,16 +5,21 @@
 /// Layout and protocol (the invariants both sides rely on):
 ///  - triggers: `size` slots in pinned, mapped host memory.
 ///  - head: a device-memory counter; push() takes position p = head++.
-///  - tailReplica: a device-memory copy of the host's tail, refreshed by the
-///    host (periodically and on demand). Position p may be written only once
-///    p < tailReplica + size: the slot's previous trigger was popped.
+///  - tail: the host's count of popped triggers, in pinned, mapped host
+///    memory, stored by the host on every pop. No CUDA stream work is
+///    involved (a copy could queue behind the very kernel waiting for room:
+///    CUDA MPS clients share hardware queues). Position p may be written
+///    only once p < tail + size: the slot's previous trigger was popped.
+///  - tailCache: a device-memory lower bound of tail, raised by producers
+///    whenever they read tail across PCIe; a push reads PCIe only when the
+///    cache says the queue may be full.
 ///  - A trigger is valid when bit 63 of `snd` is set. push() writes `fst`,
 ///    fences, then writes `snd` with the bit; the host reads `snd` first and
 ///    clears it when it pops, so a half-written trigger is never consumed.
 ///  - sync(pos) polls the trigger's own slot (cleared on pop: one PCIe read,
 ///    no wait for a replica flush). The slot can hold a newer valid trigger
 ///    only after pos + size was pushed, which needed tailReplica > pos, so
-///    "slot clear or tailReplica > pos" means popped.
+///    "slot clear or tail > pos" means popped.
 ///  - Every wait is bounded in time (device_wait.hpp) and by the host's abort flag; on
 ///    either, push() returns kFifoPushFailed and records why in *error.
 #pragma once
@@ -45,7 +50,8 @@ enum FifoDeviceError : uint32_t { kFifoOk = 0, kFifoFullTimeout = 1, kFifoAborte
 struct FifoDeviceHandle {
   ProxyTrigger* triggers;          ///< size slots, host-pinned and mapped.
   unsigned long long* head;        ///< Device memory: next position to take.
-  volatile uint64_t* tailReplica;  ///< Device memory: positions < it are popped.
+  volatile uint64_t* tail;         ///< Mapped host memory: positions < it are popped.
+  unsigned long long* tailCache;   ///< Device memory: a lower bound of *tail.
   volatile uint32_t* abortFlag;    ///< Mapped host memory: non-zero makes waits give up.
   uint32_t* error;                 ///< Mapped host memory: first FifoDeviceError seen.
   uint32_t size;                   ///< Number of slots.
@@ -67,7 +73,7 @@ struct FifoDeviceHandle {
   PB_DEVICE_INLINE bool sync(uint64_t pos, int64_t timeoutNs = kDefaultWaitTimeoutNs) const {
     const volatile uint64_t* snd = &triggers[pos % size].snd;
     WaitClock clock(timeoutNs);
-    for (int64_t spins = 0; (*snd & kTriggerValidBit) && pos >= *tailReplica; ++spins) {
+    for (int64_t spins = 0; (*snd & kTriggerValidBit) && pos >= *tail; ++spins) {
       if (!WaitClock::checkNow(spins)) continue;
       if (*abortFlag) return fail(kFifoAborted);
       if (clock.expired()) return fail(kFifoSyncTimeout);
@@ -76,16 +82,21 @@ struct FifoDeviceHandle {
   }
 
  private:
-  /// Waits for pos < tailReplica + slack.
+  /// Waits for pos < tail + slack: the device cache first, then the host's tail.
   PB_DEVICE_INLINE bool waitBelow(uint64_t pos, uint64_t slack, int64_t timeoutNs, uint32_t why) const {
+    if (pos < *reinterpret_cast<volatile unsigned long long*>(tailCache) + slack) return true;
     WaitClock clock(timeoutNs);
-    for (int64_t spins = 0; pos >= *tailReplica + slack; ++spins) {
+    for (int64_t spins = 0;; ++spins) {
+      const uint64_t t = *tail;
+      if (pos < t + slack) {
+        atomicMax(tailCache, static_cast<unsigned long long>(t));
+        return true;
+      }
       // The abort flag lives across PCIe: look at it only now and then.
       if (!WaitClock::checkNow(spins)) continue;
       if (*abortFlag) return fail(kFifoAborted);
       if (clock.expired()) return fail(why);
     }
-    return true;
   }
   PB_DEVICE_INLINE bool fail(uint32_t why) const {
     atomicCAS(error, 0u, why);
