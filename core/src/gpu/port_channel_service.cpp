@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -40,6 +41,7 @@ struct PortChannelService::Impl {
   uint32_t* flagsDev = nullptr;
   std::mutex mutex;                                   // guards channels and error
   std::vector<std::unique_ptr<ChannelEntry>> channels;  // by channel id; entries never move
+  std::vector<Connection*> received;  // the channels' distinct connections that need receiving (guarded by mutex)
   std::exception_ptr error;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> handled{0};
@@ -52,7 +54,25 @@ struct PortChannelService::Impl {
   Impl(Communicator& c, uint32_t fifoSize) : comm(c), fifo(fifoSize) {}
   void run();
   void handle(const ProxyTrigger& t);
+  void receiveAll();
 };
+
+namespace {
+
+/// How long after its last request the proxy also receives for its
+/// connections while it polls the Fifo. Past it the proxy only yields, and
+/// the transports' own receiver threads take over.
+constexpr int64_t kReceivingWindowNs = 5'000'000;
+
+}  // namespace
+
+void PortChannelService::Impl::receiveAll() {
+  // A peer's writes and signals reach this rank's memory without a thread
+  // hand-off while the proxy is busy anyway (NCCL's proxy polls its sockets
+  // the same way). A failed connection throws: the proxy stops on it.
+  std::lock_guard<std::mutex> lock(mutex);
+  for (Connection* c : received) c->progress();
+}
 
 void PortChannelService::Impl::handle(const ProxyTrigger& t) {
   PortTriggerFields f = decodePortTrigger(t);
@@ -93,21 +113,22 @@ void PortChannelService::Impl::run() {
   try {
     PB_CUDA_CHECK(cudaSetDevice(device));
     bindProxyNearDevice(comm.config(), device);
-    unsigned idle = 0;
+    int64_t lastRequestNs = steadyNowNs();
     while (!stopping.load(std::memory_order_relaxed)) {
       bool ready = false;
       ProxyTrigger t = fifo.poll(&ready);
       if (!ready) {
-        if (++idle > 1000) std::this_thread::yield();
+        if (steadyNowNs() - lastRequestNs < kReceivingWindowNs) receiveAll();
+        else std::this_thread::yield();
         continue;
       }
-      idle = 0;
       currentFst.store(t.fst, std::memory_order_relaxed);
       currentSnd.store(t.snd, std::memory_order_relaxed);
       currentSinceNs.store(steadyNowNs(), std::memory_order_release);
       const int64_t began = currentSinceNs.load(std::memory_order_relaxed);
       handle(t);
-      busyNs.fetch_add(steadyNowNs() - began, std::memory_order_relaxed);
+      lastRequestNs = steadyNowNs();
+      busyNs.fetch_add(lastRequestNs - began, std::memory_order_relaxed);
       currentSinceNs.store(0, std::memory_order_release);
       fifo.pop();  // after the request completed: a device sync() then means "done"
       handled.fetch_add(1, std::memory_order_relaxed);
@@ -166,6 +187,11 @@ PortChannel PortChannelService::addChannel(std::shared_ptr<Connection> connectio
     e->inboundMem = m.comm.registerMemory(e->hostInbound, sizeof(uint64_t), MemoryKind::Host);
   }
   const int peer = connection->remoteRank();
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    const bool known = std::find(m.received.begin(), m.received.end(), connection.get()) != m.received.end();
+    if (!connection->mapsPeerMemory() && !known) m.received.push_back(connection.get());
+  }
   m.comm.impl_->sendMemoryTagged(e->inboundMem, peer, kTagSemaphore);
   e->peerInbound = m.comm.impl_->recvMemoryTagged(peer, kTagSemaphore);
   PortChannel ch;
