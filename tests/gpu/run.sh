@@ -54,6 +54,9 @@ source tests/gpu/mps.sh
 step gpu-tests-mps with_mps ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
 step check-sweep-mps with_mps bash tests/gpu/check-sweep.sh "$build" 2
 step staged-mps with_mps bash tests/gpu/staged-mps.sh "$build"
+# Issue 13 target 3: GPU vs host buffers over ethernet and Open MPI, one run
+# (PORT_BLOCKS="1 4": sweep gpu_port_blocks).
+step staged-bench-mps with_mps bash bench/gpu/staged-vs-host.sh "$build" "$LOGS/staged-bench"
 step staged-tests-mps with_mps ctest --test-dir "$build" -R "GpuCollectivesPort|GpuStaging" --output-on-failure --timeout 120
 step gpu-tests ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
 step check-repro env SWEEP=repro bash tests/gpu/check-sweep.sh "$build" 2
@@ -89,6 +92,7 @@ echo "== machine"; cat "$LOGS/machine.txt"
 echo "== microbenchmarks"; grep -h -E "_us|GBps|_over_" "$LOGS/fifo-latency.log" "$LOGS/channels.log" 2>/dev/null
 echo "== kernel launch floor (empty kernel, us per launch)"; cat "$LOGS/launch-floor.log" 2>/dev/null
 [ -f "$LOGS/staged-mps.log" ] && { echo "== staged-mps"; cat "$LOGS/staged-mps.log"; }
+[ -f "$LOGS/staged-bench-mps.log" ] && { echo "== staged-bench-mps (GPU vs host over ethernet, 2 ranks, MPS)"; cat "$LOGS/staged-bench-mps.log"; }
 for f in check-sweep-mps check-repro; do
   [ -f "$LOGS/$f.log" ] && { echo "== $f: $(sed -n '/^== correctness sweep/,$p' "$LOGS/$f.log" | grep -c " ok$") runs ok"; \
     sed -n '/^== correctness sweep/,$p' "$LOGS/$f.log" | grep -v " ok$" | head -40; }

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Issue 13, target 3: GPU buffers over a network transport beside host
+# buffers over the same transport and Open MPI (ob1, btl tcp on loopback),
+# in one run on one machine, 2 ranks. On a one-GPU machine both ranks share
+# the GPU: call it under CUDA MPS (tests/gpu/mps.sh: with_mps), or the two
+# ranks' kernels time-slice. NCCL cannot be the peer here: it refuses two
+# ranks on one GPU ("Duplicate GPU detected").
+#   bash bench/gpu/staged-vs-host.sh BUILD_DIR OUT_DIR
+# Environment: TRANSPORT (ethernet), MIN (8), MAX (256M), FACTOR (8),
+# ITERS (20), WARMUP (5), PORT_BLOCKS (list of gpu_port_blocks values to
+# sweep; default: the setting's default only).
+# Prints one table: time per size for each run, and gpu / host.
+set -uo pipefail
+build=${1:?usage: staged-vs-host.sh BUILD_DIR OUT_DIR}
+out=${2:?usage: staged-vs-host.sh BUILD_DIR OUT_DIR}
+mkdir -p "$out"
+here=$(cd "$(dirname "$0")/.." && pwd)
+perf="$build/bin/plugboard-perf"
+sizes=(-b "${MIN:-8}" -e "${MAX:-256M}" -f "${FACTOR:-8}" -n "${ITERS:-20}" -w "${WARMUP:-5}")
+export PLUGBOARD_TRANSPORTS=${TRANSPORT:-ethernet} NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
+failed=0
+
+# run NAME COMMAND...: bounded in time; its output in OUT/NAME.txt.
+run() {
+  local name=$1; shift
+  timeout 300 "$@" > "$out/$name.txt" 2>&1 || { echo "staged-vs-host: $name failed (rc $?)"; tail -5 "$out/$name.txt"; failed=1; }
+}
+
+run host "$perf" --mem host --nranks 2 -C allreduce "${sizes[@]}" --csv "$out/host.csv"
+runs=(host)
+if [ -n "${PORT_BLOCKS:-}" ]; then
+  for b in $PORT_BLOCKS; do
+    export PLUGBOARD_GPU_PORT_BLOCKS=$b
+    run "gpu-b$b" "$perf" --mem gpu --nranks 2 -C allreduce "${sizes[@]}" --csv "$out/gpu-b$b.csv"
+    runs+=("gpu-b$b")
+  done
+  unset PLUGBOARD_GPU_PORT_BLOCKS
+else
+  run gpu "$perf" --mem gpu --nranks 2 -C allreduce "${sizes[@]}" --csv "$out/gpu.csv"
+  runs+=(gpu)
+fi
+if command -v mpicc > /dev/null && command -v mpirun > /dev/null; then
+  mpicc -O2 -std=c11 -o "$out/mpi_bench" "$here/mpi_bench.c" &&
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 run openmpi mpirun --allow-run-as-root --oversubscribe \
+      --bind-to none -np 2 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo "$out/mpi_bench" \
+      -C allreduce "${sizes[@]}" --csv "$out/openmpi.csv"
+  [ -f "$out/openmpi.csv" ] && runs+=(openmpi)
+else
+  echo "staged-vs-host: no mpicc/mpirun here: no Open MPI column"
+fi
+
+python3 - "$out" "${runs[@]}" <<'EOF'
+import csv, sys, os
+out, runs = sys.argv[1], sys.argv[2:]
+times = {}
+for r in runs:
+    path = os.path.join(out, r + ".csv")
+    if not os.path.exists(path):
+        continue
+    for row in csv.DictReader(open(path)):
+        if r == "openmpi":
+            if row.get("collective") != "allreduce":
+                continue
+            t = float(row["time_us"])
+        else:
+            t = float(row["oop_time_us"])
+        times.setdefault(int(row["size_bytes"]), {})[r] = t
+cols = [r for r in runs if any(r in v for v in times.values())]
+gpu_cols = [c for c in cols if c.startswith("gpu")]
+head = ["size"] + [c + " us" for c in cols] + [c + "/host" for c in gpu_cols]
+print("| " + " | ".join(head) + " |")
+print("|" + "---:|" * len(head))
+for size in sorted(times):
+    t = times[size]
+    cells = [str(size)] + ["%.1f" % t[c] if c in t else "-" for c in cols]
+    cells += ["%.2fx" % (t[c] / t["host"]) if c in t and "host" in t else "-" for c in gpu_cols]
+    print("| " + " | ".join(cells) + " |")
+EOF
+exit $failed
