@@ -17,13 +17,20 @@ using namespace plugboard::test;
 
 namespace {
 
-/// Small slots so every pipeline wraps: 2 blocks x 2 slots of 8 KiB per
-/// peer. The LL threshold is left high to show that with an unmapped pair
-/// no call takes the LL path; 1009 floats take the one-shot pipeline,
-/// 100003 the two-shot one.
+/// Small slots so every pipeline wraps: 2 blocks x 4 slots of 8 KiB per
+/// peer, so PortChannel acks come in batches of 2. The LL threshold is left
+/// high to show that with an unmapped pair no call takes the LL path; 1009
+/// floats take the one-shot pipeline, 100003 the two-shot one.
 const Settings kPortSmall = {{"gpu_allreduce_small_bytes", "65536"}, {"gpu_allreduce_oneshot_bytes", "16384"},
-                             {"gpu_scratch_bytes", "32768"},         {"gpu_blocks", "2"},
+                             {"gpu_scratch_bytes", "65536"},         {"gpu_blocks", "2"},
                              {"gpu_threads", "256"},                 {"gpu_chunk_bytes", "8192"}};
+
+/// The same with the fewest slots, 2 per block: one ack per message.
+Settings twoSlots() {
+  Settings s = kPortSmall;
+  s["gpu_scratch_bytes"] = "32768";
+  return s;
+}
 
 /// Small staging slots so the staging rings wrap too.
 void useSmallStaging() {
@@ -74,7 +81,7 @@ TEST(GpuCollectivesPort, EveryCollectiveOverStagedEthernetMatchesReferenceTwoRan
 
 TEST(GpuCollectivesPort, SendRecvRingOverStagedEthernetTwoRanks) {
   PB_REQUIRE_GPU_NO_INIT();
-  runGpuRanks(2, kPortSmall, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+  runGpuRanks(2, twoSlots(), [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
     expectStaged(g.communicator(), 1 - rank, true);
     sendRecvRingMatrix(g, rank, n, s, DataType::Float16, {0, 1, 7, 1009, 100003});
   }, std::chrono::seconds(110), overEthernet);

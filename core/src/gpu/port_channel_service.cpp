@@ -89,7 +89,7 @@ void PortChannelService::Impl::handle(const ProxyTrigger& t) {
   else if (f.request & kPortPut)
     c.write(ch->remote, f.dstOffset, ch->local, f.srcOffset, f.size);
   else if (f.request & kPortSignal)
-    c.signal(ch->peerInbound, 0, 1);
+    c.signal(ch->peerInbound, 0, f.size ? f.size : 1);
   if (f.request & kPortFlush) c.flush();
 }
 
@@ -155,6 +155,7 @@ PortChannelService::PortChannelService(Communicator& comm, uint32_t fifoSize)
 PortChannelService::~PortChannelService() {
   impl_->stopping = true;
   if (impl_->thread.joinable()) impl_->thread.join();
+  PB_LOG(Info, "PROXY", "PortChannel proxy of rank " << impl_->comm.rank() << " stopped: " << describeState());
   for (auto& ch : impl_->channels) {
     ch->peerInbound = RemoteMemory();
     ch->inboundMem = RegisteredMemory();

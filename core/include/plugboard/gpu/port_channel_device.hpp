@@ -7,7 +7,8 @@
 /// Trigger encoding (127 usable bits, see fifo_device.hpp):
 ///   fst: bits 0-31 size, bits 32-63 source offset
 ///   snd: bits 0-31 destination offset, 32-47 channel id, 48-50 request bits
-/// so offsets and sizes are limited to 4 GiB - 1 per request.
+/// so offsets and sizes are limited to 4 GiB - 1 per request. A signal
+/// without a put carries in `size` the count it adds (0 means 1).
 #pragma once
 
 #include <cstdint>
@@ -50,8 +51,9 @@ struct PortChannelDeviceHandle {
   PB_DEVICE_INLINE bool put(uint64_t dstOffset, uint64_t srcOffset, uint64_t size) const {
     return push(kPortPut, dstOffset, srcOffset, size) != kFifoPushFailed;
   }
-  /// Asks the proxy to signal the peer (after every earlier put of this channel).
-  PB_DEVICE_INLINE bool signal() const { return push(kPortSignal, 0, 0, 0) != kFifoPushFailed; }
+  /// Asks the proxy to signal the peer (after every earlier put of this
+  /// channel), adding count to its counter: count of the peer's waits return.
+  PB_DEVICE_INLINE bool signal(uint32_t count = 1) const { return push(kPortSignal, 0, 0, count) != kFifoPushFailed; }
   /// put then signal, as one request.
   PB_DEVICE_INLINE bool putWithSignal(uint64_t dstOffset, uint64_t srcOffset, uint64_t size) const {
     return push(kPortPut | kPortSignal, dstOffset, srcOffset, size) != kFifoPushFailed;

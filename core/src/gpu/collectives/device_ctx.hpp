@@ -47,6 +47,11 @@ struct ScratchLayout {
   uint64_t outbox = 0;     ///< In the port area; 0: none (every pair of the communicator mapped).
   uint64_t portTotal = 0;  ///< Bytes of the port area.
   uint32_t slots = 0;
+  /// Over a PortChannel pipe the receiver returns slots in batches of
+  /// ackBatch (one signal adding ackBatch after every ackBatch-th message),
+  /// so acks cost one proxy request per batch. ackBatch <= slots / 2 (or 1):
+  /// a sender then waits at most for messages sent slots / 2 earlier.
+  uint32_t ackBatch = 1;
   uint64_t total = 0;      ///< Bytes of the scratch.
 };
 

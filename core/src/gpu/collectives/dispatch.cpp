@@ -56,10 +56,17 @@ uint64_t roundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
 }  // namespace
 
-/// Chunk for `bytes` per peer: spread over the call's blocks, within [1 KiB, one slot].
+/// Smallest chunk when some pair goes through the proxy: each chunk is a
+/// network message, so a small call stays on one block (one message per
+/// peer) rather than being split into messages of a few KiB.
+static constexpr uint64_t kPortMinChunk = 64 << 10;
+
+/// Chunk for `bytes` per peer: spread over the call's blocks, within
+/// [1 KiB (kPortMinChunk over the proxy), one slot].
 static uint64_t chunkFor(const GpuCollectives::Impl& m, uint64_t bytes) {
   uint64_t c = roundUp((bytes + m.blocks - 1) / m.blocks, 16);
-  if (c < 1024) c = 1024;
+  const uint64_t least = m.portPairs ? kPortMinChunk : 1024;
+  if (c < least) c = least;
   return c < m.settings.chunkBytes ? c : m.settings.chunkBytes;
 }
 

@@ -126,11 +126,7 @@ __device__ void recvHalf(const DeviceCtx& c, const BlockPipes& s, const SendRecv
     copyBytes(a.dst + i * a.recvChunk, recvSlot(c, s, q), len, tid, nt);
     fenceForProxy(c);
     groupBarrier(2, nt);
-    if (tid == 0) {
-      if (!viaPort(c, q)) semaphore(c, q, kAck).signal();
-      else if (!ackToPeer(c, q, Coll::SendRecv)) *s.recvFail = 1;
-      ++s.seq[c.nranks + q];
-    }
+    if (tid == 0 && !returnSlot(c, s, q, Coll::SendRecv)) *s.recvFail = 1;
   }
 }
 

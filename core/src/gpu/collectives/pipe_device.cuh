@@ -5,7 +5,8 @@
 // slot. Over an unmapped pair (PortChannel) the sender writes the chunk
 // into the same slot of its own outbox and the owner thread asks the proxy
 // to put it into the receiver's port-area slot and signal the pipe's data
-// channel; the receiver acks by a signal on the pipe's ack channel. Outbox,
+// channel; the receiver acks by a signal on the pipe's ack channel, one
+// per layout.ackBatch messages (adding ackBatch). Outbox,
 // port pipes and the channels' inbound counters are pinned host memory
 // mapped into the device: the transport reads and writes them itself.
 //
@@ -158,9 +159,19 @@ __device__ inline bool putToPeer(const DeviceCtx& c, int peer, uint64_t seq, uin
   return false;
 }
 
-/// Owner thread: asks the proxy to signal the peer's ack channel. False on failure (recorded).
-__device__ inline bool ackToPeer(const DeviceCtx& c, int peer, Coll coll) {
-  const ProxyTrigger t = makePortTrigger(kPortSignal, portPipe(c, peer, kAck).channel, 0, 0, 0);
+/// Owner thread, after reading the next message from peer: returns its
+/// slot (the mapped semaphore's signal, or over a PortChannel one signal
+/// per ackBatch messages) and advances the receive seq. False on failure
+/// (recorded).
+__device__ inline bool returnSlot(const DeviceCtx& c, const BlockPipes& s, int peer, Coll coll) {
+  const uint64_t received = ++s.seq[c.nranks + peer];
+  if (!viaPort(c, peer)) {
+    semaphore(c, peer, kAck).signal();
+    return true;
+  }
+  const uint32_t batch = c.layout.ackBatch;
+  if (received % batch) return true;
+  const ProxyTrigger t = makePortTrigger(kPortSignal, portPipe(c, peer, kAck).channel, 0, 0, batch);
   if (c.fifo.push(t, c.waitTimeoutNs) != kFifoPushFailed) return true;
   recordFailure(c, peer, coll, (*c.abortFlag || *c.portAbort) ? kSemaphoreAborted : kSemaphoreWaitTimeout);
   return false;
@@ -224,11 +235,7 @@ __device__ void signalStage(const DeviceCtx& c, const BlockPipes& s, SendTo send
       else if (!putToPeer(c, p, s.seq[p], bytes, coll)) *s.fail = 1;
       ++s.seq[p];
     }
-    if (ackTo(p)) {
-      if (!port) semaphore(c, p, kAck).signal();
-      else if (!ackToPeer(c, p, coll)) *s.fail = 1;
-      ++s.seq[c.nranks + p];
-    }
+    if (ackTo(p) && !returnSlot(c, s, p, coll)) *s.fail = 1;
   }
 }
 

@@ -49,8 +49,9 @@ bool readDevice(const uint64_t* p, uint64_t& out) {
 
 void GpuCollectives::Impl::drainPorts() noexcept {
   // Called once our kernels ended. (1) The proxy handles everything they
-  // pushed. (2) Every message we sent gets exactly one ack, so the acks of
-  // all of them must have landed in our ack channels' counters: after that,
+  // pushed. (2) The receiver of our messages acks them in batches of
+  // ackBatch, so the acks of all but sent % ackBatch of them must have
+  // landed in our ack channels' counters: after that,
   // and after every peer did the same (the destructor's barrier), no proxy
   // signals a counter that the service is about to free.
   const auto timeout = comm.defaultTimeout();
@@ -67,6 +68,7 @@ void GpuCollectives::Impl::drainPorts() noexcept {
       if (!ack.inbound) continue;
       uint64_t sent = 0, acked = 0;
       if (!readDevice(state + 2 * n * G + p * G + b, sent)) return;
+      sent -= sent % ctx.layout.ackBatch;
       while (readDevice(ack.inbound, acked) && acked < sent) {
         if (std::chrono::steady_clock::now() > deadline) {
           PB_LOG(Warn, "GPUCOLL", "rank " << rank << ": " << (sent - acked) << " acks from rank " << p

@@ -118,6 +118,7 @@ void GpuCollectives::Impl::computeLayout() {
   // The port area (pinned host memory) holds gpu_port_slots per block.
   if (portPairs) slots = std::min<uint64_t>(slots, s.portSlots);
   L.slots = static_cast<uint32_t>(slots);
+  L.ackBatch = portPairs && slots >= 4 ? L.slots / 2 : 1;
   L.perBlock = slots * s.chunkBytes;
   L.perSource = L.perBlock * G;
   L.total = L.pipes + n * L.perSource;
