@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# GPU buffers over the ethernet plugin (staged through pinned host memory),
-# two ranks on one GPU under CUDA MPS: the cases that have deadlocked, each
-# bounded in time, each case's outcome on one line (ok with the times, or
-# the ranks' errors, which say where the network path stood).
+# GPU buffers over the ethernet plugin (through the pinned host port area),
+# two ranks on one GPU under CUDA MPS: the cases that have deadlocked, and
+# every collective at odd sizes with its results checked. Each case is
+# bounded in time; its outcome takes one line (ok with the times, or the
+# ranks' errors, which say where the network path stood).
 #   bash tests/gpu/staged-mps.sh BUILD_DIR
 # Call it under MPS (tests/gpu/mps.sh: with_mps). Exits non-zero when any
 # case failed or hung.
@@ -38,5 +39,12 @@ run_case -b 1M -e 1M -c 1
 run_case -b 64K -e 64K -c 1
 run_case -b 256K -e 256K -c 1
 run_case -b 1K -e 4M -f 4 -c 1
+# Every collective, odd sizes through every chunking (one message per peer
+# below 64 KiB, up to gpu_port_blocks chunks, wrapping slots), checked.
+run_case -o max -b 1028 -e 8M -f 17 -c 1
+run_case -d half -b 1026 -e 8M -f 17 -c 1
+for c in allgather reducescatter broadcast reduce alltoall sendrecv; do
+  run_case -C "$c" -b 1028 -e 8M -f 17 -c 1
+done
 echo "staged-mps: $failures failure(s)"
 [ $failures -eq 0 ]
