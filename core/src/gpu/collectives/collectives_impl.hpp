@@ -61,6 +61,7 @@ struct GpuCollectives::Impl {
   std::unique_ptr<PortChannelService> service;     // when this rank has an unmapped peer
   std::vector<gpucoll::PortPipe> portTable;        // host copy of ctx.ports
   gpucoll::PortPipe* ports = nullptr;              // device [nranks][blocks][2]
+  uint64_t* portSeen = nullptr;                    // device [nranks][blocks][2]: PortPipe::seen
   gpucoll::DeviceCtx ctx;
 
   explicit Impl(Communicator& c) : comm(c) {}

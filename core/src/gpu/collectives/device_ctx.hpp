@@ -59,8 +59,10 @@ struct ScratchLayout {
 /// it: the channel id in the service's Fifo and the channel's inbound
 /// counter (the peer's proxy adds to it) with this side's consumed count.
 struct PortPipe {
-  uint64_t* inbound = nullptr;   ///< Device: signals received.
+  uint64_t* inbound = nullptr;   ///< Mapped host: signals received (read across PCIe).
   uint64_t* expected = nullptr;  ///< Device: signals consumed by waits.
+  uint64_t* seen = nullptr;      ///< Device: the largest *inbound a wait has read (batched acks
+                                 ///< then cost no PCIe read until the batch is used up).
   uint32_t channel = 0;          ///< Id in the PortChannelService.
 };
 

@@ -114,16 +114,22 @@ __device__ __forceinline__ const PortPipe& portPipe(const DeviceCtx& c, int peer
 
 /// Owner thread: waits for the next signal on a PortChannel's inbound
 /// counter. Ends early when this rank's collectives or the proxy aborted.
+/// A count already seen (an earlier acquire read it) needs no PCIe read.
 __device__ inline uint32_t waitPort(const DeviceCtx& c, const PortPipe& pp) {
   const uint64_t target = ++*pp.expected;
+  if (*pp.seen >= target) return kSemaphoreOk;
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> in(*pp.inbound);
   WaitClock clock(c.waitTimeoutNs);
-  for (int64_t spins = 0; in.load(cuda::memory_order_acquire) < target; ++spins) {
+  for (int64_t spins = 0;; ++spins) {
+    const uint64_t now = in.load(cuda::memory_order_acquire);
+    if (now >= target) {
+      *pp.seen = now;
+      return kSemaphoreOk;
+    }
     if (!WaitClock::checkNow(spins)) continue;
     if (*c.abortFlag || *c.portAbort) return kSemaphoreAborted;
     if (clock.expired()) return kSemaphoreWaitTimeout;
   }
-  return kSemaphoreOk;
 }
 
 /// Owner thread: waits for the next count on (peer, kind); false on failure (recorded).

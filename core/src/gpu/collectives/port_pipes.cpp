@@ -20,6 +20,8 @@ void GpuCollectives::Impl::setupPorts() {
   bool any = false;
   for (const auto& [peer, conn] : connections) any = any || !conn->mapsPeerMemory();
   if (any) service = std::make_unique<PortChannelService>(comm);
+  PB_CUDA_CHECK(cudaMalloc(&portSeen, portTable.size() * sizeof(uint64_t)));
+  PB_CUDA_CHECK(cudaMemset(portSeen, 0, portTable.size() * sizeof(uint64_t)));
   // Both sides of a pair add its channels in the same order (peers
   // ascending, then block, then kind): addChannel pairs them by that order.
   for (const auto& [peer, conn] : connections) {
@@ -27,7 +29,8 @@ void GpuCollectives::Impl::setupPorts() {
     for (uint64_t b = 0; b < G; ++b)
       for (uint32_t kind : {gpucoll::kData, gpucoll::kAck}) {
         const PortChannelDeviceHandle h = service->addChannel(conn, portLocal, portRemotes[peer]).deviceHandle();
-        portTable[(peer * G + b) * 2 + kind] = gpucoll::PortPipe{h.semaphore.inbound, h.semaphore.expected, h.channel};
+        const uint64_t i = (peer * G + b) * 2 + kind;
+        portTable[i] = gpucoll::PortPipe{h.semaphore.inbound, h.semaphore.expected, portSeen + i, h.channel};
         ctx.fifo = h.fifo;
         ctx.portAbort = h.semaphore.abortFlag;
       }

@@ -79,6 +79,7 @@ GpuCollectives::Impl::~Impl() {
   if (state) cudaFree(state);
   if (remoteTable) cudaFree(remoteTable);
   if (ports) cudaFree(ports);
+  if (portSeen) cudaFree(portSeen);
   if (flags) cudaFreeHost(flags);
 }
 
