@@ -11,6 +11,7 @@ const char* errorCodeName(ErrorCode code) {
     case ErrorCode::Remote: return "remote error";
     case ErrorCode::System: return "system error";
     case ErrorCode::Internal: return "internal error";
+    case ErrorCode::Aborted: return "aborted";
   }
   return "unknown error";
 }

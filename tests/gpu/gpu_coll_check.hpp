@@ -7,10 +7,12 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
 #include <stdexcept>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -371,6 +373,46 @@ void expectTimeoutWhenARankSkips(const Settings& base, int n, const SkippedCall&
       throw std::runtime_error(std::string(call.name) + ": the timeout took " + std::to_string(took) + " s, want " +
                                std::to_string(kTestWaitTimeout) + " s to " + std::to_string(2 * kTestWaitTimeout + 1) + " s");
     requireError([&] { call.launch(g, buf.p, call.count, rank, s); }, ErrorCode::Timeout, {"timed out"});
+  }, std::chrono::seconds(55), setup);
+}
+
+/// The last of n ranks never joins `call` (it aborts its communicator at
+/// once); another thread of every other rank calls Communicator::abort()
+/// 300 ms after the launch. Their
+/// synchronize() must end in Error(Aborted) long before gpu_wait_timeout
+/// (30 s here; the bound is 2 s), the next call must throw Error(Aborted)
+/// at once, and the GPU must still run work afterwards.
+void expectAbortEndsASkippedCall(const Settings& base, int n, const SkippedCall& call, const RankSetup& setup = nullptr) {
+  Settings settings = base;
+  settings["gpu_wait_timeout"] = "30";
+  runGpuRanks(n, settings, [&call](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+    if (rank == n - 1) {  // never joins the call; aborts too, as a job's ranks all would
+      g.communicator().abort();
+      return;
+    }
+    DevBuf buf(n * call.count * 4);
+    call.launch(g, buf.p, call.count, rank, s);
+    std::chrono::steady_clock::time_point abortedAt;
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      abortedAt = std::chrono::steady_clock::now();
+      g.communicator().abort();
+    });
+    try {
+      requireError([&] { g.synchronize(s); }, ErrorCode::Aborted, {"rank " + std::to_string(rank), "aborted"});
+    } catch (...) {
+      aborter.join();
+      throw;
+    }
+    aborter.join();
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - abortedAt).count();
+    std::printf("%s: synchronize() ended %.1f ms after abort()\n", call.name, took * 1e3);
+    if (took > 2.0) throw std::runtime_error(std::string(call.name) + ": synchronize() ended " + std::to_string(took) +
+                                             " s after abort(), want < 2 s");
+    requireError([&] { call.launch(g, buf.p, call.count, rank, s); }, ErrorCode::Aborted, {"aborted"});
+    // The GPU itself is fine: plain work on the stream runs and completes.
+    if (cudaMemsetAsync(buf.p, 0, 4, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess)
+      throw std::runtime_error("the GPU did not run a memset after the abort");
   }, std::chrono::seconds(55), setup);
 }
 

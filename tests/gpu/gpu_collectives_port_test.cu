@@ -151,3 +151,10 @@ TEST(GpuCollectivesPort, RankSkippingACallOverStagedEthernetEndsInAReportedTimeo
   expectTimeoutWhenARankSkips(settings, 2, calls[1], overEthernet, state);  // pipelined allreduce
   expectTimeoutWhenARankSkips(settings, 3, calls[4], overEthernet, state);  // alltoall
 }
+
+TEST(GpuCollectivesPort, AbortEndsKernelsWaitingOverStagedEthernet) {
+  PB_REQUIRE_GPU_NO_INIT();
+  Settings settings = kPortSmall;
+  settings["timeout"] = "10";  // the teardown after the abort, as above
+  expectAbortEndsASkippedCall(settings, 2, skippableCalls()[1], overEthernet);  // pipelined allreduce
+}

@@ -135,3 +135,10 @@ TEST(GpuCollectives, RankSkippingACallEndsInAReportedTimeout) {
   PB_REQUIRE_GPU_NO_INIT();
   expectTimeoutsWhenARankSkipsACall(kSmall);
 }
+
+TEST(GpuCollectives, AbortEndsKernelsWaitingForARankThatSkips) {
+  PB_REQUIRE_GPU_NO_INIT();
+  const std::vector<SkippedCall> calls = skippableCalls();
+  expectAbortEndsASkippedCall(kSmall, 2, calls[0]);  // LL allreduce
+  expectAbortEndsASkippedCall(kSmall, 2, calls[1]);  // pipelined allreduce
+}

@@ -15,6 +15,7 @@
 
 #include "plugboard/bootstrap.hpp"
 #include "plugboard/config.hpp"
+#include "plugboard/error.hpp"
 
 namespace plugboard {
 
@@ -188,8 +189,24 @@ class Communicator {
   /// connection carrying its memory kind (connect to peer for that kind first).
   RemoteMemory recvMemory(int peer, int tag = 0);
 
-  /// Rethrows the first error a background thread recorded, if any.
+  /// Rethrows the first error a background thread recorded, if any, and
+  /// Error(Aborted) once abort() was called.
   void checkErrors() const;
+  /// Ends this communicator's work, from any thread, while other threads
+  /// (and GPU kernels) may be blocked in it (NCCL's ncclCommAbort): every
+  /// host wait (collectives, semaphores, flush) and every device wait of
+  /// its GpuCollectives ends within a few milliseconds with Error(Aborted),
+  /// and every later call fails the same way. Local: peers learn of it by
+  /// their own timeouts or lost connections. Destroy the communicator after
+  /// it (without collective steps) and build a new one to go on. Bootstrap
+  /// exchanges already in progress end at their own timeout. Idempotent.
+  void abort();
+  /// True once abort() was called.
+  bool aborted() const;
+  /// The first error this communicator holds without a call having thrown
+  /// it yet: a connection's failure found by a background thread, or the
+  /// abort (ncclCommGetAsyncError). Never blocks or throws; empty if none.
+  std::optional<Error> asyncError() const;
   /// The "timeout" setting as a duration.
   std::chrono::milliseconds defaultTimeout() const;
 

@@ -15,7 +15,8 @@ enum class ErrorCode {
   Timeout,       ///< A wait ran past its limit.
   Remote,        ///< A peer closed, reset, disagreed or sent bad data.
   System,        ///< An operating-system call failed.
-  Internal       ///< An invariant did not hold: a bug in Plugboard.
+  Internal,      ///< An invariant did not hold: a bug in Plugboard.
+  Aborted        ///< Communicator::abort() ended the call.
 };
 
 /// Returns a short lower-case name for code, e.g. "timeout".

@@ -4,6 +4,7 @@
 
 #include "communicator/communicator_impl.hpp"
 #include "communicator/proxy_service.hpp"
+#include "communicator/signal_event.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/logger.hpp"
 
@@ -85,8 +86,57 @@ std::vector<std::string> Communicator::loadedTransports() const {
 }
 
 void Communicator::checkErrors() const {
+  if (aborted()) throw Error(ErrorCode::Aborted, impl_->abortText());
   std::lock_guard<std::mutex> lock(impl_->mutex);
   for (auto& [key, c] : impl_->connections) c->throwIfFailed();
+}
+
+std::string Communicator::Impl::abortText() const {
+  return "rank " + std::to_string(self.rank) + " (host " + self.host +
+         "): the communicator was aborted (Communicator::abort)";
+}
+
+void Communicator::abort() {
+  Impl& m = *impl_;
+  if (m.aborted->exchange(true)) return;
+  PB_LOG(Warn, "INIT", m.abortText());
+  {
+    // Under the lock: removeAbortHook() returning means its hook is not running.
+    std::lock_guard<std::mutex> lock(m.abortMutex);
+    for (auto& [id, fn] : m.abortHooks) fn();
+  }
+  SignalEvent::instance().notify();  // host waiters asleep on the event count look again
+}
+
+bool Communicator::aborted() const { return impl_->aborted->load(std::memory_order_acquire); }
+
+std::optional<Error> Communicator::asyncError() const {
+  if (aborted()) return Error(ErrorCode::Aborted, impl_->abortText());
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  for (auto& [key, c] : impl_->connections) {
+    if (!c->failed.load()) continue;
+    try {
+      c->throwIfFailed();
+    } catch (const Error& e) {
+      return e;
+    } catch (const std::exception& e) {
+      return Error(ErrorCode::Internal, c->describe() + ": " + e.what());
+    }
+  }
+  return std::nullopt;
+}
+
+uint64_t Communicator::Impl::addAbortHook(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(abortMutex);
+  const uint64_t id = nextAbortHook++;
+  abortHooks.emplace(id, fn);
+  if (aborted->load(std::memory_order_acquire)) fn();
+  return id;
+}
+
+void Communicator::Impl::removeAbortHook(uint64_t id) {
+  std::lock_guard<std::mutex> lock(abortMutex);
+  abortHooks.erase(id);
 }
 
 TransportPlugin& Communicator::Impl::plugin(const std::string& name) const {

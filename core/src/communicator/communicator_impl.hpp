@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,6 +47,8 @@ struct ConnectionImpl {
   std::atomic<uint64_t> completed{0};
   std::atomic<bool> failed{false};
   std::exception_ptr error;            // guarded by mutex
+  /// The communicator's abort flag (shared: a Connection may outlive it).
+  std::shared_ptr<const std::atomic<bool>> aborted;
   bool closed = false;                 // guarded by mutex
   std::vector<std::weak_ptr<RemoteMemoryImpl>> imports;  // guarded by mutex
   /// Set by setup() when the pair's CUDA memory is staged over this transport;
@@ -128,6 +131,20 @@ struct Communicator::Impl {
   uint64_t nextRegionId = 1;
   std::set<ConnKey> pendingStagers;  // connections setup() must give a stager
   std::unique_ptr<ProxyService> proxy;
+
+  /// Set by abort(); every connection holds it (ConnectionImpl::aborted).
+  std::shared_ptr<std::atomic<bool>> aborted = std::make_shared<std::atomic<bool>>(false);
+  std::mutex abortMutex;  // guards abortHooks and nextAbortHook
+  std::map<uint64_t, std::function<void()>> abortHooks;
+  uint64_t nextAbortHook = 1;
+  /// Runs fn on abort() (or at once if aborted already): objects that wait
+  /// outside the host's loops (GPU kernels) end their waits there. fn must
+  /// not throw or call back into the communicator. Returns its id.
+  uint64_t addAbortHook(std::function<void()> fn);
+  /// Removes a hook; after it returns the hook no longer runs.
+  void removeAbortHook(uint64_t id);
+  /// "rank 3 (host b): the communicator was aborted (Communicator::abort)".
+  std::string abortText() const;
 
   /// Round 1: identities, versions, settings; throws on every rank alike.
   void exchangeIdentity(const std::string& localError, ErrorCode localCode);

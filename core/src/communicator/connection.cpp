@@ -32,6 +32,8 @@ void ConnectionImpl::progress() {
 }
 
 void ConnectionImpl::throwIfFailed() {
+  if (aborted && aborted->load(std::memory_order_acquire))
+    throw Error(ErrorCode::Aborted, describe() + ": the communicator was aborted (Communicator::abort)");
   if (!failed.load()) return;
   std::lock_guard<std::mutex> lock(mutex);
   if (error) std::rethrow_exception(error);

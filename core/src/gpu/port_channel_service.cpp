@@ -49,6 +49,7 @@ struct PortChannelService::Impl {
   std::atomic<uint64_t> currentFst{0}, currentSnd{0};
   std::atomic<int64_t> currentSinceNs{0};
   std::atomic<int64_t> busyNs{0};  // total time in handle()
+  uint64_t abortHook = 0;          // Communicator::Impl::addAbortHook id
   std::thread thread;
 
   Impl(Communicator& c, uint32_t fifoSize) : comm(c), fifo(fifoSize) {}
@@ -150,9 +151,11 @@ PortChannelService::PortChannelService(Communicator& comm, uint32_t fifoSize)
   impl_->flags[0] = impl_->flags[1] = 0;
   PB_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&impl_->flagsDev), impl_->flags, 0));
   impl_->thread = std::thread([m = impl_.get()] { m->run(); });
+  impl_->abortHook = comm.impl_->addAbortHook([this] { abort(); });
 }
 
 PortChannelService::~PortChannelService() {
+  impl_->comm.impl_->removeAbortHook(impl_->abortHook);
   impl_->stopping = true;
   if (impl_->thread.joinable()) impl_->thread.join();
   PB_LOG(Info, "PROXY", "PortChannel proxy of rank " << impl_->comm.rank() << " stopped: " << describeState());
@@ -207,6 +210,11 @@ PortChannel PortChannelService::addChannel(std::shared_ptr<Connection> connectio
 void PortChannelService::checkErrors() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (impl_->error) std::rethrow_exception(impl_->error);
+}
+
+void PortChannelService::abort() {
+  impl_->fifo.abort();
+  __atomic_store_n(&impl_->flags[0], 1u, __ATOMIC_RELEASE);
 }
 
 uint64_t PortChannelService::handled() const { return impl_->handled.load(); }

@@ -48,6 +48,10 @@ class PortChannelService {
   PortChannel addChannel(std::shared_ptr<Connection> connection, RegisteredMemory local, RemoteMemory remote);
   /// Rethrows the proxy thread's error, if it stopped on one.
   void checkErrors() const;
+  /// Ends every device wait on this service (Fifo pushes and syncs, channel
+  /// waits) with an abort code; the proxy keeps running. Any thread;
+  /// Communicator::abort() calls it.
+  void abort();
   /// Triggers handled so far.
   uint64_t handled() const;
   /// One line on what the proxy is doing: requests handled, and the one in

@@ -63,6 +63,7 @@ struct GpuCollectives::Impl {
   gpucoll::PortPipe* ports = nullptr;              // device [nranks][blocks][2]
   uint64_t* portSeen = nullptr;                    // device [nranks][blocks][2]: PortPipe::seen
   gpucoll::DeviceCtx ctx;
+  uint64_t abortHook = 0;  // Communicator::Impl::addAbortHook id (0: none)
 
   explicit Impl(Communicator& c) : comm(c) {}
   ~Impl();
@@ -82,6 +83,8 @@ struct GpuCollectives::Impl {
   void exchangePortAreas();
   void setupPorts();
   void drainPorts() noexcept;
+  /// Communicator::abort(): ends every device wait of this object's kernels.
+  void abortDeviceWaits() noexcept;
 };
 
 }  // namespace plugboard

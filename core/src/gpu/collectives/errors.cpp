@@ -44,7 +44,12 @@ void GpuCollectives::Impl::throwIfPortProxyFailed() const {
 }
 
 void GpuCollectives::Impl::throwIfFailed() const {
-  // A proxy failure first: device waits that it aborted are its consequence.
+  // An abort first: the device waits it ended are its consequence.
+  if (comm.aborted())
+    throw Error(ErrorCode::Aborted, "rank " + std::to_string(rank) + " (" + comm.hostOf(rank) +
+                                        "): the communicator was aborted (Communicator::abort); its GPU collectives "
+                                        "cannot be used any more");
+  // A proxy failure next: device waits that it aborted are its consequence.
   if (service) throwIfPortProxyFailed();
   const uint32_t first = __atomic_load_n(&flags[1], __ATOMIC_ACQUIRE);
   if (!first) return;

@@ -60,14 +60,17 @@ GpuCollectives::Impl::~Impl() {
   // waits are bounded), then let the proxy finish what they pushed and the
   // peers' acks land in our channels' counters. Peers map this scratch: drop
   // our mappings of theirs, then wait until every rank has (collective)
-  // before stopping the proxy and freeing the scratch.
+  // before stopping the proxy and freeing the scratch. After an abort the
+  // peers may be gone or stuck: no draining, no collective step.
+  if (abortHook) comm.impl_->removeAbortHook(abortHook);
+  const bool aborted = comm.aborted();
   if (scratch) cudaDeviceSynchronize();
-  if (service) drainPorts();
+  if (service && !aborted) drainPorts();
   remotes.clear();
   local = RegisteredMemory();
   portRemotes.clear();
   portLocal = RegisteredMemory();
-  if (scratch) {
+  if (scratch && !aborted) {
     try {
       comm.bootstrap().barrier();
     } catch (...) {  // a peer died: its mappings died with it
@@ -212,6 +215,13 @@ void GpuCollectives::Impl::setup() {
   ctx.ports = ports;
   // No peer may write into our scratch before it is zeroed and mapped everywhere.
   comm.bootstrap().barrier();
+  abortHook = comm.impl_->addAbortHook([this] { abortDeviceWaits(); });
+}
+
+void GpuCollectives::Impl::abortDeviceWaits() noexcept {
+  // ctx.abortFlag ends the semaphore and port waits; the PortChannelService
+  // (Fifo pushes) has its own abort hook.
+  __atomic_store_n(&flags[0], 1u, __ATOMIC_RELEASE);
 }
 
 void GpuCollectives::Impl::checkDevice() const {
