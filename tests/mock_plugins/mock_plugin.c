@@ -3,15 +3,28 @@
  *   MOCK_NO_SYMBOL  - exports no entry symbol
  *   MOCK_WRONG_ABI  - reports ABI major 99
  *   MOCK_INIT_FAILS - init() fails with a reason in last_error()
+ *   MOCK_INIT_CRASHES - init() dies of SIGSEGV
+ *   MOCK_INIT_EXITS - init() calls exit(3)
+ *   MOCK_INIT_HANGS - init() never returns
  *   MOCK_GOOD       - loads and initialises; connects to nobody
  */
 #include <plugboard/transport.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char* g_error = "";
 
 static pb_status mock_init(const pb_host_services_v1* host, pb_plugin_ctx** ctx) {
   (void)host;
+#if defined(MOCK_INIT_CRASHES)
+  raise(SIGSEGV);
+#elif defined(MOCK_INIT_EXITS)
+  exit(3);
+#elif defined(MOCK_INIT_HANGS)
+  for (;;) pause();
+#endif
 #if defined(MOCK_INIT_FAILS)
   *ctx = NULL;
   g_error = "mock: init refused on purpose (no device found)";

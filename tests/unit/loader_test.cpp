@@ -1,6 +1,8 @@
 // Loader error paths against real shared libraries built to fail.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "env_guard.hpp"
 #include "plugboard/error.hpp"
 #include "plugins/plugin_loader.hpp"
@@ -103,4 +105,61 @@ TEST(Loader, SearchOrderYamlThenEnvThenDefault) {
   EXPECT_EQ(dirs[1], "/env/one");
   EXPECT_EQ(dirs[2], "/env/two");
   EXPECT_EQ(dirs[3], defaultPluginDir());
+}
+
+// A plugin found outside Plugboard's own directory is loaded in a probe
+// child first: one whose init crashes, exits or hangs is named in the error
+// (a named transport) or skipped with a warning ('auto'), and this process
+// lives on.
+namespace {
+
+/// loadError with a 1 s probe bound (the hanging mock is killed after it).
+std::string probedLoadError(const std::string& dir) {
+  EnvGuard env;
+  env.set("PLUGBOARD_PLUGIN_PROBE_TIMEOUT", "1");
+  return loadError("mock", {dir});
+}
+
+}  // namespace
+
+TEST(Loader, ProbeNamesAPluginWhoseInitCrashes) {
+  std::string m = probedLoadError(kMock + "/init_crashes");
+  expectHas(m, kMock + "/init_crashes/libplugboard-mock.so: the plugin crashed with signal 11");
+  expectHas(m, "while loading or initialising (in a probe process)");
+}
+
+TEST(Loader, ProbeNamesAPluginWhoseInitExits) {
+  expectHas(probedLoadError(kMock + "/init_exits"), "the plugin ended its process with exit(3)");
+}
+
+TEST(Loader, ProbeNamesAPluginWhoseInitHangs) {
+  const auto start = std::chrono::steady_clock::now();
+  expectHas(probedLoadError(kMock + "/init_hangs"), "did not finish loading and initialising within 1 s");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(Loader, ProbeLeavesARefusalToTheInProcessLoad) {
+  // The probe sees init fail with a reason and lets the real load report it.
+  expectHas(probedLoadError(kMock + "/init_fails"), "mock: init refused on purpose (no device found)");
+}
+
+TEST(Loader, AutoSkipsPluginsThatCrashExitOrHangAndKeepsTheRest) {
+  EnvGuard env;
+  env.set("PLUGBOARD_PLUGIN_PATH", kMock + "/init_crashes:" + kMock + "/init_exits:" + kMock + "/init_hangs");
+  env.set("PLUGBOARD_TRANSPORTS", "auto");
+  env.set("PLUGBOARD_PLUGIN_PROBE_TIMEOUT", "1");
+  Config c = Config::fromYamlText("", "x.yaml");
+  // "mock" is found three times; the first file is the answer (it crashes),
+  // and the shipped plugins of <libdir>/plugboard still load.
+  auto plugins = loadTransports(c, LocalIdentity{0, 1, "h"});
+  ASSERT_FALSE(plugins.empty());
+  for (const auto& p : plugins) EXPECT_NE(p->name(), "mock");
+}
+
+TEST(Loader, ProbeTimeoutZeroLoadsWithoutAProbe) {
+  EnvGuard env;
+  env.set("PLUGBOARD_PLUGIN_PROBE_TIMEOUT", "0");
+  Config c = Config::fromYamlText("", "x.yaml");
+  auto p = loadTransport("mock", {kMock + "/good"}, c, LocalIdentity{0, 1, "h"});
+  EXPECT_EQ(p->name(), "mock");
 }

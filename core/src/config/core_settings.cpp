@@ -9,6 +9,10 @@ const std::vector<SettingDecl>& coreSettingDecls() {
        "Transports that may load, in preference order (comma list); 'auto' loads every plugin found", false},
       {"plugin_path", SettingType::String, "",
        "Extra directories searched for libplugboard-<name>.so (colon or comma list)", true},
+      {"plugin_probe_timeout", SettingType::Double, "10",
+       "Seconds a plugin found outside Plugboard's own plugin directory may take to load and initialise in a probe "
+       "child process before the job uses it; one that crashes, exits or hangs there is skipped ('auto') or "
+       "named in an error; 0: no probe", true},
       {"timeout", SettingType::Double, "60",
        "Seconds any wait (bootstrap, connect, flush, semaphore) may take before it fails", false},
       {"wait_yield_polls", SettingType::Int, "300",

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "config/value_parse.hpp"
+#include "plugins/plugin_probe.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/logger.hpp"
 
@@ -45,8 +46,24 @@ std::vector<std::string> autoOrder(std::vector<std::string> found) {
   return out;
 }
 
+/// Plugins shipped in Plugboard's own directory are trusted; any other is
+/// loaded in a probe child first (plugin_probe_timeout > 0). Throws
+/// Error(Plugin) with what the probe saw when it crashed, exited or hung.
+void probeUnlessShipped(const std::string& path, Config& config, const LocalIdentity& self) {
+  const double seconds = config.getDouble("plugin_probe_timeout");
+  const std::string shipped = defaultPluginDir();
+  if (seconds <= 0 || (!shipped.empty() && path.rfind(shipped + "/", 0) == 0)) return;
+  const std::string failure =
+      probePlugin(path, config, self, std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+  if (failure.empty()) return;
+  // A broken install the user should hear about even when 'auto' skips it.
+  PB_LOG(Warn, "INIT", "rank " << self.rank << ": transport plugin " << path << " " << failure);
+  throw Error(ErrorCode::Plugin, "the plugin " + failure);
+}
+
 std::unique_ptr<TransportPlugin> tryPath(const std::string& name, const std::string& path, Config& config,
                                          const LocalIdentity& self) {
+  probeUnlessShipped(path, config, self);
   auto plugin = std::make_unique<TransportPlugin>(path, config, self);
   if (plugin->name() != name)
     throw Error(ErrorCode::Plugin, "the file is named for '" + name + "' but the plugin calls itself '" +
