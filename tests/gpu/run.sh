@@ -62,6 +62,8 @@ step gpu-tests ctest --test-dir "$build" -L gpu --output-on-failure --timeout 30
 step check-repro env SWEEP=repro bash tests/gpu/check-sweep.sh "$build" 2
 step host-tests ctest --test-dir "$build" -LE gpu -j 8 --output-on-failure --timeout 300
 step fifo-latency "$build/bin/plugboard-bench-fifo-latency" 20000
+# One-way latency over ethernet: GPU through the proxy vs host semaphores (MPS: both ranks on one GPU).
+step net-latency-mps with_mps "$build/bin/plugboard-bench-net-latency" 2000
 step launch-floor "$build/bin/plugboard-bench-launch" 2000
 perf="$build/bin/plugboard-perf"
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
@@ -89,7 +91,8 @@ step perf-staged-ethernet env PLUGBOARD_TRANSPORTS=ethernet "$perf" --mem gpu --
 
 echo
 echo "== machine"; cat "$LOGS/machine.txt"
-echo "== microbenchmarks"; grep -h -E "_us|GBps|_over_" "$LOGS/fifo-latency.log" "$LOGS/channels.log" 2>/dev/null
+echo "== microbenchmarks"; grep -h -E "_us|GBps|_over_" "$LOGS/fifo-latency.log" "$LOGS/channels.log" \
+  "$LOGS/net-latency-mps.log" 2>/dev/null
 echo "== kernel launch floor (empty kernel, us per launch)"; cat "$LOGS/launch-floor.log" 2>/dev/null
 [ -f "$LOGS/staged-mps.log" ] && { echo "== staged-mps"; cat "$LOGS/staged-mps.log"; }
 [ -f "$LOGS/staged-bench-mps.log" ] && { echo "== staged-bench-mps (GPU vs host over ethernet, 2 ranks, MPS)"; cat "$LOGS/staged-bench-mps.log"; }
