@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The host code under AddressSanitizer + UndefinedBehaviorSanitizer (with
-# LeakSanitizer, see below): builds
-# a second tree without CUDA (./build-asan, or $PLUGBOARD_ASAN_BUILD_DIR)
-# and runs its unit, multi-process and plugin tests. Any report fails the
+# The host code under AddressSanitizer + UndefinedBehaviorSanitizer (and
+# LeakSanitizer, see below): builds a second tree without CUDA
+# (./build-asan, or $PLUGBOARD_ASAN_BUILD_DIR) and runs its unit,
+# multi-process and plugin tests. Any report fails the
 # test that triggered it (halt_on_error). tools/test.sh runs it, so CI does.
 #   bash tools/sanitize.sh [ctest arguments...]
 # Left out, with the reason: the GPU tests (no CUDA in this build; the GPU
