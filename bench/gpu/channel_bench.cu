@@ -4,9 +4,6 @@
 //    peer buffer (the copy engine, as cudaMemcpyPeerAsync), same run;
 //  - device-to-device semaphore signal+wait round trip.
 // Rank 0 prints "name value" lines; both ranks must run (fork before CUDA).
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <vector>
 
@@ -14,6 +11,7 @@
 #include "plugboard/error.hpp"
 #include "plugboard/gpu/memory_channel.hpp"
 #include "plugboard/gpu/port_channel.hpp"
+#include "two_ranks.hpp"
 
 using namespace plugboard;
 
@@ -155,28 +153,5 @@ int rankMain(int rank, const UniqueId& id) {
 }  // namespace
 
 int main() {
-  UniqueId id = TcpBootstrap::createUniqueId("lo");
-  std::vector<pid_t> pids;
-  for (int r = 0; r < 2; ++r) {
-    std::fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-      int rc = 1;
-      try {
-        rc = rankMain(r, id);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-      }
-      std::fflush(stdout);
-      _exit(rc);
-    }
-    pids.push_back(pid);
-  }
-  int worst = 0;
-  for (pid_t p : pids) {
-    int status = 0;
-    waitpid(p, &status, 0);
-    worst = std::max(worst, WIFEXITED(status) ? WEXITSTATUS(status) : 1);
-  }
-  return worst;
+  return bench::runTwoRanks(rankMain);
 }

@@ -7,9 +7,6 @@
 // under CUDA MPS (tests/gpu/mps.sh), or the kernels time-slice.
 //   plugboard-bench-net-latency [iters]
 // Rank 0 prints "name value" lines.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +16,7 @@
 #include "plugboard/communicator.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/gpu/port_channel.hpp"
+#include "two_ranks.hpp"
 
 using namespace plugboard;
 
@@ -128,28 +126,5 @@ int rankMain(int rank, const UniqueId& id, int iters) {
 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::max(1, std::atoi(argv[1])) : 2000;
-  UniqueId id = TcpBootstrap::createUniqueId("lo");
-  std::vector<pid_t> pids;
-  for (int r = 0; r < 2; ++r) {
-    std::fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-      int rc = 1;
-      try {
-        rc = rankMain(r, id, iters);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-      }
-      std::fflush(stdout);
-      _exit(rc);
-    }
-    pids.push_back(pid);
-  }
-  int worst = 0;
-  for (pid_t p : pids) {
-    int status = 0;
-    waitpid(p, &status, 0);
-    worst = std::max(worst, WIFEXITED(status) ? WEXITSTATUS(status) : 1);
-  }
-  return worst;
+  return bench::runTwoRanks([iters](int rank, const UniqueId& id) { return rankMain(rank, id, iters); });
 }
