@@ -9,6 +9,7 @@
 
 #include "plugboard/communicator.hpp"
 #include "plugboard/error.hpp"
+#include "plugboard/gpu/device_wait.hpp"
 #include "plugboard/gpu/memory_channel.hpp"
 #include "plugboard/gpu/port_channel.hpp"
 #include "two_ranks.hpp"
@@ -31,14 +32,8 @@ __global__ void ll16PutKernel(MemoryChannelDeviceHandle ch, uint64_t bytes, uint
   ch.putPackets16(0, 0, bytes, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x, flag);
 }
 
-__device__ uint64_t nowNs() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 __global__ void pingPong(MemoryChannelDeviceHandle ch, int rank, int iters, uint64_t* ns, unsigned* failed) {
-  uint64_t start = nowNs();
+  uint64_t start = globalTimerNs();
   for (int i = 0; i < iters; ++i) {
     if (rank == 0) {
       ch.signal();
@@ -48,7 +43,7 @@ __global__ void pingPong(MemoryChannelDeviceHandle ch, int rank, int iters, uint
       ch.signal();
     }
   }
-  *ns = nowNs() - start;
+  *ns = globalTimerNs() - start;
 }
 
 void check(cudaError_t e, const char* what) {

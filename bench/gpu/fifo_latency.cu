@@ -18,12 +18,6 @@ using namespace plugboard;
 
 namespace {
 
-__device__ uint64_t globalTimerNs() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 __global__ void pingKernel(FifoDeviceHandle fifo, volatile uint64_t* ack, int iters, int warmup, uint64_t* elapsedNs) {
   uint64_t start = 0;
   for (int i = 0; i < warmup + iters; ++i) {

@@ -15,6 +15,7 @@
 
 #include "plugboard/communicator.hpp"
 #include "plugboard/error.hpp"
+#include "plugboard/gpu/device_wait.hpp"
 #include "plugboard/gpu/port_channel.hpp"
 #include "two_ranks.hpp"
 
@@ -22,18 +23,12 @@ using namespace plugboard;
 
 namespace {
 
-__device__ uint64_t nowNs() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 /// Rank 0 starts each round trip, rank 1 answers; put > 0: each message is
 /// a put of that many bytes with its signal, else a bare signal.
 __global__ void portPingPong(PortChannelDeviceHandle ch, int rank, int iters, uint32_t put, uint64_t* ns,
                              unsigned* failed) {
   auto send = [&] { return put ? ch.putWithSignal(0, 0, put) : ch.signal(); };
-  const uint64_t start = nowNs();
+  const uint64_t start = globalTimerNs();
   for (int i = 0; i < iters; ++i) {
     const bool ok = rank == 0 ? send() && ch.wait() : ch.wait() && send();
     if (!ok) {
@@ -41,7 +36,7 @@ __global__ void portPingPong(PortChannelDeviceHandle ch, int rank, int iters, ui
       return;
     }
   }
-  *ns = nowNs() - start;
+  *ns = globalTimerNs() - start;
 }
 
 void check(cudaError_t e, const char* what) {
