@@ -421,16 +421,27 @@ class RawPeer {
     EXPECT_EQ(getLE<int32_t>(hello + 12), 0);
   }
 
+  /// Appends one 48-byte frame header and its payload to out.
+  static void encodeFrame(std::vector<uint8_t>& out, uint16_t type, uint64_t seq, uint64_t region, uint64_t key,
+                          uint64_t offset, uint64_t length, const std::vector<uint8_t>& payload = {}) {
+    putLE<uint32_t>(out, 0x46454250);
+    putLE<uint16_t>(out, type);
+    putLE<uint16_t>(out, 0);
+    for (uint64_t v : {seq, region, key, offset, length}) putLE<uint64_t>(out, v);
+    out.insert(out.end(), payload.begin(), payload.end());
+  }
+
   /// Sends one 48-byte frame header and its payload.
   void frame(uint16_t type, uint64_t seq, uint64_t region, uint64_t key, uint64_t offset, uint64_t length,
              const std::vector<uint8_t>& payload = {}) {
     std::vector<uint8_t> f;
-    putLE<uint32_t>(f, 0x46454250);
-    putLE<uint16_t>(f, type);
-    putLE<uint16_t>(f, 0);
-    for (uint64_t v : {seq, region, key, offset, length}) putLE<uint64_t>(f, v);
-    f.insert(f.end(), payload.begin(), payload.end());
-    ASSERT_EQ(send(out_, f.data(), f.size(), MSG_NOSIGNAL), ssize_t(f.size()));
+    encodeFrame(f, type, seq, region, key, offset, length, payload);
+    sendBytes(f.data(), f.size());
+  }
+
+  /// Sends bytes as they are (no framing).
+  void sendBytes(const uint8_t* data, size_t size) {
+    ASSERT_EQ(send(out_, data, size, MSG_NOSIGNAL), ssize_t(size));
   }
 
  private:
@@ -482,6 +493,59 @@ TEST_F(EthernetTest, ReceiverChecksEveryFrameFromTheWire) {
             std::string::npos)
       << error(ctx1);
   EXPECT_EQ(mem[3], 42u);
+}
+
+TEST_F(EthernetTest, ReceiverParsesFramesHoweverTheStreamIsCut) {
+  // The receiver reads ahead (several frames per read) and reads large
+  // payloads straight into place; every frame must land whatever pieces
+  // the stream arrives in: split inside headers, signal extensions and
+  // payloads, or many frames at once.
+  pb_plugin_ctx* ctx1 = makeContext(1);
+  RawPeer peer;
+  pb_conn* c1 = nullptr;
+  ASSERT_NO_FATAL_FAILURE(connectRawPeer(ctx1, peer, &c1));
+  constexpr size_t kData = 64 * 1024;
+  std::vector<uint8_t> mem(kData + 8, 0);  // data, then a counter
+  pb_mr* mr = reg(ctx1, mem.data(), mem.size());
+  uint8_t key[64];
+  size_t keyLen = sizeof(key);
+  ASSERT_EQ(t_->pack_rkey(ctx1, mr, key, &keyLen), PB_OK);
+  const uint64_t region = getLE<uint64_t>(key + 8), secret = getLE<uint64_t>(key + 16);
+
+  std::vector<uint8_t> stream, expected(kData, 0);
+  uint64_t seq = 0, counter = 0, rng = 12345;
+  auto next = [&rng](uint64_t n) { rng = rng * 6364136223846793005ull + 1442695040888963407ull; return (rng >> 33) % n; };
+  for (int i = 0; i < 60; ++i) {
+    const size_t size = i % 10 == 9 ? 9000 + next(20000) : next(300);  // some large enough to be read in place
+    const size_t offset = next(kData - size);
+    std::vector<uint8_t> payload(size);
+    for (auto& b : payload) b = uint8_t(next(256));
+    std::copy(payload.begin(), payload.end(), expected.begin() + offset);
+    if (i % 3 == 0) {  // WriteSignal: header, SignalExt, payload
+      RawPeer::encodeFrame(stream, 4, ++seq, region, secret, offset, size);
+      for (uint64_t v : {region, secret, uint64_t(kData), uint64_t(i + 1)}) putLE<uint64_t>(stream, v);
+      stream.insert(stream.end(), payload.begin(), payload.end());
+      counter += i + 1;
+    } else {
+      RawPeer::encodeFrame(stream, 1, ++seq, region, secret, offset, size, payload);
+    }
+  }
+  RawPeer::encodeFrame(stream, 2, ++seq, region, secret, kData, 1000);  // last: a plain signal
+  counter += 1000;
+
+  for (size_t at = 0, piece = 0; at < stream.size(); ++piece) {
+    const size_t n = std::min(stream.size() - at, size_t(1 + next(piece % 5 == 0 ? 5000 : 70)));
+    ASSERT_NO_FATAL_FAILURE(peer.sendBytes(stream.data() + at, n));
+    at += n;
+    if (piece % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));  // let a partial frame land
+    uint64_t done = 0;
+    ASSERT_EQ(t_->proxy_progress(c1, &done), PB_OK) << error(ctx1);  // the caller receives too, not only the thread
+  }
+  waitCounter(reinterpret_cast<uint64_t*>(&mem[kData]), counter);
+  EXPECT_EQ(getLE<uint64_t>(&mem[kData]), counter);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), mem.begin())) << "a payload landed wrong";
+  uint64_t done = 0;
+  EXPECT_EQ(t_->proxy_progress(c1, &done), PB_OK) << error(ctx1);
 }
 
 TEST_F(EthernetTest, DeregisteringDuringAStalledPayloadNeitherWaitsNorStoresMore) {

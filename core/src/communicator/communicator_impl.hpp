@@ -65,7 +65,10 @@ struct ConnectionImpl {
   /// Posts a plugin signal; returns the posted count including it.
   uint64_t postSignal(pb_rkey* dst, uint64_t dstOffset, uint64_t value);
   /// Calls proxy_progress once; records an error instead of throwing.
-  void progress();
+  /// With ifIdle, returns at once when another thread holds the connection
+  /// (it is progressing or posting: no need to queue behind it). Returns
+  /// false only then.
+  bool progress(bool ifIdle = false);
   /// Rethrows the recorded error, if any.
   void throwIfFailed();
   /// Throws Error(InvalidUsage) if the communicator closed this connection.

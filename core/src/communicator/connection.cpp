@@ -17,18 +17,21 @@ void ConnectionImpl::fail(std::exception_ptr e) {
   failed = true;
 }
 
-void ConnectionImpl::progress() {
-  std::lock_guard<std::mutex> lock(mutex);
-  if (closed || error) return;
+bool ConnectionImpl::progress(bool ifIdle) {
+  std::unique_lock<std::mutex> lock(mutex, std::defer_lock);
+  if (!ifIdle) lock.lock();
+  else if (!lock.try_lock()) return false;
+  if (closed || error) return true;
   uint64_t done = 0;
   pb_status st = plugin->api().proxy_progress(conn, &done);
   if (st == PB_OK) {
     if (done > completed.load(std::memory_order_relaxed)) completed.store(done, std::memory_order_release);
-    return;
+    return true;
   }
   std::string why = plugin->lastError();
   fail(std::make_exception_ptr(Error(errorCodeForStatus(st), describe() + ": " + (why.empty() ? "transport error" : why))));
   PB_LOG(Warn, "NET", describe() << " failed: " << why);
+  return true;
 }
 
 void ConnectionImpl::throwIfFailed() {

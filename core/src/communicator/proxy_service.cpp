@@ -15,14 +15,6 @@ void ProxyService::add(std::shared_ptr<ConnectionImpl> conn) {
   connections_.push_back(std::move(conn));
 }
 
-void ProxyService::notify() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    notified_ = true;
-  }
-  wake_.notify_one();
-}
-
 void ProxyService::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -42,15 +34,17 @@ bool ProxyService::pollOnce() {
   bool busy = false;
   for (auto& c : conns) {
     if (c->failed.load(std::memory_order_relaxed)) continue;
-    c->progress();
+    // A connection another thread holds is being progressed (or posted to)
+    // by it: no help needed, and its counters are in flux.
+    if (!c->progress(/*ifIdle=*/true)) continue;
     busy = busy || c->completed.load() < c->posted.load();
   }
   return busy;
 }
 
 void ProxyService::run() {
-  // Idle: sleep until notified, but wake now and then so transports that
-  // need polling to receive (and dead peers) are still noticed.
+  // Idle: sleep, waking now and then so transports that need polling to
+  // receive (and dead peers) are still noticed.
   constexpr auto kIdleWait = std::chrono::microseconds(500);
   constexpr auto kBusyWait = std::chrono::microseconds(20);
   int spins = 0;
@@ -64,8 +58,7 @@ void ProxyService::run() {
       continue;
     }
     spins = 0;
-    wake_.wait_for(lock, busy ? kBusyWait : kIdleWait, [this] { return stopping_ || notified_; });
-    notified_ = false;
+    wake_.wait_for(lock, busy ? kBusyWait : kIdleWait, [this] { return stopping_; });
     if (stopping_) return;
   }
 }

@@ -23,8 +23,6 @@ class ProxyService {
 
   /// Starts driving conn.
   void add(std::shared_ptr<ConnectionImpl> conn);
-  /// Wakes the thread: an operation was posted.
-  void notify();
   /// Stops the thread (idempotent); connections are left to their owner.
   void stop();
 
@@ -36,7 +34,6 @@ class ProxyService {
   std::condition_variable wake_;
   std::vector<std::shared_ptr<ConnectionImpl>> connections_;  // guarded by mutex_
   bool stopping_ = false;                                     // guarded by mutex_
-  bool notified_ = false;                                     // guarded by mutex_
   std::thread thread_;
 };
 

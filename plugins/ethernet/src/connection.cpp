@@ -130,6 +130,7 @@ void Connection::progress(uint64_t* completed) {
   noteWaiter();
   receiveAvailable(true);
   *completed = completed_.load(std::memory_order_acquire);
+  if (!failed_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (failure_) throw Error(failure_->status, failure_->reason);
 }
@@ -170,6 +171,7 @@ void Connection::fail(pb_status status, const std::string& reason) {
     std::lock_guard<std::mutex> lock(mu_);
     if (closing_ || failure_) return;
     failure_ = Failure{status, reason};
+    failed_.store(true, std::memory_order_release);
     cv_.notify_all();
   }
   ctx_.log(PB_LOG_WARN, reason);

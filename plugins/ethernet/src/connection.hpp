@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "context.hpp"
 #include "handshake.hpp"
@@ -112,33 +113,39 @@ class Connection {
   enum class RxPhase { Header, Ext, Payload };
   /// What one receive step did.
   enum class RxStep { Waiting, Moved, Ended };
-  /// The receive path's position in the stream (rxMu_ only).
+  /// The receive path's position in the stream (rxMu_ only). Bytes are read
+  /// into buf (several small frames per recv); a large payload's remainder
+  /// goes straight into its destination.
   struct RxState {
     RxPhase phase = RxPhase::Header;
-    uint8_t bytes[wire::FrameHeader::kSize > wire::SignalExt::kSize ? wire::FrameHeader::kSize : wire::SignalExt::kSize];
-    size_t got = 0;                      // bytes of the header / ext so far
+    std::vector<uint8_t> buf;            // read-ahead: [begin, end) not yet parsed
+    size_t begin = 0, end = 0;
     wire::FrameHeader header{};          // the frame being received
     wire::SignalExt ext{};               // its signal (WriteSignal)
     size_t done = 0;                     // payload bytes of the current write received
     uint64_t expectedSeq = 1;
-    bool ended = false;                  // CLOSE or an error: nothing more is read
   };
 
   /// Receiver thread body: waits for bytes and applies them until the end,
   /// keeping out of the way while callers of proxy_progress receive.
   void receiveLoop();
-  /// Records that a caller of proxy_progress is receiving now.
+  /// Records that a caller of proxy_progress is receiving now, if it polls.
   void noteWaiter();
-  /// True once the receive path ended.
-  bool rxEnded();
+  /// True while a polling caller of proxy_progress received within kWaiterGrace.
+  bool waiterActive() const;
   /// Under rxMu_ (only if free with tryOnly): applies every complete part
   /// that has arrived, without blocking. Records a failure (final) instead
   /// of throwing. True when anything moved.
   bool receiveAvailable(bool tryOnly);
-  /// One non-blocking read and what it completes.
+  /// Parses what the read-ahead holds, or reads once; what it completed.
   RxStep receiveStep();
-  /// Checks and dispatches a complete frame header; false after CLOSE.
-  bool headerReceived();
+  /// Moves payload bytes of the current write from the read-ahead, or reads
+  /// them (straight into the destination when large).
+  RxStep receivePayload();
+  /// One non-blocking read into the read-ahead; false when nothing came.
+  bool fillReadAhead();
+  /// Checks and dispatches the frame header in bytes; false after CLOSE.
+  bool headerReceived(const uint8_t* bytes);
   /// Checks the destination of the current frame's payload.
   void startWrite();
   /// The payload is in: applies a WriteSignal's signal.
@@ -166,6 +173,7 @@ class Connection {
 
   std::mutex rxMu_;  // held by whichever thread runs the receive path
   RxState rx_;       // guarded by rxMu_
+  std::atomic<bool> rxEnded_{false};  // CLOSE or an error: nothing more is read (set under rxMu_)
   std::atomic<int64_t> lastWaiterNs_{0};  // steady clock of the last proxy_progress
 
   // Everything below is guarded by mu_; cv_ signals any change of it.
@@ -179,6 +187,7 @@ class Connection {
   bool senderDone_ = false;
   bool receiverDone_ = false;
   std::optional<Failure> failure_;  // First error of either thread; final.
+  std::atomic<bool> failed_{false};  // failure_ is set: progress() needs mu_ only then
 };
 
 }  // namespace plugboard::ethernet

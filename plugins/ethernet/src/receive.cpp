@@ -13,7 +13,10 @@
 // non-blocking read into it, so deregister_memory() waits at most for one
 // read, and a region deregistered in the middle of a payload is never
 // written again (the connection fails, naming it); after CLOSE or an error
-// nothing more is read (rx_.ended).
+// nothing more is read (rxEnded_).
+#include <algorithm>
+#include <cstring>
+
 #include "connection.hpp"
 #include "error.hpp"
 
@@ -21,11 +24,21 @@ namespace plugboard::ethernet {
 
 namespace {
 
-/// How long after a caller's last proxy_progress the receiver thread keeps
-/// out of the way (sleeps instead of polling the socket): while a waiter
-/// polls, it receives its own data; once it stops (it went to sleep on the
-/// core's event count), the receiver thread takes over within this time.
-constexpr std::chrono::microseconds kWaiterGrace{200};
+/// A caller of proxy_progress whose previous call (on any connection) was at
+/// most kHotGap ago is polling: it receives its own data. The proxy thread
+/// and waiters asleep on the core's event count call far less often.
+constexpr int64_t kHotGapNs = 50 * 1000;
+/// How long after a polling caller's last call the receiver thread keeps
+/// out of the way (sleeps instead of polling the socket). Once the caller
+/// stops polling, the receiver thread takes over within this time. Each
+/// look costs a wake-up that, with ranks on every core, preempts one.
+constexpr std::chrono::microseconds kWaiterGrace{500};
+
+/// Read-ahead size: many small frames (or one frame's header and a small
+/// payload) per recv.
+constexpr size_t kReadAheadBytes = 16 * 1024;
+/// Payload left at least this large is read straight into its destination.
+constexpr size_t kDirectReadBytes = 4 * 1024;
 
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -34,13 +47,23 @@ int64_t nowNs() {
 
 }  // namespace
 
-void Connection::noteWaiter() { lastWaiterNs_.store(nowNs(), std::memory_order_relaxed); }
+void Connection::noteWaiter() {
+  thread_local int64_t lastCallNs = 0;  // this thread's previous proxy_progress
+  const int64_t now = nowNs();
+  if (now - lastCallNs <= kHotGapNs) lastWaiterNs_.store(now, std::memory_order_relaxed);
+  lastCallNs = now;
+}
+
+bool Connection::waiterActive() const {
+  return nowNs() - lastWaiterNs_.load(std::memory_order_relaxed) < int64_t(kWaiterGrace.count()) * 1000;
+}
 
 void Connection::receiveLoop() {
-  while (!rxEnded()) {
-    const auto since = std::chrono::nanoseconds(nowNs() - lastWaiterNs_.load(std::memory_order_relaxed));
-    if (since < kWaiterGrace) {
-      std::this_thread::sleep_for(kWaiterGrace - since);
+  // Never contends for rxMu_ with an active waiter: each contended hand-over
+  // costs a futex wake-up and, with ranks on every core, a context switch.
+  while (!rxEnded_.load(std::memory_order_acquire)) {
+    if (waiterActive()) {
+      std::this_thread::sleep_for(kWaiterGrace);
       continue;
     }
     try {
@@ -48,14 +71,9 @@ void Connection::receiveLoop() {
     } catch (const std::exception&) {
       // poll() itself failed: let the receive below report the socket's state.
     }
-    receiveAvailable(false);
+    if (!waiterActive()) receiveAvailable(false);
   }
   markDone(receiverDone_);
-}
-
-bool Connection::rxEnded() {
-  std::lock_guard<std::mutex> lock(rxMu_);
-  return rx_.ended;
 }
 
 bool Connection::receiveAvailable(bool tryOnly) {
@@ -65,7 +83,7 @@ bool Connection::receiveAvailable(bool tryOnly) {
   } else {
     lock.lock();
   }
-  if (rx_.ended) return false;
+  if (rxEnded_.load(std::memory_order_relaxed)) return false;
   bool progressed = false;
   try {
     for (;;) {
@@ -84,41 +102,65 @@ bool Connection::receiveAvailable(bool tryOnly) {
   } catch (const std::exception& e) {
     fail(PB_ERR_INTERNAL, "ethernet receiver for " + peer_.describe() + ": " + e.what());
   }
-  rx_.ended = true;
+  rxEnded_.store(true, std::memory_order_release);
   return true;
 }
 
 Connection::RxStep Connection::receiveStep() {
   RxState& r = rx_;
-  if (r.phase == RxPhase::Payload) {
-    // Pinned for this read only: deregister_memory() never waits on a stalled peer.
-    auto pin = ctx_.regions().pin(r.header.region, r.header.key);
-    if (!pin.get())
-      badMessage("write of " + std::to_string(r.header.length) + " bytes to region " + std::to_string(r.header.region) +
-                 " was cut short: the region was deregistered while its payload arrived");
-    const size_t n = inbound_.recvSome(pin.get()->base + r.header.offset + r.done, r.header.length - r.done);
-    if (n == 0) return RxStep::Waiting;
-    r.done += n;
-    if (r.done == r.header.length) finishWrite();
-    return RxStep::Moved;
-  }
+  if (r.phase == RxPhase::Payload) return receivePayload();
   const size_t want = r.phase == RxPhase::Header ? wire::FrameHeader::kSize : wire::SignalExt::kSize;
-  const size_t n = inbound_.recvSome(r.bytes + r.got, want - r.got);
-  if (n == 0) return RxStep::Waiting;
-  r.got += n;
-  if (r.got < want) return RxStep::Moved;
-  r.got = 0;
+  if (r.end - r.begin < want) return fillReadAhead() ? RxStep::Moved : RxStep::Waiting;
+  const uint8_t* bytes = r.buf.data() + r.begin;
+  r.begin += want;
   if (r.phase == RxPhase::Ext) {
-    r.ext = wire::SignalExt::decode(r.bytes);
+    r.ext = wire::SignalExt::decode(bytes);
     startWrite();
     return RxStep::Moved;
   }
-  return headerReceived() ? RxStep::Moved : RxStep::Ended;
+  return headerReceived(bytes) ? RxStep::Moved : RxStep::Ended;
 }
 
-bool Connection::headerReceived() {
+Connection::RxStep Connection::receivePayload() {
   RxState& r = rx_;
-  r.header = wire::FrameHeader::decode(r.bytes);
+  // Pinned for this step only: deregister_memory() never waits on a stalled peer.
+  auto pin = ctx_.regions().pin(r.header.region, r.header.key);
+  if (!pin.get())
+    badMessage("write of " + std::to_string(r.header.length) + " bytes to region " + std::to_string(r.header.region) +
+               " was cut short: the region was deregistered while its payload arrived");
+  char* dst = pin.get()->base + r.header.offset + r.done;
+  const size_t left = r.header.length - r.done;
+  size_t n = std::min(left, r.end - r.begin);
+  if (n > 0) {
+    std::memcpy(dst, r.buf.data() + r.begin, n);
+    r.begin += n;
+  } else if (left >= kDirectReadBytes) {
+    n = inbound_.recvSome(dst, left);
+  } else {
+    return fillReadAhead() ? RxStep::Moved : RxStep::Waiting;
+  }
+  if (n == 0) return RxStep::Waiting;
+  r.done += n;
+  if (r.done == r.header.length) finishWrite();
+  return RxStep::Moved;
+}
+
+bool Connection::fillReadAhead() {
+  RxState& r = rx_;
+  if (r.buf.empty()) r.buf.resize(kReadAheadBytes);
+  if (r.begin > 0) {  // keep the unparsed tail at the front
+    std::memmove(r.buf.data(), r.buf.data() + r.begin, r.end - r.begin);
+    r.end -= r.begin;
+    r.begin = 0;
+  }
+  const size_t n = inbound_.recvSome(r.buf.data() + r.end, r.buf.size() - r.end);
+  r.end += n;
+  return n > 0;
+}
+
+bool Connection::headerReceived(const uint8_t* bytes) {
+  RxState& r = rx_;
+  r.header = wire::FrameHeader::decode(bytes);
   const wire::FrameHeader& h = r.header;
   if (h.magic != wire::kFrameMagic || h.reserved != 0) badMessage("frame header has a bad magic");
   if (h.type == uint16_t(wire::FrameType::Close)) {
