@@ -316,6 +316,8 @@ void Socket::recvAll(void* data, size_t size, Deadline deadline) {
 
 bool Socket::waitReadable(Deadline deadline) { return pollFor(fd_, POLLIN, deadline); }
 
+bool Socket::waitWritable(Deadline deadline) { return pollFor(fd_, POLLOUT, deadline); }
+
 size_t Socket::sendSomeV(const iovec* iov, size_t count) {
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(iov);

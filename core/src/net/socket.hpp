@@ -117,6 +117,8 @@ class Socket {
   void recvAll(void* data, size_t size, Deadline deadline);
   /// Waits until readable; false at the deadline.
   bool waitReadable(Deadline deadline);
+  /// Waits until there is send buffer space; false at the deadline.
+  bool waitWritable(Deadline deadline);
   /// Sends every byte of the count buffers in iov (one sendmsg per wakeup,
   /// no copy), waiting for buffer space until the deadline. Throws Closed on
   /// EPIPE/ECONNRESET, Timeout at the deadline.

@@ -6,14 +6,6 @@
 
 namespace plugboard::ethernet {
 
-namespace {
-
-/// How long free() lets the sender finish its current frame and send CLOSE
-/// before it shuts the sockets down under it.
-constexpr std::chrono::milliseconds kCloseGrace{2000};
-
-}  // namespace
-
 Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen)
     : ctx_(ctx), peer_(peer) {
   Settings settings = ctx.settings();
@@ -117,11 +109,9 @@ uint64_t Connection::post(Op op) {
   ETH_CHECK(!peerClosed_, PB_ERR_REMOTE,
             peer_.describe() + " closed the ethernet connection; nothing more can be posted to it");
   op.header.seq = ++posted_;
-  // Idle sender and empty queue: nothing is ahead of op, so sending it here
-  // keeps the order and saves waking the sender thread.
-  if (queue_.empty() && !senderBusy_ && trySendInline(op)) return op.header.seq;
   queue_.push_back(op);
-  cv_.notify_all();
+  pushQueued();  // in order behind anything queued; partly, if the socket is full
+  if (!queue_.empty() && senderParked_) cv_.notify_all();
   return op.header.seq;
 }
 
@@ -129,6 +119,10 @@ void Connection::progress(uint64_t* completed) {
   requireConnected();
   noteWaiter();
   receiveAvailable(true);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pushQueued();
+  }
   *completed = completed_.load(std::memory_order_acquire);
   if (!failed_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(mu_);

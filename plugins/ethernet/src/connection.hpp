@@ -1,8 +1,9 @@
 // One ethernet connection to a peer (the core's pb_conn*): two TCP sockets,
-// a sender thread for our posted writes/signals (small ones go inline from
-// the posting thread), and a receive path that applies the peer's
-// writes/signals to our registered memory, run by a receiver thread or by
-// a caller of proxy_progress, whichever holds rxMu_ (receive.cpp).
+// a send queue that posting and polling callers push with non-blocking
+// sends (a sender thread takes over when none polls; datapath.cpp), and a
+// receive path that applies the peer's writes/signals to our registered
+// memory, run by a receiver thread or by a caller of proxy_progress,
+// whichever holds rxMu_ (receive.cpp).
 #pragma once
 
 #include <sys/uio.h>
@@ -25,6 +26,15 @@
 #include "wire.hpp"
 
 namespace plugboard::ethernet {
+
+/// How long after a polling caller's last proxy_progress the data-path
+/// threads keep out of the way (the caller sends and receives itself).
+/// Once it stops polling, they take over within this time; each look costs
+/// a wake-up that, with ranks on every core, preempts one.
+constexpr std::chrono::microseconds kWaiterGrace{500};
+/// How long free() lets the sender finish its current frame and send CLOSE
+/// before it shuts the sockets down under it.
+constexpr std::chrono::milliseconds kCloseGrace{2000};
 
 /// A connection. The core serializes calls on one connection (transport.h);
 /// the two threads share state with those calls through mu_.
@@ -85,12 +95,22 @@ class Connection {
   /// shuts both sockets down and joins both threads. Never throws or hangs.
   void close() noexcept;
 
-  /// Sender thread body: sends queued ops in order, publishes completed_.
+  /// Sender thread body: sends what no polling caller pushes, then CLOSE.
   void sendLoop();
-  /// Next op to send; false once free() began.
-  bool nextOp(Op& op);
-  /// Sends op's header and payload with one zero-copy sendmsg loop.
-  void sendFrame(const Op& op);
+  /// Waits until the queue needs the sender thread, then sends a piece of
+  /// the front frame; false once free() began.
+  bool senderStep();
+  /// Finishes a frame cut short, then sends CLOSE (bounded by kCloseGrace).
+  void sendCloseFrame();
+  /// Sends the rest of op's frame, waiting for buffer space until deadline.
+  void sendFrame(Op& op, net::Deadline deadline);
+  /// One non-blocking sendmsg of op's unsent bytes; true when all went.
+  bool sendPiece(Op& op);
+  /// With mu_ held: publishes the front op's completion and drops it.
+  void completeFront();
+  /// With mu_ held: unless the sender thread is sending, sends what the
+  /// socket takes now of the queued frames, in order (never blocks).
+  void pushQueued();
   /// iov for the unsent part of op's frame; header bytes go to headerBuf.
   /// Returns the number of iov entries used.
   size_t frameIov(const Op& op, uint8_t* headerBuf, iovec iov[2]) const;
@@ -101,9 +121,6 @@ class Connection {
   void checkSignalTarget(const RemoteRegion& dst, size_t dstOffset) const;
   /// Applies the signal of a Signal or WriteSignal frame.
   void applySignalTo(uint64_t region, uint64_t key, uint64_t offset, uint64_t value);
-  /// With mu_ held and the sender idle: sends op now without blocking.
-  /// True when all of it went; otherwise op.sent says how much did.
-  bool trySendInline(Op& op);
   /// Records the sender's error, worded by what the receiver learned.
   void senderFailed(pb_status status, const std::string& what, bool peerGone);
   /// Sets flag under mu_ and wakes every waiter.
@@ -131,7 +148,7 @@ class Connection {
   void receiveLoop();
   /// Records that a caller of proxy_progress is receiving now, if it polls.
   void noteWaiter();
-  /// True while a polling caller of proxy_progress received within kWaiterGrace.
+  /// True while a polling caller of proxy_progress called within kWaiterGrace.
   bool waiterActive() const;
   /// Under rxMu_ (only if free with tryOnly): applies every complete part
   /// that has arrived, without blocking. Records a failure (final) instead
@@ -180,7 +197,9 @@ class Connection {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Op> queue_;
-  bool senderBusy_ = false;    // the sender thread holds an op outside the lock
+  bool senderBusy_ = false;    // the sender thread sends the front op outside the lock
+  bool senderParked_ = false;  // the sender thread waits for post() with no timeout
+  bool pushFailed_ = false;    // a push met a socket error: the sender thread reports it
   uint64_t posted_ = 0;
   bool closing_ = false;       // free() began: stop, drop queued ops, send CLOSE.
   bool peerClosed_ = false;    // The peer's CLOSE arrived.

@@ -23,18 +23,17 @@ constexpr std::chrono::milliseconds kVerdictWait{1000};
 }  // namespace
 
 // ---- sender ----------------------------------------------------------------
+//
+// Whoever holds mu_ with the sender thread idle sends: post() and progress()
+// push queued frames with non-blocking sends, so a polling caller moves its
+// own bytes with no thread hand-off; the sender thread takes over (blocking
+// sends) only when no caller polls, or a push met a socket error.
 
 void Connection::sendLoop() {
   try {
-    Op op;
-    while (nextOp(op)) {
-      sendFrame(op);
-      completed_.store(op.header.seq, std::memory_order_release);
-      ctx_.notifyWaiters();
+    while (senderStep()) {
     }
-    Op close;
-    close.header = {wire::kFrameMagic, uint16_t(wire::FrameType::Close), 0, 0, 0, 0, 0, 0};
-    sendFrame(close);
+    sendCloseFrame();
   } catch (const net::NetError& e) {
     bool gone = e.kind() == net::NetErrorKind::Closed;
     senderFailed(gone ? PB_ERR_REMOTE : PB_ERR_SYSTEM, e.what(), gone);
@@ -44,15 +43,42 @@ void Connection::sendLoop() {
   markDone(senderDone_);
 }
 
-bool Connection::nextOp(Op& op) {
+bool Connection::senderStep() {
   std::unique_lock<std::mutex> lock(mu_);
-  senderBusy_ = false;  // post() may send inline again
-  cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
-  if (closing_) return false;  // free(): queued operations are abandoned.
-  op = queue_.front();
-  queue_.pop_front();
+  senderBusy_ = false;
+  while (!closing_ && (queue_.empty() || (!pushFailed_ && waiterActive()))) {
+    if (queue_.empty()) {
+      senderParked_ = true;  // post() wakes it
+      cv_.wait(lock);
+      senderParked_ = false;
+    } else {
+      cv_.wait_for(lock, kWaiterGrace);
+    }
+  }
+  if (closing_) return false;
+  Op& op = queue_.front();  // stays valid: the queue only grows at the back meanwhile
   senderBusy_ = true;
+  lock.unlock();
+  outbound_.waitWritable(net::Deadline::after(std::chrono::milliseconds(1)));
+  if (!sendPiece(op)) return true;
+  lock.lock();
+  completeFront();
   return true;
+}
+
+void Connection::sendCloseFrame() {
+  Op* cut = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    senderBusy_ = true;  // closing_: nobody else sends from here on
+    if (!queue_.empty() && queue_.front().sent > 0) cut = &queue_.front();
+  }
+  const net::Deadline deadline = net::Deadline::after(kCloseGrace);
+  // A frame cut short would turn CLOSE into payload bytes: finish it first.
+  if (cut) sendFrame(*cut, deadline);
+  Op close;
+  close.header = {wire::kFrameMagic, uint16_t(wire::FrameType::Close), 0, 0, 0, 0, 0, 0};
+  sendFrame(close, deadline);
 }
 
 size_t Connection::frameIov(const Op& op, uint8_t* headerBuf, iovec iov[2]) const {
@@ -80,32 +106,37 @@ size_t Connection::frameIov(const Op& op, uint8_t* headerBuf, iovec iov[2]) cons
   return (hasPayload ? 2 : 1) - first;
 }
 
-void Connection::sendFrame(const Op& op) {
+void Connection::sendFrame(Op& op, net::Deadline deadline) {
   uint8_t header[wire::FrameHeader::kSize + wire::SignalExt::kSize];
   iovec iov[2];
   size_t n = frameIov(op, header, iov);
-  outbound_.sendAllV(iov, n, net::Deadline::never());
+  outbound_.sendAllV(iov, n, deadline);
 }
 
-bool Connection::trySendInline(Op& op) {
-  // Only small frames: post() must stay quick, and it holds mu_.
-  constexpr size_t kInlineLimit = 64 * 1024;
-  bool hasPayload = op.header.type == uint16_t(wire::FrameType::Write) ||
-                    op.header.type == uint16_t(wire::FrameType::WriteSignal);
-  if (hasPayload && op.header.length > kInlineLimit) return false;
+bool Connection::sendPiece(Op& op) {
   uint8_t header[wire::FrameHeader::kSize + wire::SignalExt::kSize];
   iovec iov[2];
   size_t n = frameIov(op, header, iov);
-  size_t total = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
-  try {
-    op.sent = outbound_.sendSomeV(iov, n);
-  } catch (const net::NetError&) {
-    return false;  // the sender thread meets the same error and reports it properly
-  }
-  if (op.sent < total) return false;
-  completed_.store(op.header.seq, std::memory_order_release);
+  size_t left = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
+  size_t sent = outbound_.sendSomeV(iov, n);
+  op.sent += sent;
+  return sent == left;
+}
+
+void Connection::completeFront() {
+  completed_.store(queue_.front().header.seq, std::memory_order_release);
+  queue_.pop_front();
   ctx_.notifyWaiters();  // PB_CAP_SIGNAL_NOTIFY promises it for every completion
-  return true;
+}
+
+void Connection::pushQueued() {
+  if (senderBusy_ || closing_ || pushFailed_) return;
+  try {
+    while (!queue_.empty() && sendPiece(queue_.front())) completeFront();
+  } catch (const net::NetError&) {
+    pushFailed_ = true;  // the sender thread meets the same error and reports it properly
+    cv_.notify_all();
+  }
 }
 
 void Connection::senderFailed(pb_status status, const std::string& what, bool peerGone) {

@@ -28,12 +28,6 @@ namespace {
 /// most kHotGap ago is polling: it receives its own data. The proxy thread
 /// and waiters asleep on the core's event count call far less often.
 constexpr int64_t kHotGapNs = 50 * 1000;
-/// How long after a polling caller's last call the receiver thread keeps
-/// out of the way (sleeps instead of polling the socket). Once the caller
-/// stops polling, the receiver thread takes over within this time. Each
-/// look costs a wake-up that, with ranks on every core, preempts one.
-constexpr std::chrono::microseconds kWaiterGrace{500};
-
 /// Read-ahead size: many small frames (or one frame's header and a small
 /// payload) per recv.
 constexpr size_t kReadAheadBytes = 16 * 1024;
