@@ -59,7 +59,11 @@ def load(d):
             times.setdefault((c, size), {})["plugboard"] = float(r["oop_time_us"])
     for lib in ("gloo", "openmpi"):
         rows = read_rows(os.path.join(d, f"{lib}.csv"))
-        if not rows:
+        skipped = os.path.join(d, f"{lib}.skipped")
+        if not rows and os.path.exists(skipped):
+            with open(skipped) as f:
+                print(f"# {lib}: not run ({f.read().strip()})")
+        elif not rows:
             problems.append(f"no {lib} results ({lib}.csv)")
         for r in rows:
             nranks.add(int(r["nranks"]))

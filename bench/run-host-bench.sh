@@ -9,7 +9,8 @@
 #
 # Each flag has an environment twin: NRANKS (4), MIN_BYTES (8), MAX_BYTES (64M),
 # ITERS (20), WARMUP (5), OUT_DIR (bench/results/<timestamp>), SKIP_DEPS=1,
-# NO_BUILD=1. Also: PLUGBOARD_BUILD_DIR (build), PLUGBOARD_PERF (use this
+# NO_BUILD=1. Also: PLUGBOARD_BUILD_DIR (build), PLUGBOARD_COMMIT (the commit
+# to record), PLUGBOARD_PERF (use this
 # plugboard-perf binary, no build), GLOO_ALGORITHM (ring, gloo's default, or
 # bcube: allreduce only), MPIRUN_EXTRA (extra mpirun arguments).
 #
@@ -30,7 +31,7 @@ out=${OUT_DIR:-}
 skip_deps=${SKIP_DEPS:-0}
 no_build=${NO_BUILD:-0}
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --nranks) nranks=$2; shift 2 ;;
@@ -77,14 +78,23 @@ fi
 [ -x "$perf" ] || { echo "run-host-bench: no plugboard-perf at $perf" >&2; exit 1; }
 
 step "compiling the Gloo and MPI drivers into $out/bin"
-g++ -O2 -std=c++17 -o "$out/bin/gloo_bench" "$here/gloo_bench.cpp" -lgloo -lpthread
+# Gloo is a Debian package here (install-deps.sh); where it cannot be
+# installed (the lent GPU machines) the table says so instead.
+gloo_skip=""
+if [ -f /usr/include/gloo/allreduce_ring.h ] || [ -f /usr/local/include/gloo/allreduce_ring.h ]; then
+  g++ -O2 -std=c++17 -o "$out/bin/gloo_bench" "$here/gloo_bench.cpp" -lgloo -lpthread
+else
+  gloo_skip="Gloo headers not installed on this machine (libgloo-dev)"
+  echo "$gloo_skip" > "$out/gloo.skipped"
+fi
 mpicc -O2 -std=c11 -o "$out/bin/mpi_bench" "$here/mpi_bench.c"
 
 # ---- provenance ----------------------------------------------------------------
 {
   echo "date=$(date -Is)"
   echo "host=$(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
-  echo "plugboard=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (dirty)')"
+  # PLUGBOARD_COMMIT: where the tree was copied without a current .git (the GPU machine).
+  echo "plugboard=${PLUGBOARD_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (dirty)')}"
   echo "gloo=libgloo-dev $(dpkg-query -W -f='${Version}' libgloo-dev 2>/dev/null || echo '?'), allreduce ${GLOO_ALGORITHM:-ring}"
   echo "openmpi=$(dpkg-query -W -f='${Version}' openmpi-bin 2>/dev/null || echo '?')"
   echo "nranks=$nranks"
@@ -107,8 +117,12 @@ run() {  # run NAME CMD...: tee output to $out/NAME.txt, remember failures
 for c in allreduce allgather; do
   run "plugboard_$c" "$perf" --mem host --nranks "$nranks" "${sizes[@]}" -C "$c" -d float --csv "$out/plugboard_$c.csv"
 done
-run gloo "$out/bin/gloo_bench" --nranks "$nranks" "${sizes[@]}" --algorithm "${GLOO_ALGORITHM:-ring}" \
-  --csv "$out/gloo.csv"
+if [ -z "$gloo_skip" ]; then
+  run gloo "$out/bin/gloo_bench" --nranks "$nranks" "${sizes[@]}" --algorithm "${GLOO_ALGORITHM:-ring}" \
+    --csv "$out/gloo.csv"
+else
+  step "gloo: skipped ($gloo_skip)"
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi_root=()
 [ "$(id -u)" -eq 0 ] && mpi_root=(--allow-run-as-root)

@@ -65,6 +65,11 @@ step fifo-latency "$build/bin/plugboard-bench-fifo-latency" 20000
 # One-way latency over ethernet: GPU through the proxy vs host semaphores (MPS: both ranks on one GPU).
 step net-latency-mps with_mps "$build/bin/plugboard-bench-net-latency" 2000
 step launch-floor "$build/bin/plugboard-bench-launch" 2000
+# Host buffers over ethernet on this machine's cores beside Open MPI (issue 13's target 2).
+for n in 2 4 8; do
+  step "host-bench-$n" env SKIP_DEPS=1 NO_BUILD=1 PLUGBOARD_BUILD_DIR="$build" PLUGBOARD_COMMIT="${RUN_COMMIT:-}" \
+    NRANKS=$n MAX_BYTES=16M ITERS=50 WARMUP=5 OUT_DIR="$LOGS/host-bench-$n" bash bench/run-host-bench.sh
+done
 perf="$build/bin/plugboard-perf"
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   step channels "$build/bin/plugboard-bench-channels"
@@ -96,6 +101,10 @@ echo "== microbenchmarks"; grep -h -E "_us|GBps|_over_" "$LOGS/fifo-latency.log"
 echo "== kernel launch floor (empty kernel, us per launch)"; cat "$LOGS/launch-floor.log" 2>/dev/null
 [ -f "$LOGS/staged-mps.log" ] && { echo "== staged-mps"; cat "$LOGS/staged-mps.log"; }
 [ -f "$LOGS/staged-bench-mps.log" ] && { echo "== staged-bench-mps (GPU vs host over ethernet, 2 ranks, MPS)"; cat "$LOGS/staged-bench-mps.log"; }
+for n in 2 4 8; do
+  [ -f "$LOGS/host-bench-$n/table.txt" ] && { echo "== host-bench-$n (host buffers, ethernet vs Open MPI)"; \
+    grep -v "^#  *vs gloo" "$LOGS/host-bench-$n/table.txt"; }
+done
 for f in check-sweep-mps check-repro; do
   [ -f "$LOGS/$f.log" ] && { echo "== $f: $(sed -n '/^== correctness sweep/,$p' "$LOGS/$f.log" | grep -c " ok$") runs ok"; \
     sed -n '/^== correctness sweep/,$p' "$LOGS/$f.log" | grep -v " ok$" | head -40; }
