@@ -1,5 +1,6 @@
 // Construction, shared helpers, and the collectives that move data without
 // reducing it. The reducing ones are in host_reductions.cpp.
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/host_collectives_impl.hpp"
@@ -78,6 +79,7 @@ void HostCollectives::allGather(const void* sendv, void* recvv, size_t count, Da
   char* recv = static_cast<char*>(recvv);
   char* mine = recv + m.rank * bytes;
   if (sendv != mine && bytes) std::memmove(mine, sendv, bytes);
+  if (m.nranks > 2 && bytes * m.nranks <= m.smallBytes) return m.allGatherBruck(call, mine, recv, bytes);
   std::vector<SendJob> sends;
   std::vector<RecvJob> recvs;
   for (auto& [p, link] : m.links) {
@@ -86,6 +88,20 @@ void HostCollectives::allGather(const void* sendv, void* recvv, size_t count, Da
     recvs.push_back({link.get(), bytes, copyInto(dst), call});
   }
   m.run(sends, recvs);
+}
+
+void HostCollectives::Impl::allGatherBruck(const CallSignature& call, const char* mine, char* recv, size_t bytes) {
+  // held: block i is rank (rank + i) % n's, for i < have.
+  char* held = scratchOf(bytes * nranks);
+  copyBytes(held, mine, bytes);
+  for (int have = 1, distance = 1; have < nranks; distance <<= 1) {
+    const int count = std::min(distance, nranks - have);
+    std::vector<SendJob> sends{{link((rank - distance + nranks) % nranks), held, bytes * count, call}};
+    std::vector<RecvJob> recvs{{link((rank + distance) % nranks), bytes * count, copyInto(held + bytes * have), call}};
+    run(sends, recvs);
+    have += count;
+  }
+  for (int i = 1; i < nranks; ++i) copyBytes(recv + bytes * ((rank + i) % nranks), held + bytes * i, bytes);
 }
 
 void HostCollectives::allToAll(const void* sendv, void* recvv, size_t count, DataType type) {

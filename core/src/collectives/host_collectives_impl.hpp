@@ -56,6 +56,10 @@ struct HostCollectives::Impl {
   /// Small allreduce on a power-of-two rank count: log2(n) exchanges with one partner each.
   void allReduceDoubling(const CallSignature& call, const char* send, char* recv, size_t count, DataType type,
                          ReduceOp op);
+  /// Small allgather on more than 2 ranks (Bruck): ceil(log2(n)) rounds; in
+  /// round k a rank passes every block it holds so far (up to 2^k) to the
+  /// rank 2^k below it. mine: this rank's block; recv: n blocks.
+  void allGatherBruck(const CallSignature& call, const char* mine, char* recv, size_t bytes);
   /// Phase 1 of the two-step algorithms: leaves op over ranks of this rank's
   /// segment of send in acc (segs[rank].count elements).
   void reduceScatterSegments(const CallSignature& call, const char* send, char* acc, const std::vector<Segment>& segs,
