@@ -149,15 +149,20 @@ TEST_F(EthernetTest, DeclaresItsSettings) {
   EXPECT_EQ(declared["ifname"].rankLocal, 1);
   ASSERT_EQ(declared.count("socket_buffer_bytes"), 1u);
   EXPECT_EQ(declared["socket_buffer_bytes"].type, PB_SETTING_INT);
+  ASSERT_EQ(declared.count("caller_send_bytes"), 1u);
+  EXPECT_EQ(declared["caller_send_bytes"].type, PB_SETTING_STRING);
+  EXPECT_EQ(declared["caller_send_bytes"].defaultValue, "auto");
 }
 
 TEST_F(EthernetTest, BadSettingValueFailsInit) {
-  hosts_.push_back(std::make_unique<FakeHost>(0, "testhost",
-                                              std::map<std::string, std::string>{{"socket_buffer_bytes", "lots"}}));
-  pb_plugin_ctx* ctx = nullptr;
-  EXPECT_EQ(t_->init(&hosts_.back()->services, &ctx), PB_ERR_INVALID);
-  EXPECT_NE(std::string(t_->last_error(nullptr)).find("socket_buffer_bytes = 'lots'"), std::string::npos)
-      << t_->last_error(nullptr);
+  for (const auto& [key, value] : std::map<std::string, std::string>{{"socket_buffer_bytes", "lots"},
+                                                                       {"caller_send_bytes", "-5"}}) {
+    hosts_.push_back(std::make_unique<FakeHost>(0, "testhost", std::map<std::string, std::string>{{key, value}}));
+    pb_plugin_ctx* ctx = nullptr;
+    EXPECT_EQ(t_->init(&hosts_.back()->services, &ctx), PB_ERR_INVALID) << key;
+    EXPECT_NE(std::string(t_->last_error(nullptr)).find(key + " = '" + value + "'"), std::string::npos)
+        << t_->last_error(nullptr);
+  }
 }
 
 TEST_F(EthernetTest, SameHostPeerUsesLoopbackByDefault) {
@@ -263,6 +268,37 @@ TEST_F(EthernetPairTest, WriteSignalLandsDataBeforeCounterWithOneSequenceNumber)
     EXPECT_EQ(counter[0], 0u);
     EXPECT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, 0, size, rkCounter, 4, 1), PB_ERR_INVALID)
         << "a misaligned signal target must be refused";
+  }
+}
+
+TEST_F(EthernetTest, EveryFrameLandsWhoeverSendsIt) {
+  // caller_send_bytes decides which frames the posting/polling thread sends
+  // and which the sender thread does; the stream must be the same either way,
+  // including a caller that stops at a large frame the sender thread takes.
+  for (const char* mode : {"0", "all", "65536"}) {
+    SCOPED_TRACE(std::string("caller_send_bytes=") + mode);
+    std::map<std::string, std::string> settings{{"caller_send_bytes", mode}};
+    pb_plugin_ctx* ctx0 = makeContextWith(0, settings);
+    pb_plugin_ctx* ctx1 = makeContextWith(1, settings);
+    pb_conn *c0 = nullptr, *c1 = nullptr;
+    ASSERT_NO_FATAL_FAILURE(connectPair(ctx0, ctx1, &c0, &c1));
+    const std::vector<size_t> sizes = {8, 200 * 1024, 40, 70 * 1024, 64 * 1024, 3, 1 << 20, 16};
+    size_t total = 0;
+    for (size_t n : sizes) total += n;
+    std::vector<uint8_t> src(total), dst(total, 0);
+    std::vector<uint64_t> counter(1, 0);
+    fillPattern(src.data(), total, 7);
+    pb_mr* mrSrc = reg(ctx0, src.data(), total);
+    pb_rkey* rkDst = remoteKey(ctx1, reg(ctx1, dst.data(), total), c0);
+    pb_rkey* rkCounter = remoteKey(ctx1, reg(ctx1, counter.data(), sizeof(uint64_t)), c0);
+    size_t at = 0;
+    for (size_t n : sizes) {  // posted back to back: small ones queue behind large ones
+      ASSERT_EQ(t_->write_signal(c0, mrSrc, at, rkDst, at, n, rkCounter, 0, 1), PB_OK) << error(ctx0);
+      at += n;
+    }
+    waitCounter(&counter[0], sizes.size());
+    EXPECT_EQ(std::memcmp(dst.data(), src.data(), total), 0);
+    waitCompleted(ctx0, c0, sizes.size());
   }
 }
 

@@ -9,6 +9,7 @@ namespace plugboard::ethernet {
 Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen)
     : ctx_(ctx), peer_(peer) {
   Settings settings = ctx.settings();
+  callerSendBytes_ = settings.callerSendBytes;
   std::string why;
   auto route = ctx.route(peer, settings, &why);
   ETH_CHECK(route, PB_ERR_INVALID, "ethernet cannot reach " + peer.describe() + ": " + why);
@@ -111,7 +112,7 @@ uint64_t Connection::post(Op op) {
   op.header.seq = ++posted_;
   queue_.push_back(op);
   pushQueued();  // in order behind anything queued; partly, if the socket is full
-  if (!queue_.empty() && senderParked_) cv_.notify_all();
+  if (!queue_.empty() && (senderParked_ || !callerSends(queue_.front()))) cv_.notify_all();
   return op.header.seq;
 }
 

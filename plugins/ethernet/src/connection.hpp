@@ -109,8 +109,11 @@ class Connection {
   /// With mu_ held: publishes the front op's completion and drops it.
   void completeFront();
   /// With mu_ held: unless the sender thread is sending, sends what the
-  /// socket takes now of the queued frames, in order (never blocks).
+  /// socket takes now of the queued frames, in order, up to the first one
+  /// the sender thread is to send (never blocks).
   void pushQueued();
+  /// True when op is small enough for posting and polling threads to send.
+  bool callerSends(const Op& op) const { return op.header.length <= callerSendBytes_; }
   /// iov for the unsent part of op's frame; header bytes go to headerBuf.
   /// Returns the number of iov entries used.
   size_t frameIov(const Op& op, uint8_t* headerBuf, iovec iov[2]) const;
@@ -200,6 +203,7 @@ class Connection {
   bool senderBusy_ = false;    // the sender thread sends the front op outside the lock
   bool senderParked_ = false;  // the sender thread waits for post() with no timeout
   bool pushFailed_ = false;    // a push met a socket error: the sender thread reports it
+  size_t callerSendBytes_ = SIZE_MAX;  // ethernet.caller_send_bytes
   uint64_t posted_ = 0;
   bool closing_ = false;       // free() began: stop, drop queued ops, send CLOSE.
   bool peerClosed_ = false;    // The peer's CLOSE arrived.

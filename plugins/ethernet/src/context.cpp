@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "error.hpp"
@@ -15,6 +16,28 @@ namespace {
 /// Setting keys, plugin-relative (the core prefixes "ethernet.").
 constexpr const char* kIfname = "ifname";
 constexpr const char* kSocketBuffer = "socket_buffer_bytes";
+constexpr const char* kCallerSend = "caller_send_bytes";
+
+/// caller_send_bytes = auto: on a few cores one thread doing all the work
+/// wins (a second one only competes for the cores); on more, a sender
+/// thread sending large frames while the caller receives wins.
+constexpr unsigned kFewCores = 4;
+constexpr size_t kManyCoresCallerSend = 64 * 1024;
+
+/// Parses caller_send_bytes: "auto", "all", or a byte count.
+size_t parseCallerSend(const std::string& text) {
+  if (text.empty() || text == "auto") {
+    const unsigned cores = std::thread::hardware_concurrency();
+    return cores != 0 && cores <= kFewCores ? SIZE_MAX : kManyCoresCallerSend;
+  }
+  if (text == "all") return SIZE_MAX;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  ETH_CHECK(errno == 0 && *end == '\0' && v >= 0, PB_ERR_INVALID,
+            "ethernet.caller_send_bytes = '" + text + "' is not auto, all or a byte count");
+  return static_cast<size_t>(v);
+}
 
 /// "eth0, lo" from every interface name, each once.
 std::string interfaceNames(const std::vector<net::Interface>& all) {
@@ -43,6 +66,10 @@ void Context::declareSettings() const {
        1},
       {sizeof(pb_setting_decl_v1), kSocketBuffer, PB_SETTING_INT, "0",
        "SO_SNDBUF/SO_RCVBUF of ethernet sockets in bytes; 0 keeps the system default", 1},
+      {sizeof(pb_setting_decl_v1), kCallerSend, PB_SETTING_STRING, "auto",
+       "Largest frame a posting or polling thread sends itself (larger ones: the connection's sender "
+       "thread, in parallel); all, a byte count, or auto (all on up to 4 cores, else 65536)",
+       1},
   };
   host_.declare(decls, sizeof(decls) / sizeof(decls[0]));
 }
@@ -59,6 +86,7 @@ Settings Context::settings() const {
               "ethernet.socket_buffer_bytes = '" + text + "' is not a byte count in [0, 2^30]");
     s.socketBufferBytes = static_cast<int>(v);
   }
+  s.callerSendBytes = parseCallerSend(host_.setting(kCallerSend));
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
+#include <cstdint>
 #include <string>
 
 #include "memory.hpp"
@@ -23,6 +24,9 @@ constexpr int kConnectCost = 100;
 struct Settings {
   std::string ifname;         ///< NCCL_SOCKET_IFNAME-style interface spec; "" = automatic.
   int socketBufferBytes = 0;  ///< SO_SNDBUF/SO_RCVBUF; 0 = system default.
+  /// Largest frame a posting or polling thread sends itself; larger ones go
+  /// to the connection's sender thread. SIZE_MAX: every frame.
+  size_t callerSendBytes = SIZE_MAX;
 };
 
 /// The far end of a connection (the adapter's).

@@ -46,7 +46,7 @@ void Connection::sendLoop() {
 bool Connection::senderStep() {
   std::unique_lock<std::mutex> lock(mu_);
   senderBusy_ = false;
-  while (!closing_ && (queue_.empty() || (!pushFailed_ && waiterActive()))) {
+  while (!closing_ && (queue_.empty() || (!pushFailed_ && callerSends(queue_.front()) && waiterActive()))) {
     if (queue_.empty()) {
       senderParked_ = true;  // post() wakes it
       cv_.wait(lock);
@@ -132,7 +132,7 @@ void Connection::completeFront() {
 void Connection::pushQueued() {
   if (senderBusy_ || closing_ || pushFailed_) return;
   try {
-    while (!queue_.empty() && sendPiece(queue_.front())) completeFront();
+    while (!queue_.empty() && callerSends(queue_.front()) && sendPiece(queue_.front())) completeFront();
   } catch (const net::NetError&) {
     pushFailed_ = true;  // the sender thread meets the same error and reports it properly
     cv_.notify_all();
