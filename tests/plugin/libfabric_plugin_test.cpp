@@ -271,7 +271,7 @@ TEST_F(LibfabricTest, PropertiesAndReachability) {
   EXPECT_GT(props.latency_us, 0.0);
   EXPECT_GT(props.max_address_size, 56u);
   EXPECT_EQ(props.max_rkey_size, 56u);
-  EXPECT_EQ(t_->write_signal, nullptr);
+  EXPECT_NE(t_->write_signal, nullptr);
   EXPECT_STREQ(t_->last_error(ctx), "");
 
   Peer same(0, 1, "testhost", "testhost");
@@ -476,6 +476,33 @@ TEST_P(LibfabricSignalModeTest, SignalBecomesVisibleOnlyAfterEarlierWrites) {
   if (GetParam() == "message") {
     EXPECT_GE(hosts_[1]->landings.load(), int(kRounds)) << "signal_landed after each applied signal";
   }
+}
+
+TEST_P(LibfabricSignalModeTest, FusedWriteIntoDeregisteredRegionFailsAtTheTarget) {
+  // A small write_signal travels as one WRITE_SIGNAL message (in either
+  // signal mode); the target checks the write's region before storing a byte.
+  std::vector<uint8_t> src(64, 0xab), dst(64, 0);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, reg(ctx1_, counter.data(), sizeof(uint64_t)), c0_);
+  deregister(ctx1_, mrDst);
+  ASSERT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, 0, 64, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+  uint64_t done = 0;
+  pb_status s1 = PB_OK;
+  auto deadline = Clock::now() + kTimeout;
+  while (s1 == PB_OK && Clock::now() < deadline) {
+    s1 = t_->proxy_progress(c1_, &done);
+    ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << error(ctx0_);
+  }
+  EXPECT_EQ(s1, PB_ERR_REMOTE);
+  EXPECT_NE(error(ctx1_).find("bad message from rank 0 (host testhost): write of 64 bytes to region"),
+            std::string::npos)
+      << error(ctx1_);
+  EXPECT_NE(error(ctx1_).find("not registered"), std::string::npos) << error(ctx1_);
+  EXPECT_EQ(std::count(dst.begin(), dst.end(), 0), 64) << "bytes were stored into a deregistered region";
+  EXPECT_EQ(counter[0], 0u) << "the signal of a refused write was applied";
 }
 
 TEST_P(LibfabricSignalModeTest, SignalIntoDeregisteredRegionFails) {

@@ -164,6 +164,51 @@ TEST_P(TransportPairTest, BothDirectionsAtOnce) {
   waitCompleted(ctx1_, c1_, 2);
 }
 
+TEST_P(TransportPairTest, WriteSignalIsOneOperationWithWriteThenSignalOrdering) {
+  // write_signal (ABI 1.1, optional): one sequence number, the same ordering
+  // as write() then signal(): when the counter moves, its own write and every
+  // earlier write are in place. Sizes around the transports' inline limits
+  // (a transport may carry small writes inside the signal's message).
+  if (!t_->write_signal) GTEST_SKIP() << "write_signal is NULL (the core posts write, then signal)";
+  skipUnlessCapable(ctx0_, PB_CAP_ATOMIC_SIGNAL, "PB_CAP_ATOMIC_SIGNAL (signal())");
+  if (IsSkipped()) return;
+  constexpr size_t kBig = 1 << 20, kMax = 300000;
+  std::vector<uint8_t> src(kMax), dst(kMax, 0), bigSrc(kBig), bigDst(kBig, 0), expect(kMax);
+  std::vector<uint64_t> counter(2, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), kMax);
+  pb_mr* mrBig = reg(ctx0_, bigSrc.data(), kBig);
+  pb_rkey* rkDst = remoteKey(ctx1_, reg(ctx1_, dst.data(), kMax), c0_);
+  pb_rkey* rkBig = remoteKey(ctx1_, reg(ctx1_, bigDst.data(), kBig), c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, reg(ctx1_, counter.data(), 2 * sizeof(uint64_t)), c0_);
+  uint64_t seq = 0, expected = 0;
+  unsigned round = 0;
+  for (size_t size : {size_t(0), size_t(8), size_t(3000), size_t(4000), size_t(16288), size_t(16289), kMax}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    ++round;
+    fillPattern(src.data(), kMax, round);
+    fillPattern(bigSrc.data(), kBig, round + 100);
+    // A large plain write first: the fused operation's signal must cover it too.
+    ASSERT_EQ(t_->write(c0_, mrBig, 0, rkBig, 0, kBig), PB_OK) << error(ctx0_);
+    ASSERT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, 7, size - std::min<size_t>(size, 7), rkCounter, 8, round),
+              PB_OK)
+        << error(ctx0_);
+    seq += 2;
+    expected += round;
+    waitCounter(&counter[1], expected);
+    fillPattern(expect.data(), kMax, round);
+    const size_t n = size - std::min<size_t>(size, 7);
+    ASSERT_EQ(std::memcmp(dst.data() + 7, expect.data(), n), 0) << "the counter moved before its own write landed";
+    ASSERT_EQ(std::memcmp(bigDst.data(), bigSrc.data(), kBig), 0) << "the counter moved before an earlier write landed";
+    waitCompleted(ctx0_, c0_, seq);  // one sequence number each: the write, then the fused operation
+  }
+  EXPECT_EQ(__atomic_load_n(&counter[1], __ATOMIC_ACQUIRE), expected);
+  EXPECT_EQ(counter[0], 0u) << "signal hit the wrong word";
+  EXPECT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, 0, 8, rkCounter, 4, 1), PB_ERR_INVALID)
+      << "a misaligned signal target must be refused";
+  EXPECT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, kMax - 4, 8, rkCounter, 8, 1), PB_ERR_INVALID)
+      << "a write past the destination must be refused";
+}
+
 // The checks every transport makes; each file adds the ones only its
 // transport makes (fused writes, foreign handles, wording of reasons).
 TEST_P(TransportPairTest, OutOfRangeOperationsAreRejected) {

@@ -157,11 +157,8 @@ void Connection::onHello(const wire::Message& m) {
 
 // ---- posting -------------------------------------------------------------------
 
-uint64_t Connection::postWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset,
-                               size_t size) {
-  std::lock_guard<std::mutex> lock(ctx_.mutex());
-  requireConnected();
-  throwIfFailed();
+void Connection::checkWriteRange(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset,
+                                 size_t size) const {
   OFI_CHECK(rangeFits(srcOffset, size, src.size), PB_ERR_INVALID,
             "libfabric write: source range of " + std::to_string(size) + " bytes at offset " +
                 std::to_string(srcOffset) + " lies outside the registered region of " + std::to_string(src.size) +
@@ -170,15 +167,25 @@ uint64_t Connection::postWrite(const LocalRegion& src, size_t srcOffset, const R
             "libfabric write: destination range of " + std::to_string(size) + " bytes at offset " +
                 std::to_string(dstOffset) + " lies outside " + peer_.describe() + "'s region of " +
                 std::to_string(dst.size) + " bytes");
-  uint64_t seq = ++posted_;
-  uint64_t fragment = ctx_.maxFragment();
-  uint64_t parts = (size + fragment - 1) / fragment;  // 0 for an empty write: done at once
-  parts_.push_back(parts);
-  if (parts == 0) {
-    opPartDone(0);
-    return seq;
-  }
-  openWrites_.insert(seq);
+}
+
+void Connection::checkSignalTarget(const RemoteRegion& dst, size_t dstOffset) const {
+  OFI_CHECK((dst.base + dstOffset) % alignof(uint64_t) == 0, PB_ERR_INVALID,
+            "libfabric signal: the target at offset " + std::to_string(dstOffset) + " is not 8-byte aligned");
+  OFI_CHECK(rangeFits(dstOffset, sizeof(uint64_t), dst.size), PB_ERR_INVALID,
+            "libfabric signal: the 8-byte target at offset " + std::to_string(dstOffset) + " lies outside " +
+                peer_.describe() + "'s region of " + std::to_string(dst.size) + " bytes");
+}
+
+uint64_t Connection::fragmentsOf(size_t size) const {
+  const uint64_t fragment = ctx_.maxFragment();
+  return (size + fragment - 1) / fragment;  // 0 for an empty write: nothing to hand the provider
+}
+
+void Connection::enqueueWrite(uint64_t seq, const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst,
+                              size_t dstOffset, size_t size) {
+  if (size == 0) return;
+  writeFragments_[seq] = fragmentsOf(size);
   Pending w;
   w.seq = seq;
   w.src = src.base + srcOffset;
@@ -187,21 +194,9 @@ uint64_t Connection::postWrite(const LocalRegion& src, size_t srcOffset, const R
   w.key = dst.mrKey;
   w.left = size;
   if (!backlog_.empty() || !postFragments(w)) backlog_.push_back(w);
-  throwIfFailed();
-  return seq;
 }
 
-uint64_t Connection::postSignal(const RemoteRegion& dst, size_t dstOffset, uint64_t value) {
-  std::lock_guard<std::mutex> lock(ctx_.mutex());
-  requireConnected();
-  throwIfFailed();
-  OFI_CHECK((dst.base + dstOffset) % alignof(uint64_t) == 0, PB_ERR_INVALID,
-            "libfabric signal: the target at offset " + std::to_string(dstOffset) + " is not 8-byte aligned");
-  OFI_CHECK(rangeFits(dstOffset, sizeof(uint64_t), dst.size), PB_ERR_INVALID,
-            "libfabric signal: the 8-byte target at offset " + std::to_string(dstOffset) + " lies outside " +
-                peer_.describe() + "'s region of " + std::to_string(dst.size) + " bytes");
-  uint64_t seq = ++posted_;
-  parts_.push_back(1);
+Connection::Pending Connection::signalOf(uint64_t seq, const RemoteRegion& dst, size_t dstOffset, uint64_t value) {
   Pending s;
   s.seq = seq;
   s.remote = dst.rmaBase + dstOffset;
@@ -210,6 +205,61 @@ uint64_t Connection::postSignal(const RemoteRegion& dst, size_t dstOffset, uint6
   s.check = dst.check;
   s.offset = dstOffset;
   s.value = value;
+  return s;
+}
+
+uint64_t Connection::postWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset,
+                               size_t size) {
+  std::lock_guard<std::mutex> lock(ctx_.mutex());
+  requireConnected();
+  throwIfFailed();
+  checkWriteRange(src, srcOffset, dst, dstOffset, size);
+  const uint64_t seq = ++posted_;
+  parts_.push_back(fragmentsOf(size));  // before posting: a completion may be read while posting
+  if (size == 0) opPartDone(0);         // done at once
+  enqueueWrite(seq, src, srcOffset, dst, dstOffset, size);
+  throwIfFailed();
+  return seq;
+}
+
+uint64_t Connection::postSignal(const RemoteRegion& dst, size_t dstOffset, uint64_t value) {
+  std::lock_guard<std::mutex> lock(ctx_.mutex());
+  requireConnected();
+  throwIfFailed();
+  checkSignalTarget(dst, dstOffset);
+  const uint64_t seq = ++posted_;
+  parts_.push_back(1);
+  signals_.push_back(signalOf(seq, dst, dstOffset, value));
+  drain();
+  throwIfFailed();
+  return seq;
+}
+
+uint64_t Connection::postWriteSignal(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst,
+                                     size_t dstOffset, size_t size, const RemoteRegion& signalDst,
+                                     size_t signalOffset, uint64_t value) {
+  std::lock_guard<std::mutex> lock(ctx_.mutex());
+  requireConnected();
+  throwIfFailed();
+  checkWriteRange(src, srcOffset, dst, dstOffset, size);
+  checkSignalTarget(signalDst, signalOffset);
+  const uint64_t seq = ++posted_;
+  Pending s = signalOf(seq, signalDst, signalOffset, value);
+  // Small, host memory on both targets: one WRITE_SIGNAL message whose
+  // target stores the payload and then adds (no delivery round trip).
+  const bool fused = size <= ctx_.inlineWriteMax() && dst.hostMemory && signalDst.hostMemory;
+  if (fused) {
+    s.fused = true;
+    s.inlineSrc = src.base + srcOffset;
+    s.inlineLen = size;
+    s.writeRegion = dst.region;
+    s.writeCheck = dst.check;
+    s.writeOffset = dstOffset;
+    parts_.push_back(1);
+  } else {  // the write by RMA, the signal once it is delivered: one sequence number for both
+    parts_.push_back(fragmentsOf(size) + 1);
+    enqueueWrite(seq, src, srcOffset, dst, dstOffset, size);
+  }
   signals_.push_back(s);
   drain();
   throwIfFailed();
@@ -267,7 +317,11 @@ bool Connection::postSignalNow(const Pending& s) {
   uint8_t* buf = ctx_.slot(slot);
   ssize_t rc;
   const char* call;
-  if (ctx_.signalMode() == SignalMode::Atomic) {
+  if (s.fused) {  // WRITE_SIGNAL: the payload travels with the signal
+    size_t len = encodeWriteSignal(s, buf);
+    rc = fi_send(ctx_.ep(), buf, len, ctx_.slotDesc(), addr_, &op->fiCtx);
+    call = "fi_send";
+  } else if (ctx_.signalMode() == SignalMode::Atomic) {
     std::memcpy(buf, &s.value, sizeof(s.value));  // the operand, in registered memory
     fi_ioc ioc{buf, 1};
     void* desc = ctx_.slotDesc();
@@ -285,17 +339,7 @@ bool Connection::postSignalNow(const Pending& s) {
     rc = fi_atomicmsg(ctx_.ep(), &msg, FI_COMPLETION);
     call = "fi_atomicmsg";
   } else {
-    wire::Message m;
-    m.type = static_cast<uint16_t>(wire::MessageType::Signal);
-    m.fromRank = ctx_.rank();
-    m.toRank = peer_.rank;
-    m.toConn = peerBlob_->conn;
-    m.fromConn = id_;
-    m.region = s.region;
-    m.check = s.check;
-    m.offset = s.offset;
-    m.value = s.value;
-    m.encode(buf);
+    signalMessage(s, wire::MessageType::Signal).encode(buf);
     rc = fi_send(ctx_.ep(), buf, wire::Message::kSize, ctx_.slotDesc(), addr_, &op->fiCtx);
     call = "fi_send";
   }
@@ -310,8 +354,31 @@ bool Connection::postSignalNow(const Pending& s) {
   return true;
 }
 
+wire::Message Connection::signalMessage(const Pending& s, wire::MessageType type) const {
+  wire::Message m;
+  m.type = static_cast<uint16_t>(type);
+  m.fromRank = ctx_.rank();
+  m.toRank = peer_.rank;
+  m.toConn = peerBlob_->conn;
+  m.fromConn = id_;
+  m.region = s.region;
+  m.check = s.check;
+  m.offset = s.offset;
+  m.value = s.value;
+  return m;
+}
+
+size_t Connection::encodeWriteSignal(const Pending& s, uint8_t* buf) const {
+  signalMessage(s, wire::MessageType::WriteSignal).encode(buf);
+  wire::WriteExt ext{s.writeRegion, s.writeCheck, s.writeOffset, s.inlineLen};
+  ext.encode(buf + wire::Message::kSize);
+  // Read at send time: the source stays the caller's until the operation completes.
+  if (s.inlineLen) std::memcpy(buf + wire::Message::kSize + wire::WriteExt::kSize, s.inlineSrc, s.inlineLen);
+  return wire::Message::kSize + wire::WriteExt::kSize + s.inlineLen;
+}
+
 bool Connection::writesDoneBefore(uint64_t seq) const {
-  return openWrites_.empty() || *openWrites_.begin() > seq;
+  return writeFragments_.empty() || writeFragments_.begin()->first > seq;
 }
 
 void Connection::drain() {
@@ -334,7 +401,7 @@ void Connection::opPartDone(uint64_t seq) {
       return fail(PB_ERR_INTERNAL, "libfabric " + link() + ": completion for operation " + std::to_string(seq) +
                                        " that is not in flight (completed " + std::to_string(completed_) +
                                        ", posted " + std::to_string(posted_) + ")");
-    if (--parts_[seq - completed_ - 1] == 0) openWrites_.erase(seq);
+    --parts_[seq - completed_ - 1];
   }
   while (!parts_.empty() && parts_.front() == 0) {
     parts_.pop_front();
@@ -344,10 +411,15 @@ void Connection::opPartDone(uint64_t seq) {
 
 void Connection::onComplete(const OpRecord& op) {
   --inFabric_;
-  if (op.kind == OpRecord::Kind::Hello)
+  if (op.kind == OpRecord::Kind::Hello) {
     helloSent_ = true;
-  else
-    opPartDone(op.seq);
+    return;
+  }
+  if (op.kind == OpRecord::Kind::Write) {  // delivered: signals after it may go
+    auto it = writeFragments_.find(op.seq);
+    if (it != writeFragments_.end() && --it->second == 0) writeFragments_.erase(it);
+  }
+  opPartDone(op.seq);
 }
 
 void Connection::onError(const OpRecord& op, pb_status status, const std::string& what) {

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
-#include <set>
+#include <map>
 #include <string>
 
 #include "context.hpp"
@@ -45,6 +45,11 @@ class Connection {
   /// handed to the provider once every earlier write has completed. As
   /// postWrite.
   uint64_t postSignal(const RemoteRegion& dst, size_t dstOffset, uint64_t value);
+  /// Posts a write and then a signal as one operation (one sequence number).
+  /// A small write into host memory travels inside the signal's message;
+  /// otherwise as postWrite then postSignal. As postWrite.
+  uint64_t postWriteSignal(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset,
+                           size_t size, const RemoteRegion& signalDst, size_t signalOffset, uint64_t value);
   /// Polls the completion queue, posts what waits, sets *completed to the
   /// sequence number of the last completed operation, then throws the
   /// connection's failure if any (final).
@@ -79,12 +84,34 @@ class Connection {
     uint64_t left = 0;
     // signal
     uint64_t region = 0, check = 0, offset = 0, value = 0;
+    // a write carried by the signal's message (WRITE_SIGNAL)
+    bool fused = false;
+    const char* inlineSrc = nullptr;
+    uint64_t inlineLen = 0;
+    uint64_t writeRegion = 0, writeCheck = 0, writeOffset = 0;
   };
 
   /// Throws Error(PB_ERR_INVALID) until proxy_connect has returned PB_OK.
   void requireConnected() const;
   /// Throws the failure, if any.
   void throwIfFailed() const;
+  /// Throws PB_ERR_INVALID unless the write's ranges fit both regions.
+  void checkWriteRange(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset,
+                       size_t size) const;
+  /// Throws PB_ERR_INVALID unless the signal target is an aligned u64 inside dst.
+  void checkSignalTarget(const RemoteRegion& dst, size_t dstOffset) const;
+  /// Fabric writes a write of size bytes takes.
+  uint64_t fragmentsOf(size_t size) const;
+  /// Posts (or backlogs) the fragments of write seq; records them as open.
+  void enqueueWrite(uint64_t seq, const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst,
+                    size_t dstOffset, size_t size);
+  /// A signal of seq, not yet queued.
+  static Pending signalOf(uint64_t seq, const RemoteRegion& dst, size_t dstOffset, uint64_t value);
+  /// The control message of signal s.
+  wire::Message signalMessage(const Pending& s, wire::MessageType type) const;
+  /// Writes s's WRITE_SIGNAL message (header, WriteExt, payload) to buf;
+  /// returns its length.
+  size_t encodeWriteSignal(const Pending& s, uint8_t* buf) const;
   /// Hands fragments of w to the provider until it is all posted (true) or
   /// the provider is out of room (false).
   bool postFragments(Pending& w);
@@ -113,7 +140,7 @@ class Connection {
   uint64_t posted_ = 0;             // last sequence number handed out
   uint64_t completed_ = 0;          // all operations <= completed_ are done
   std::deque<uint64_t> parts_;      // parts_[i]: fabric ops left of seq completed_ + 1 + i
-  std::set<uint64_t> openWrites_;   // writes not yet complete
+  std::map<uint64_t, uint64_t> writeFragments_;  // per open write: fabric writes not yet delivered
   std::deque<Pending> backlog_;     // write fragments waiting for room, in order
   std::deque<Pending> signals_;     // signals waiting for earlier writes, in order
   uint64_t inFabric_ = 0;           // operations handed to the provider, not yet completed

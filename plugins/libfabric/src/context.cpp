@@ -30,8 +30,8 @@ constexpr uint32_t kApiVersion = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
 constexpr uint64_t kMaxFragmentCap = 1ull << 30;
 /// Control-message slots (signal operands, outgoing messages) and receive
 /// buffers per context.
-constexpr size_t kSlots = 1024;
-constexpr size_t kReceives = 256;
+constexpr size_t kSlots = 128;
+constexpr size_t kReceives = 128;
 
 /// The capabilities every provider must have: one-sided writes into
 /// registered memory and messages (hellos, and signals without atomics).
@@ -108,6 +108,9 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "libfabric") {
   addrFormat_ = info_->addr_format;
   maxFragment_ = std::min<uint64_t>(info_->ep_attr->max_msg_size, kMaxFragmentCap);
   if (settings_.fragmentBytes) maxFragment_ = std::min(maxFragment_, settings_.fragmentBytes);
+  const uint64_t message = std::min<uint64_t>(info_->ep_attr->max_msg_size, wire::kMessageBytes);
+  const uint64_t header = wire::Message::kSize + wire::WriteExt::kSize;
+  inlineWriteMax_ = message > header ? message - header : 0;
 
   openEndpoint(info_.get());
   chooseSignalMode();
@@ -234,8 +237,8 @@ void Context::chooseSignalMode() {
 
 void Context::setUpMessages() {
   MrTarget target{domain_.get(), ep_.get(), mrMode_};
-  sendBytes_.assign(kSlots * wire::Message::kSize, 0);
-  recvBytes_.assign(kReceives * wire::Message::kSize, 0);
+  sendBytes_.assign(kSlots * wire::kMessageBytes, 0);
+  recvBytes_.assign(kReceives * wire::kMessageBytes, 0);
   // The slots are the source of atomics (FI_WRITE) and of sends.
   sendSlab_ = registerBuffer(target, sendBytes_.data(), sendBytes_.size(), FI_SEND | FI_WRITE | FI_READ,
                              FI_HMEM_SYSTEM, 0, nextKey_++, "libfabric: control-message slots");
@@ -251,7 +254,7 @@ void Context::setUpMessages() {
 }
 
 bool Context::postReceive(size_t i) {
-  ssize_t rc = fi_recv(ep_.get(), recvBytes_.data() + i * wire::Message::kSize, wire::Message::kSize,
+  ssize_t rc = fi_recv(ep_.get(), recvBytes_.data() + i * wire::kMessageBytes, wire::kMessageBytes,
                        recvSlab_.desc, FI_ADDR_UNSPEC, &receives_[i].fiCtx);
   if (rc == -FI_EAGAIN) return false;
   fiCheck(rc, "libfabric: posting a receive buffer (fi_recv)");
@@ -356,6 +359,6 @@ int Context::takeSlot() {
 
 void Context::releaseSlot(int slot) { freeSlots_.push_back(slot); }
 
-uint8_t* Context::slot(int slot) { return sendBytes_.data() + size_t(slot) * wire::Message::kSize; }
+uint8_t* Context::slot(int slot) { return sendBytes_.data() + size_t(slot) * wire::kMessageBytes; }
 
 }  // namespace plugboard::libfabric

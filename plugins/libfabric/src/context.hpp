@@ -90,6 +90,9 @@ class Context : public transport_cxx::ErrorSlot {
   bool hmem() const { return hmem_; }
   /// Largest single fabric write.
   uint64_t maxFragment() const { return maxFragment_; }
+  /// Largest payload a WRITE_SIGNAL message carries here: wire::kInlineWriteMax,
+  /// less where the provider's max_msg_size is smaller.
+  uint64_t inlineWriteMax() const { return inlineWriteMax_; }
   /// The provider's mr_mode bits.
   uint64_t mrMode() const { return mrMode_; }
   /// This endpoint's name (fi_getname) and address format.
@@ -134,7 +137,7 @@ class Context : public transport_cxx::ErrorSlot {
   /// Frees a record made by newOp (and its slot, if any).
   void dropOp(OpRecord* op);
 
-  /// A free control-message slot (64 bytes of registered memory), or -1.
+  /// A free control-message slot (wire::kMessageBytes of registered memory), or -1.
   int takeSlot();
   /// Returns a slot taken with takeSlot().
   void releaseSlot(int slot);
@@ -176,6 +179,9 @@ class Context : public transport_cxx::ErrorSlot {
   void handleMessage(size_t i, size_t len);
   /// Applies a signal message addressed to conn.
   void applySignal(Connection& conn, const wire::Message& m);
+  /// Stores a WRITE_SIGNAL message's payload (after its checks), then
+  /// applies its signal; a bad target fails the connection.
+  void applyWriteSignal(Connection& conn, const wire::Message& m, const uint8_t* ext, size_t extAndPayload);
   /// Tells the core a signal landed (host service, minor 1).
   void signalLanded() const;
   /// The connection with this id, or NULL.
@@ -187,6 +193,7 @@ class Context : public transport_cxx::ErrorSlot {
   SignalMode signalMode_ = SignalMode::Message;
   bool hmem_ = false;
   uint64_t maxFragment_ = 0;
+  uint64_t inlineWriteMax_ = 0;
   uint64_t mrMode_ = 0;
   uint32_t addrFormat_ = 0;
   std::vector<uint8_t> epName_;

@@ -68,6 +68,7 @@ void packRkey(const LocalRegion& region, void* buf, size_t* len) {
   packed.base = reinterpret_cast<uintptr_t>(region.base);
   packed.size = region.size;
   packed.rmaBase = region.rmaBase;
+  packed.flags = region.type == PB_MEM_HOST ? wire::kRkeyHostMemory : 0;
   packed.encode(static_cast<uint8_t*>(buf));
 }
 
@@ -84,7 +85,7 @@ RemoteRegion importRkey(const void* buf, size_t len) {
   OFI_CHECK(k.base + k.size >= k.base && k.rmaBase + k.size >= k.rmaBase, PB_ERR_INVALID,
             "libfabric import_rkey: a region of " + std::to_string(k.size) + " bytes at " + std::to_string(k.base) +
                 " wraps around the address space");
-  return RemoteRegion{k.region, k.check, k.mrKey, k.base, k.size, k.rmaBase};
+  return RemoteRegion{k.region, k.check, k.mrKey, k.base, k.size, k.rmaBase, (k.flags & wire::kRkeyHostMemory) != 0};
 }
 
 RegionRegistry::RegionRegistry() {

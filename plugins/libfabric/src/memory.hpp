@@ -71,6 +71,7 @@ struct RemoteRegion {
   uint64_t base = 0;     ///< Peer's virtual address of the first byte.
   uint64_t size = 0;     ///< Bytes.
   uint64_t rmaBase = 0;  ///< Address fi_write/fi_atomic use for offset 0.
+  bool hostMemory = false;  ///< The peer's CPU can store into it (WRITE_SIGNAL messages).
 };
 
 /// Serializes what a peer needs to target region (wire::PackedRkey) into

@@ -21,10 +21,8 @@
 namespace plugboard::libfabric {
 
 /// The libfabric transport for plugboard::transport_cxx::Adapter. connect,
-/// write, signal, progress and flush go to the Connection's methods of
-/// those names (the adapter's defaults). Connection has no
-/// postWriteSignal: a signal must wait for its write's delivery anyway, so
-/// there is nothing to fuse (README.md); the table's write_signal is NULL.
+/// write, signal, write_signal, progress and flush go to the Connection's
+/// methods of those names (the adapter's defaults).
 struct Traits {
   using Context = libfabric::Context;
   using Connection = libfabric::Connection;

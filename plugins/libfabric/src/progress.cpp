@@ -2,6 +2,8 @@
 // the control messages peers send (hellos, signals applied here).
 #include <rdma/fi_errno.h>
 
+#include <cstring>
+
 #include "connection.hpp"
 #include "context.hpp"
 #include "error.hpp"
@@ -77,12 +79,13 @@ void Context::completeWithError() {
 }
 
 void Context::handleMessage(size_t i, size_t len) {
-  if (len != wire::Message::kSize) {
+  const uint8_t* bytes = recvBytes_.data() + i * wire::kMessageBytes;
+  if (len < wire::Message::kSize || len > wire::kMessageBytes) {
     log(PB_LOG_WARN, "libfabric: dropped a control message of " + std::to_string(len) + " bytes (expected " +
-                         std::to_string(wire::Message::kSize) + ")");
+                         std::to_string(wire::Message::kSize) + " to " + std::to_string(wire::kMessageBytes) + ")");
     return;
   }
-  auto m = wire::Message::decode(recvBytes_.data() + i * wire::Message::kSize);
+  auto m = wire::Message::decode(bytes);
   if (m.magic != wire::kMessageMagic || m.version != wire::kVersion) {
     log(PB_LOG_WARN, "libfabric: dropped a control message with a bad magic or version (claims rank " +
                          std::to_string(m.fromRank) + ")");
@@ -101,12 +104,21 @@ void Context::handleMessage(size_t i, size_t len) {
                                "'s connection to rank " + std::to_string(c->peer().rank));
     return;
   }
-  switch (static_cast<wire::MessageType>(m.type)) {
+  const auto type = static_cast<wire::MessageType>(m.type);
+  if (type != wire::MessageType::WriteSignal && len != wire::Message::kSize) {
+    c->fail(PB_ERR_REMOTE, bad + "message type " + std::to_string(m.type) + " of " + std::to_string(len) +
+                               " bytes (expected " + std::to_string(wire::Message::kSize) + ")");
+    return;
+  }
+  switch (type) {
     case wire::MessageType::Hello:
       c->onHello(m);
       return;
     case wire::MessageType::Signal:
       applySignal(*c, m);
+      return;
+    case wire::MessageType::WriteSignal:
+      applyWriteSignal(*c, m, bytes + wire::Message::kSize, len - wire::Message::kSize);
       return;
   }
   c->fail(PB_ERR_REMOTE, bad + "unknown message type " + std::to_string(m.type));
@@ -134,6 +146,33 @@ void Context::applySignal(Connection& conn, const wire::Message& m) {
   // (see README.md); whoever acquires the new value sees their data.
   __atomic_fetch_add(reinterpret_cast<uint64_t*>(target), m.value, __ATOMIC_RELEASE);
   signalLanded();
+}
+
+void Context::applyWriteSignal(Connection& conn, const wire::Message& m, const uint8_t* ext, size_t extAndPayload) {
+  std::string bad = "bad message from " + conn.peer().describe() + ": ";
+  if (extAndPayload < wire::WriteExt::kSize)
+    return conn.fail(PB_ERR_REMOTE, bad + "write-with-signal message cut short (" + std::to_string(extAndPayload) +
+                                        " bytes after its header)");
+  const auto w = wire::WriteExt::decode(ext);
+  if (w.length != extAndPayload - wire::WriteExt::kSize)
+    return conn.fail(PB_ERR_REMOTE, bad + "write-with-signal message says " + std::to_string(w.length) +
+                                        " payload bytes but carries " +
+                                        std::to_string(extAndPayload - wire::WriteExt::kSize));
+  // Checked and stored under the context's mutex, like signals: a region is
+  // never written once deregister_memory has it.
+  LocalRegion* region = regions_.find(w.region, w.check);
+  if (!region)
+    return conn.fail(PB_ERR_REMOTE, bad + "write of " + std::to_string(w.length) + " bytes to region " +
+                                        std::to_string(w.region) +
+                                        ", which is not registered here (deregistered, or a stale key)");
+  if (!rangeFits(w.offset, w.length, region->size))
+    return conn.fail(PB_ERR_REMOTE, bad + "write of " + std::to_string(w.length) + " bytes at offset " +
+                                        std::to_string(w.offset) + " overruns region " + std::to_string(w.region) +
+                                        " of " + std::to_string(region->size) + " bytes");
+  if (region->type != PB_MEM_HOST)
+    return conn.fail(PB_ERR_REMOTE, bad + "write-with-signal message into CUDA memory (its key says host memory)");
+  if (w.length) std::memcpy(region->base + w.offset, ext + wire::WriteExt::kSize, w.length);
+  applySignal(conn, m);
 }
 
 void Context::signalLanded() const {

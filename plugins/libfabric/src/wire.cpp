@@ -48,7 +48,7 @@ AddressBlob AddressBlob::decode(const uint8_t* in, size_t len, const std::string
 void PackedRkey::encode(uint8_t* out) const {
   storeLE(out + 0, magic);
   storeLE(out + 4, version);
-  storeLE(out + 6, uint16_t(0));
+  storeLE(out + 6, flags);
   storeLE(out + 8, region);
   storeLE(out + 16, check);
   storeLE(out + 24, mrKey);
@@ -61,6 +61,7 @@ PackedRkey PackedRkey::decode(const uint8_t* in) {
   PackedRkey k;
   k.magic = loadLE<uint32_t>(in);
   k.version = loadLE<uint16_t>(in + 4);
+  k.flags = loadLE<uint16_t>(in + 6);
   k.region = loadLE<uint64_t>(in + 8);
   k.check = loadLE<uint64_t>(in + 16);
   k.mrKey = loadLE<uint64_t>(in + 24);
@@ -98,6 +99,22 @@ Message Message::decode(const uint8_t* in) {
   m.offset = loadLE<uint64_t>(in + 48);
   m.value = loadLE<uint64_t>(in + 56);
   return m;
+}
+
+void WriteExt::encode(uint8_t* out) const {
+  storeLE(out + 0, region);
+  storeLE(out + 8, check);
+  storeLE(out + 16, offset);
+  storeLE(out + 24, length);
+}
+
+WriteExt WriteExt::decode(const uint8_t* in) {
+  WriteExt e;
+  e.region = loadLE<uint64_t>(in);
+  e.check = loadLE<uint64_t>(in + 8);
+  e.offset = loadLE<uint64_t>(in + 16);
+  e.length = loadLE<uint64_t>(in + 24);
+  return e;
 }
 
 }  // namespace plugboard::libfabric::wire

@@ -51,7 +51,11 @@ struct AddressBlob {
   static AddressBlob decode(const uint8_t* in, size_t len, const std::string& from);
 };
 
-/// pack_rkey()'s blob. 56 bytes: magic u32 | version u16 | reserved u16 (0) |
+/// PackedRkey::flags bit: the region is host memory (the target's CPU may
+/// store a WRITE_SIGNAL message's payload into it). 0 from older plugins.
+constexpr uint16_t kRkeyHostMemory = 1;
+
+/// pack_rkey()'s blob. 56 bytes: magic u32 | version u16 | flags u16 |
 /// region u64 | check u64 | mr_key u64 | base u64 | size u64 | rma_base u64.
 /// region and check (random) name the region for signals applied by the
 /// target (control messages); mr_key and rma_base are what fi_write and
@@ -61,6 +65,7 @@ struct AddressBlob {
 struct PackedRkey {
   uint32_t magic = kRkeyMagic;
   uint16_t version = kVersion;
+  uint16_t flags = 0;  ///< kRkeyHostMemory.
   uint64_t region = 0;
   uint64_t check = 0;
   uint64_t mrKey = 0;
@@ -77,8 +82,9 @@ struct PackedRkey {
 
 /// Kinds of control message.
 enum class MessageType : uint16_t {
-  Hello = 1,  ///< Connection set-up: "rank from_rank's connection from_conn reaches your to_conn".
-  Signal = 2  ///< Add value to the u64 at (region, check) + offset, after every earlier write landed.
+  Hello = 1,   ///< Connection set-up: "rank from_rank's connection from_conn reaches your to_conn".
+  Signal = 2,  ///< Add value to the u64 at (region, check) + offset, after every earlier write landed.
+  WriteSignal = 3  ///< A WriteExt and its payload follow: store the payload, then add as Signal does.
 };
 
 /// A control message, sent with fi_send into buffers the target posted.
@@ -103,5 +109,29 @@ struct Message {
   /// Reads the wire form; the caller has checked the length.
   static Message decode(const uint8_t* in);
 };
+
+/// What follows a WRITE_SIGNAL message's 64 bytes, before its payload.
+/// 32 bytes: region u64 | check u64 | offset u64 | length u64 (the write's
+/// target and the payload's size).
+struct WriteExt {
+  uint64_t region = 0;
+  uint64_t check = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+
+  static constexpr size_t kSize = 32;
+  /// Writes the 32-byte wire form to out.
+  void encode(uint8_t* out) const;
+  /// Reads the wire form; the caller has checked the length.
+  static WriteExt decode(const uint8_t* in);
+};
+
+/// Size of every control-message buffer (send slots, posted receives): a
+/// WRITE_SIGNAL message carries up to 16 KiB - 96 bytes, within ofi_rxm's
+/// default eager size (larger messages would take its rendezvous round trip).
+constexpr size_t kMessageBytes = 16 * 1024;
+/// The largest payload a WRITE_SIGNAL message carries; larger writes go by
+/// RMA with the signal after them.
+constexpr size_t kInlineWriteMax = kMessageBytes - Message::kSize - WriteExt::kSize;
 
 }  // namespace plugboard::libfabric::wire
