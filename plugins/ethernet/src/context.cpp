@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -24,6 +25,16 @@ constexpr const char* kCallerSend = "caller_send_bytes";
 constexpr unsigned kFewCores = 4;
 constexpr size_t kManyCoresCallerSend = 64 * 1024;
 
+/// Parses a byte count in [0, max] of setting key; throws Error naming it.
+long long parseBytes(const char* key, const std::string& text, long long max, const char* expected) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  ETH_CHECK(errno == 0 && !text.empty() && *end == '\0' && v >= 0 && v <= max, PB_ERR_INVALID,
+            std::string("ethernet.") + key + " = '" + text + "' is not " + expected);
+  return v;
+}
+
 /// Parses caller_send_bytes: "auto", "all", or a byte count.
 size_t parseCallerSend(const std::string& text) {
   if (text.empty() || text == "auto") {
@@ -31,12 +42,7 @@ size_t parseCallerSend(const std::string& text) {
     return cores != 0 && cores <= kFewCores ? SIZE_MAX : kManyCoresCallerSend;
   }
   if (text == "all") return SIZE_MAX;
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  ETH_CHECK(errno == 0 && *end == '\0' && v >= 0, PB_ERR_INVALID,
-            "ethernet.caller_send_bytes = '" + text + "' is not auto, all or a byte count");
-  return static_cast<size_t>(v);
+  return static_cast<size_t>(parseBytes(kCallerSend, text, LLONG_MAX, "auto, all or a byte count"));
 }
 
 /// "eth0, lo" from every interface name, each once.
@@ -78,14 +84,8 @@ Settings Context::settings() const {
   Settings s;
   s.ifname = host_.setting(kIfname);
   std::string text = host_.setting(kSocketBuffer);
-  if (!text.empty()) {
-    char* end = nullptr;
-    errno = 0;
-    long long v = std::strtoll(text.c_str(), &end, 10);
-    ETH_CHECK(errno == 0 && *end == '\0' && v >= 0 && v <= (1LL << 30), PB_ERR_INVALID,
-              "ethernet.socket_buffer_bytes = '" + text + "' is not a byte count in [0, 2^30]");
-    s.socketBufferBytes = static_cast<int>(v);
-  }
+  if (!text.empty())
+    s.socketBufferBytes = static_cast<int>(parseBytes(kSocketBuffer, text, 1LL << 30, "a byte count in [0, 2^30]"));
   s.callerSendBytes = parseCallerSend(host_.setting(kCallerSend));
   return s;
 }
