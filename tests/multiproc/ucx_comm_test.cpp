@@ -30,11 +30,16 @@ bool ucxBuilt() {
 #define SKIP_WITHOUT_UCX() \
   if (!ucxBuilt()) GTEST_SKIP() << kPlugin << " was not built (UCX not found when configuring)"
 
-/// Run in each rank before its communicator: ucx only, over TCP.
-void useUcx(const char* ordering = nullptr) {
+/// Run in each rank before its communicator: ucx only, over TCP; with an
+/// RMA ordering ("flush", "fence"), the RMA protocol instead of the
+/// default active messages.
+void useUcx(const char* rmaOrdering = nullptr) {
   setenv("PLUGBOARD_TRANSPORTS", "ucx", 1);
   setenv("UCX_TLS", "tcp", 1);
-  if (ordering) setenv("PLUGBOARD_UCX_ORDERING", ordering, 1);
+  if (rmaOrdering) {
+    setenv("PLUGBOARD_UCX_PROTOCOL", "rma", 1);
+    setenv("PLUGBOARD_UCX_ORDERING", rmaOrdering, 1);
+  }
 }
 
 uint8_t patternByte(int writer, int reader, size_t i) {
@@ -126,7 +131,7 @@ TEST(UcxCommunicator, FourRanksAllToAllLargeWrites) {
   runAllToAll(4, 1 << 20);
 }
 
-TEST(UcxCommunicator, FourRanksAllToAllWithFenceOrdering) {
+TEST(UcxCommunicator, FourRanksAllToAllOverRmaWithFenceOrdering) {
   SKIP_WITHOUT_UCX();
   runAllToAll(4, 1 << 16, "fence");
 }

@@ -65,20 +65,31 @@ std::string unusableReason() {
   return reason;
 }
 
+/// The plugin settings of each mode the tests run: "" is the plugin's
+/// defaults (active messages, all eager over TCP), "am_rndv" lets UCX use
+/// rendezvous for large messages, "rma_flush" / "rma_fence" are RMA with
+/// each signal ordering.
+std::map<std::string, std::string> modeSettings(const std::string& mode) {
+  if (mode == "am_rndv") return {{"protocol", "am"}, {"am_eager", "0"}};
+  if (mode == "rma_flush") return {{"protocol", "rma"}, {"ordering", "flush"}};
+  if (mode == "rma_fence") return {{"protocol", "rma"}, {"ordering", "fence"}};
+  return {};
+}
+
 /// UCX as the shared suites see it (transport_pair_suite.hpp): over TCP
 /// its worker moves data only while progressed, so waits poll the peer,
 /// and free() waits for the peer's close marker, so ends are freed at once.
-/// `ordering` empty means the plugin's default.
-const plugboard::test::TransportUnderTest* ucxTransport(const std::string& ordering = "") {
-  static std::map<std::string, plugboard::test::TransportUnderTest> byOrdering;
-  auto [it, fresh] = byOrdering.try_emplace(ordering);
+/// `mode` names modeSettings().
+const plugboard::test::TransportUnderTest* ucxTransport(const std::string& mode = "") {
+  static std::map<std::string, plugboard::test::TransportUnderTest> byMode;
+  auto [it, fresh] = byMode.try_emplace(mode);
   plugboard::test::TransportUnderTest& t = it->second;
   if (fresh) {
-    t.label = ordering.empty() ? "ucx" : "ucx_" + ordering;
+    t.label = mode.empty() ? "ucx" : "ucx_" + mode;
     t.name = "ucx";
     t.pluginPath = PLUGBOARD_UCX_PLUGIN;
     t.table = &plugin;
-    if (!ordering.empty()) t.settings = {{"ordering", ordering}};
+    t.settings = modeSettings(mode);
     t.firstSettingKey = "tls";
     t.whyUnusable = &unusableReason;
     t.progressWhileWaiting = &plugboard::test::pollTheOtherConnections;
@@ -92,8 +103,10 @@ using plugboard::test::TransportOrderingTest;
 using plugboard::test::TransportPairTest;
 using plugboard::test::TransportWriteSizeTest;
 PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportLoadTest, ucxTransport());
-PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportPairTest, ucxTransport());
-PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportOrderingTest, ucxTransport("flush"), ucxTransport("fence"));
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportPairTest, ucxTransport(), ucxTransport("am_rndv"),
+                                      ucxTransport("rma_flush"));
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportOrderingTest, ucxTransport(), ucxTransport("am_rndv"),
+                                      ucxTransport("rma_flush"), ucxTransport("rma_fence"));
 PLUGBOARD_INSTANTIATE_WRITE_SIZES(ucxTransport());
 
 using plugboard::test::FakeHost;
@@ -213,7 +226,9 @@ TEST_F(UcxTest, TableDescribesTheTransport) {
   props.struct_size = sizeof(props);
   ASSERT_EQ(t_->properties(ctx, &props), PB_OK);
   EXPECT_EQ(props.mem_types, uint32_t(PB_MEM_HOST)) << "this UCX has no CUDA support";
-  EXPECT_EQ(props.flags, uint32_t(PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY));
+  // The progress thread (on by default) calls signal_landed for what it lands and completes.
+  EXPECT_EQ(props.flags,
+            uint32_t(PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY | PB_CAP_SIGNAL_NOTIFY));
   EXPECT_GT(props.bandwidth_gbps, 0.0);
   EXPECT_GT(props.latency_us, 0.0);
   EXPECT_GT(props.max_address_size, 40u);
@@ -228,6 +243,11 @@ TEST_F(UcxTest, DeclaresItsSettings) {
   EXPECT_EQ(declared["tls"].type, PB_SETTING_STRING);
   EXPECT_EQ(declared["tls"].defaultValue, "");
   EXPECT_EQ(declared["tls"].rankLocal, 0) << "ranks must agree on transports";
+  ASSERT_EQ(declared.count("protocol"), 1u);
+  EXPECT_EQ(declared["protocol"].defaultValue, "auto");
+  EXPECT_EQ(declared["protocol"].rankLocal, 0) << "ranks must agree on the protocol";
+  ASSERT_EQ(declared.count("am_eager"), 1u);
+  EXPECT_EQ(declared["am_eager"].defaultValue, "auto");
   ASSERT_EQ(declared.count("ordering"), 1u);
   EXPECT_EQ(declared["ordering"].defaultValue, "flush");
   EXPECT_EQ(declared["ordering"].rankLocal, 0);
@@ -245,10 +265,44 @@ TEST_F(UcxTest, BadOrderingFailsInit) {
       << t_->last_error(nullptr);
 }
 
+TEST_F(UcxTest, BadProtocolFailsInit) {
+  for (auto [key, value] : {std::pair<const char*, const char*>{"protocol", "tagged"}, {"am_eager", "yes"}}) {
+    hosts_.push_back(std::make_unique<FakeHost>(0, "testhost", std::map<std::string, std::string>{{key, value}}));
+    pb_plugin_ctx* ctx = nullptr;
+    EXPECT_EQ(t_->init(&hosts_.back()->services, &ctx), PB_ERR_INVALID) << key;
+    EXPECT_EQ(ctx, nullptr);
+    EXPECT_NE(std::string(t_->last_error(nullptr)).find(std::string("ucx.") + key + " = '" + value + "'"),
+              std::string::npos)
+        << t_->last_error(nullptr);
+  }
+}
+
 TEST_F(UcxTest, LogsTransportsAndWhereTheyCameFrom) {
   ASSERT_NE(makeContext(0), nullptr);
-  EXPECT_TRUE(hosts_.back()->logged({"INFO UCX 1.", "UCX_TLS=tcp (environment)", "ep flush", "progress thread"}))
+  EXPECT_TRUE(hosts_.back()->logged({"INFO UCX 1.", "UCX_TLS=tcp (environment)",
+                                     "operations as active messages (ucx.protocol=auto, all eager)",
+                                     "progress thread"}))
       << hosts_.back()->allLogs();
+  ASSERT_NE(makeContext(1, modeSettings("rma_flush")), nullptr);
+  EXPECT_TRUE(hosts_.back()->logged({"operations as RMA (ucx.protocol=rma), signal ordering by ep flush"}))
+      << hosts_.back()->allLogs();
+}
+
+TEST_F(UcxTest, RanksWithDifferentProtocolsDoNotConnect) {
+  pb_plugin_ctx* ctx0 = makeContext(0);
+  pb_plugin_ctx* ctx1 = makeContext(1, modeSettings("rma_flush"));
+  ASSERT_TRUE(ctx0 && ctx1);
+  std::vector<uint8_t> blob0, blob1;
+  pb_conn* c0 = setup(ctx0, 0, 1, &blob0);
+  pb_conn* c1 = setup(ctx1, 1, 0, &blob1);
+  ASSERT_TRUE(c0 && c1);
+  EXPECT_EQ(t_->proxy_connect(c0, blob1.data(), blob1.size()), PB_ERR_INVALID);
+  std::string why = error(ctx0);
+  EXPECT_NE(why.find("rank 1 (host testhost) uses ucx.protocol rma and rank 0 uses am"), std::string::npos) << why;
+  EXPECT_NE(why.find("set the same ucx.protocol on every rank"), std::string::npos) << why;
+  EXPECT_EQ(t_->proxy_connect(c1, blob0.data(), blob0.size()), PB_ERR_INVALID);
+  EXPECT_NE(error(ctx1).find("rank 0 (host testhost) uses ucx.protocol am and rank 1 uses rma"), std::string::npos)
+      << error(ctx1);
 }
 
 TEST_F(UcxTest, TlsSettingAppliesWhenUcxTlsIsUnset) {
@@ -423,13 +477,23 @@ TEST_F(UcxPairTest, ConnectLogsTheLanesUcxChose) {
       << hostOf_[ctx0_]->allLogs();
 }
 
-/// The pair connected with ucx.ordering = GetParam().
+/// The pair connected in mode GetParam() (see modeSettings).
 class UcxOrderingTest : public UcxPairTest, public ::testing::WithParamInterface<const char*> {
  protected:
   void SetUp() override {
     UcxTest::SetUp();
     if (HasFatalFailure() || IsSkipped()) return;
-    connectWith({{"ordering", GetParam()}});
+    connectWith(modeSettings(GetParam()));
+  }
+};
+
+/// A pair using RMA with flush ordering and no progress threads.
+class UcxRmaPolledPairTest : public UcxPairTest {
+ protected:
+  std::map<std::string, std::string> pairSettings() const override {
+    auto s = modeSettings("rma_flush");
+    s["progress_thread"] = "0";
+    return s;
   }
 };
 
@@ -488,7 +552,7 @@ TEST_P(UcxOrderingTest, PipelinedSignalsNeverOvertakeTheirWrites) {
 // flush itself: while rank 1 does not progress, it cannot acknowledge the
 // write, so the flush cannot complete and the signal must stay unposted
 // (not completed), even though the small write itself completed locally.
-TEST_F(UcxPolledPairTest, FlushModeHoldsTheSignalUntilThePeerHasTheWrite) {
+TEST_F(UcxRmaPolledPairTest, FlushModeHoldsTheSignalUntilThePeerHasTheWrite) {
   std::vector<uint8_t> src(4096, 0xab), dst(4096, 0);
   std::vector<uint64_t> counter(1, 0);
   pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
@@ -508,7 +572,7 @@ TEST_F(UcxPolledPairTest, FlushModeHoldsTheSignalUntilThePeerHasTheWrite) {
   EXPECT_EQ(dst, src);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, UcxOrderingTest, ::testing::Values("flush", "fence"),
+INSTANTIATE_TEST_SUITE_P(Modes, UcxOrderingTest, ::testing::Values("am", "am_rndv", "rma_flush", "rma_fence"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST_F(UcxPairTest, KeyReleasedWhileItsWriteIsInFlight) {
@@ -598,6 +662,96 @@ TEST_F(UcxPairTest, FusedAndForeignOperationsAreRejected) {
   ASSERT_EQ(t_->signal(c0_, rkCounter, 8, 1), PB_OK) << error(ctx0_);
   waitCompleted(ctx0_, c0_, 2);
   waitCounter(&counter[1], 1);
+}
+
+// With active messages the target stores and adds: it checks the region
+// named in each message before it stores a byte (the region id and its
+// random check value, so a stale key never reaches a new region).
+TEST_F(UcxPolledPairTest, MessageIntoADeregisteredRegionFailsAtTheTarget) {
+  std::vector<uint8_t> src(64, 0xab), dst(64, 0);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, reg(ctx1_, counter.data(), sizeof(uint64_t)), c0_);
+  deregister(ctx1_, mrDst);
+  ASSERT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, 0, src.size(), rkCounter, 0, 1), PB_OK) << error(ctx0_);
+  uint64_t done = 0;
+  pb_status s1 = PB_OK;
+  auto deadline = Clock::now() + kTimeout;
+  while (s1 == PB_OK && Clock::now() < deadline) {
+    s1 = t_->proxy_progress(c1_, &done);
+    ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << error(ctx0_);
+  }
+  EXPECT_EQ(s1, PB_ERR_REMOTE);
+  EXPECT_NE(error(ctx1_).find("bad ucx message #1 from rank 0 (host testhost): write of 64 bytes to region"),
+            std::string::npos)
+      << error(ctx1_);
+  EXPECT_NE(error(ctx1_).find("not registered here"), std::string::npos) << error(ctx1_);
+  EXPECT_EQ(std::count(dst.begin(), dst.end(), 0), 64) << "bytes were stored into a deregistered region";
+  EXPECT_EQ(counter[0], 0u) << "the signal of a refused write was applied";
+}
+
+/// The default pair with rendezvous allowed (ucx.am_eager=0, no progress threads).
+class UcxRndvPolledPairTest : public UcxPairTest {
+ protected:
+  std::map<std::string, std::string> pairSettings() const override {
+    auto s = modeSettings("am_rndv");
+    s["progress_thread"] = "0";
+    return s;
+  }
+};
+
+// A rendezvous message's signal waits for its data and for every earlier
+// message: a large write, then a small write_signal that overtakes it on the
+// wire, must not show its counter before the large write landed.
+TEST_F(UcxRndvPolledPairTest, SignalWaitsForAnEarlierRendezvousWrite) {
+  constexpr size_t kLarge = 4 << 20;
+  std::vector<uint8_t> big(kLarge), bigDst(kLarge, 0), small(64, 0x5c), smallDst(64, 0);
+  fillPattern(big.data(), kLarge, 77);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrBig = reg(ctx0_, big.data(), kLarge);
+  pb_mr* mrSmall = reg(ctx0_, small.data(), small.size());
+  pb_rkey* rkBig = remoteKey(ctx1_, reg(ctx1_, bigDst.data(), kLarge), c0_);
+  pb_rkey* rkSmall = remoteKey(ctx1_, reg(ctx1_, smallDst.data(), smallDst.size()), c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, reg(ctx1_, counter.data(), sizeof(uint64_t)), c0_);
+  ASSERT_EQ(t_->write(c0_, mrBig, 0, rkBig, 0, kLarge), PB_OK) << error(ctx0_);
+  ASSERT_EQ(t_->write_signal(c0_, mrSmall, 0, rkSmall, 0, small.size(), rkCounter, 0, 1), PB_OK) << error(ctx0_);
+  uint64_t done = 0;
+  auto deadline = Clock::now() + kTimeout;
+  while (__atomic_load_n(counter.data(), __ATOMIC_ACQUIRE) == 0) {
+    ASSERT_LT(Clock::now(), deadline);
+    ASSERT_EQ(t_->proxy_progress(c1_, &done), PB_OK) << error(ctx1_);
+    if (__atomic_load_n(counter.data(), __ATOMIC_ACQUIRE)) break;
+    ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << error(ctx0_);
+  }
+  EXPECT_EQ(bigDst, big) << "the signal was applied before the earlier large write landed";
+  EXPECT_EQ(smallDst, small);
+  waitCompleted(ctx0_, c0_, 2);
+}
+
+// A refused rendezvous message fails at both ends: the target names the
+// sender, and the sender's request completes with the target's error.
+TEST_F(UcxRndvPolledPairTest, RendezvousIntoADeregisteredRegionFailsAtBothEnds) {
+  constexpr size_t kLarge = 4 << 20;
+  std::vector<uint8_t> src(kLarge, 0xab), dst(kLarge, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  deregister(ctx1_, mrDst);
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kLarge), PB_OK) << error(ctx0_);
+  uint64_t done = 0;
+  pb_status s0 = PB_OK, s1 = PB_OK;
+  auto deadline = Clock::now() + kTimeout;
+  while ((s0 == PB_OK || s1 == PB_OK) && Clock::now() < deadline) {
+    if (s1 == PB_OK) s1 = t_->proxy_progress(c1_, &done);
+    if (s0 == PB_OK) s0 = t_->proxy_progress(c0_, &done);
+  }
+  EXPECT_EQ(s1, PB_ERR_REMOTE);
+  EXPECT_NE(error(ctx1_).find("not registered here"), std::string::npos) << error(ctx1_);
+  EXPECT_EQ(s0, PB_ERR_REMOTE) << "the sender never learned its message was refused";
+  EXPECT_NE(error(ctx0_).find("ucx message #1 to rank 1 (host testhost)"), std::string::npos) << error(ctx0_);
+  EXPECT_EQ(std::count(dst.begin(), dst.end(), 0), ptrdiff_t(kLarge)) << "bytes were stored into a deregistered region";
 }
 
 TEST_F(UcxPairTest, ZeroByteRegionTakesZeroByteWrites) {

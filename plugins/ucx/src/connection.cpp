@@ -32,8 +32,10 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
                "ucx setup with " + peer.describe() + ": address buffer of " + std::to_string(room) +
                    " bytes is smaller than the " + std::to_string(ctx.addressSize()) + " a ucx address needs");
   control_ = ctx.newControlSlot();
+  if (ctx.activeMessages()) token_ = ctx.addAmTarget(this);
   wire::AddressBlob blob;
   blob.rank = ctx.rank();
+  blob.connToken = token_;
   blob.controlAddr = reinterpret_cast<uintptr_t>(control_.word);
   blob.workerAddress = ctx.workerAddress();
   blob.controlRkey = *control_.rkey;
@@ -66,6 +68,12 @@ bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
     PB_UCX_CHECK(blob.rank == peer_.rank, PB_ERR_INVALID,
                  who + ": the address blob is from rank " + std::to_string(blob.rank) + ", expected rank " +
                      std::to_string(peer_.rank));
+    // Token 0: the peer sends RMA and has no handler for our messages.
+    PB_UCX_CHECK((blob.connToken != 0) == ctx_.activeMessages(), PB_ERR_INVALID,
+                 who + ": " + peer_.describe() + " uses ucx.protocol " + (blob.connToken ? "am" : "rma") +
+                     " and rank " + std::to_string(ctx_.rank()) + " uses " +
+                     (ctx_.activeMessages() ? "am" : "rma") + "; set the same ucx.protocol on every rank");
+    peerToken_ = blob.connToken;
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -144,6 +152,9 @@ RemoteKey* Connection::importRkey(const void* buf, size_t len) {
   key->conn = this;
   key->base = packed.base;
   key->size = packed.size;
+  key->regionId = packed.regionId;
+  key->regionCheck = packed.regionCheck;
+  key->memType = packed.memType;
   if (packed.size > 0) {  // a zero-byte region packs no UCX key (see RegionRegistry::add)
     ucp_rkey_h rkey = nullptr;
     ucs_status_t st = ucp_ep_rkey_unpack(ep_, packed.ucpRkey.data(), &rkey);
@@ -219,6 +230,7 @@ void Connection::closeEndpoint() {
   for (Op& op : ops_) {
     if (op.putReq) ucp_request_free(op.putReq);
     if (op.amoReq) ucp_request_free(op.amoReq);
+    if (op.amReq) ucp_request_free(op.amReq);
   }
   for (void* r : {flushReq_, handshake_})
     if (r) ucp_request_free(r);
@@ -264,6 +276,8 @@ void Connection::close() noexcept {
     keys_.clear();
     peerControl_.reset();
     guard_->owner = nullptr;  // a late error handler now finds nobody
+    if (token_) ctx_.removeAmTarget(token_);  // late messages and receives now find nobody
+    token_ = 0;
   } catch (...) {
   }
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "context.hpp"
 #include "memory.hpp"
+#include "wire.hpp"
 
 namespace plugboard::ucx {
 
@@ -63,6 +65,14 @@ class Connection {
   void pumpLocked();
   /// The owning context.
   Context& context() { return ctx_; }
+  /// An active message for this connection arrived (Context::onAm, worker
+  /// lock held): checks it against the peer and the local regions, stores
+  /// eager data or starts the rendezvous receive into place, and applies
+  /// signals once every earlier message landed. Returns what UCP's
+  /// callback returns (an error fails a rendezvous at the sender too).
+  ucs_status_t receiveAm(const wire::AmHeader& h, void* data, size_t length, const ucp_am_recv_param_t* param);
+  /// A rendezvous receive of message seq finished with status (worker lock held).
+  void rndvLanded(uint64_t seq, ucs_status_t status);
 
  private:
   /// A posted operation, kept from posting until it is retired. Lives in
@@ -71,12 +81,21 @@ class Connection {
     uint64_t seq = 0;
     void* putReq = nullptr;        ///< The put's UCX request while in flight.
     void* amoReq = nullptr;        ///< The atomic's UCX request while in flight.
+    void* amReq = nullptr;         ///< The active message's UCX request while in flight.
+    uint8_t amHeader[wire::AmHeader::kSize];  ///< Its header, kept until the request completes.
     bool signalPending = false;    ///< The atomic waits for a flush (Ordering::Flush).
     uint64_t needFlushed = 0;      ///< ... covering every write up to this seq.
     uint64_t value = 0;            ///< The atomic's operand.
     uint64_t signalAddr = 0;       ///< Peer's address of the counter.
     std::shared_ptr<UcpRkey> putRkey;     ///< Kept while the put may use it.
     std::shared_ptr<UcpRkey> signalRkey;  ///< Kept while the atomic may use it.
+  };
+  /// An active message that arrived but whose signal (if any) is not
+  /// applied yet, because it or an earlier message has not fully landed.
+  struct Arrival {
+    bool landed = false;       ///< Its data (if any) is in place.
+    bool hasSignal = false;
+    uint64_t signalRegion = 0, signalCheck = 0, signalOffset = 0, value = 0;
   };
   /// A final error and the status it maps to.
   struct Failure {
@@ -102,6 +121,23 @@ class Connection {
   /// Says goodbye if the peer is still there, closes the endpoint. Never
   /// throws or hangs.
   void close() noexcept;
+
+  // ---- am.cpp: operations as active messages (worker lock held) ----
+  /// Sends h (seq and token filled in here) with size bytes from src at
+  /// srcOffset as op's active message; marks the connection failed and
+  /// throws on error.
+  void sendAm(Op& op, wire::AmHeader& h, const LocalRegion* src, size_t srcOffset, size_t size);
+  /// Fills h's write fields for dst at dstOffset.
+  static void describeWrite(wire::AmHeader& h, const RemoteKey& dst, size_t dstOffset, size_t size);
+  /// Fills h's signal fields.
+  static void describeSignal(wire::AmHeader& h, const RemoteKey& dst, size_t dstOffset, uint64_t value);
+  /// Where a message's write goes, or NULL after failing the connection.
+  char* writeTarget(const wire::AmHeader& h, size_t length);
+  /// The counter a signal adds to, or NULL after failing the connection
+  /// (why names the message, for the error).
+  uint64_t* signalTarget(uint64_t region, uint64_t check, uint64_t offset, const std::string& why);
+  /// Marks seq landed and applies, in order, the signals now unblocked.
+  void markLanded(uint64_t seq);
 
   // ---- progress.cpp: posting and completion (worker lock held) ----
   /// Throws unless connected, healthy, and the peer has not closed.
@@ -161,6 +197,13 @@ class Connection {
   void* flushReq_ = nullptr;            // the ordering flush while in flight
   uint64_t flushCovers_ = 0;            // lastWrite_ when flushReq_ was posted
   std::optional<Failure> failure_;
+
+  // Active messages (Protocol::ActiveMessage).
+  uint32_t token_ = 0;                  // names this connection in messages peers send us
+  uint32_t peerToken_ = 0;              // names the peer's connection in ours
+  uint64_t amSent_ = 0;                 // last seq of an active message we sent
+  uint64_t landedThrough_ = 0;          // every message with seq <= this landed and signalled
+  std::map<uint64_t, Arrival> arrivals_;  // seq > landedThrough_: arrived, not yet applied
 };
 
 }  // namespace plugboard::ucx

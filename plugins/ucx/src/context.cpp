@@ -22,6 +22,8 @@ namespace {
 /// Setting keys, plugin-relative (the core prefixes "ucx.").
 constexpr const char* kTls = "tls";
 constexpr const char* kOrdering = "ordering";
+constexpr const char* kProtocol = "protocol";
+constexpr const char* kAmEager = "am_eager";
 constexpr const char* kProgressThread = "progress_thread";
 
 /// Control words per registered chunk (one 4 KiB page).
@@ -61,6 +63,7 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "ucx") {
     initUcp();
     surveyResources();
     initWorker();
+    initProtocol();
     {
       std::lock_guard<std::mutex> lock(workerMu_);
       addControlChunk();
@@ -72,8 +75,11 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "ucx") {
   }
   log(PB_LOG_INFO, std::string("UCX ") + ucp_get_version_string() + ", transports " + tlsSource_ +
                        ", resources " + resources_ + " (cost " + std::to_string(connectCost()) + ")" +
-                       ", signal ordering by " +
-                       (settings_.ordering == Ordering::Flush ? "ep flush" : "worker fence") +
+                       (activeMessages() ? ", operations as active messages (ucx.protocol=" + settings_.protocolText +
+                                               (eagerOnly_ ? ", all eager" : ", large ones by rendezvous") + ")"
+                                         : std::string(", operations as RMA (ucx.protocol=") + settings_.protocolText +
+                                               "), signal ordering by " +
+                                               (settings_.ordering == Ordering::Flush ? "ep flush" : "worker fence")) +
                        ", progress " + (settings_.progressThread ? "thread + proxy" : "by proxy only") +
                        ", memory types " + memoryTypesText());
 }
@@ -103,10 +109,20 @@ void Context::declareSettings() const {
        "UCX transports (UCX_TLS syntax, e.g. 'tcp' or 'rc,sm'); used only when the UCX_TLS "
        "environment variable is unset, which wins; empty: UCX's own default",
        0},
+      {sizeof(pb_setting_decl_v1), kProtocol, PB_SETTING_STRING, "auto",
+       "How operations travel: 'am' (one UCP active message per write/signal, stored and added by the "
+       "target; host memory only), 'rma' (ucp_put_nbx + atomic add, ordered by ucx.ordering; GPU memory "
+       "where UCX supports it) or 'auto' (am unless UCX can register CUDA memory)",
+       0},
+      {sizeof(pb_setting_decl_v1), kAmEager, PB_SETTING_STRING, "auto",
+       "With ucx.protocol=am: '1' sends every message eagerly (UCP_AM_SEND_FLAG_EAGER), '0' lets UCX "
+       "choose rendezvous for large ones (received straight into place), 'auto' is 1 when UCX's only "
+       "way between processes is TCP (its rendezvous over TCP measured slower) and 0 otherwise",
+       0},
       {sizeof(pb_setting_decl_v1), kOrdering, PB_SETTING_STRING, "flush",
-       "How a signal waits for earlier writes: 'flush' (post the atomic after an ep flush "
-       "completes; correct on every UCX) or 'fence' (ucp_worker_fence; faster, relies on UCX "
-       "ordering across its lanes)",
+       "With ucx.protocol=rma, how a signal waits for earlier writes: 'flush' (post the atomic after "
+       "an ep flush completes; correct on every UCX) or 'fence' (ucp_worker_fence; faster, relies on "
+       "UCX ordering across its lanes)",
        0},
       {sizeof(pb_setting_decl_v1), kProgressThread, PB_SETTING_BOOL, "1",
        "Progress the UCX worker from a plugin thread that sleeps on its event fd, so peers' "
@@ -127,6 +143,14 @@ Settings Context::readSettings() const {
   } else {
     throw Error(PB_ERR_INVALID, "ucx.ordering = '" + ordering + "' is neither 'flush' nor 'fence'");
   }
+  s.protocolText = host_.setting(kProtocol);
+  if (s.protocolText.empty()) s.protocolText = "auto";
+  if (s.protocolText != "auto" && s.protocolText != "am" && s.protocolText != "rma")
+    throw Error(PB_ERR_INVALID, "ucx.protocol = '" + s.protocolText + "' is none of 'auto', 'am', 'rma'");
+  s.amEager = host_.setting(kAmEager);
+  if (s.amEager.empty()) s.amEager = "auto";
+  if (s.amEager != "auto" && s.amEager != "1" && s.amEager != "0")
+    throw Error(PB_ERR_INVALID, "ucx.am_eager = '" + s.amEager + "' is none of 'auto', '1', '0'");
   std::string thread = host_.setting(kProgressThread);
   for (auto& ch : thread) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (thread.empty() || thread == "1" || thread == "true" || thread == "yes" || thread == "on") {
@@ -184,7 +208,9 @@ void Context::initUcp() {
 
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | (settings_.progressThread ? UCP_FEATURE_WAKEUP : 0);
+  // RMA stays on with active messages: the close marker is a put.
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AM |
+                    (settings_.progressThread ? UCP_FEATURE_WAKEUP : 0);
   params.estimated_num_eps = static_cast<size_t>(std::max(host_.nranks(), 1));
   st = ucp_init(&params, config.config, &ucp_);
   PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM,
@@ -243,6 +269,31 @@ void Context::initWorker() {
   workerAddress_.assign(bytes, bytes + length);
   ucp_worker_release_address(worker_, address);
 }
+
+void Context::initProtocol() {
+  const bool am = settings_.protocolText == "am" || (settings_.protocolText == "auto" && !supportsCuda());
+  settings_.protocol = am ? Protocol::ActiveMessage : Protocol::Rma;
+  if (!am) return;
+  eagerOnly_ = settings_.amEager == "1" || (settings_.amEager == "auto" && networkOnlyTcp_);
+  ucp_am_handler_param_t params{};
+  params.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  params.id = wire::kAmId;
+  params.flags = UCP_AM_FLAG_WHOLE_MSG;
+  params.cb = &Context::onAm;
+  params.arg = this;
+  ucs_status_t st = ucp_worker_set_am_recv_handler(worker_, &params);
+  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText("ucx: ucp_worker_set_am_recv_handler failed", st));
+}
+
+uint32_t Context::addAmTarget(Connection* conn) {
+  uint32_t token = nextToken_++;
+  if (nextToken_ == 0) nextToken_ = 1;  // 0 never names a connection
+  amTargets_[token] = conn;
+  return token;
+}
+
+void Context::removeAmTarget(uint32_t token) { amTargets_.erase(token); }
 
 void Context::addControlChunk() {
   auto chunk = std::make_unique<ControlChunk>();

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "memory.hpp"
@@ -37,9 +38,18 @@ enum class Ordering {
   Fence   ///< ucp_worker_fence() between the writes and the atomic.
 };
 
+/// How operations travel (README: "Protocols").
+enum class Protocol {
+  ActiveMessage,  ///< One UCP active message per operation; the target stores and adds.
+  Rma             ///< ucp_put_nbx + ucp_atomic_op_nbx, ordered by `ordering`.
+};
+
 /// Resolved values of the plugin's settings (see Context::declareSettings).
 struct Settings {
   std::string tls;                    ///< UCX_TLS to use when the environment sets none; "" = UCX's default.
+  std::string protocolText = "auto";  ///< The protocol setting as given.
+  std::string amEager = "auto";       ///< The am_eager setting: "auto", "1" or "0".
+  Protocol protocol = Protocol::ActiveMessage;  ///< Resolved after ucp_init (auto depends on CUDA support).
   Ordering ordering = Ordering::Flush;
   bool progressThread = true;         ///< Run Context::progressLoop (README "Progress").
 };
@@ -97,6 +107,23 @@ class Context : public transport_cxx::ErrorSlot {
   int connectCost() const { return networkOnlyTcp_ ? kTcpOnlyConnectCost : kConnectCost; }
   /// "self, tcp, posix": the transports of UCX's resources, for messages.
   const std::string& resources() const { return resources_; }
+  /// True when operations travel as active messages (Protocol::ActiveMessage).
+  bool activeMessages() const { return settings_.protocol == Protocol::ActiveMessage; }
+  /// True when active messages are sent eagerly whatever their size
+  /// (ucx.am_eager; auto: when UCX's only way between processes is TCP).
+  bool eagerOnly() const { return eagerOnly_; }
+
+  /// A token naming conn in the active messages peers send it; caller
+  /// holds workerMutex().
+  uint32_t addAmTarget(Connection* conn);
+  /// The connection token names, or NULL (freed); caller holds workerMutex().
+  Connection* amTarget(uint32_t token) const;
+  /// Forgets token: messages still arriving for it are dropped. Caller
+  /// holds workerMutex().
+  void removeAmTarget(uint32_t token);
+  /// Notes that a caller is polling (proxy_progress), so the progress
+  /// thread keeps out of its way (README "Progress").
+  void notePolled();
 
   /// The lock described in the class comment.
   std::mutex& workerMutex() const { return workerMu_; }
@@ -179,6 +206,15 @@ class Context : public transport_cxx::ErrorSlot {
   void progressLoop();
   /// Releases everything UCX gave us; safe on a half-built context.
   void teardown() noexcept;
+  /// Resolves settings_.protocol ("auto": active messages unless UCX can
+  /// register CUDA memory) and, for active messages, registers onAm.
+  void initProtocol();
+  /// UCP's active-message callback (arg: the Context): hands the message
+  /// to the connection its token names (am.cpp).
+  static ucs_status_t onAm(void* arg, const void* header, size_t headerLength, void* data, size_t length,
+                           const ucp_am_recv_param_t* param);
+  /// True while a polling caller called proxy_progress within kPollerGrace.
+  bool callerPolling() const;
 
   transport_cxx::HostServices host_;
   Settings settings_;
@@ -186,6 +222,7 @@ class Context : public transport_cxx::ErrorSlot {
   std::string effectiveTls_;
   std::string resources_;         // see resources()
   bool networkOnlyTcp_ = false;   // no UCX resource but TCP and host-local ones
+  bool eagerOnly_ = false;        // see eagerOnly()
   uint64_t memoryTypes_ = 0;
 
   mutable std::mutex workerMu_;
@@ -195,6 +232,9 @@ class Context : public transport_cxx::ErrorSlot {
   std::vector<std::unique_ptr<ControlChunk>> controlChunks_;
   std::vector<std::unique_ptr<EndpointGuard>> guards_;
   std::vector<Connection*> attached_;  // connected, not closing
+  std::unordered_map<uint32_t, Connection*> amTargets_;  // by token; see addAmTarget
+  uint32_t nextToken_ = 1;
+  std::atomic<int64_t> lastPollNs_{0};  // steady-clock ns of the last proxy_progress
   RegionRegistry regions_;
 
   std::thread progressThread_;

@@ -1,5 +1,7 @@
 #include "memory.hpp"
 
+#include <random>
+
 #include "context.hpp"
 #include "error.hpp"
 #include "wire.hpp"
@@ -16,6 +18,8 @@ void packRkey(const LocalRegion& region, void* buf, size_t* len) {
   key.base = reinterpret_cast<uintptr_t>(region.base);
   key.size = region.size;
   key.memType = static_cast<uint32_t>(region.type);
+  key.regionId = region.id;
+  key.regionCheck = region.check;
   key.ucpRkey = region.packed;
   size_t room = *len;
   *len = key.encodedSize();
@@ -55,10 +59,18 @@ LocalRegion* RegionRegistry::add(Context& ctx, void* base, size_t size, pb_mem_t
     region->packed.assign(static_cast<uint8_t*>(packed), static_cast<uint8_t*>(packed) + packedLen);
     ucp_rkey_buffer_release(packed);
   }
+  if (checkState_ == 0) checkState_ = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}() ^ 1;
+  uint64_t z = (checkState_ += 0x9e3779b97f4a7c15ull);  // splitmix64
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  region->check = z ^ (z >> 31);
+  region->id = nextId_++;
   LocalRegion* handle = region.get();
   try {
+    byId_.emplace(handle->id, handle);
     regions_.emplace(handle, std::move(region));
   } catch (...) {
+    byId_.erase(handle->id);
     if (handle->memh) ucp_mem_unmap(ctx.ucp(), handle->memh);
     throw;
   }
@@ -74,13 +86,20 @@ void RegionRegistry::remove(Context& ctx, LocalRegion* region) {
     ucs_status_t st = ucp_mem_unmap(ctx.ucp(), it->second->memh);
     if (st != UCS_OK) ctx.log(PB_LOG_WARN, ucsText("ucp_mem_unmap failed", st));
   }
+  byId_.erase(it->second->id);
   regions_.erase(it);
+}
+
+LocalRegion* RegionRegistry::find(uint64_t id, uint64_t check) const {
+  auto it = byId_.find(id);
+  return it != byId_.end() && it->second->check == check ? it->second : nullptr;
 }
 
 void RegionRegistry::clear(Context& ctx) noexcept {
   for (auto& [handle, region] : regions_)
     if (region->memh) ucp_mem_unmap(ctx.ucp(), region->memh);
   regions_.clear();
+  byId_.clear();
 }
 
 }  // namespace plugboard::ucx

@@ -31,6 +31,8 @@ struct LocalRegion {
   pb_mem_type type = PB_MEM_HOST;  ///< Memory type it was registered as.
   ucp_mem_h memh = nullptr;        ///< UCP's registration (null for size 0).
   std::vector<uint8_t> packed;     ///< ucp_rkey_pack output, kept for pack_rkey.
+  uint64_t id = 0;                 ///< Never reused within the context; named by active messages.
+  uint64_t check = 0;              ///< Random; a message must quote it with the id.
 };
 
 /// A UCP rkey unpacked on one endpoint. Shared by the pb_rkey handle and by
@@ -59,6 +61,9 @@ struct RemoteKey {
   const Connection* conn = nullptr;  ///< Connection it was imported on.
   uint64_t base = 0;                 ///< Peer's address of the first byte.
   uint64_t size = 0;                 ///< Bytes.
+  uint64_t regionId = 0;             ///< The owner's id and check for the region,
+  uint64_t regionCheck = 0;          ///< quoted by active messages.
+  uint32_t memType = PB_MEM_HOST;    ///< pb_mem_type of the peer's region.
   std::shared_ptr<UcpRkey> rkey;     ///< For ucp_put_nbx / ucp_atomic_op_nbx.
 };
 
@@ -81,9 +86,14 @@ class RegionRegistry {
   void clear(Context& ctx) noexcept;
   /// Number of live regions.
   size_t size() const { return regions_.size(); }
+  /// The live region with this id if check matches; NULL if none.
+  LocalRegion* find(uint64_t id, uint64_t check) const;
 
  private:
   std::unordered_map<const LocalRegion*, std::unique_ptr<LocalRegion>> regions_;
+  std::unordered_map<uint64_t, LocalRegion*> byId_;
+  uint64_t nextId_ = 1;
+  uint64_t checkState_ = 0;  // splitmix64 state, seeded from std::random_device
 };
 
 }  // namespace plugboard::ucx

@@ -35,8 +35,10 @@ struct Traits {
   static void properties(Context& c, pb_transport_properties_v1& props) {
     using P = pb_transport_properties_v1;
     if (PB_HAS_FIELD(&props, P, mem_types))
-      props.mem_types = uint32_t(PB_MEM_HOST) | (c.supportsCuda() ? uint32_t(PB_MEM_CUDA) : 0u);
-    if (PB_HAS_FIELD(&props, P, flags)) props.flags = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY;
+      props.mem_types = uint32_t(PB_MEM_HOST) | (c.supportsCuda() && !c.activeMessages() ? uint32_t(PB_MEM_CUDA) : 0u);
+    if (PB_HAS_FIELD(&props, P, flags))
+      props.flags = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY |
+                    (c.settings().progressThread ? uint32_t(PB_CAP_SIGNAL_NOTIFY) : 0u);
     // Fixed estimates (README): UCX picks the transport, these do not follow it.
     if (PB_HAS_FIELD(&props, P, bandwidth_gbps)) props.bandwidth_gbps = 12.5;  // a 100 Gb/s-class NIC
     if (PB_HAS_FIELD(&props, P, latency_us)) props.latency_us = 3.0;
@@ -58,6 +60,9 @@ struct Traits {
                  std::string("ucx cannot register CUDA memory: this UCX (") + ucp_get_version_string() +
                      ") reports no CUDA memory support (memory types: " + c.memoryTypesText() +
                      "); GPU buffers are staged by the core");
+    PB_UCX_CHECK(type != PB_MEM_CUDA || !c.activeMessages(), PB_ERR_UNSUPPORTED,
+                 "ucx cannot register CUDA memory with ucx.protocol=am (active messages are stored by the CPU); "
+                 "GPU buffers are staged by the core, or set ucx.protocol=rma for GPUDirect through UCX");
     PB_UCX_CHECK(type == PB_MEM_HOST || type == PB_MEM_CUDA, PB_ERR_UNSUPPORTED,
                  "ucx cannot register memory of type " + std::to_string(int(type)));
     PB_UCX_CHECK(ptr || size == 0, PB_ERR_INVALID,

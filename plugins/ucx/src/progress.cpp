@@ -1,8 +1,9 @@
-// Posting and completion on a connection: puts, atomics, the flushes that
-// order them, and retiring operations in posting order. Every function
-// here except the public entry points runs with the worker lock held.
+// Posting and completion on a connection: active messages (am.cpp) or
+// puts, atomics and the flushes that order them, and retiring operations
+// in posting order; the progress thread. Every function here except the
+// public entry points runs with the worker lock held.
 //
-// Ordering (README "Ordering"): a signal's atomic must not overtake any
+// RMA ordering (README "Ordering"): a signal's atomic must not overtake any
 // earlier put on this connection at the peer. UCP does not order a put and
 // an atomic by itself (they may use different lanes), so either
 //  - Ordering::Flush: the atomic is held back until an ep flush posted
@@ -14,12 +15,32 @@
 #include <sys/epoll.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "connection.hpp"
 #include "error.hpp"
 #include "wire.hpp"
 
 namespace plugboard::ucx {
+
+namespace {
+
+/// A thread that calls proxy_progress again within this time is polling
+/// (a waiting caller); the core's proxy thread looking in every 500 us is not.
+constexpr std::chrono::microseconds kPollGap{50};
+/// For this long after a polling call the progress thread leaves the
+/// worker to the poller (README "Progress"), sleeping this long at a time:
+/// a caller between two steps of a collective (reducing a chunk) is not
+/// robbed of its core, and an idle rank is served again within it.
+constexpr std::chrono::microseconds kPollerGrace{500};
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 // ---- checks ----------------------------------------------------------------
 
@@ -134,7 +155,14 @@ void Connection::postWrite(const LocalRegion& src, size_t srcOffset, const Remot
   checkWriteRanges(src, srcOffset, dst, dstOffset, size);
   std::lock_guard<std::mutex> lock(ctx_.workerMutex());
   requirePostable();
-  issuePut(newOp(), src, srcOffset, dst, dstOffset, size);
+  if (ctx_.activeMessages()) {
+    wire::AmHeader h;
+    if (size) describeWrite(h, dst, dstOffset, size);
+    Op& op = newOp();
+    if (size) sendAm(op, h, &src, srcOffset, size);  // an empty write moves and orders nothing
+  } else {
+    issuePut(newOp(), src, srcOffset, dst, dstOffset, size);
+  }
   retire();
 }
 
@@ -142,7 +170,13 @@ void Connection::postSignal(const RemoteKey& dst, size_t dstOffset, uint64_t val
   checkSignalTarget(dst, dstOffset);
   std::lock_guard<std::mutex> lock(ctx_.workerMutex());
   requirePostable();
-  scheduleSignal(newOp(), dst, dstOffset, value);
+  if (ctx_.activeMessages()) {
+    wire::AmHeader h;
+    describeSignal(h, dst, dstOffset, value);
+    sendAm(newOp(), h, nullptr, 0, 0);
+  } else {
+    scheduleSignal(newOp(), dst, dstOffset, value);
+  }
   retire();
 }
 
@@ -152,9 +186,16 @@ void Connection::postWriteSignal(const LocalRegion& src, size_t srcOffset, const
   checkSignalTarget(signalDst, signalOffset);
   std::lock_guard<std::mutex> lock(ctx_.workerMutex());
   requirePostable();
-  Op& op = newOp();
-  issuePut(op, src, srcOffset, dst, dstOffset, size);
-  scheduleSignal(op, signalDst, signalOffset, value);
+  if (ctx_.activeMessages()) {
+    wire::AmHeader h;
+    if (size) describeWrite(h, dst, dstOffset, size);
+    describeSignal(h, signalDst, signalOffset, value);
+    sendAm(newOp(), h, &src, srcOffset, size);
+  } else {
+    Op& op = newOp();
+    issuePut(op, src, srcOffset, dst, dstOffset, size);
+    scheduleSignal(op, signalDst, signalOffset, value);
+  }
   retire();
 }
 
@@ -220,7 +261,9 @@ void Connection::retire() {
   while (!ops_.empty() && !failure_) {
     Op& op = ops_.front();
     if (op.signalPending) return;
-    if (!requestDone(op.putReq, op, "write") || !requestDone(op.amoReq, op, "signal")) return;
+    if (!requestDone(op.putReq, op, "write") || !requestDone(op.amoReq, op, "signal") ||
+        !requestDone(op.amReq, op, "message"))
+      return;
     completed_ = op.seq;
     ops_.pop_front();
   }
@@ -255,10 +298,19 @@ void Context::progressLoop() {
   constexpr int kPollSleepMs = 1;
   bool armFailedLogged = false;
   while (!stopping_) {
+    if (callerPolling()) {  // it progresses the worker itself: stay off the lock
+      std::this_thread::sleep_for(kPollerGrace);
+      continue;
+    }
     unsigned events = 0;
     ucs_status_t arm = UCS_ERR_BUSY;
     {
-      std::lock_guard<std::mutex> lock(workerMu_);
+      // Whoever holds the lock is posting or progressing: let it.
+      std::unique_lock<std::mutex> lock(workerMu_, std::try_to_lock);
+      if (!lock) {
+        std::this_thread::sleep_for(kPollerGrace);
+        continue;
+      }
       events = progressLocked();
       for (Connection* conn : attached_) conn->pumpLocked();
       // Arm only once nothing is pending: UCS_ERR_BUSY means progress again.
@@ -280,7 +332,20 @@ void Context::progressLoop() {
   }
 }
 
+void Context::notePolled() {
+  // Only a thread calling again within kPollGap polls.
+  thread_local int64_t lastCall = 0;
+  const int64_t now = nowNs();
+  if (now - lastCall < int64_t(kPollGap.count()) * 1000) lastPollNs_.store(now, std::memory_order_relaxed);
+  lastCall = now;
+}
+
+bool Context::callerPolling() const {
+  return nowNs() - lastPollNs_.load(std::memory_order_relaxed) < int64_t(kPollerGrace.count()) * 1000;
+}
+
 void Connection::progress(uint64_t* completed) {
+  ctx_.notePolled();
   unsigned events = 0;
   {
     std::lock_guard<std::mutex> lock(ctx_.workerMutex());

@@ -1,9 +1,11 @@
-// Byte layouts of the two blobs the core carries between ranks for the ucx
-// transport: the address blob from setup() and the packed remote key. Each
-// is a fixed 40-byte little-endian header followed by bytes UCX produced
-// (a worker address, packed UCP rkeys). UCX parses those bytes without
-// defending against garbage, so the header carries their exact lengths and
-// a checksum over everything, and nothing reaches UCX unless both hold.
+// Byte layouts of what the ucx transport puts on the wire: the two blobs
+// the core carries between ranks (the address blob from setup() and the
+// packed remote key) and the header of the active message that carries a
+// write, a signal or both (protocol am). Each blob is a fixed little-endian
+// header followed by bytes UCX produced (a worker address, packed UCP
+// rkeys). UCX parses those bytes without defending against garbage, so the
+// header carries their exact lengths and a checksum over everything, and
+// nothing reaches UCX unless both hold.
 #pragma once
 
 #include <plugboard/transport_cxx.hpp>
@@ -15,8 +17,9 @@
 
 namespace plugboard::ucx::wire {
 
-/// Format version shared by both layouts; bumped on any change.
-constexpr uint32_t kVersion = 1;
+/// Format version shared by every layout here; bumped on any change
+/// (2: connection token, region id and check, active-message header).
+constexpr uint32_t kVersion = 2;
 /// "PBUA": address blob from setup().
 constexpr uint32_t kAddressMagic = 0x41554250;
 /// "PBUR": packed remote key.
@@ -34,7 +37,7 @@ uint64_t fnv1a(const uint8_t* bytes, size_t n, uint64_t h);
 constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
 
 /// setup()'s address blob, 40-byte header then payload:
-///   magic u32 | version u32 | rank i32 | reserved u32 (0) |
+///   magic u32 | version u32 | rank i32 | conn_token u32 |
 ///   control_addr u64 | worker_len u32 | control_rkey_len u32 |
 ///   checksum u64 (FNV-1a 64 of the header with this field zero, then the payload) |
 ///   worker address (worker_len bytes, ucp_worker_get_address) |
@@ -42,6 +45,7 @@ constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
 struct AddressBlob {
   static constexpr size_t kHeaderSize = 40;
   int32_t rank = -1;                     ///< Rank that wrote the blob.
+  uint32_t connToken = 0;                ///< Names its connection in active messages sent to it.
   uint64_t controlAddr = 0;              ///< Its control word for this connection.
   std::vector<uint8_t> workerAddress;    ///< Opaque to us; for ucp_ep_create.
   std::vector<uint8_t> controlRkey;      ///< Opaque to us; for ucp_ep_rkey_unpack.
@@ -54,15 +58,17 @@ struct AddressBlob {
   static std::string decode(const uint8_t* in, size_t len, AddressBlob* blob);
 };
 
-/// A packed remote key, 40-byte header then payload:
+/// A packed remote key, 56-byte header then payload:
 ///   magic u32 | version u32 | base u64 | size u64 | ucp_len u32 |
 ///   mem_type u32 (pb_mem_type) | checksum u64 (as above) |
-///   packed UCP rkey (ucp_len bytes).
+///   region_id u64 | region_check u64 | packed UCP rkey (ucp_len bytes).
 struct PackedRkey {
-  static constexpr size_t kHeaderSize = 40;
+  static constexpr size_t kHeaderSize = 56;
   uint64_t base = 0;             ///< Owner's address of the region's first byte.
   uint64_t size = 0;             ///< Region bytes.
   uint32_t memType = 0;          ///< pb_mem_type of the region.
+  uint64_t regionId = 0;         ///< The owner's id for the region (active messages name it).
+  uint64_t regionCheck = 0;      ///< Random per registration: a stale id never matches a new region.
   std::vector<uint8_t> ucpRkey;  ///< Opaque to us; for ucp_ep_rkey_unpack.
 
   /// Size of the encoded key.
@@ -71,6 +77,35 @@ struct PackedRkey {
   void encode(uint8_t* out) const;
   /// Parses and checks a key; returns "" and fills *key, or why it is bad.
   static std::string decode(const uint8_t* in, size_t len, PackedRkey* key);
+};
+
+/// "PBUM": an active message of the ucx transport.
+constexpr uint32_t kAmMagic = 0x4d554250;
+/// The UCP active-message id the transport registers its handler for.
+constexpr unsigned kAmId = 0x5042;
+
+/// Header of the active message that carries one operation (protocol am),
+/// 88 bytes little-endian; the write's bytes are the message's data:
+///   magic u32 | conn_token u32 | seq u64 | flags u32 | from_rank i32 |
+///   data_region u64 | data_check u64 | data_offset u64 | data_size u64 |
+///   signal_region u64 | signal_check u64 | signal_offset u64 | value u64.
+/// seq counts the active messages of one connection from 1 without gaps,
+/// so the target can hold a signal back until every earlier write landed.
+struct AmHeader {
+  static constexpr size_t kSize = 88;
+  static constexpr uint32_t kHasWrite = 1;   ///< data_* name where the data goes.
+  static constexpr uint32_t kHasSignal = 2;  ///< signal_* and value name an add.
+  uint32_t connToken = 0;      ///< The target's token for the connection (its address blob).
+  uint64_t seq = 0;            ///< Active-message number on the connection, from 1.
+  uint32_t flags = 0;          ///< kHasWrite | kHasSignal.
+  int32_t fromRank = -1;       ///< Sender's rank, checked against the connection's peer.
+  uint64_t dataRegion = 0, dataCheck = 0, dataOffset = 0, dataSize = 0;
+  uint64_t signalRegion = 0, signalCheck = 0, signalOffset = 0, value = 0;
+
+  /// Writes the header to out (kSize bytes).
+  void encode(uint8_t* out) const;
+  /// Parses a header; returns "" and fills *h, or why it is bad.
+  static std::string decode(const void* in, size_t len, AmHeader* h);
 };
 
 }  // namespace plugboard::ucx::wire
