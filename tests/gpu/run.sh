@@ -70,6 +70,18 @@ for n in 2 4 8; do
   step "host-bench-$n" env SKIP_DEPS=1 NO_BUILD=1 PLUGBOARD_BUILD_DIR="$build" PLUGBOARD_COMMIT="${RUN_COMMIT:-}" \
     NRANKS=$n MAX_BYTES=16M ITERS=50 WARMUP=5 OUT_DIR="$LOGS/host-bench-$n" bash bench/run-host-bench.sh
 done
+# The network plugins side by side (issue 13 target 4): where .gpu-deps
+# built libfabric and ucx, their tests, the GPU-buffer cases over each, and
+# host allreduce times beside ethernet's.
+for t in libfabric ucx; do
+  [ -e "$build/lib/plugboard/libplugboard-$t.so" ] && \
+    step "staged-mps-$t" with_mps env PLUGBOARD_TRANSPORTS=$t bash tests/gpu/staged-mps.sh "$build"
+done
+step net-plugin-tests ctest --test-dir "$build" -R "ucx|Ucx|libfabric|Libfabric" -j 8 --output-on-failure --timeout 300
+for n in 2 4; do
+  step "transports-host-$n" env PLUGBOARD_COMMIT="${RUN_COMMIT:-}" LOG_DIR="$LOGS/transports-host-$n" \
+    bash bench/transports-host.sh "$build" "$n" 16M 100
+done
 perf="$build/bin/plugboard-perf"
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   step channels "$build/bin/plugboard-bench-channels"
@@ -104,6 +116,12 @@ echo "== kernel launch floor (empty kernel, us per launch)"; cat "$LOGS/launch-f
 for n in 2 4 8; do
   [ -f "$LOGS/host-bench-$n/table.txt" ] && { echo "== host-bench-$n (host buffers, ethernet vs Open MPI)"; \
     grep -v "^#  *vs gloo" "$LOGS/host-bench-$n/table.txt"; }
+done
+for t in libfabric ucx; do
+  [ -f "$LOGS/staged-mps-$t.log" ] && { echo "== staged-mps-$t"; cat "$LOGS/staged-mps-$t.log"; }
+done
+for n in 2 4; do
+  [ -f "$LOGS/transports-host-$n.log" ] && { echo "== transports-host-$n"; sed -n '/^## /,$p' "$LOGS/transports-host-$n.log"; }
 done
 for f in check-sweep-mps check-repro; do
   [ -f "$LOGS/$f.log" ] && { echo "== $f: $(sed -n '/^== correctness sweep/,$p' "$LOGS/$f.log" | grep -c " ok$") runs ok"; \

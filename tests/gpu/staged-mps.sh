@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU buffers over the ethernet plugin (through the pinned host port area),
+# GPU buffers over a network plugin (ethernet unless PLUGBOARD_TRANSPORTS
+# names another; through the pinned host port area),
 # two ranks on one GPU under CUDA MPS: the cases that have deadlocked, and
 # every collective at odd sizes with its results checked. Each case is
 # bounded in time; its outcome takes one line (ok with the times, or the
@@ -10,7 +11,7 @@
 set -uo pipefail
 build=${1:?usage: staged-mps.sh BUILD_DIR}
 perf="$build/bin/plugboard-perf"
-export PLUGBOARD_TRANSPORTS=ethernet PLUGBOARD_GPU_WAIT_TIMEOUT=${PLUGBOARD_GPU_WAIT_TIMEOUT:-5}
+export PLUGBOARD_TRANSPORTS=${PLUGBOARD_TRANSPORTS:-ethernet} PLUGBOARD_GPU_WAIT_TIMEOUT=${PLUGBOARD_GPU_WAIT_TIMEOUT:-5}
 export PLUGBOARD_TIMEOUT=${PLUGBOARD_TIMEOUT:-10}
 export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
 failures=0
