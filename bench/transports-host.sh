@@ -16,13 +16,16 @@ mkdir -p "$logs"
 perf="$build/bin/plugboard-perf"
 plugins="$build/lib/plugboard"
 
-# name | environment for the run
+# name | environment for the run (the name up to its first '-' names the
+# plugin); TRANSPORT_RUNS="name|env%name|env" replaces the list, whose
+# first entry is the reference the ratios divide by.
 runs=(
   "ethernet|PLUGBOARD_TRANSPORTS=ethernet"
   "libfabric|PLUGBOARD_TRANSPORTS=libfabric FI_PROVIDER=tcp;ofi_rxm"
   "ucx|PLUGBOARD_TRANSPORTS=ucx UCX_TLS=tcp"
   "ucx-nothread|PLUGBOARD_TRANSPORTS=ucx UCX_TLS=tcp PLUGBOARD_UCX_PROGRESS_THREAD=0"
 )
+[ -n "${TRANSPORT_RUNS:-}" ] && IFS=% read -r -a runs <<< "$TRANSPORT_RUNS"
 names=()
 for r in "${runs[@]}"; do
   name=${r%%|*}
@@ -39,7 +42,7 @@ for r in "${runs[@]}"; do
   echo "$name: rc=$?" >&2
 done
 
-echo "## host allreduce, $nranks ranks, out-of-place time (us), ratio to ethernet; commit ${PLUGBOARD_COMMIT:-unknown}"
+echo "## host allreduce, $nranks ranks, out-of-place time (us), ratio to ${names[0]}; commit ${PLUGBOARD_COMMIT:-unknown}"
 python3 - "$logs" "${names[@]}" <<'EOF'
 import re, sys
 logs, names = sys.argv[1], sys.argv[2:]
@@ -51,12 +54,13 @@ for n in names:
         if len(f) >= 13 and f[0].isdigit() and f[2] == "float":
             t[int(f[0])] = float(f[5])
     times[n] = t
-sizes = sorted(times["ethernet"]) if times.get("ethernet") else sorted({s for t in times.values() for s in t})
-print("| bytes | " + " | ".join(names) + " | " + " | ".join(f"{n}/eth" for n in names[1:]) + " |")
+ref = names[0]
+sizes = sorted(times[ref]) if times[ref] else sorted({s for t in times.values() for s in t})
+print("| bytes | " + " | ".join(names) + " | " + " | ".join(f"{n}/{ref}" for n in names[1:]) + " |")
 print("|---:|" + "---:|" * (2 * len(names) - 1))
 for s in sizes:
     row = [f"{times[n][s]:.2f}" if s in times[n] else "-" for n in names]
-    eth = times["ethernet"].get(s)
+    eth = times[ref].get(s)
     ratios = [f"{times[n][s] / eth:.2f}x" if eth and s in times[n] else "-" for n in names[1:]]
     print(f"| {s} | " + " | ".join(row) + " | " + " | ".join(ratios) + " |")
 for n in names:

@@ -505,6 +505,43 @@ TEST_P(LibfabricSignalModeTest, FusedWriteIntoDeregisteredRegionFailsAtTheTarget
   EXPECT_EQ(counter[0], 0u) << "the signal of a refused write was applied";
 }
 
+TEST_P(LibfabricSignalModeTest, MidSizeWriteSignalTravelsAsMessagesAndAddsOnce) {
+  // 40000 bytes: above one message's payload, below message_write_bytes
+  // (64 KiB): three WRITE_SIGNAL pieces, the first two adding 0.
+  constexpr size_t kSize = 40000;
+  std::vector<uint8_t> src(kSize), dst(kSize, 0);
+  fillPattern(src.data(), kSize, 9);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
+  pb_rkey* rkDst = remoteKey(ctx1_, reg(ctx1_, dst.data(), kSize), c0_);
+  pb_rkey* rkCounter = remoteKey(ctx1_, reg(ctx1_, counter.data(), sizeof(uint64_t)), c0_);
+  ASSERT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, 0, kSize, rkCounter, 0, 5), PB_OK) << error(ctx0_);
+  waitCompleted(c0_, 1);
+  waitCounter(counter.data(), 5);
+  EXPECT_EQ(dst, src);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  uint64_t done = 0;
+  ASSERT_EQ(t_->proxy_progress(c1_, &done), PB_OK) << error(ctx1_);
+  EXPECT_EQ(counter[0], 5u) << "the signal was applied more than once";
+
+  // Into a deregistered region the first piece is refused at the target,
+  // which names it: the write went as messages, not by RMA.
+  std::vector<uint8_t> gone(kSize, 0);
+  pb_mr* mrGone = reg(ctx1_, gone.data(), kSize);
+  pb_rkey* rkGone = remoteKey(ctx1_, mrGone, c0_);
+  deregister(ctx1_, mrGone);
+  ASSERT_EQ(t_->write_signal(c0_, mrSrc, 0, rkGone, 0, kSize, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+  pb_status s1 = PB_OK;
+  auto deadline = Clock::now() + kTimeout;
+  while (s1 == PB_OK && Clock::now() < deadline) {
+    s1 = t_->proxy_progress(c1_, &done);
+    ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << error(ctx0_);
+  }
+  EXPECT_EQ(s1, PB_ERR_REMOTE);
+  EXPECT_NE(error(ctx1_).find("write of 16288 bytes to region"), std::string::npos) << error(ctx1_);
+  EXPECT_EQ(counter[0], 5u) << "the signal of a refused write was applied";
+}
+
 TEST_P(LibfabricSignalModeTest, SignalIntoDeregisteredRegionFails) {
   std::vector<uint64_t> counter(1, 0);
   pb_mr* mrCounter = reg(ctx1_, counter.data(), sizeof(uint64_t));

@@ -245,22 +245,31 @@ uint64_t Connection::postWriteSignal(const LocalRegion& src, size_t srcOffset, c
   checkSignalTarget(signalDst, signalOffset);
   const uint64_t seq = ++posted_;
   Pending s = signalOf(seq, signalDst, signalOffset, value);
-  // Small, host memory on both targets: one WRITE_SIGNAL message whose
-  // target stores the payload and then adds (no delivery round trip).
-  const bool fused = size <= ctx_.inlineWriteMax() && dst.hostMemory && signalDst.hostMemory;
+  // Up to messageWriteMax into host memory on both targets: WRITE_SIGNAL
+  // messages whose target stores each piece and adds (0 for all but the
+  // last piece). Messages arrive in order (FI_ORDER_SAS), so the real add
+  // comes after every piece: no delivery round trip.
+  const bool fused = size <= ctx_.messageWriteMax() && dst.hostMemory && signalDst.hostMemory;
   if (fused) {
-    s.fused = true;
-    s.inlineSrc = src.base + srcOffset;
-    s.inlineLen = size;
-    s.writeRegion = dst.region;
-    s.writeCheck = dst.check;
-    s.writeOffset = dstOffset;
-    parts_.push_back(1);
+    const uint64_t piece = ctx_.inlineWriteMax();
+    const uint64_t pieces = std::max<uint64_t>(1, (size + piece - 1) / piece);
+    parts_.push_back(pieces);
+    for (uint64_t i = 0; i < pieces; ++i) {
+      Pending p = s;
+      p.fused = true;
+      p.inlineSrc = src.base + srcOffset + i * piece;
+      p.inlineLen = std::min<uint64_t>(piece, size - i * piece);
+      p.writeRegion = dst.region;
+      p.writeCheck = dst.check;
+      p.writeOffset = dstOffset + i * piece;
+      if (i + 1 < pieces) p.value = 0;
+      signals_.push_back(p);
+    }
   } else {  // the write by RMA, the signal once it is delivered: one sequence number for both
     parts_.push_back(fragmentsOf(size) + 1);
     enqueueWrite(seq, src, srcOffset, dst, dstOffset, size);
+    signals_.push_back(s);
   }
-  signals_.push_back(s);
   drain();
   throwIfFailed();
   return seq;

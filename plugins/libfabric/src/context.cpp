@@ -23,6 +23,7 @@ constexpr const char* kProvider = "provider";
 constexpr const char* kIface = "iface";
 constexpr const char* kSignal = "signal";
 constexpr const char* kFragmentBytes = "fragment_bytes";
+constexpr const char* kMessageWriteBytes = "message_write_bytes";
 
 /// libfabric API version asked for: the one of the headers built against.
 constexpr uint32_t kApiVersion = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
@@ -111,6 +112,7 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "libfabric") {
   const uint64_t message = std::min<uint64_t>(info_->ep_attr->max_msg_size, wire::kMessageBytes);
   const uint64_t header = wire::Message::kSize + wire::WriteExt::kSize;
   inlineWriteMax_ = message > header ? message - header : 0;
+  messageWriteMax_ = inlineWriteMax_ ? std::max(inlineWriteMax_, settings_.messageWriteBytes) : 0;
 
   openEndpoint(info_.get());
   chooseSignalMode();
@@ -154,6 +156,11 @@ void Context::declareSettings() const {
        "Largest single libfabric write a write() is split into, bytes; 0: the provider's max_msg_size, at most "
        "1 GiB",
        1},
+      {sizeof(pb_setting_decl_v1), kMessageWriteBytes, PB_SETTING_INT, "65536",
+       "A write_signal into host memory whose write is at most this many bytes travels as WRITE_SIGNAL "
+       "messages (one per 16 KiB, the signal on the last) instead of an RMA write whose delivery the signal "
+       "waits for; 0: only writes that fit one message",
+       1},
   };
   host_.declare(decls, sizeof(decls) / sizeof(decls[0]));
 }
@@ -167,6 +174,15 @@ Settings Context::readSettings() const {
   if (!signal.empty()) s.signal = signal;
   OFI_CHECK(s.signal == "auto" || s.signal == "atomic" || s.signal == "message", PB_ERR_INVALID,
             "libfabric.signal = '" + s.signal + "' is not one of auto, atomic, message");
+  std::string bytes = host_.setting(kMessageWriteBytes);
+  if (!bytes.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(bytes.c_str(), &end, 10);
+    OFI_CHECK(errno == 0 && *end == '\0' && v >= 0 && v <= (1LL << 30), PB_ERR_INVALID,
+              "libfabric.message_write_bytes = '" + bytes + "' is not a byte count in [0, 2^30]");
+    s.messageWriteBytes = static_cast<uint64_t>(v);
+  }
   std::string text = host_.setting(kFragmentBytes);
   if (!text.empty()) {
     char* end = nullptr;

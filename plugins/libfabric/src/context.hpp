@@ -40,6 +40,7 @@ struct Settings {
   std::string iface;           ///< Domain names, NCCL_SOCKET_IFNAME syntax; "" = any.
   std::string signal = "auto"; ///< auto, atomic or message.
   uint64_t fragmentBytes = 0;  ///< Largest fabric write; 0 = provider's limit.
+  uint64_t messageWriteBytes = 65536;  ///< Largest write_signal sent as messages (README "Operations").
 };
 
 /// How signal() reaches the peer's counter.
@@ -93,6 +94,9 @@ class Context : public transport_cxx::ErrorSlot {
   /// Largest payload a WRITE_SIGNAL message carries here: wire::kInlineWriteMax,
   /// less where the provider's max_msg_size is smaller.
   uint64_t inlineWriteMax() const { return inlineWriteMax_; }
+  /// Largest write of a write_signal into host memory that travels as
+  /// WRITE_SIGNAL messages (inlineWriteMax() bytes each); 0: none.
+  uint64_t messageWriteMax() const { return messageWriteMax_; }
   /// The provider's mr_mode bits.
   uint64_t mrMode() const { return mrMode_; }
   /// This endpoint's name (fi_getname) and address format.
@@ -194,6 +198,7 @@ class Context : public transport_cxx::ErrorSlot {
   bool hmem_ = false;
   uint64_t maxFragment_ = 0;
   uint64_t inlineWriteMax_ = 0;
+  uint64_t messageWriteMax_ = 0;
   uint64_t mrMode_ = 0;
   uint32_t addrFormat_ = 0;
   std::vector<uint8_t> epName_;
