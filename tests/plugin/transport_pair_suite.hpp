@@ -227,6 +227,20 @@ class TransportFixture : public ::testing::Test {
     FAIL() << "completion stuck at " << done << ", waiting for " << seq;
   }
 
+  /// Polls target until its proxy_progress fails (what it returns then),
+  /// polling other each round too, which must stay PB_OK; gives up with
+  /// PB_OK after the suite's timeout.
+  pb_status progressUntilFailure(pb_conn* target, pb_conn* other, pb_plugin_ctx* otherCtx) {
+    uint64_t done = 0;
+    pb_status st = PB_OK;
+    auto deadline = Clock::now() + kSuiteTimeout;
+    while (st == PB_OK && Clock::now() < deadline) {
+      st = t_->proxy_progress(target, &done);
+      EXPECT_EQ(t_->proxy_progress(other, &done), PB_OK) << error(otherCtx);
+    }
+    return st;
+  }
+
   /// Waits until the counter (written by the peer's signals) reaches value.
   void waitCounter(const uint64_t* counter, uint64_t value) {
     auto deadline = Clock::now() + kSuiteTimeout;

@@ -676,14 +676,7 @@ TEST_F(UcxPolledPairTest, MessageIntoADeregisteredRegionFailsAtTheTarget) {
   pb_rkey* rkCounter = remoteKey(ctx1_, reg(ctx1_, counter.data(), sizeof(uint64_t)), c0_);
   deregister(ctx1_, mrDst);
   ASSERT_EQ(t_->write_signal(c0_, mrSrc, 0, rkDst, 0, src.size(), rkCounter, 0, 1), PB_OK) << error(ctx0_);
-  uint64_t done = 0;
-  pb_status s1 = PB_OK;
-  auto deadline = Clock::now() + kTimeout;
-  while (s1 == PB_OK && Clock::now() < deadline) {
-    s1 = t_->proxy_progress(c1_, &done);
-    ASSERT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << error(ctx0_);
-  }
-  EXPECT_EQ(s1, PB_ERR_REMOTE);
+  EXPECT_EQ(progressUntilFailure(c1_, c0_, ctx0_), PB_ERR_REMOTE);
   EXPECT_NE(error(ctx1_).find("bad ucx message #1 from rank 0 (host testhost): write of 64 bytes to region"),
             std::string::npos)
       << error(ctx1_);
