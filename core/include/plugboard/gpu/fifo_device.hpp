@@ -63,17 +63,9 @@ struct FifoDeviceHandle {
     const uint64_t pos = atomicAdd(head, 1ull);
     if (!waitBelow(pos, size, timeoutNs, kFifoFullTimeout)) return kFifoPushFailed;
     ProxyTrigger* slot = &triggers[pos % size];
-#if PLUGBOARD_FIFO_PUSH == 1
-    *reinterpret_cast<volatile uint64_t*>(&slot->fst) = t.fst;
-    asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(&slot->snd), "l"(t.snd | kTriggerValidBit) : "memory");
-#elif PLUGBOARD_FIFO_PUSH == 2
-    asm volatile("st.release.sys.v2.u64 [%0], {%1, %2};" ::"l"(slot), "l"(t.fst), "l"(t.snd | kTriggerValidBit)
-                 : "memory");
-#else
     *reinterpret_cast<volatile uint64_t*>(&slot->fst) = t.fst;
     __threadfence_system();  // fst reaches host memory before the valid bit does
     *reinterpret_cast<volatile uint64_t*>(&slot->snd) = t.snd | kTriggerValidBit;
-#endif
     return pos;
   }
 
