@@ -3,6 +3,10 @@
 // runs every check group and prints PASS / FAIL / SKIP per check.
 //   plugboard-plugin-check [--set key=value ...] [--timeout S] libplugboard-<name>.so
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdio>
 #include <iostream>
@@ -37,7 +41,28 @@ int runAll(const Options& o) {
   if (usable) runLifecycleChecks(o, report);
   else report.skip("properties.*, settings.*, connection and lifecycle checks", "the plugin's table is not usable (see abi.*)");
   report.summary();
+  markReported();
   return report.failures() == 0 ? 0 : 1;
+}
+
+/// Runs runAll in a child and waits for it: a plugin that ends the process
+/// (exit, _exit, a signal the crash handler does not catch) still gets a
+/// FAIL line naming the check, and the status is 1.
+int superviseChecks(const Options& o) {
+  shareCheckState();
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid < 0) return runAll(o);  // no supervisor: the checks still run
+  if (pid == 0) {
+    const int rc = runAll(o);
+    std::fflush(stdout);
+    _exit(rc);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (reportAbruptEnd(status)) return 1;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -53,5 +78,5 @@ int main(int argc, char** argv) {
   }
   signal(SIGPIPE, SIG_IGN);
   if (o.peerFd >= 0) return runPeer(o);
-  return runAll(o);
+  return superviseChecks(o);
 }

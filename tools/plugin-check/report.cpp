@@ -1,6 +1,8 @@
 #include "report.hpp"
 
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -8,13 +10,23 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <thread>
 
 namespace plugboard::check {
 namespace {
 
-/// Name of the running check, readable from a signal handler.
-char gCurrent[256] = "";
+/// What a supervising parent needs to know of the checking process, and a
+/// signal handler may write: the running check, and whether the process
+/// reported its own end (a FAIL line, or the summary).
+struct CheckState {
+  char current[256];
+  volatile sig_atomic_t reported;
+};
+CheckState gLocalState{};
+/// Points into a shared page once shareCheckState() ran.
+CheckState* gState = &gLocalState;
+#define gCurrent (gState->current)
 
 /// Sets gCurrent (truncated), or clears it for an empty name.
 void setCurrent(const std::string& name) {
@@ -63,6 +75,7 @@ class Watchdog {
           std::chrono::steady_clock::now() >= deadline_) {
         std::printf("FAIL %s: did not finish within %.0f s (a plugin call blocked or never completed)\n",
                     name_.c_str(), seconds_);
+        gState->reported = 1;
         std::fflush(stdout);
         _exit(1);
       }
@@ -84,6 +97,7 @@ void writeRaw(const char* s) {
 }
 
 void onCrash(int sig) {
+  gState->reported = 1;
   writeRaw("FAIL ");
   writeRaw(gCurrent[0] ? gCurrent : "(between checks)");
   writeRaw(": crashed with signal ");
@@ -95,6 +109,28 @@ void onCrash(int sig) {
 }
 
 }  // namespace
+
+void shareCheckState() {
+  void* page = mmap(nullptr, sizeof(CheckState), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return;  // unsupervised then: the checks still run
+  gState = new (page) CheckState{};
+}
+
+void markReported() { gState->reported = 1; }
+
+bool reportAbruptEnd(int waitStatus) {
+  if (gState->reported) return false;
+  const std::string check = gCurrent[0] ? gCurrent : "(between checks)";
+  if (WIFEXITED(waitStatus))
+    std::printf("FAIL %s: the process ended with exit status %d inside the plugin (exit or _exit called "
+                "during the check)\n", check.c_str(), WEXITSTATUS(waitStatus));
+  else if (WIFSIGNALED(waitStatus))
+    std::printf("FAIL %s: the process was killed by signal %d during the check\n", check.c_str(),
+                WTERMSIG(waitStatus));
+  std::printf("plugboard-plugin-check: stopped at %s\n", check.c_str());
+  std::fflush(stdout);
+  return true;
+}
 
 void installCrashHandler() {
   for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) signal(sig, onCrash);

@@ -63,4 +63,15 @@ class Report {
 /// (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) while a check runs.
 void installCrashHandler();
 
+/// Moves the running check's name and the "reported" flag into memory
+/// shared with children forked later, so a supervising parent can name the
+/// check during which a checking child ended without a word.
+void shareCheckState();
+/// Records that the process reported its own end (its summary was printed).
+void markReported();
+/// In the supervisor: prints FAIL for the check during which the child
+/// ended (waitStatus from waitpid), unless the child reported it; true
+/// when it did (the child ended abruptly).
+bool reportAbruptEnd(int waitStatus);
+
 }  // namespace plugboard::check

@@ -70,10 +70,6 @@ bool InnerTransport::hasWriteSignal() const {
   return PB_HAS_FIELD(api_, pb_transport_v1, write_signal) && api_->write_signal;
 }
 
-bool InnerTransport::hasRemotePointer() const {
-  return PB_HAS_FIELD(api_, pb_transport_v1, remote_pointer) && api_->remote_pointer;
-}
-
 void InnerTransport::check(pb_status status, const char* what) const {
   if (status == PB_OK) return;
   const char* why = api_->last_error(ctx_);

@@ -27,9 +27,8 @@ class InnerTransport {
   pb_plugin_ctx* ctx() const { return ctx_; }
   /// The inner transport's name ("ethernet").
   const std::string& name() const { return name_; }
-  /// True when the inner table has write_signal / remote_pointer.
+  /// True when the inner table has write_signal.
   bool hasWriteSignal() const;
-  bool hasRemotePointer() const;
 
   /// Throws Error(status, "faulty(<name>) <what>: <inner's last_error>") unless status is PB_OK.
   void check(pb_status status, const char* what) const;

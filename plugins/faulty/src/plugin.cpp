@@ -28,12 +28,16 @@ struct Traits {
 
   static Context* init(const pb_host_services_v1* host) { return new Context(host); }
 
-  /// The inner transport's, except that operations held here (delay,
-  /// reorder) complete only when polled: no completion wake-ups then.
+  /// The inner transport's, except: never mapped (loads and stores through a
+  /// mapping pass no code of ours to fault, so the core must use write and
+  /// signal), and no completion wake-ups while operations are held here
+  /// (delay, reorder), which complete only when polled.
   static void properties(Context& c, pb_transport_properties_v1& props) {
     InnerTransport& in = c.inner();
     in.check(in.api().properties(in.ctx(), &props), "properties");
     if (PB_HAS_FIELD(&props, pb_transport_properties_v1, max_rkey_size)) props.max_rkey_size += kRkeyHeaderBytes;
+    if (PB_HAS_FIELD(&props, pb_transport_properties_v1, flags))
+      props.flags &= ~static_cast<uint32_t>(PB_CAP_MAPPED);
     const Fault f = c.plan().fault;
     if (c.injects() && (f == Fault::Delay || f == Fault::Reorder) && PB_HAS_FIELD(&props, pb_transport_properties_v1, flags))
       props.flags &= ~static_cast<uint32_t>(PB_CAP_SIGNAL_NOTIFY);
@@ -65,17 +69,19 @@ struct Traits {
     return region.release();
   }
 
-  /// The region's size (u64 LE), then the inner transport's key.
+  /// The region's size (u64 LE), then the inner transport's key. Too small
+  /// a buffer (or none) gets the inner transport's answer plus the header.
   static void packRkey(Context& c, Region& region, void* buf, size_t* len) {
+    FAULTY_CHECK(len, PB_ERR_INVALID, "faulty pack_rkey: len must not be NULL");
     auto* bytes = static_cast<uint8_t*>(buf);
-    FAULTY_CHECK(bytes && len && *len >= kRkeyHeaderBytes, PB_ERR_INVALID,
-                 "faulty pack_rkey: needs a buffer of at least " + std::to_string(kRkeyHeaderBytes) +
-                     " bytes plus the inner transport's key");
+    const bool room = bytes && *len >= kRkeyHeaderBytes;
+    uint8_t probe[1] = {0};  // lets the inner transport say what it needs
+    size_t innerLen = room ? *len - kRkeyHeaderBytes : 0;
     InnerTransport& in = c.inner();
-    size_t innerLen = *len - kRkeyHeaderBytes;
-    const pb_status st = in.api().pack_rkey(in.ctx(), region.inner, bytes + kRkeyHeaderBytes, &innerLen);
+    const pb_status st = in.api().pack_rkey(in.ctx(), region.inner, room ? bytes + kRkeyHeaderBytes : probe, &innerLen);
     *len = innerLen + kRkeyHeaderBytes;  // on PB_ERR_INVALID: what it takes
     in.check(st, "pack_rkey");
+    FAULTY_CHECK(room, PB_ERR_INVALID, "faulty pack_rkey: needs " + std::to_string(*len) + " bytes");
     transport_cxx::storeLE<uint64_t>(bytes, region.size);
   }
 
@@ -108,15 +114,6 @@ struct Traits {
     FAULTY_CHECK(conn && key, PB_ERR_INVALID, "faulty release_rkey: conn and rkey must not be NULL");
     InnerTransport& in = conn->context().inner();
     in.check(in.api().release_rkey(conn->inner(), key->inner), "release_rkey");
-  }
-
-  static void* remotePointer(Connection& conn, RemoteKey* key) {
-    InnerTransport& in = conn.context().inner();
-    FAULTY_CHECK(in.hasRemotePointer(), PB_ERR_UNSUPPORTED, "faulty: " + in.name() + " maps no remote memory");
-    FAULTY_CHECK(key, PB_ERR_INVALID, "faulty remote_pointer: rkey must not be NULL");
-    void* ptr = nullptr;
-    in.check(in.api().remote_pointer(conn.inner(), key->inner, &ptr), "remote_pointer");
-    return ptr;
   }
 };
 
