@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "plugboard/logger.hpp"
+
 namespace plugboard {
 
 PeerLink::PeerLink(Communicator& comm, std::shared_ptr<Connection> conn, size_t chunkBytes, int slots, int tag)
@@ -17,7 +19,18 @@ PeerLink::PeerLink(Communicator& comm, std::shared_ptr<Connection> conn, size_t 
   free_ = std::make_unique<Host2HostSemaphore>(comm, conn_);
 }
 
-PeerLink::~PeerLink() = default;
+PeerLink::~PeerLink() {
+  // The outbox and the semaphores' counters may still be the source of
+  // posted operations (a last chunk, a credit), and the transport ABI
+  // forbids deregistering memory under an operation in flight: wait for
+  // them (bounded by the connection's timeout). A failed, aborted or closed
+  // connection touches no buffer any more.
+  try {
+    if (conn_->posted() > conn_->completed()) conn_->flush();
+  } catch (const std::exception& e) {
+    PB_LOG(Info, "COLL", "link to " << description_ << " closed with operations in flight: " << e.what());
+  }
+}
 
 uint64_t PeerLink::credits() const { return std::max(free_->inbound(), peerCredits_); }
 

@@ -1,0 +1,150 @@
+// Host collectives over the faulty transport wrapping ethernet, in forked
+// ranks on loopback (issue 15): a delay on every operation still gives
+// correct results; an injected failure, a process exit, dropped signals, a
+// failed registration and a failed connection each end every rank's call
+// with an error naming the rank at fault, within the timeout, never a hang.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "comm_fixture.hpp"
+#include "multiproc.hpp"
+#include "plugboard/host_collectives.hpp"
+
+using namespace plugboard;
+using namespace plugboard::test;
+
+namespace {
+
+constexpr auto kTestTimeout = std::chrono::seconds(60);
+
+/// Skips unless the faulty plugin was built; returns its directory.
+std::string faultyDir() {
+#ifdef PLUGBOARD_FAULTY_DIR
+  return PLUGBOARD_FAULTY_DIR;
+#else
+  return "";
+#endif
+}
+
+/// In a rank: use faulty over ethernet with these faulty.* settings and a short timeout.
+void useFaulty(const std::map<std::string, std::string>& settings) {
+  setenv("PLUGBOARD_PLUGIN_PATH", faultyDir().c_str(), 1);
+  setenv("PLUGBOARD_TRANSPORTS", "faulty", 1);
+  setenv("PLUGBOARD_TIMEOUT", "5", 1);
+  setenv("PLUGBOARD_FAULTY_INNER", "ethernet", 1);
+  for (const auto& [key, value] : settings) {
+    std::string name = "PLUGBOARD_FAULTY_" + key;
+    for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    setenv(name.c_str(), value.c_str(), 1);
+  }
+}
+
+/// rounds allreduces of every rank's (rank + 1) * (i + 1), at several sizes; throws on a wrong element.
+void allReduceRounds(HostCollectives& hc, int rounds) {
+  const int n = hc.communicator().size(), r = hc.communicator().rank();
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t count : {size_t(1), size_t(1000), size_t(200000)}) {
+      std::vector<float> in(count), out(count, -1);
+      for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((r + 1) * (i % 97 + 1));
+      hc.allReduce(in.data(), out.data(), count, DataType::Float32, ReduceOp::Sum);
+      for (size_t i = 0; i < count; ++i)
+        if (out[i] != static_cast<float>(n * (n + 1) / 2 * (i % 97 + 1)))
+          throw std::runtime_error("round " + std::to_string(round) + ": element " + std::to_string(i) + " is " +
+                                   std::to_string(out[i]));
+    }
+  }
+}
+
+/// Every rank runs allreduces until one fails; throws unless that failure
+/// names each needle (the body's own result is then "passed").
+void expectFailureNaming(int rank, int n, const UniqueId& id, const std::vector<std::string>& needles) {
+  auto boot = loopbackBootstrap(rank, n, id);
+  try {
+    Communicator comm(boot);
+    HostCollectives hc(comm);
+    allReduceRounds(hc, 50);
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    for (const auto& needle : needles)
+      if (m.find(needle) == std::string::npos) throw std::runtime_error("error lacks '" + needle + "': " + m);
+    std::printf("rank %d: %s\n", rank, m.c_str());
+    return;
+  }
+  throw std::runtime_error("rank " + std::to_string(rank) + ": no error from a faulty transport");
+}
+
+#define SKIP_WITHOUT_FAULTY() \
+  if (faultyDir().empty()) GTEST_SKIP() << "the faulty plugin is not built"
+
+}  // namespace
+
+TEST(FaultyTransport, DelayedOperationsStillGiveCorrectResults) {
+  SKIP_WITHOUT_FAULTY();
+  expectAllPassed(runRanks(3, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "delay"}, {"count", "0"}, {"delay_us", "200"}});
+    auto boot = loopbackBootstrap(rank, n, id);
+    Communicator comm(boot);
+    HostCollectives hc(comm);
+    allReduceRounds(hc, 3);
+    std::vector<int32_t> mine(777, rank), all(777 * n);
+    hc.allGather(mine.data(), all.data(), mine.size(), DataType::Int32);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < mine.size(); ++i)
+        if (all[r * mine.size() + i] != r) throw std::runtime_error("allgather: wrong block from rank " + std::to_string(r));
+  }));
+}
+
+TEST(FaultyTransport, AFailedOperationEndsEveryRankWithAnErrorNamingTheRank) {
+  SKIP_WITHOUT_FAULTY();
+  expectAllPassed(runRanks(3, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "fail_op"}, {"ranks", "1"}, {"after", "20"}});
+    if (rank == 1) expectFailureNaming(rank, n, id, {"injected fail_op", "on rank 1"});
+    else expectFailureNaming(rank, n, id, {"rank 1"});
+  }));
+}
+
+TEST(FaultyTransport, ARankThatExitsMidCollectiveIsNamedByTheOthers) {
+  SKIP_WITHOUT_FAULTY();
+  auto results = runRanks(3, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "exit"}, {"ranks", "1"}, {"after", "20"}, {"exit_code", "23"}});
+    expectFailureNaming(rank, n, id, {"rank 1"});
+  });
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[1].exitCode, 23) << "rank 1 should have exited as told: " << results[1].message;
+  results.erase(results.begin() + 1);
+  expectAllPassed(results);
+}
+
+TEST(FaultyTransport, DroppedSignalsEndInATimeoutNamingThePeer) {
+  SKIP_WITHOUT_FAULTY();
+  expectAllPassed(runRanks(2, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "drop"}, {"ops", "signal"}, {"ranks", "1"}, {"after", "20"}, {"count", "0"}});
+    // Rank 0 waits for signals that never come; rank 1 for rank 0, stuck.
+    expectFailureNaming(rank, n, id, {"rank " + std::to_string(1 - rank)});
+  }));
+}
+
+TEST(FaultyTransport, AFailedRegistrationIsNamed) {
+  SKIP_WITHOUT_FAULTY();
+  expectAllPassed(runRanks(2, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "fail_register"}, {"ranks", "0"}});
+    if (rank == 0) expectFailureNaming(rank, n, id, {"injected fail_register", "on rank 0"});
+    else expectFailureNaming(rank, n, id, {"rank 0"});
+  }));
+}
+
+TEST(FaultyTransport, AFailedConnectionIsNamed) {
+  SKIP_WITHOUT_FAULTY();
+  expectAllPassed(runRanks(2, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "fail_connect"}, {"ranks", "1"}});
+    if (rank == 1) expectFailureNaming(rank, n, id, {"injected fail_connect", "rank 0"});
+    else expectFailureNaming(rank, n, id, {"rank 1"});
+  }));
+}
