@@ -77,6 +77,9 @@ for t in libfabric ucx; do
   [ -e "$build/lib/plugboard/libplugboard-$t.so" ] && \
     step "staged-mps-$t" with_mps env PLUGBOARD_TRANSPORTS=$t bash tests/gpu/staged-mps.sh "$build"
 done
+# Issue 15: GPU buffers over the faulty transport (delays: correct results;
+# failures, an exit, lost signals: named errors, no hang).
+step faulty-mps with_mps bash tests/gpu/faulty-mps.sh "$build"
 step net-plugin-tests ctest --test-dir "$build" -R "ucx|Ucx|libfabric|Libfabric" -j 8 --output-on-failure --timeout 300
 for n in 2 4; do
   step "transports-host-$n" env PLUGBOARD_COMMIT="${RUN_COMMIT:-}" LOG_DIR="$LOGS/transports-host-$n" \
@@ -120,6 +123,7 @@ done
 for t in libfabric ucx; do
   [ -f "$LOGS/staged-mps-$t.log" ] && { echo "== staged-mps-$t"; cat "$LOGS/staged-mps-$t.log"; }
 done
+[ -f "$LOGS/faulty-mps.log" ] && { echo "== faulty-mps"; cat "$LOGS/faulty-mps.log"; }
 for n in 2 4; do
   [ -f "$LOGS/transports-host-$n.log" ] && { echo "== transports-host-$n"; sed -n '/^## /,$p' "$LOGS/transports-host-$n.log"; }
 done
