@@ -23,7 +23,7 @@ PLUGBOARD_FAULTY_FAULT=delay PLUGBOARD_FAULTY_COUNT=0 PLUGBOARD_FAULTY_DELAY_US=
 
 # expect_named_failure FAULT "VAR=value ..." ERE...: a 1 MiB GPU allreduce
 # loop with the fault on rank 1 must fail (not hang), and its output must
-# match every ERE (rank 0's own error names rank 1 and its host).
+# match every ERE (rank 0's own error names rank 1 and its host, as "rank 1 (host h)" or "rank 1 (h)").
 expect_named_failure() {
   local fault=$1 vars=$2; shift 2
   local start=$SECONDS rc=0 missing=""
