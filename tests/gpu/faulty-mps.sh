@@ -45,7 +45,7 @@ expect_named_failure() {
   grep -E "^plugboard-perf: rank" "$log" | head -4 | cut -c1-400 | awk '{print "    " $0}'
 }
 
-rank0_names_rank1='plugboard-perf: rank 0: .*rank 1 \(host'
+rank0_names_rank1='plugboard-perf: rank 0: .*rank 1 \((host )?[a-z0-9.-]+\)'
 echo "== faults on rank 1 during GPU allreduces (1 MiB)"
 expect_named_failure fail_op "" "$rank0_names_rank1" 'plugboard-perf: rank 1: .*injected fail_op'
 expect_named_failure exit "PLUGBOARD_FAULTY_EXIT_CODE=23" "$rank0_names_rank1"
