@@ -63,6 +63,20 @@ TEST(Config, UnknownKeyNamesFileLineAndSuggestion) {
                     {"job.yaml:3", "unknown setting 'timout'", "did you mean 'timeout'"});
 }
 
+// Found by fuzzing (tests/fuzz/corpus/fuzz_config/regression-key-not-scalar.yaml):
+// a key that is a list or map escaped as yaml-cpp's "bad conversion".
+TEST(Config, KeysAndRankSetsThatAreNotPlainValuesNameFileLine) {
+  expectConfigError([] { Config::fromYamlText("timeout: 5\n[a, b]: 3\n", "job.yaml"); },
+                    {"job.yaml:2", "a setting's name must be a plain value"});
+  expectConfigError([] { Config::fromYamlText("ethernet:\n  {x: 1}: 2\n", "job.yaml"); },
+                    {"job.yaml:2", "a key of section 'ethernet' must be a plain value"});
+  expectConfigError(
+      [] { Config::fromYamlText("rules:\n  - peers: {from: [0, 1], to: 1}\n    use: [ethernet]\n", "job.yaml"); },
+      {"job.yaml:2", "peers: 'from' must be a plain value"});
+  expectConfigError([] { Config::fromYamlText("rules:\n  - [peers]: any\n    use: [ethernet]\n", "job.yaml"); },
+                    {"job.yaml:2", "a key of a rule must be a plain value"});
+}
+
 TEST(Config, WrongTypeNamesFileLine) {
   EnvGuard env;
   env.unset("PLUGBOARD_TIMEOUT");

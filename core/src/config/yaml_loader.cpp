@@ -20,6 +20,13 @@ std::string where(const std::string& file, const YAML::Node& node) {
   throw Error(ErrorCode::Config, at + ": " + what);
 }
 
+/// The text of a scalar node (a key, or a value that must be one); what
+/// names it in the error otherwise, e.g. "a key".
+std::string scalarText(const YAML::Node& node, const std::string& file, const std::string& what) {
+  if (!node.IsScalar()) fail(where(file, node), what + " must be a plain value, not a list, a map or nothing");
+  return node.as<std::string>();
+}
+
 /// A scalar, or a sequence of scalars joined with ','.
 std::string scalarOrList(const YAML::Node& node, const std::string& at, const std::string& key) {
   if (node.IsScalar()) return node.as<std::string>();
@@ -52,7 +59,7 @@ PeerMatch parsePeers(const YAML::Node& node, const std::string& file) {
   }
   if (!node.IsMap()) fail(at, "peers: expected any, same-host, different-host, {from, to} or {hosts}");
   for (const auto& kv : node) {
-    std::string key = kv.first.as<std::string>();
+    std::string key = scalarText(kv.first, file, "a key of 'peers'");
     if (key != "from" && key != "to" && key != "hosts")
       fail(where(file, kv.first), "peers: unknown key '" + key + "' (expected from/to or hosts)");
   }
@@ -65,8 +72,8 @@ PeerMatch parsePeers(const YAML::Node& node, const std::string& file) {
   }
   if (!node["from"] || !node["to"]) fail(at, "peers: a rank rule needs both 'from' and 'to'");
   m.kind = PeerMatch::Kind::Ranks;
-  m.from = RankSet::parse(node["from"].as<std::string>(), where(file, node["from"]));
-  m.to = RankSet::parse(node["to"].as<std::string>(), where(file, node["to"]));
+  m.from = RankSet::parse(scalarText(node["from"], file, "peers: 'from'"), where(file, node["from"]));
+  m.to = RankSet::parse(scalarText(node["to"], file, "peers: 'to'"), where(file, node["to"]));
   return m;
 }
 
@@ -74,7 +81,7 @@ Rule parseRule(const YAML::Node& node, const std::string& file) {
   std::string at = where(file, node);
   if (!node.IsMap()) fail(at, "each rule must be a map with 'peers' and 'use'");
   for (const auto& kv : node) {
-    std::string key = kv.first.as<std::string>();
+    std::string key = scalarText(kv.first, file, "a key of a rule");
     if (key != "peers" && key != "use")
       fail(where(file, kv.first), "unknown key '" + key + "' in rule (expected peers, use)");
   }
@@ -97,33 +104,37 @@ void Config::loadYaml(const std::string& text, const std::string& file) {
   } catch (const YAML::Exception& e) {
     fail(file + ":" + std::to_string(e.mark.line + 1), "YAML syntax error: " + e.msg);
   }
-  if (root.IsNull()) return;
-  if (!root.IsMap()) fail(file + ":1", "the config file must be a map of settings");
-  for (const auto& kv : root) {
-    std::string key = kv.first.as<std::string>();
-    std::string at = where(file, kv.first);
-    const YAML::Node& value = kv.second;
-    if (key == "rules") {
-      if (!value.IsSequence()) fail(at, "'rules' must be a list");
-      for (const auto& r : value) rules_.push_back(parseRule(r, file));
-    } else if (value.IsMap()) {
-      std::vector<std::string> names = coreNames();
-      if (std::find(names.begin(), names.end(), key) != names.end())
-        fail(at, "'" + key + "' must be a value, not a map");
-      yamlSections_[key] = at;
-      for (const auto& pk : value) {
-        std::string pkey = pk.first.as<std::string>();
-        yaml_[key + "." + pkey] = YamlValue{scalarOrList(pk.second, where(file, pk.first), pkey),
-                                            where(file, pk.first), true};
+  try {
+    if (root.IsNull()) return;
+    if (!root.IsMap()) fail(file + ":1", "the config file must be a map of settings");
+    for (const auto& kv : root) {
+      std::string key = scalarText(kv.first, file, "a setting's name");
+      std::string at = where(file, kv.first);
+      const YAML::Node& value = kv.second;
+      if (key == "rules") {
+        if (!value.IsSequence()) fail(at, "'rules' must be a list");
+        for (const auto& r : value) rules_.push_back(parseRule(r, file));
+      } else if (value.IsMap()) {
+        std::vector<std::string> names = coreNames();
+        if (std::find(names.begin(), names.end(), key) != names.end())
+          fail(at, "'" + key + "' must be a value, not a map");
+        yamlSections_[key] = at;
+        for (const auto& pk : value) {
+          std::string pkey = scalarText(pk.first, file, "a key of section '" + key + "'");
+          yaml_[key + "." + pkey] = YamlValue{scalarOrList(pk.second, where(file, pk.first), pkey),
+                                              where(file, pk.first), true};
+        }
+      } else {
+        std::vector<std::string> names = coreNames();
+        if (std::find(names.begin(), names.end(), key) == names.end()) {
+          std::string hint = closestMatch(key, names);
+          fail(at, "unknown setting '" + key + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
+        }
+        yaml_[key] = YamlValue{scalarOrList(value, at, key), at, true};
       }
-    } else {
-      std::vector<std::string> names = coreNames();
-      if (std::find(names.begin(), names.end(), key) == names.end()) {
-        std::string hint = closestMatch(key, names);
-        fail(at, "unknown setting '" + key + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
-      }
-      yaml_[key] = YamlValue{scalarOrList(value, at, key), at, true};
     }
+  } catch (const YAML::Exception& e) {  // a shape the checks did not foresee: still a config error
+    fail(file + ":" + std::to_string(e.mark.line + 1), "unexpected YAML structure: " + e.msg);
   }
 }
 

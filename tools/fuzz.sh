@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets in tests/fuzz with clang (ASan + UBSan +
+# coverage) and runs each for FUZZ_SECONDS (default 30) from its seed corpus
+# in tests/fuzz/corpus/<target>. A crash, a sanitizer report or an
+# unexpected exception fails the run; the reproducer is kept under
+# $FUZZ_OUT (default /tmp/plugboard-fuzz) and printed. Called by
+# tools/test.sh (README command 2); PLUGBOARD_SKIP_FUZZ=1 leaves it out.
+#   bash tools/fuzz.sh [target ...]
+# A finding becomes a regression test: copy the reproducer into the
+# target's corpus directory, which every run replays first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${FUZZ_SECONDS:-30}
+out=${FUZZ_OUT:-/tmp/plugboard-fuzz}
+cxx=${FUZZ_CXX:-clang++}
+command -v "$cxx" > /dev/null || { echo "fuzz: $cxx not found (tools/install-deps.sh installs clang)"; exit 1; }
+mkdir -p "$out"
+flags=(-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+       -Icore/include -Icore/src -Iplugin-api/include)
+config_sources=(core/src/config/*.cpp core/src/error.cpp core/src/logger.cpp)
+declare -A sources=(
+  [fuzz_config]="tests/fuzz/fuzz_config.cpp ${config_sources[*]}"
+  [fuzz_bootstrap_wire]="tests/fuzz/fuzz_bootstrap_wire.cpp core/src/bootstrap/wire.cpp core/src/net/socket.cpp core/src/error.cpp core/src/logger.cpp"
+  [fuzz_ethernet_wire]="tests/fuzz/fuzz_ethernet_wire.cpp plugins/ethernet/src/wire.cpp plugins/ethernet/src/memory.cpp -Iplugins/ethernet/src"
+)
+declare -A libs=([fuzz_config]="-lyaml-cpp" [fuzz_bootstrap_wire]="" [fuzz_ethernet_wire]="")
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_config fuzz_bootstrap_wire fuzz_ethernet_wire)
+failed=0
+for t in "${targets[@]}"; do
+  echo "== $t: build"
+  # shellcheck disable=SC2086
+  "$cxx" "${flags[@]}" ${sources[$t]} ${libs[$t]} -o "$out/$t"
+  mkdir -p "$out/$t.new" "$out/$t.artifacts"
+  echo "== $t: ${seconds} s from tests/fuzz/corpus/$t"
+  if ! "$out/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$out/$t.artifacts/" "$out/$t.new" "tests/fuzz/corpus/$t" > "$out/$t.log" 2>&1; then
+    failed=$((failed + 1))
+    echo "FAIL $t: a finding (log $out/$t.log, reproducer in $out/$t.artifacts/)"
+    grep -E "ERROR|runtime error|terminate called|what\(\)" "$out/$t.log" | head -5
+  fi
+  grep -E "stat::number_of_executed_units|stat::new_units_added" "$out/$t.log" | sed "s/^/   $t /"
+done
+echo "fuzz: ${#targets[@]} target(s), $failed with findings"
+[ $failed -eq 0 ]
