@@ -87,23 +87,33 @@ for n in 2 4; do
 done
 perf="$build/bin/plugboard-perf"
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  # Several GPUs (one rank per GPU; docs/perf/*-2xh100.md): every
+  # collective beside NCCL in the same run, 8 B - 1 GiB, results checked.
   step channels "$build/bin/plugboard-bench-channels"
-  # GPU collectives beside NCCL (same run, same machine): the issue's size
-  # ranges, then the 16-bit types for correctness (#wrong) at every size.
   cmp=(--mem gpu --nranks 2 --compare nccl)
-  step perf-allreduce-small "$perf" "${cmp[@]}" -C allreduce -b 8 -e 32K -f 2 -n 200 -w 20 --csv "$LOGS/allreduce-small.csv"
-  step perf-allreduce-small-graph "$perf" "${cmp[@]}" -C allreduce -b 8 -e 32K -f 2 -n 200 -w 20 -G 5 --csv "$LOGS/allreduce-small-graph.csv"
-  step perf-allreduce-mid "$perf" "${cmp[@]}" -C allreduce -b 64K -e 32M -f 2 -n 50 -w 10 --csv "$LOGS/allreduce-mid.csv"
-  step perf-allreduce-large "$perf" "${cmp[@]}" -C allreduce -b 64M -e 1G -f 2 -n 20 --csv "$LOGS/allreduce-large.csv"
-  step perf-allgather "$perf" "${cmp[@]}" -C allgather -b 64M -e 512M -f 2 -n 20 --csv "$LOGS/allgather.csv"
-  step perf-reducescatter "$perf" "${cmp[@]}" -C reducescatter -b 64M -e 512M -f 2 -n 20 --csv "$LOGS/reducescatter.csv"
-  step perf-sendrecv "$perf" "${cmp[@]}" -C sendrecv -b 1G -e 1G -n 10 --csv "$LOGS/sendrecv.csv"
-  for c in broadcast reduce alltoall; do
-    step "perf-$c" "$perf" "${cmp[@]}" -C "$c" -b 1K -e 256M -f 16 -n 10 --csv "$LOGS/$c.csv"
+  for c in allreduce allgather reducescatter broadcast reduce alltoall sendrecv; do
+    step "perf-$c" "$perf" "${cmp[@]}" -C "$c" -b 8 -e 1G -f 2 -n 20 -w 5 --csv "$LOGS/$c.csv"
+    step "perf-$c-graph" "$perf" "${cmp[@]}" -C "$c" -b 8 -e 64M -f 2 -n 20 -w 5 -G 5 --csv "$LOGS/$c-graph.csv"
+  done
+  # NCCL at its best: its symmetric-memory kernels (2.27+), with and without graphs.
+  for c in allreduce allgather reducescatter; do
+    step "perf-$c-sym" "$perf" "${cmp[@]}" --nccl-symmetric -C "$c" -b 8 -e 64M -f 2 -n 20 -w 5 --csv "$LOGS/$c-sym.csv"
+    step "perf-$c-graph-sym" "$perf" "${cmp[@]}" --nccl-symmetric -C "$c" -b 8 -e 64M -f 2 -n 20 -w 5 -G 5 \
+      --csv "$LOGS/$c-graph-sym.csv"
   done
   for t in half bfloat16; do
     step "perf-allreduce-$t" "$perf" "${cmp[@]}" -C allreduce -d "$t" -b 8 -e 256M -f 8 -n 5 --csv "$LOGS/allreduce-$t.csv"
   done
+  # The network path between GPUs beside NCCL's socket transport, same run.
+  for t in ethernet libfabric ucx; do
+    [ -e "$build/lib/plugboard/libplugboard-$t.so" ] && \
+      step "perf-net-$t" env PLUGBOARD_TRANSPORTS=$t NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket \
+        "$perf" "${cmp[@]}" -C allreduce -b 8 -e 1G -f 8 -n 5 -w 2 --csv "$LOGS/net-$t.csv"
+  done
+  # Mixed pairs: 4 ranks (2 per GPU, under MPS), half the pairs over
+  # cudaipc and half forced onto ethernet by rules; every collective checked.
+  step mixed-pairs-mps with_mps env NRANKS=4 PLUGBOARD_TRANSPORTS=cudaipc,ethernet \
+    PLUGBOARD_CONFIG="$PWD/tests/gpu/mixed-pairs.yaml" bash tests/gpu/staged-mps.sh "$build"
 fi
 # GPU buffers over the ethernet plugin (staged through pinned host memory).
 step perf-staged-ethernet env PLUGBOARD_TRANSPORTS=ethernet "$perf" --mem gpu --nranks 2 -C allreduce -b 1K -e 64M -f 8 -n 10 \
@@ -123,6 +133,7 @@ done
 for t in libfabric ucx; do
   [ -f "$LOGS/staged-mps-$t.log" ] && { echo "== staged-mps-$t"; cat "$LOGS/staged-mps-$t.log"; }
 done
+[ -f "$LOGS/mixed-pairs-mps.log" ] && { echo "== mixed-pairs-mps"; cat "$LOGS/mixed-pairs-mps.log"; }
 [ -f "$LOGS/faulty-mps.log" ] && { echo "== faulty-mps"; cat "$LOGS/faulty-mps.log"; }
 for n in 2 4; do
   [ -f "$LOGS/transports-host-$n.log" ] && { echo "== transports-host-$n"; sed -n '/^## /,$p' "$LOGS/transports-host-$n.log"; }

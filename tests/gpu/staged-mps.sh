@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU buffers over a network plugin (ethernet unless PLUGBOARD_TRANSPORTS
 # names another; through the pinned host port area),
-# two ranks on one GPU under CUDA MPS: the cases that have deadlocked, and
+# two ranks (NRANKS) on one GPU under CUDA MPS (or spread over the GPUs, rank r on GPU r % GPUs): the cases that have deadlocked, and
 # every collective at odd sizes with its results checked. Each case is
 # bounded in time; its outcome takes one line (ok with the times, or the
 # ranks' errors, which say where the network path stood).
@@ -11,22 +11,25 @@
 set -uo pipefail
 build=${1:?usage: staged-mps.sh BUILD_DIR}
 perf="$build/bin/plugboard-perf"
-export PLUGBOARD_TRANSPORTS=${PLUGBOARD_TRANSPORTS:-ethernet} PLUGBOARD_GPU_WAIT_TIMEOUT=${PLUGBOARD_GPU_WAIT_TIMEOUT:-5}
+export PLUGBOARD_TRANSPORTS=${PLUGBOARD_TRANSPORTS:-ethernet}  # a PLUGBOARD_CONFIG's rules still apply PLUGBOARD_GPU_WAIT_TIMEOUT=${PLUGBOARD_GPU_WAIT_TIMEOUT:-5}
 export PLUGBOARD_TIMEOUT=${PLUGBOARD_TIMEOUT:-10}
 export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
 failures=0
+shown_pairs=0
 log=$(mktemp /tmp/pb-staged.XXXXXX)
 trap 'rm -f "$log"' EXIT
 
 # run_case ARGS...: one plugboard-perf run, bounded by `timeout 60`.
 run_case() {
   local start=$SECONDS rc=0
-  timeout 60 "$perf" --mem gpu --nranks 2 -C allreduce -n 5 -w 1 "$@" > "$log" 2>&1 || rc=$?
+  timeout 60 "$perf" --mem gpu --nranks "${NRANKS:-2}" -C allreduce -n 5 -w 1 "$@" > "$log" 2>&1 || rc=$?
   local took=$((SECONDS - start))
   local checked=1
   [[ " $* " == *" -c 1 "* ]] && ! grep -q "Out of bounds values : 0 OK" "$log" && checked=0
   if [ $rc -eq 0 ] && [ $checked -eq 1 ]; then
     echo "ok ($took s): $*"
+    # The first case that passes shows which transport each pair took.
+    [ $shown_pairs -eq 0 ] && { grep -E "^#  rank .* via " "$log" | awk '{print "    " $0}'; shown_pairs=1; }
     grep -E "^ +[0-9]" "$log" | awk '{print "    " $0}'
   else
     failures=$((failures + 1))

@@ -125,6 +125,24 @@ TEST(NcclLibrary, LoadsAFakeAndReadsItsVersion) {
   }
 }
 
+TEST(NcclLibrary, SymmetricWindowsAreOptionalAndNamedWhenMissing) {
+  auto old = NcclLibrary::load(PLUGBOARD_TEST_FAKE_NCCL, "--nccl-lib");  // 2.21.5: no windows
+  EXPECT_FALSE(old->api().hasWindows());
+  try {
+    old->requireWindows("--nccl-symmetric");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::Config);
+    for (const char* part : {"--nccl-symmetric", "NCCL 2.21.5", "fake", "2.27 or later", "--nccl-lib"})
+      EXPECT_NE(m.find(part), std::string::npos) << part << " in " << m;
+  }
+  auto recent = NcclLibrary::load(PLUGBOARD_TEST_FAKE_NCCL_WINDOWS, "--nccl-lib");
+  EXPECT_EQ(recent->versionText(), "2.28.3");
+  EXPECT_TRUE(recent->api().hasWindows());
+  EXPECT_NO_THROW(recent->requireWindows("--nccl-symmetric"));
+}
+
 TEST(NcclLibrary, LibraryWithoutTheApiNamesTheMissingSymbol) {
   std::string e = loadError(PLUGBOARD_TEST_FAKE_NCCL_VERSION_ONLY, "--nccl-lib");
   EXPECT_NE(e.find("has no symbol ncclGetErrorString"), std::string::npos) << e;

@@ -82,6 +82,13 @@ TEST(PerfOptions, NegativeGraphLaunchesRejected) {
   EXPECT_NE(parseError({"-G", "x"}).find("not an integer"), std::string::npos);
 }
 
+TEST(PerfOptions, NcclSymmetricIsAFlagThatNeedsTheComparison) {
+  EXPECT_FALSE(parse({"--compare", "nccl"}).ncclSymmetric);
+  EXPECT_TRUE(parse({"--nccl-symmetric", "--compare", "nccl"}).ncclSymmetric);
+  EXPECT_NE(parseError({"--nccl-symmetric"}).find("needs --compare nccl"), std::string::npos);
+  EXPECT_NE(std::string(usageText()).find("--nccl-symmetric"), std::string::npos);
+}
+
 TEST(PerfOptions, EmptyNcclLibRejected) {
   EXPECT_NE(parseError({"--nccl-lib", ""}).find("--nccl-lib: empty path"), std::string::npos);
 }

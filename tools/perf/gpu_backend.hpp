@@ -16,6 +16,22 @@ namespace plugboard::perf {
 /// Throws Error(System) "CUDA <what>: <error string>" unless err is cudaSuccess.
 void checkCuda(cudaError_t err, const std::string& what);
 
+/// Device memory for the largest row of a sweep: one send and one receive
+/// buffer. Subclasses allocate and free them.
+class DeviceBuffers {
+ public:
+  virtual ~DeviceBuffers() = default;
+  DeviceBuffers(const DeviceBuffers&) = delete;
+  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
+  char* send() const { return send_; }  ///< Send buffer (in-place results land here).
+  char* recv() const { return recv_; }  ///< Receive buffer.
+
+ protected:
+  DeviceBuffers() = default;
+  char* send_ = nullptr;
+  char* recv_ = nullptr;
+};
+
 /// A collective library on device buffers. run() only enqueues work on the
 /// stream (no host synchronisation), so it can be captured in a CUDA graph.
 class GpuBackend {
@@ -25,6 +41,14 @@ class GpuBackend {
   virtual std::string name() const = 0;
   /// Enqueues `call` once on stream; `ptr` holds device pointers from callPointers().
   virtual void run(const Call& call, const CallPointers& ptr, cudaStream_t stream) = 0;
+  /// Buffers this library's calls must use, of at least these sizes; null
+  /// (the default) means the sweep's shared cudaMalloc buffers. Collective:
+  /// every rank calls it at the same point of the sweep.
+  virtual std::unique_ptr<DeviceBuffers> ownBuffers(size_t sendBytes, size_t recvBytes) {
+    (void)sendBytes;
+    (void)recvBytes;
+    return nullptr;
+  }
   /// Throws the first asynchronous error the library recorded; call after the stream is synchronised.
   virtual void checkErrors() {}
 };

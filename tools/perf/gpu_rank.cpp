@@ -32,7 +32,9 @@ void printGpuPreamble(Communicator& comm, int device, const GpuSetup& setup) {
   comm.bootstrap().allGather(all.data(), 512);
   if (comm.rank() != 0) return;
   for (int r = 0; r < comm.size(); ++r) std::cout << all.data() + r * 512 << "\n";
-  if (setup.nccl) std::cout << "# NCCL " << setup.nccl->versionText() << " from " << setup.nccl->path() << "\n";
+  if (setup.nccl)
+    std::cout << "# NCCL " << setup.nccl->versionText() << " from " << setup.nccl->path()
+              << (setup.ncclSymmetric ? ", buffers from ncclMemAlloc registered as symmetric windows" : "") << "\n";
 }
 
 }  // namespace
@@ -44,10 +46,10 @@ int runGpuRank(std::shared_ptr<Bootstrap> bootstrap, int localRank, const Option
   checkRoot(opts.root, c, comm.size());
   std::unique_ptr<GpuBackend> ours = makePlugboardBackend(comm);
   std::unique_ptr<GpuBackend> nccl;
-  if (setup.nccl) nccl = std::make_unique<NcclBackend>(setup.nccl, comm.bootstrap());
+  if (setup.nccl) nccl = std::make_unique<NcclBackend>(setup.nccl, comm.bootstrap(), setup.ncclSymmetric);
   if (comm.rank() == 0) printPreamble(std::cout, comm.size(), opts, c, "gpu");
   printGpuPreamble(comm, device, setup);
-  if (comm.rank() == 0) printTableHeader(std::cout, setup.nccl ? "NCCL " + setup.nccl->versionText() : "");
+  if (comm.rank() == 0) printTableHeader(std::cout, setup.nccl ? "NCCL " + setup.nccl->versionText() + (setup.ncclSymmetric ? " sym" : "") : "");
   // Plugboard's device waits end after gpu_wait_timeout; NCCL's never do,
   // so the same host bound serves both.
   const double waitSeconds = 2 * comm.config().getDouble("gpu_wait_timeout");

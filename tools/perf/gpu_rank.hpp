@@ -16,6 +16,7 @@ namespace plugboard::perf {
 struct GpuSetup {
   int deviceCount = 0;                 ///< CUDA devices on this host (> 0).
   std::shared_ptr<NcclLibrary> nccl;   ///< Loaded NCCL with --compare nccl, else null.
+  bool ncclSymmetric = false;          ///< --nccl-symmetric (nccl has the window functions).
 };
 
 /// The body of one GPU rank; returns its exit code (3 when a Plugboard result is wrong).

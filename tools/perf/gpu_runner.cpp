@@ -150,14 +150,14 @@ std::pair<size_t, size_t> largestBuffers(const Options& opts, Collective c, int 
 
 }  // namespace
 
-DeviceBuffers::DeviceBuffers(size_t sendBytes, size_t recvBytes) {
+CudaBuffers::CudaBuffers(size_t sendBytes, size_t recvBytes) {
   checkCuda(cudaMalloc(&send_, sendBytes), "cudaMalloc of the " + std::to_string(sendBytes) + "-byte send buffer");
   cudaError_t err = cudaMalloc(&recv_, recvBytes);
   if (err != cudaSuccess) cudaFree(send_);
   checkCuda(err, "cudaMalloc of the " + std::to_string(recvBytes) + "-byte receive buffer");
 }
 
-DeviceBuffers::~DeviceBuffers() {
+CudaBuffers::~CudaBuffers() {
   cudaFree(recv_);
   cudaFree(send_);
 }
@@ -167,7 +167,9 @@ std::vector<Row> runGpuSweep(GpuBackend& ours, GpuBackend* nccl, Bootstrap& boot
   int rank = boot.rank(), n = boot.size();
   size_t es = dataTypeSize(opts.type);
   auto [sendMax, recvMax] = largestBuffers(opts, c, n);
-  DeviceBuffers dev(sendMax, recvMax);
+  CudaBuffers dev(sendMax, recvMax);
+  std::unique_ptr<DeviceBuffers> ncclOwn = nccl ? nccl->ownBuffers(sendMax, recvMax) : nullptr;
+  const DeviceBuffers& ncclDev = ncclOwn ? *ncclOwn : dev;
   cudaStream_t stream = nullptr;
   checkCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   struct Destroy {
@@ -198,8 +200,8 @@ std::vector<Row> runGpuSweep(GpuBackend& ours, GpuBackend* nccl, Bootstrap& boot
       setBandwidth(m, row.bytes, c, n);
       (inPlace ? row.inPlace : row.outOfPlace) = m;
       if (!nccl) continue;
-      Run theirs{*nccl, call, onDevice, stream, boot, waitSeconds};
-      Measure t = measure(theirs, dev, timer, opts);
+      Run theirs{*nccl, call, callPointers(call, ncclDev.send(), ncclDev.recv()), stream, boot, waitSeconds};
+      Measure t = measure(theirs, ncclDev, timer, opts);
       setBandwidth(t, row.bytes, c, n);
       (inPlace ? row.ncclInPlace : row.ncclOutOfPlace) = t;
     }

@@ -12,20 +12,12 @@
 
 namespace plugboard::perf {
 
-/// Device memory for the largest row of the sweep, freed on destruction.
-class DeviceBuffers {
+/// DeviceBuffers from cudaMalloc on the current device, freed on destruction.
+class CudaBuffers : public DeviceBuffers {
  public:
-  /// cudaMalloc of both buffers on the current device; throws Error(System).
-  DeviceBuffers(size_t sendBytes, size_t recvBytes);
-  ~DeviceBuffers();
-  DeviceBuffers(const DeviceBuffers&) = delete;
-  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
-  char* send() const { return send_; }  ///< Send buffer (in-place results land here).
-  char* recv() const { return recv_; }  ///< Receive buffer.
-
- private:
-  char* send_ = nullptr;
-  char* recv_ = nullptr;
+  /// cudaMalloc of both buffers; throws Error(System).
+  CudaBuffers(size_t sendBytes, size_t recvBytes);
+  ~CudaBuffers() override;
 };
 
 /// Runs the whole sweep on the current device; collective over boot. `nccl`

@@ -59,6 +59,8 @@ int runGpu(const Options& opts, Collective c, int deviceCount) {
     std::string source;
     std::string request = ncclLibraryRequest(opts.ncclLib, &source);
     setup.nccl = NcclLibrary::load(request, source);
+    if (opts.ncclSymmetric) setup.nccl->requireWindows("--nccl-symmetric");
+    setup.ncclSymmetric = opts.ncclSymmetric;
   }
   return launch(opts, [&](std::shared_ptr<Bootstrap> b) {
     int local = localRankOf(*b);

@@ -36,7 +36,8 @@ int ncclOpOf(ReduceOp op) {
   throw Error(ErrorCode::InvalidUsage, "no NCCL op for this reduce op");
 }
 
-NcclBackend::NcclBackend(std::shared_ptr<NcclLibrary> lib, Bootstrap& boot) : lib_(std::move(lib)) {
+NcclBackend::NcclBackend(std::shared_ptr<NcclLibrary> lib, Bootstrap& boot, bool symmetric)
+    : lib_(std::move(lib)), symmetric_(symmetric) {
   const NcclApi& a = lib_->api();
   std::vector<nccl::UniqueId> ids(static_cast<size_t>(boot.size()));
   if (boot.rank() == 0) lib_->check(a.getUniqueId(&ids[0]), "ncclGetUniqueId");
@@ -48,6 +49,45 @@ NcclBackend::NcclBackend(std::shared_ptr<NcclLibrary> lib, Bootstrap& boot) : li
 
 NcclBackend::~NcclBackend() {
   if (comm_) lib_->api().commDestroy(comm_);
+}
+
+std::unique_ptr<DeviceBuffers> NcclBackend::ownBuffers(size_t sendBytes, size_t recvBytes) {
+  if (!symmetric_) return nullptr;
+  return std::make_unique<NcclWindowBuffers>(lib_, comm_, sendBytes, recvBytes);
+}
+
+NcclWindowBuffers::NcclWindowBuffers(std::shared_ptr<NcclLibrary> lib, nccl::Comm comm, size_t sendBytes,
+                                     size_t recvBytes)
+    : lib_(std::move(lib)), comm_(comm) {
+  try {
+    take(send_, sendWin_, sendBytes, "send");
+    take(recv_, recvWin_, recvBytes, "receive");
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+NcclWindowBuffers::~NcclWindowBuffers() { release(); }
+
+void NcclWindowBuffers::take(char*& ptr, nccl::Window& win, size_t bytes, const char* which) {
+  const NcclApi& a = lib_->api();
+  void* p = nullptr;
+  std::string what = std::string(which) + " buffer of " + std::to_string(bytes) + " bytes";
+  lib_->check(a.memAlloc(&p, bytes), "ncclMemAlloc of the " + what);
+  ptr = static_cast<char*>(p);
+  lib_->check(a.commWindowRegister(comm_, p, bytes, &win, nccl::kWinCollSymmetric),
+              "ncclCommWindowRegister (symmetric) of the " + what);
+}
+
+void NcclWindowBuffers::release() noexcept {
+  const NcclApi& a = lib_->api();
+  if (sendWin_) a.commWindowDeregister(comm_, sendWin_);
+  if (recvWin_) a.commWindowDeregister(comm_, recvWin_);
+  if (send_) a.memFree(send_);
+  if (recv_) a.memFree(recv_);
+  sendWin_ = recvWin_ = nullptr;
+  send_ = recv_ = nullptr;
 }
 
 void NcclBackend::run(const Call& c, const CallPointers& p, cudaStream_t s) {

@@ -23,7 +23,9 @@ class NcclBackend : public GpuBackend {
   /// Collective over boot: rank 0 makes the unique id, the bootstrap hands
   /// it to every rank, each calls ncclCommInitRank. Throws Error(Remote)
   /// with NCCL's error string on failure.
-  NcclBackend(std::shared_ptr<NcclLibrary> lib, Bootstrap& boot);
+  /// With `symmetric`, ownBuffers() gives buffers from ncclMemAlloc
+  /// registered as symmetric windows (lib must have them: hasWindows()).
+  NcclBackend(std::shared_ptr<NcclLibrary> lib, Bootstrap& boot, bool symmetric);
   /// ncclCommDestroy (errors ignored: destructors do not throw).
   ~NcclBackend() override;
   NcclBackend(const NcclBackend&) = delete;
@@ -31,6 +33,8 @@ class NcclBackend : public GpuBackend {
 
   /// "nccl".
   std::string name() const override { return "nccl"; }
+  /// With `symmetric`: NcclWindowBuffers; else null (the shared buffers).
+  std::unique_ptr<DeviceBuffers> ownBuffers(size_t sendBytes, size_t recvBytes) override;
   /// Enqueues the call through NCCL.
   void run(const Call& call, const CallPointers& ptr, cudaStream_t stream) override;
 
@@ -40,6 +44,28 @@ class NcclBackend : public GpuBackend {
 
   std::shared_ptr<NcclLibrary> lib_;
   nccl::Comm comm_ = nullptr;
+  bool symmetric_ = false;
+};
+
+/// Two buffers from ncclMemAlloc, each registered on comm as a symmetric
+/// window (ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC), so NCCL
+/// 2.27+ may run its symmetric-memory kernels on them. Registration and
+/// deregistration are collective: every rank constructs and destroys these
+/// at the same point. Deregistered and freed on destruction.
+class NcclWindowBuffers : public DeviceBuffers {
+ public:
+  /// Throws Error(Remote) with NCCL's error string; frees what it took first.
+  NcclWindowBuffers(std::shared_ptr<NcclLibrary> lib, nccl::Comm comm, size_t sendBytes, size_t recvBytes);
+  ~NcclWindowBuffers() override;
+
+ private:
+  /// ncclMemAlloc + register one buffer into ptr/win; throws.
+  void take(char*& ptr, nccl::Window& win, size_t bytes, const char* which);
+  void release() noexcept;
+
+  std::shared_ptr<NcclLibrary> lib_;
+  nccl::Comm comm_;
+  nccl::Window sendWin_ = nullptr, recvWin_ = nullptr;
 };
 
 }  // namespace plugboard::perf

@@ -105,6 +105,12 @@ void resolve(void* handle, const char* name, F& fn, const std::string& path) {
   if (!fn) throw Error(ErrorCode::Config, "NCCL library " + path + " has no symbol " + name + " (not NCCL 2.x?)");
 }
 
+/// Like resolve(), but leaves fn null where the library lacks the symbol.
+template <typename F>
+void resolveOptional(void* handle, const char* name, F& fn) {
+  fn = reinterpret_cast<F>(dlsym(handle, name));
+}
+
 /// The file the dynamic linker actually opened for handle.
 std::string loadedPath(void* symbol, const std::string& fallback) {
   Dl_info info{};
@@ -178,6 +184,10 @@ std::shared_ptr<NcclLibrary> NcclLibrary::fromHandle(void* handle, const std::st
   resolve(handle, "ncclRecv", a.recv, p);
   resolve(handle, "ncclGroupStart", a.groupStart, p);
   resolve(handle, "ncclGroupEnd", a.groupEnd, p);
+  resolveOptional(handle, "ncclMemAlloc", a.memAlloc);
+  resolveOptional(handle, "ncclMemFree", a.memFree);
+  resolveOptional(handle, "ncclCommWindowRegister", a.commWindowRegister);
+  resolveOptional(handle, "ncclCommWindowDeregister", a.commWindowDeregister);
   lib->check(a.getVersion(&lib->version_), "ncclGetVersion");
   return lib;
 }
@@ -188,6 +198,13 @@ std::string NcclLibrary::versionText() const {
   int major = v >= 10000 ? v / 10000 : v / 1000;
   int minor = v >= 10000 ? (v / 100) % 100 : (v / 100) % 10;
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(v % 100);
+}
+
+void NcclLibrary::requireWindows(const std::string& flag) const {
+  if (api_.hasWindows()) return;
+  throw Error(ErrorCode::Config, flag + ": NCCL " + versionText() + " at " + path_ +
+                                     " lacks ncclMemAlloc/ncclCommWindowRegister (symmetric windows need NCCL 2.27 or "
+                                     "later; name a newer library with --nccl-lib)");
 }
 
 void NcclLibrary::check(nccl::Result r, const std::string& what) const {

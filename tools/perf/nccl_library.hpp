@@ -20,6 +20,10 @@ struct CommOpaque;           ///< ncclComm (never defined here).
 using Comm = CommOpaque*;    ///< ncclComm_t.
 using Result = int;          ///< ncclResult_t; 0 is ncclSuccess.
 using Stream = void*;        ///< cudaStream_t (a pointer; kept opaque so this header needs no CUDA).
+struct WindowOpaque;         ///< ncclWindow_vidmem (never defined here).
+using Window = WindowOpaque*;  ///< ncclWindow_t (NCCL 2.27 and later).
+/// ncclCommWindowRegister flag: a window every rank registers with the same size, for NCCL's symmetric kernels.
+constexpr int kWinCollSymmetric = 0x01;
 /// ncclDataType_t values.
 enum DataType : int { Int8 = 0, Uint8 = 1, Int32 = 2, Uint32 = 3, Int64 = 4, Uint64 = 5, Float16 = 6, Float32 = 7, Float64 = 8, BFloat16 = 9, Float8E4M3 = 10, Float8E5M2 = 11 };
 /// ncclRedOp_t values (Avg since NCCL 2.10).
@@ -49,6 +53,15 @@ struct NcclApi {
   nccl::Result (*recv)(void* buf, size_t count, int type, int peer, nccl::Comm comm, nccl::Stream s) = nullptr;
   nccl::Result (*groupStart)() = nullptr;  ///< ncclGroupStart
   nccl::Result (*groupEnd)() = nullptr;    ///< ncclGroupEnd
+  // Optional (null where the library lacks them): symmetric memory, NCCL 2.27 and later.
+  nccl::Result (*memAlloc)(void** ptr, size_t size) = nullptr;  ///< ncclMemAlloc
+  nccl::Result (*memFree)(void* ptr) = nullptr;                 ///< ncclMemFree
+  /// ncclCommWindowRegister (collective)
+  nccl::Result (*commWindowRegister)(nccl::Comm comm, void* buff, size_t size, nccl::Window* win, int flags) = nullptr;
+  /// ncclCommWindowDeregister (collective)
+  nccl::Result (*commWindowDeregister)(nccl::Comm comm, nccl::Window win) = nullptr;
+  /// True when every symmetric-memory function above was found.
+  bool hasWindows() const { return memAlloc && memFree && commWindowRegister && commWindowDeregister; }
 };
 
 /// One attempt of the search and why it did not give a library.
@@ -78,6 +91,9 @@ class NcclLibrary {
   int versionCode() const { return version_; }
   /// "2.21.5".
   std::string versionText() const;
+  /// Throws Error(Config) naming `flag`, this library's version and path
+  /// unless it has the symmetric-window functions (NCCL 2.27 and later).
+  void requireWindows(const std::string& flag) const;
   /// Throws Error(Remote) "NCCL <what> failed: <ncclGetErrorString>" unless r is ncclSuccess.
   void check(nccl::Result r, const std::string& what) const;
 

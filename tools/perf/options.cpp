@@ -68,6 +68,9 @@ const char* usageText() {
          "                         busbw, #wrong and x_nccl = our time / NCCL's time to every row\n"
          "  --nccl-lib PATH        the NCCL library (else $PLUGBOARD_NCCL_LIB, else libnccl.so.2 from\n"
          "                         the dynamic linker, then <site-packages>/nvidia/nccl/lib)\n"
+         "  --nccl-symmetric       with --compare nccl: NCCL's own buffers from ncclMemAlloc, registered\n"
+         "                         with ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC) for its symmetric\n"
+         "                         kernels (NCCL 2.27 or later; an error names the library otherwise)\n"
          "  --find-nccl            print the NCCL --compare nccl would load (version, path) and exit;\n"
          "                         exit status 1 and every path tried when there is none\n"
          "  --csv FILE             also write the table as CSV\n"
@@ -95,6 +98,7 @@ Options parseOptions(int argc, char** argv) {
     std::string f = argv[i];
     if (f == "-h" || f == "--help") { std::cout << usageText(); std::exit(0); }
     if (f == "--find-nccl") { o.findNccl = true; continue; }
+    if (f == "--nccl-symmetric") { o.ncclSymmetric = true; continue; }
     if (i + 1 >= argc) bad(f, "", "needs a value");
     std::string v = argv[++i];
     if (f == "-b" || f == "--minbytes") o.minBytes = parseSize(v, f);
@@ -124,6 +128,7 @@ Options parseOptions(int argc, char** argv) {
     else bad(f, v, "unknown option");
   }
   if (o.minBytes > o.maxBytes) bad("-b", std::to_string(o.minBytes), "larger than -e " + std::to_string(o.maxBytes));
+  if (o.ncclSymmetric && !o.compareNccl) bad("--nccl-symmetric", "", "needs --compare nccl");
   if (!factorGiven) o.stepFactor = 1.0;
   if (!factorGiven && o.stepBytes == 0) bad("-i", "0", "step must be positive");
   return o;

@@ -41,6 +41,7 @@ struct Options {
   int graphLaunches = 0;               ///< -G: time this many launches of a CUDA graph of the -n iterations (0: no graph)
   bool compareNccl = false;            ///< --compare nccl: run the same sweep through NCCL too
   std::string ncclLib;                 ///< --nccl-lib PATH (else PLUGBOARD_NCCL_LIB, else the default search)
+  bool ncclSymmetric = false;          ///< --nccl-symmetric: NCCL's buffers from ncclMemAlloc, registered as symmetric windows
   bool findNccl = false;               ///< --find-nccl: print the NCCL that --compare nccl would load, and exit
 };
 
