@@ -1,6 +1,6 @@
 // The correctness sweep of issue 12: every collective at element counts on
 // both sides of every path threshold (LL, one-shot, two-shot; broadcast
-// LL) and chunk and scratch boundary, odd counts, both placements, on 2, 3
+// LL; allgather, alltoall and reducescatter LL) and chunk and scratch boundary, odd counts, both placements, on 2, 3
 // and 4 ranks, each case repeated; and every type x op at the counts that
 // pick each path. tests/gpu/run.sh runs it under CUDA MPS (the ranks'
 // kernels truly concurrent on one GPU) and without (time-sliced).
@@ -21,11 +21,13 @@ namespace {
 
 constexpr uint64_t kLL = 4096, kOneShot = 32768, kChunk = 4096, kBlocks = 4, kScratch = 65536;
 
-/// Small thresholds and scratch (as gpu_collectives_test.cu) plus a small
-/// broadcast LL threshold, so every path and wrap is reached at small counts.
+/// Small thresholds and scratch (as gpu_collectives_test.cu) plus small
+/// broadcast and allgather/alltoall/reducescatter LL thresholds, so every
+/// path and wrap is reached at small counts.
 const Settings kSweep = {{"gpu_allreduce_small_bytes", std::to_string(kLL)},
                          {"gpu_allreduce_oneshot_bytes", std::to_string(kOneShot)},
                          {"gpu_broadcast_small_bytes", std::to_string(kLL)},
+                         {"gpu_blocks_small_bytes", std::to_string(kLL)},
                          {"gpu_scratch_bytes", std::to_string(kScratch)},
                          {"gpu_blocks", std::to_string(kBlocks)},
                          {"gpu_threads", "256"},

@@ -22,6 +22,7 @@ namespace {
 /// on 2 and 3 ranks; two-shot above, e.g. 100003) and
 /// every pipeline wraps its slots (4 blocks x 4 slots of 4 KiB per peer).
 const Settings kSmall = {{"gpu_allreduce_small_bytes", "4096"}, {"gpu_allreduce_oneshot_bytes", "32768"},
+                         {"gpu_blocks_small_bytes", "4096"},
                          {"gpu_scratch_bytes", "65536"},        {"gpu_blocks", "4"},
                          {"gpu_threads", "256"},                {"gpu_chunk_bytes", "4096"}};
 

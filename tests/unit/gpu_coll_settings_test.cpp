@@ -65,6 +65,7 @@ TEST(GpuCollSettings, ThresholdsAcceptTheirRangeAndNameItOtherwise) {
   EXPECT_EQ(s.oneShotBytes, 0u);
   expectRejected("gpu_allreduce_small_bytes: 16777217\n", "gpu_allreduce_small_bytes must be between 0 and 16777216");
   expectRejected("gpu_broadcast_small_bytes: -1\n", "gpu_broadcast_small_bytes");
+  expectRejected("gpu_blocks_small_bytes: 16777217\n", "gpu_blocks_small_bytes must be between 0 and 16777216");
   expectRejected("gpu_allreduce_oneshot_bytes: -5\n", "gpu_allreduce_oneshot_bytes");
 }
 
@@ -90,6 +91,8 @@ TEST(GpuCollectivesPath, DefaultsOnTwoRanksFollowTheMeasuredCrossovers) {
   EXPECT_EQ(gpucoll::reducePath(s, two, 32 << 20), ReducePath::TwoShot);
   EXPECT_TRUE(gpucoll::broadcastUsesLL(s, two, (1 << 20) - 1));
   EXPECT_FALSE(gpucoll::broadcastUsesLL(s, two, 1 << 20));
+  EXPECT_TRUE(gpucoll::blocksUseLL(s, two, (4 << 20) - 1));  // allgather, alltoall, reducescatter: per rank block
+  EXPECT_FALSE(gpucoll::blocksUseLL(s, two, 4 << 20));
 }
 
 TEST(GpuCollectivesPath, ThresholdsScaleWithRanksAndUnmappedPairsNeverTakeLL) {
@@ -102,15 +105,21 @@ TEST(GpuCollectivesPath, ThresholdsScaleWithRanksAndUnmappedPairsNeverTakeLL) {
   EXPECT_EQ(gpucoll::reducePath(s, ported, 8), ReducePath::OneShot);
   EXPECT_EQ(gpucoll::reducePath(s, ported, 32 << 20), ReducePath::TwoShot);
   EXPECT_FALSE(gpucoll::broadcastUsesLL(s, ported, 8));
+  EXPECT_FALSE(gpucoll::blocksUseLL(s, ported, 8));
+  EXPECT_TRUE(gpucoll::blocksUseLL(s, eight, 512 << 10));  // 7 x 512 KiB < 4 MiB
+  EXPECT_FALSE(gpucoll::blocksUseLL(s, eight, 1 << 20));
   // The LL area holds the largest call either threshold admits.
   EXPECT_EQ(gpucoll::largestLLBytes(s, 2), 4u << 20);
   EXPECT_EQ(gpucoll::largestLLBytes(s, 5), 1u << 20);
   EXPECT_EQ(gpucoll::largestLLBytes(readFrom("gpu_broadcast_small_bytes: 16777216\n"), 3), 8u << 20);
+  EXPECT_EQ(gpucoll::largestLLBytes(readFrom("gpu_blocks_small_bytes: 12582912\n"), 3), 6u << 20);
 }
 
 TEST(GpuCollectivesPath, ZeroThresholdsTurnThePathsOff) {
-  const GpuCollSettings s = readFrom("gpu_allreduce_small_bytes: 0\ngpu_allreduce_oneshot_bytes: 0\n");
+  const GpuCollSettings s =
+      readFrom("gpu_allreduce_small_bytes: 0\ngpu_allreduce_oneshot_bytes: 0\ngpu_blocks_small_bytes: 0\n");
   EXPECT_EQ(gpucoll::reducePath(s, {2, false}, 8), gpucoll::ReducePath::TwoShot);
+  EXPECT_FALSE(gpucoll::blocksUseLL(s, {2, false}, 8));
 }
 
 #endif  // PLUGBOARD_HAVE_CUDA

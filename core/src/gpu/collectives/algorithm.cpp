@@ -22,8 +22,13 @@ bool broadcastUsesLL(const GpuCollSettings& s, CommShape shape, uint64_t bytes) 
   return !shape.portPairs && oneShotBytes(shape, bytes) < s.broadcastSmallBytes;
 }
 
+bool blocksUseLL(const GpuCollSettings& s, CommShape shape, uint64_t blockBytes) {
+  return !shape.portPairs && oneShotBytes(shape, blockBytes) < s.blocksSmallBytes;
+}
+
 uint64_t largestLLBytes(const GpuCollSettings& s, int nranks) {
-  return std::max(s.smallBytes, s.broadcastSmallBytes) / static_cast<uint64_t>(std::max(nranks - 1, 1));
+  return std::max({s.smallBytes, s.broadcastSmallBytes, s.blocksSmallBytes}) /
+         static_cast<uint64_t>(std::max(nranks - 1, 1));
 }
 
 }  // namespace plugboard::gpucoll

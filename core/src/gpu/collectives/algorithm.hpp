@@ -33,7 +33,13 @@ ReducePath reducePath(const GpuCollSettings& s, CommShape shape, uint64_t bytes)
 /// bytes x (nranks - 1) below gpu_broadcast_small_bytes, every pair mapped.
 bool broadcastUsesLL(const GpuCollSettings& s, CommShape shape, uint64_t bytes);
 
-/// Largest call (bytes) either LL threshold admits: what the LL area holds.
+/// Allgather, alltoall or reducescatter with `blockBytes` per rank block
+/// takes the LL kernel (else its pipeline): blockBytes x (nranks - 1) below
+/// gpu_blocks_small_bytes, every pair mapped.
+bool blocksUseLL(const GpuCollSettings& s, CommShape shape, uint64_t blockBytes);
+
+/// Largest payload (bytes) one rank sends a peer in any LL call (a whole
+/// allreduce / broadcast, or one rank block): what the LL area holds.
 uint64_t largestLLBytes(const GpuCollSettings& s, int nranks);
 
 }  // namespace gpucoll

@@ -19,6 +19,7 @@ namespace plugboard {
 struct GpuCollSettings {
   uint64_t smallBytes = 0;           ///< gpu_allreduce_small_bytes
   uint64_t broadcastSmallBytes = 0;  ///< gpu_broadcast_small_bytes
+  uint64_t blocksSmallBytes = 0;     ///< gpu_blocks_small_bytes (allgather, alltoall, reducescatter)
   uint64_t oneShotBytes = 0;         ///< gpu_allreduce_oneshot_bytes
   uint64_t scratchBytes = 0;  ///< gpu_scratch_bytes (per peer)
   uint32_t blocks = 0;        ///< gpu_blocks

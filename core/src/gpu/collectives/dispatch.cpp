@@ -148,6 +148,8 @@ void GpuCollectives::reduceScatter(const void* send, void* recv, size_t count, D
   Impl& m = *impl_;
   if (!startSymmetricReducing(m, "reducescatter", send, recv, count, type, op)) return;
   if (m.nranks == 1) return copyAsync(recv, send, count * dataTypeSize(type), stream);
+  if (gpucoll::blocksUseLL(m.settings, shapeOf(m), count * dataTypeSize(type)))
+    return gpucoll::launchLL(m.ctx, Coll::ReduceScatter, send, recv, count, type, op, 0, m.settings.threads, stream);
   reducePipeline(m, send, recv, count, type, op, Coll::ReduceScatter, 0, false, stream);
 }
 
@@ -178,6 +180,8 @@ void symmetricMove(GpuCollectives::Impl& m, const char* name, Coll coll, const v
   if (!startCall(m, count)) return;
   const uint64_t bytes = count * dataTypeSize(type);
   if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
+  if (gpucoll::blocksUseLL(m.settings, shapeOf(m), bytes))
+    return gpucoll::launchLL(m.ctx, coll, send, recv, count, type, ReduceOp::Sum, 0, m.settings.threads, stream);
   movePipeline(m, send, recv, bytes, coll, 0, stream);
 }
 

@@ -13,9 +13,11 @@ namespace plugboard::gpucoll {
 /// Dynamic shared memory of the pipe kernels (seq counters, pointers, 4 flag words: BlockPipes).
 inline size_t pipesSharedBytes(const DeviceCtx& c) { return 32 * static_cast<size_t>(c.nranks) + 16; }
 
-/// One-shot LL16 call of bytes (< the LL area), every pair mapped:
-/// allreduce, reduce (recv null on non-roots) or broadcast (send null on
-/// non-roots; type and op unused); a grid sized to the packets.
+/// One-shot LL16 call of count elements per peer (< the LL area), every
+/// pair mapped: allreduce, reduce (recv null on non-roots), broadcast (send
+/// null on non-roots; type and op unused), reducescatter (count: elements
+/// per rank block), allgather or alltoall (count per block; op unused); a
+/// grid sized to the packets.
 void launchLL(const DeviceCtx& c, Coll coll, const void* send, void* recv, uint64_t count, DataType type,
               ReduceOp op, int root, uint32_t threads, cudaStream_t stream);
 /// Pipelined reducing collective (two-shot allreduce, reducescatter, reduce).

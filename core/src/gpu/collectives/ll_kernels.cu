@@ -1,10 +1,16 @@
-// One-shot LL16 kernels for small messages (allreduce, reduce, broadcast):
-// every rank writes its whole input as LL16 packets (8 payload bytes + 2
-// flags per 16 bytes) into every peer's LL area, then combines, in rank
-// order, its own input with the packets it received: reduced with the op
-// (allreduce everywhere, reduce stored at the root only) or the root's
-// payload taken as is (broadcast). No semaphore: a packet is there when
-// its flags match.
+// One-shot LL16 kernels for small messages: every rank writes a payload
+// of `bytes` as LL16 packets (8 payload bytes + 2 flags per 16 bytes) into
+// every peer's LL area, then takes the packets it received with its own
+// payload, in rank order. The payload and what is done with it depend on
+// the collective:
+//  - allreduce, reduce, broadcast: the whole input goes to every peer;
+//    reduced with the op (allreduce everywhere, reduce stored at the root
+//    only) or the root's payload taken as is (broadcast);
+//  - reducescatter: input block p (of `bytes`) goes to peer p; the packets
+//    received and the own block are reduced into the output;
+//  - allgather: the input goes to every peer; alltoall: input block p to
+//    peer p; what arrives from rank q is stored as output block q.
+// No semaphore: a packet is there when its flags match.
 //
 // Invariants:
 //  - Every pair of the communicator is mapped (c.remote[p] non-null): with
@@ -22,8 +28,10 @@
 //    overwritten unread. So every LL call is all-to-all: in a reduce the
 //    non-roots read and drop the packets, in a broadcast the non-roots send
 //    zero packets that every rank reads and drops.
-//  - Thread t sends packet i and later writes output packet i itself, so an
-//    in-place call reads each input byte before overwriting it.
+//  - Thread t sends packet i of every block and later writes output packet
+//    i of every block itself, so an in-place call reads each input byte
+//    before overwriting it (in-place allgather: its own block, already in
+//    place, is not stored again).
 //  - The grid is sized to the packets (one per thread, at most G blocks):
 //    a few-byte call runs one block.
 #include "gpu/collectives/kernels.hpp"
@@ -85,14 +93,20 @@ __device__ __forceinline__ void storeResult(char* dst, uint64_t i, uint64_t byte
   for (uint64_t k = 0; k < 8 && 8 * i + k < bytes; ++k) p[k] = in[k];
 }
 
-/// The LL kernel's arguments: allreduce (root unused), reduce or broadcast.
+/// The LL kernel's arguments: allreduce (root unused), reduce, broadcast,
+/// reducescatter, allgather or alltoall.
 struct LLArgs {
   const char* send;  ///< Null for a broadcast's non-roots (they send zeros).
   char* recv;        ///< Null for a reduce's non-roots (nothing stored).
-  uint64_t bytes;
+  uint64_t bytes;    ///< Payload per peer: the whole call, or one rank block.
   Coll coll;
   int root;
   uint32_t divisor;  ///< Results are divided by it (avg: the rank count; else 1).
+
+  /// Peer p gets input block p (else the whole input).
+  __device__ bool blocked() const { return coll == Coll::ReduceScatter || coll == Coll::AllToAll; }
+  /// What arrives from rank q is stored as output block q (nothing reduced).
+  __device__ bool gathers() const { return coll == Coll::AllGather || coll == Coll::AllToAll; }
 };
 
 template <typename T, typename Op>
@@ -106,9 +120,19 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) llKernel(DeviceCtx c, LLA
   const uint64_t gtid = blockIdx.x * blockDim.x + threadIdx.x, gsize = gridDim.x * blockDim.x;
   const ScratchLayout& L = c.layout;
   const uint64_t mine = L.ll + (2ull * c.rank + parity) * L.llHalf;  // my area in every peer
-  const bool pick = a.coll == Coll::Broadcast;
-  auto own = [&](uint64_t i) { return a.send ? loadPayload(a.send, i, a.bytes) : make_uint2(0, 0); };
+  const bool pick = a.coll == Coll::Broadcast, blocked = a.blocked(), gathers = a.gathers();
+  // Packet i of the payload for rank p (zeros without an input).
+  auto payload = [&](int p, uint64_t i) {
+    if (!a.send) return make_uint2(0, 0);
+    return loadPayload(a.send + (blocked ? static_cast<uint64_t>(p) * a.bytes : 0), i, a.bytes);
+  };
+  auto own = [&](uint64_t i) { return payload(c.rank, i); };
   for (uint64_t i = gtid; i < packets; i += gsize) {
+    if (blocked) {
+      for (int p = 0; p < c.nranks; ++p)
+        if (p != c.rank) storePacket(c.remote[p] + mine + 16 * i, payload(p, i), flag);
+      continue;
+    }
     const uint2 v = own(i);
     for (int p = 0; p < c.nranks; ++p)
       if (p != c.rank) storePacket(c.remote[p] + mine + 16 * i, v, flag);
@@ -121,6 +145,12 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) llKernel(DeviceCtx c, LLA
       uint2 v;
       if (q == c.rank) v = own(i);
       else ok = pollPacket(c, c.local + L.ll + (2ull * q + parity) * L.llHalf + 16 * i, flag, q, a.coll, v);
+      if (gathers) {
+        char* block = a.recv + static_cast<uint64_t>(q) * a.bytes;
+        const char* from = a.send + (blocked ? static_cast<uint64_t>(q) * a.bytes : 0);
+        if (ok && (q != c.rank || block != from)) storeResult(block, i, a.bytes, v);
+        continue;
+      }
       if (pick) {
         if (q == a.root) picked = v;
         continue;
@@ -130,7 +160,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) llKernel(DeviceCtx c, LLA
       for (int j = 0; j < kPer; ++j) acc[j] = q == 0 ? Acc<T>::in(e[j]) : Op::template apply<T, A>(acc[j], Acc<T>::in(e[j]));
     }
     if (!ok) break;
-    if (!a.recv) continue;
+    if (!a.recv || gathers) continue;
     uint2 out = picked;
     if (!pick) {
       T* o = reinterpret_cast<T*>(&out);
@@ -159,7 +189,8 @@ void launchLL(const DeviceCtx& c, Coll coll, const void* send, void* recv, uint6
   const LLArgs a{static_cast<const char*>(send), static_cast<char*>(recv), bytes, coll, root,
                  resultDivisor(op, c.nranks)};
   const uint32_t grid = llGrid(c, bytes, threads);
-  if (coll == Coll::Broadcast) {  // bytes moved as they are: one instance serves every type
+  if (coll == Coll::Broadcast || coll == Coll::AllGather || coll == Coll::AllToAll) {
+    // bytes moved as they are: one instance serves every type
     llKernel<uint8_t, OpSum><<<grid, threads, 0, stream>>>(c, a);
   } else {
     dispatchTypeOp(type, op, [&](auto t, auto o) {

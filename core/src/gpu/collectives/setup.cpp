@@ -33,6 +33,7 @@ GpuCollSettings GpuCollSettings::read(const Config& c) {
   GpuCollSettings s;
   s.smallBytes = readInRange(c, "gpu_allreduce_small_bytes", 0, 16 << 20);
   s.broadcastSmallBytes = readInRange(c, "gpu_broadcast_small_bytes", 0, 16 << 20);
+  s.blocksSmallBytes = readInRange(c, "gpu_blocks_small_bytes", 0, 16 << 20);
   s.oneShotBytes = readInRange(c, "gpu_allreduce_oneshot_bytes", 0, int64_t(1) << 34);
   s.blocks = static_cast<uint32_t>(readInRange(c, "gpu_blocks", 1, 128));
   s.portBlocks = static_cast<uint32_t>(readInRange(c, "gpu_port_blocks", 1, 128));
