@@ -110,6 +110,10 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
       step "perf-net-$t" env PLUGBOARD_TRANSPORTS=$t NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket \
         "$perf" "${cmp[@]}" -C allreduce -b 8 -e 1G -f 8 -n 5 -w 2 --csv "$LOGS/net-$t.csv"
   done
+  # Every collective at odd sizes, types and ops over the mappings, checked:
+  # one rank per GPU, then two per GPU under MPS.
+  step odd-cudaipc env NRANKS=2 PLUGBOARD_TRANSPORTS=cudaipc bash tests/gpu/staged-mps.sh "$build"
+  step odd-cudaipc-4-mps with_mps env NRANKS=4 PLUGBOARD_TRANSPORTS=cudaipc bash tests/gpu/staged-mps.sh "$build"
   # Mixed pairs: 4 ranks (2 per GPU, under MPS), half the pairs over
   # cudaipc and half forced onto ethernet by rules; every collective checked.
   step mixed-pairs-mps with_mps env NRANKS=4 PLUGBOARD_TRANSPORTS=cudaipc,ethernet \
@@ -133,7 +137,9 @@ done
 for t in libfabric ucx; do
   [ -f "$LOGS/staged-mps-$t.log" ] && { echo "== staged-mps-$t"; cat "$LOGS/staged-mps-$t.log"; }
 done
-[ -f "$LOGS/mixed-pairs-mps.log" ] && { echo "== mixed-pairs-mps"; cat "$LOGS/mixed-pairs-mps.log"; }
+for f in odd-cudaipc odd-cudaipc-4-mps mixed-pairs-mps; do
+  [ -f "$LOGS/$f.log" ] && { echo "== $f"; grep -v "^ " "$LOGS/$f.log"; }
+done
 [ -f "$LOGS/faulty-mps.log" ] && { echo "== faulty-mps"; cat "$LOGS/faulty-mps.log"; }
 for n in 2 4; do
   [ -f "$LOGS/transports-host-$n.log" ] && { echo "== transports-host-$n"; sed -n '/^## /,$p' "$LOGS/transports-host-$n.log"; }

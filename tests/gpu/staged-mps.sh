@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU buffers over a network plugin (ethernet unless PLUGBOARD_TRANSPORTS
+# GPU buffers over a transport (ethernet unless PLUGBOARD_TRANSPORTS
 # names another; through the pinned host port area),
 # two ranks (NRANKS) on one GPU under CUDA MPS (or spread over the GPUs, rank r on GPU r % GPUs): the cases that have deadlocked, and
 # every collective at odd sizes with its results checked. Each case is
@@ -50,5 +50,9 @@ run_case -d half -b 1026 -e 8M -f 17 -c 1
 for c in allgather reducescatter broadcast reduce alltoall sendrecv; do
   run_case -C "$c" -b 1028 -e 8M -f 17 -c 1
 done
+# Rank blocks of odd bytes (not a multiple of 8), another op and type.
+run_case -C allgather -d int8 -b 1027 -e 8M -f 17 -c 1
+run_case -C alltoall -d int8 -b 1027 -e 8M -f 17 -c 1
+run_case -C reducescatter -d half -o max -b 1026 -e 8M -f 17 -c 1
 echo "staged-mps: $failures failure(s)"
 [ $failures -eq 0 ]
