@@ -22,10 +22,13 @@ declare -A sources=(
   [fuzz_config]="tests/fuzz/fuzz_config.cpp ${config_sources[*]}"
   [fuzz_bootstrap_wire]="tests/fuzz/fuzz_bootstrap_wire.cpp core/src/bootstrap/wire.cpp core/src/net/socket.cpp core/src/error.cpp core/src/logger.cpp"
   [fuzz_ethernet_wire]="tests/fuzz/fuzz_ethernet_wire.cpp plugins/ethernet/src/wire.cpp plugins/ethernet/src/memory.cpp -Iplugins/ethernet/src"
+  [fuzz_libfabric_wire]="tests/fuzz/fuzz_libfabric_wire.cpp plugins/libfabric/src/wire.cpp -Iplugins/libfabric/src"
+  [fuzz_ucx_wire]="tests/fuzz/fuzz_ucx_wire.cpp plugins/ucx/src/wire.cpp -Iplugins/ucx/src"
 )
-declare -A libs=([fuzz_config]="-lyaml-cpp" [fuzz_bootstrap_wire]="" [fuzz_ethernet_wire]="")
+declare -A libs=([fuzz_config]="-lyaml-cpp" [fuzz_bootstrap_wire]="" [fuzz_ethernet_wire]="" [fuzz_libfabric_wire]=""
+                 [fuzz_ucx_wire]="")
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_config fuzz_bootstrap_wire fuzz_ethernet_wire)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_config fuzz_bootstrap_wire fuzz_ethernet_wire fuzz_libfabric_wire fuzz_ucx_wire)
 failed=0
 for t in "${targets[@]}"; do
   echo "== $t: build"
