@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command 2: install dependencies, build, and run every test, then
 # the host tests once more under ASan + UBSan (tools/sanitize.sh;
-# PLUGBOARD_SKIP_SANITIZERS=1 leaves that out), then each libFuzzer target
+# PLUGBOARD_SKIP_SANITIZERS=1 leaves that out), under ThreadSanitizer
+# (tools/tsan.sh; PLUGBOARD_SKIP_TSAN=1 leaves that out), then each libFuzzer target
 # for FUZZ_SECONDS (30) from its seed corpus (tools/fuzz.sh;
 # PLUGBOARD_SKIP_FUZZ=1 leaves that out).
 # GPU tests skip themselves (with the reason) where there is no CUDA device.
@@ -15,5 +16,7 @@ gcc -std=c99 -pedantic -Werror -Wall -Wextra -fsyntax-only -x c plugin-api/inclu
 ctest --test-dir "$build" --output-on-failure --timeout 300 -j "${PLUGBOARD_TEST_JOBS:-2}"
 # The host code again under AddressSanitizer + UndefinedBehaviorSanitizer.
 [ "${PLUGBOARD_SKIP_SANITIZERS:-0}" = 1 ] || bash tools/sanitize.sh
+# And under ThreadSanitizer (data races, lock order).
+[ "${PLUGBOARD_SKIP_TSAN:-0}" = 1 ] || bash tools/tsan.sh
 # Fuzzing: the YAML config, the bootstrap's and the ethernet plugin's wire formats.
 [ "${PLUGBOARD_SKIP_FUZZ:-0}" = 1 ] || bash tools/fuzz.sh

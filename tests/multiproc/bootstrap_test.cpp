@@ -249,6 +249,41 @@ TEST(Bootstrap, UniqueIdFromAddressLetsRankZeroBind) {
   }));
 }
 
+TEST(Bootstrap, RankOfAnotherJobAtTheSameAddressIsRefusedAndTheJobGoesOn) {
+  const uint16_t port = freeLoopbackPort();
+  ASSERT_NE(port, 0);
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  const UniqueId ours = TcpBootstrap::uniqueIdFromAddress(addr, "PLUGBOARD_JOB_ID=ours");
+  const UniqueId stale = TcpBootstrap::uniqueIdFromAddress(addr, "PLUGBOARD_JOB_ID=earlier");
+  EXPECT_NE(ours.bytes, stale.bytes);
+  EXPECT_EQ(TcpBootstrap::uniqueIdAddress(stale), addr);  // same root, other job
+  auto member = [ours](int rank, std::chrono::milliseconds delay) {
+    return [ours, rank, delay](int, int, const UniqueId&) {
+      std::this_thread::sleep_for(delay);  // rank 1 joins after the stranger knocked
+      TcpBootstrap b(rank, 2, ours, kOpTimeout);
+      int v[2] = {-1, -1};
+      v[rank] = rank;
+      b.allGather(v, sizeof(int));
+      EXPECT_EQ(v[0], 0);
+      EXPECT_EQ(v[1], 1);
+    };
+  };
+  test::RankBody stranger = [stale](int, int, const UniqueId&) {
+    auto start = std::chrono::steady_clock::now();
+    try {
+      TcpBootstrap b(1, 2, stale, 10s);
+      FAIL() << "a rank of another job joined";
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      EXPECT_EQ(e.code(), ErrorCode::Config) << msg;
+      EXPECT_TRUE(contains(msg, "serves another job")) << msg;
+      EXPECT_TRUE(contains(msg, "PLUGBOARD_JOB_ID")) << msg;
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << msg;  // told at once, not by a timeout
+    }
+  };
+  test::expectAllPassed(runRanksEach({member(0, 0ms), member(1, 1500ms), stranger}, kRunLimit));
+}
+
 TEST(Bootstrap, BadArgumentsAreInvalidUsage) {
   UniqueId id = TcpBootstrap::createUniqueId("lo");
   EXPECT_TRUE(contains(TcpBootstrap::uniqueIdAddress(id), "127.0.0.1:"));

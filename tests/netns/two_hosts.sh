@@ -9,8 +9,13 @@
 # Cases: every collective over 2 ranks (one per host) and 4 ranks (two per
 # host) at odd sizes, each result checked (-c 1); a rank killed
 # mid-allreduce ends the others' calls with an error naming it and its
-# host; the link cut mid-allreduce ends every rank's call by the timeout,
-# naming the peer. Exits 77 (skipped) where network namespaces cannot be
+# host; a rank stopped (SIGSTOP) is named by the others after the timeout;
+# a rank joining late is waited for; a rank of another job (other
+# PLUGBOARD_JOB_ID) at the same root is refused at once and the job goes
+# on; ranks disagreeing on the rank count both fail naming both counts;
+# the root's port taken by another process is named; a decoy interface is
+# skipped by the ifname filter; the link cut mid-allreduce ends every
+# rank's call by the timeout, naming the peer. Exits 77 (skipped) where network namespaces cannot be
 # made (not root, no iproute2, no permission). Every process is bounded by
 # `timeout`, and the namespaces are removed on exit.
 set -uo pipefail
@@ -47,14 +52,18 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # start RANK NRANKS ARGS...: rank RANK of NRANKS in the namespace of its
 # host (the first half of the ranks on host A), in the background, its
-# output in $logs/RANK.log. Ranks find rank 0 at addr_a:port.
+# output in $logs/RANK.log. Ranks find rank 0 at addr_a:port. Optional:
+# TIMEOUT (PLUGBOARD_TIMEOUT, default 20), JOB_ID (PLUGBOARD_JOB_ID),
+# NRANKS_CLAIM (the rank count the rank is told), IFNAME (the ethernet
+# plugin's ifname).
 port=29400
 start() {
   local rank=$1 nranks=$2; shift 2
   local ns=$ns_a host=hostA
   if [ "$rank" -ge $(( (nranks + 1) / 2 )) ]; then ns=$ns_b host=hostB; fi
-  ip netns exec "$ns" env PLUGBOARD_RANK="$rank" PLUGBOARD_NRANKS="$nranks" PLUGBOARD_HOST_ID="$host" \
+  ip netns exec "$ns" env PLUGBOARD_RANK="$rank" PLUGBOARD_NRANKS="${NRANKS_CLAIM:-$nranks}" PLUGBOARD_HOST_ID="$host" \
     PLUGBOARD_BOOTSTRAP_ADDR="$addr_a:$port" PLUGBOARD_TRANSPORTS=ethernet PLUGBOARD_TIMEOUT="${TIMEOUT:-20}" \
+    ${JOB_ID:+PLUGBOARD_JOB_ID=$JOB_ID} ${IFNAME:+PLUGBOARD_ETHERNET_IFNAME=$IFNAME} \
     timeout 120 "$perf" --mem host "$@" > "$logs/$rank.log" 2>&1 &
   pids[$rank]=$!
 }
@@ -110,6 +119,85 @@ expect_error "rank 2 killed mid-allreduce" "0 1" "rank 2" "hostB"
 took=$(( $(date +%s) - begin ))
 [ "$took" -le 25 ] || fail "the survivors took $took s to report the dead rank (timeout 20 s)"
 wait "${pids[2]}" 2> /dev/null  # reaped: killed
+
+# A rank stopped (SIGSTOP) mid-allreduce: the others' calls end by the
+# timeout, naming it; then it is killed.
+TIMEOUT=5
+port=$((port + 1))
+pids=()
+for r in 0 1 2; do start "$r" 3 -C allreduce -b 16M -e 16M -n 100000 -w 1 -c 0; done
+sleep 3
+stopped=$(for p in $(ip netns pids "$ns_b"); do [ "$(cat /proc/$p/comm 2> /dev/null)" = plugboard-perf ] && echo "$p"; done)
+kill -STOP $stopped
+begin=$(date +%s)
+expect_error "rank 2 stopped mid-allreduce" "0 1" "rank 2" "made no progress"
+took=$(( $(date +%s) - begin ))
+[ "$took" -le 20 ] || fail "the ranks took $took s to report the stopped rank (timeout 5 s)"
+kill -9 $stopped 2> /dev/null
+wait "${pids[2]}" 2> /dev/null
+unset TIMEOUT
+
+# A rank joining late (3 s after the others, within the timeout) is waited for.
+port=$((port + 1))
+pids=()
+start 0 2 -C allreduce -b 1K -e 1K -n 3 -w 1 -c 1
+sleep 3
+start 1 2 -C allreduce -b 1K -e 1K -n 3 -w 1 -c 1
+if wait "${pids[0]}" && wait "${pids[1]}" && grep -q "Out of bounds values : 0 OK" "$logs/0.log"; then
+  echo "ok: a rank joining 3 s late"
+else
+  fail "a rank joining 3 s late"; tail -3 "$logs"/*.log
+fi
+
+# A rank of another job (an earlier one: another PLUGBOARD_JOB_ID) knocking
+# at the same root is refused at once, and the job goes on.
+port=$((port + 1))
+pids=()
+JOB_ID=now start 0 2 -C allreduce -b 1K -e 1K -n 3 -w 1 -c 1
+JOB_ID=earlier start 1 2 -C allreduce -b 1K -e 1K -n 3 -w 1 -c 1
+stale=${pids[1]}
+begin=$(date +%s)
+if wait "$stale"; then fail "a rank of another job joined"; fi
+took=$(( $(date +%s) - begin ))
+grep -q "serves another job" "$logs/1.log" || { fail "the stale rank's error lacks 'serves another job'"; tail -3 "$logs/1.log"; }
+[ "$took" -le 10 ] || fail "the stale rank took $took s to be told"
+echo "  stale rank: $(grep -m1 "serves another job" "$logs/1.log" | cut -c1-200)"
+JOB_ID=now start 1 2 -C allreduce -b 1K -e 1K -n 3 -w 1 -c 1
+if wait "${pids[0]}" && wait "${pids[1]}" && grep -q "Out of bounds values : 0 OK" "$logs/0.log"; then
+  echo "ok: a rank of another job refused in $took s, the job completed"
+else
+  fail "the job after a stale rank knocked"; tail -3 "$logs"/*.log
+fi
+
+# Ranks that disagree on the number of ranks both fail, naming both counts.
+port=$((port + 1))
+pids=()
+start 0 2 -C allreduce -b 1K -e 1K -n 3 -w 1 -c 1
+NRANKS_CLAIM=3 start 1 2 -C allreduce -b 1K -e 1K -n 3 -w 1 -c 1
+expect_error "ranks disagreeing on the rank count" "0 1" "rank 0 has 2" "rank 1 has 3"
+
+# The root's port already taken on its host: rank 0 says so, naming the
+# address; rank 1 (which reaches the squatter) ends by its timeout.
+port=$((port + 1))
+ip netns exec "$ns_a" python3 -c "import socket,time
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('$addr_a', $port)); s.listen(8); time.sleep(60)" &
+squatter=$!
+sleep 1
+pids=()
+TIMEOUT=4 start 0 2 -C allreduce -b 1K -e 1K -n 3 -w 1 -c 1
+TIMEOUT=4 start 1 2 -C allreduce -b 1K -e 1K -n 3 -w 1 -c 1
+expect_error "the root's port in use" "0" "$addr_a:$port" "in use"
+expect_error "the root's port in use" "1" "rank 1"
+kill "$squatter" 2> /dev/null; wait "$squatter" 2> /dev/null
+
+# A decoy interface (up, addressed, leading nowhere) on both hosts: the
+# ifname filter skips it and the job runs over the veth link.
+decoy=dc$$
+ip -n "$ns_a" link add "$decoy" type dummy && ip -n "$ns_a" addr add 192.0.2.1/24 dev "$decoy" &&
+  ip -n "$ns_a" link set "$decoy" up && ip -n "$ns_b" link add "$decoy" type dummy &&
+  ip -n "$ns_b" addr add 192.0.2.2/24 dev "$decoy" && ip -n "$ns_b" link set "$decoy" up ||
+  fail "setting up the decoy interface"
+IFNAME="^$decoy,lo" run_case "allreduce with a decoy interface skipped by ifname" 2 -C allreduce -b 7 -e 300007 -f 31 -n 3 -w 1 -c 1
 
 # The link cut mid-allreduce: every rank's call ends by the timeout, naming a peer.
 TIMEOUT=5

@@ -18,7 +18,8 @@ const char* const kVars[] = {
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
     "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE",
-    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"};
+    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_JOB_ID", "SLURM_STEP_ID",
+    "PLUGBOARD_JOB_ID", "TORCHELASTIC_RUN_ID"};
 
 // Starts each test from an environment without any launcher variable and
 // puts the original values back afterwards.
@@ -188,6 +189,35 @@ TEST_F(LaunchInfoTest, MalformedNumbersAreNamedWithTheirValue) {
   set("MASTER_PORT", "70000");
   msg = configError();
   EXPECT_TRUE(contains(msg, "MASTER_PORT='70000'")) << msg;
+}
+
+TEST_F(LaunchInfoTest, JobKeyComesFromTheFirstJobIdentityAndEntersTheUniqueId) {
+  set("PLUGBOARD_RANK", "0");
+  set("PLUGBOARD_NRANKS", "2");
+  set("PLUGBOARD_BOOTSTRAP_ADDR", "127.0.0.1:4000");
+  EXPECT_EQ(launchInfoFromEnvironment().jobKey, "");
+  set("OMPI_MCA_ess_base_jobid", "77");
+  EXPECT_EQ(launchInfoFromEnvironment().jobKey, "OMPI_MCA_ess_base_jobid=77");
+  set("PMIX_NAMESPACE", "prterun-n1-1234@1");
+  EXPECT_EQ(launchInfoFromEnvironment().jobKey, "PMIX_NAMESPACE=prterun-n1-1234@1");
+  set("SLURM_JOB_ID", "991");
+  set("SLURM_STEP_ID", "2");
+  EXPECT_EQ(launchInfoFromEnvironment().jobKey, "SLURM_JOB_ID=991.2");
+  set("TORCHELASTIC_RUN_ID", "none");  // torchrun without --rdzv-id: not an identity
+  EXPECT_EQ(launchInfoFromEnvironment().jobKey, "SLURM_JOB_ID=991.2");
+  set("TORCHELASTIC_RUN_ID", "run-5");
+  EXPECT_EQ(launchInfoFromEnvironment().jobKey, "TORCHELASTIC_RUN_ID=run-5");
+  set("PLUGBOARD_JOB_ID", "mine");
+  LaunchInfo info = launchInfoFromEnvironment();
+  EXPECT_EQ(info.jobKey, "PLUGBOARD_JOB_ID=mine");
+  EXPECT_TRUE(contains(info.source, "job PLUGBOARD_JOB_ID=mine")) << info.source;
+  // Same address and key: the same id on every rank; another key: another job.
+  EXPECT_EQ(TcpBootstrap::uniqueIdFromAddress(info.rootAddress, info.jobKey).bytes,
+            TcpBootstrap::uniqueIdFromAddress("127.0.0.1:4000", "PLUGBOARD_JOB_ID=mine").bytes);
+  EXPECT_NE(TcpBootstrap::uniqueIdFromAddress(info.rootAddress, info.jobKey).bytes,
+            TcpBootstrap::uniqueIdFromAddress(info.rootAddress, "PLUGBOARD_JOB_ID=other").bytes);
+  EXPECT_NE(TcpBootstrap::uniqueIdFromAddress(info.rootAddress).bytes,
+            TcpBootstrap::uniqueIdFromAddress(info.rootAddress, info.jobKey).bytes);
 }
 
 }  // namespace

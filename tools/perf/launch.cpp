@@ -22,7 +22,7 @@ bool launchedByLauncher() {
 
 std::shared_ptr<Bootstrap> bootstrapFromEnvironment() {
   LaunchInfo info = launchInfoFromEnvironment();
-  return std::make_shared<TcpBootstrap>(info.rank, info.nranks, TcpBootstrap::uniqueIdFromAddress(info.rootAddress));
+  return std::make_shared<TcpBootstrap>(info.rank, info.nranks, TcpBootstrap::uniqueIdFromAddress(info.rootAddress, info.jobKey));
 }
 
 int localRankOf(const Bootstrap& bootstrap) {

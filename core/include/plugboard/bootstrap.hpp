@@ -55,8 +55,11 @@ class TcpBootstrap : public Bootstrap {
   /// interface as PLUGBOARD_SOCKET_IFNAME does ("" = default choice).
   static UniqueId createUniqueId(const std::string& interfaceSpec = "");
   /// A unique id for a root at a known address "host:port" (torchrun's
-  /// MASTER_ADDR/MASTER_PORT style); rank 0 must run on that host.
-  static UniqueId uniqueIdFromAddress(const std::string& hostPort);
+  /// MASTER_ADDR/MASTER_PORT style); rank 0 must run on that host. Every
+  /// rank derives it alone, so its job nonce comes from the address and
+  /// jobKey (LaunchInfo::jobKey): the root refuses a rank whose id differs,
+  /// such as one of an earlier or another job using the same address.
+  static UniqueId uniqueIdFromAddress(const std::string& hostPort, const std::string& jobKey = "");
   /// The "host:port" the id points to, for messages.
   static std::string uniqueIdAddress(const UniqueId& id);
 
@@ -89,6 +92,10 @@ struct LaunchInfo {
   int nranks = 0;            ///< World size.
   int localRank = -1;        ///< Rank within the host, -1 if unknown.
   std::string rootAddress;   ///< "host:port" of the bootstrap root.
+  /// The job's identity, "VARIABLE=value" from the first of PLUGBOARD_JOB_ID,
+  /// TORCHELASTIC_RUN_ID (unless "none"), SLURM_JOB_ID (with SLURM_STEP_ID),
+  /// PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid; empty when none is set.
+  std::string jobKey;
   std::string source;        ///< Which variables were used, for messages.
 };
 

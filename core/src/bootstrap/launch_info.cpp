@@ -90,6 +90,20 @@ std::string masterAddress() {
   return host + ":" + std::to_string(p + 1);
 }
 
+/// LaunchInfo::jobKey: the first job identity the environment offers.
+std::string jobKeyFromEnvironment() {
+  if (const char* v = env("PLUGBOARD_JOB_ID")) return std::string("PLUGBOARD_JOB_ID=") + v;
+  if (const char* v = env("TORCHELASTIC_RUN_ID"); v && std::string(v) != "none")
+    return std::string("TORCHELASTIC_RUN_ID=") + v;
+  if (const char* v = env("SLURM_JOB_ID")) {
+    const char* step = env("SLURM_STEP_ID");
+    return std::string("SLURM_JOB_ID=") + v + (step ? std::string(".") + step : "");
+  }
+  if (const char* v = env("PMIX_NAMESPACE")) return std::string("PMIX_NAMESPACE=") + v;
+  if (const char* v = env("OMPI_MCA_ess_base_jobid")) return std::string("OMPI_MCA_ess_base_jobid=") + v;
+  return "";
+}
+
 }  // namespace
 
 LaunchInfo launchInfoFromEnvironment() {
@@ -115,7 +129,9 @@ LaunchInfo launchInfoFromEnvironment() {
                                        "listens: set PLUGBOARD_BOOTSTRAP_ADDR=host:port (or MASTER_ADDR and "
                                        "MASTER_PORT) to an address of rank 0's host");
   }
-  info.source = std::string(l->name) + " (" + l->rank + ", " + l->size + "; root from " + where + ")";
+  info.jobKey = jobKeyFromEnvironment();
+  info.source = std::string(l->name) + " (" + l->rank + ", " + l->size + "; root from " + where +
+                (info.jobKey.empty() ? "" : "; job " + info.jobKey) + ")";
   PB_LOG(Info, "BOOTSTRAP", "launch: rank " << info.rank << " of " << info.nranks << ", root "
                                             << info.rootAddress << ", from " << info.source);
   return info;

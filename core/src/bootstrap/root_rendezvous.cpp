@@ -9,6 +9,19 @@
 namespace plugboard::bootstrap {
 namespace {
 
+/// Sends a refusal (code and message) as the reply to a join, within 500 ms;
+/// a peer that is gone does not need the reason.
+void sendRefusal(net::Socket& s, ErrorCode code, const std::string& message) {
+  auto header = encodeReplyHeader({static_cast<uint32_t>(code) + 1, static_cast<uint32_t>(message.size())});
+  try {
+    auto quick = net::Deadline::after(std::chrono::milliseconds(500));
+    s.sendAll(header.data(), header.size(), quick);
+    s.sendAll(message.data(), message.size(), quick);
+  } catch (const net::NetError&) {
+  }
+}
+
+
 // An accepted connection whose hello has not fully arrived yet.
 struct PendingJoin {
   net::Socket sock;
@@ -116,8 +129,12 @@ bool RootRendezvous::readHello(PendingJoin& p) {
     return true;
   }
   if (hello.nonce != id_.nonce) {
-    PB_LOG(Warn, "BOOTSTRAP", ctx_.who() << " ignored rank " << hello.rank << " from " << p.from
-                                         << ": it belongs to another job (different unique id)");
+    PB_LOG(Warn, "BOOTSTRAP", ctx_.who() << " refused rank " << hello.rank << " from " << p.from
+                                         << ": it belongs to another job (different unique id or job id)");
+    sendRefusal(p.sock, ErrorCode::Config,
+                ctx_.who() + " at " + id_.root.str() + " serves another job: the unique id differs (from " +
+                    "another createUniqueId, or another job id: every rank needs the same PLUGBOARD_JOB_ID or " +
+                    "launcher job, see launchInfoFromEnvironment); this rank was not admitted");
     return true;
   }
   admit(p, hello);
@@ -172,17 +189,8 @@ void RootRendezvous::failTimeout() {
 }
 
 void RootRendezvous::abortJob(ErrorCode code, const std::string& message) {
-  auto header = encodeReplyHeader({static_cast<uint32_t>(code) + 1, static_cast<uint32_t>(message.size())});
-  for (auto& s : joined_) {
-    if (!s.valid()) continue;
-    try {
-      auto quick = net::Deadline::after(std::chrono::milliseconds(500));
-      s.sendAll(header.data(), header.size(), quick);
-      s.sendAll(message.data(), message.size(), quick);
-    } catch (const net::NetError&) {
-      // The rank is gone; it will not need the reason.
-    }
-  }
+  for (auto& s : joined_)
+    if (s.valid()) sendRefusal(s, code, message);
   throw Error(code, message);
 }
 

@@ -127,7 +127,7 @@ UniqueId TcpBootstrap::createUniqueId(const std::string& interfaceSpec) {
   return bootstrap::encodeId(c);
 }
 
-UniqueId TcpBootstrap::uniqueIdFromAddress(const std::string& hostPort) {
+UniqueId TcpBootstrap::uniqueIdFromAddress(const std::string& hostPort, const std::string& jobKey) {
   bootstrap::IdContents c;
   try {
     c.root = net::SockAddr::parse(hostPort);
@@ -135,8 +135,8 @@ UniqueId TcpBootstrap::uniqueIdFromAddress(const std::string& hostPort) {
     bootstrap::rethrowNet(e, "bootstrap: bad root address");
   }
   // Every rank derives the id on its own, so the nonce must follow from the
-  // address alone.
-  c.nonce = bootstrap::hashText(c.root.str());
+  // address and the job key alone.
+  c.nonce = bootstrap::hashText(jobKey.empty() ? c.root.str() : c.root.str() + "\n" + jobKey);
   return bootstrap::encodeId(c);
 }
 
