@@ -190,14 +190,23 @@ expect_error "the root's port in use" "0" "$addr_a:$port" "in use"
 expect_error "the root's port in use" "1" "rank 1"
 kill "$squatter" 2> /dev/null; wait "$squatter" 2> /dev/null
 
-# A decoy interface (up, addressed, leading nowhere) on both hosts: the
-# ifname filter skips it and the job runs over the veth link.
+# A decoy interface on host A (up, addressed, leading nowhere: its veth
+# peer sits down and unaddressed on host B), listed before the real link
+# (interface index 2). Without a filter the ethernet plugin takes it and the
+# job fails, naming the address; the ifname filter skips it and the job runs
+# over the real link.
 decoy=dc$$
-ip -n "$ns_a" link add "$decoy" type dummy && ip -n "$ns_a" addr add 192.0.2.1/24 dev "$decoy" &&
-  ip -n "$ns_a" link set "$decoy" up && ip -n "$ns_b" link add "$decoy" type dummy &&
-  ip -n "$ns_b" addr add 192.0.2.2/24 dev "$decoy" && ip -n "$ns_b" link set "$decoy" up ||
+ip -n "$ns_a" link add "${decoy}a" index 2 type veth peer name "${decoy}b" netns "$ns_b" &&
+  ip -n "$ns_a" addr add 192.0.2.1/24 dev "${decoy}a" && ip -n "$ns_a" link set "${decoy}a" up ||
   fail "setting up the decoy interface"
+port=$((port + 1))
+pids=()
+TIMEOUT=4 start 0 2 -C allreduce -b 1K -e 1K -n 3 -w 1 -c 1
+TIMEOUT=4 start 1 2 -C allreduce -b 1K -e 1K -n 3 -w 1 -c 1
+expect_error "the decoy taken without a filter" "1" "192.0.2.1"
+wait "${pids[0]}" 2> /dev/null
 IFNAME="^$decoy,lo" run_case "allreduce with a decoy interface skipped by ifname" 2 -C allreduce -b 7 -e 300007 -f 31 -n 3 -w 1 -c 1
+ip -n "$ns_a" link del "${decoy}a"
 
 # The link cut mid-allreduce: every rank's call ends by the timeout, naming a peer.
 TIMEOUT=5

@@ -25,7 +25,8 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
   net::SockAddr local = listener.localAddress();
   encodeAddress(ctx.rank(), local, addr, addrLen);
   route_ = route->ifname + " " + local.str();
-  handshake_ = std::make_unique<Handshake>(std::move(listener), ctx.rank(), peer, settings.socketBufferBytes);
+  handshake_ = std::make_unique<Handshake>(std::move(listener), ctx.rank(), peer, settings.socketBufferBytes,
+                                           [&ctx](const std::string& text) { ctx.log(PB_LOG_WARN, text); });
   ctx_.connectionOpened();
 }
 

@@ -12,6 +12,9 @@ namespace {
 
 /// Pause between connect attempts the peer refused (it may not listen yet).
 constexpr std::chrono::milliseconds kRetryInterval{10};
+/// Connect attempts failing this long get a warning: the peer has listened
+/// since before the addresses were exchanged, so it is a routing problem.
+constexpr std::chrono::seconds kWarnAfter{1};
 
 }  // namespace
 
@@ -61,8 +64,13 @@ net::SockAddr decodeAddress(const void* data, size_t len, const PeerInfo& peer) 
   return addr;
 }
 
-Handshake::Handshake(net::Socket listener, int selfRank, PeerInfo peer, int bufferBytes)
-    : listener_(std::move(listener)), selfRank_(selfRank), peer_(std::move(peer)), bufferBytes_(bufferBytes) {
+Handshake::Handshake(net::Socket listener, int selfRank, PeerInfo peer, int bufferBytes,
+                     std::function<void(const std::string&)> warn)
+    : listener_(std::move(listener)),
+      selfRank_(selfRank),
+      peer_(std::move(peer)),
+      bufferBytes_(bufferBytes),
+      warn_(std::move(warn)) {
   wire::Hello{wire::kHelloMagic, wire::kVersion, selfRank_, peer_.rank}.encode(helloOut_);
 }
 
@@ -81,6 +89,16 @@ bool Handshake::step(const net::SockAddr& peerListen) {
   }
 }
 
+void Handshake::connectFailed(const net::SockAddr& peerListen, const std::string& error) {
+  nextAttempt_ = std::chrono::steady_clock::now() + kRetryInterval;
+  if (firstFailure_ == std::chrono::steady_clock::time_point{}) firstFailure_ = std::chrono::steady_clock::now();
+  if (warned_ || std::chrono::steady_clock::now() - firstFailure_ < kWarnAfter) return;
+  warned_ = true;
+  warn_(who() + ": connecting to its address " + peerListen.str() + " has failed for " +
+        std::to_string(kWarnAfter.count()) + " s (" + error + "); retrying until the set-up timeout. Is that " +
+        "address reachable from this host? The ethernet plugin's ifname setting chooses each rank's interface.");
+}
+
 bool Handshake::stepOutbound(const net::SockAddr& peerListen) {
   if (helloSent_ == sizeof(helloOut_)) return true;
   if (!outbound_.valid()) {
@@ -89,8 +107,8 @@ bool Handshake::stepOutbound(const net::SockAddr& peerListen) {
       outbound_ = net::Socket::beginConnect(peerListen, bufferBytes_);
     } catch (const net::NetError& e) {
       if (e.kind() != net::NetErrorKind::Invalid) throw;
+      connectFailed(peerListen, e.what());
     }
-    if (!outbound_.valid()) nextAttempt_ = std::chrono::steady_clock::now() + kRetryInterval;
     return false;
   }
   if (!outConnected_) {
@@ -98,8 +116,8 @@ bool Handshake::stepOutbound(const net::SockAddr& peerListen) {
       outConnected_ = outbound_.connectFinished();
     } catch (const net::NetError& e) {
       if (e.kind() != net::NetErrorKind::Invalid) throw;
-      outbound_ = net::Socket();  // Refused: the peer does not listen yet; retry.
-      nextAttempt_ = std::chrono::steady_clock::now() + kRetryInterval;
+      outbound_ = net::Socket();  // Refused or unreachable: retry.
+      connectFailed(peerListen, e.what());
       return false;
     }
     if (!outConnected_) return false;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "context.hpp"
@@ -30,7 +31,9 @@ net::SockAddr decodeAddress(const void* blob, size_t len, const PeerInfo& peer);
 class Handshake {
  public:
   /// listener: ours, already listening. bufferBytes: socket buffer setting.
-  Handshake(net::Socket listener, int selfRank, PeerInfo peer, int bufferBytes);
+  /// warn: logs a warning (connect attempts failing for a second, once).
+  Handshake(net::Socket listener, int selfRank, PeerInfo peer, int bufferBytes,
+            std::function<void(const std::string&)> warn);
 
   /// Advances both halves; true once both sockets are connected and greeted.
   /// Throws Error: PB_ERR_REMOTE for a wrong hello or a peer that closed
@@ -50,6 +53,9 @@ class Handshake {
   void checkHello() const;
   /// "ethernet set-up of rank A with rank B (host H)", for messages.
   std::string who() const;
+  /// Records a failed connect attempt (retried); warns once when they have
+  /// gone on for kWarnAfter, naming the address and the last error.
+  void connectFailed(const net::SockAddr& peerListen, const std::string& error);
 
   net::Socket listener_;
   int selfRank_;
@@ -61,6 +67,9 @@ class Handshake {
   size_t helloSent_ = 0;
   uint8_t helloOut_[wire::Hello::kSize];
   std::chrono::steady_clock::time_point nextAttempt_{};
+  std::function<void(const std::string&)> warn_;
+  std::chrono::steady_clock::time_point firstFailure_{};
+  bool warned_ = false;
 
   net::Socket inbound_;
   size_t helloReceived_ = 0;
