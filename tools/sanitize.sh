@@ -13,12 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${PLUGBOARD_ASAN_BUILD_DIR:-build-asan}
-jobs=${PLUGBOARD_JOBS:-$(nproc)}
 san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPLUGBOARD_ENABLE_CUDA=OFF -DPLUGBOARD_WERROR=ON \
-  -DCMAKE_C_FLAGS="$san" -DCMAKE_CXX_FLAGS="$san" -DCMAKE_EXE_LINKER_FLAGS="$san" \
-  -DCMAKE_SHARED_LINKER_FLAGS="$san" -DCMAKE_MODULE_LINKER_FLAGS="$san"
-cmake --build "$build" -j "$jobs"
+bash tools/sanitized-build.sh "$build" "$san"
 # halt_on_error: the first report ends the process, so its test fails.
 # LeakSanitizer is on, except for the tests that load libfabric through
 # 'auto' or the conformance kit and dlclose it: libfabric keeps a few small

@@ -17,12 +17,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${PLUGBOARD_TSAN_BUILD_DIR:-build-tsan}
-jobs=${PLUGBOARD_JOBS:-$(nproc)}
 san="-fsanitize=thread -fno-omit-frame-pointer"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPLUGBOARD_ENABLE_CUDA=OFF -DPLUGBOARD_WERROR=ON \
-  -DCMAKE_C_FLAGS="$san" -DCMAKE_CXX_FLAGS="$san" -DCMAKE_EXE_LINKER_FLAGS="$san" \
-  -DCMAKE_SHARED_LINKER_FLAGS="$san" -DCMAKE_MODULE_LINKER_FLAGS="$san"
-cmake --build "$build" -j "$jobs"
+bash tools/sanitized-build.sh "$build" "$san"
 # second_deadlock_stack: both stacks of a lock-order report.
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:history_size=4}
 export UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no UCX_MEM_EVENTS=no

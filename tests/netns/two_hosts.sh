@@ -120,6 +120,15 @@ took=$(( $(date +%s) - begin ))
 [ "$took" -le 25 ] || fail "the survivors took $took s to report the dead rank (timeout 20 s)"
 wait "${pids[2]}" 2> /dev/null  # reaped: killed
 
+# expect_pair_ok NAME: ranks 0 and 1 (pids[0], pids[1]) exit 0 with no wrong value.
+expect_pair_ok() {
+  if wait "${pids[0]}" && wait "${pids[1]}" && grep -q "Out of bounds values : 0 OK" "$logs/0.log"; then
+    echo "ok: $1"
+  else
+    fail "$1"; tail -3 "$logs"/*.log
+  fi
+}
+
 # A rank stopped (SIGSTOP) mid-allreduce: the others' calls end by the
 # timeout, naming it; then it is killed.
 TIMEOUT=5
@@ -143,11 +152,7 @@ pids=()
 start 0 2 -C allreduce -b 1K -e 1K -n 3 -w 1 -c 1
 sleep 3
 start 1 2 -C allreduce -b 1K -e 1K -n 3 -w 1 -c 1
-if wait "${pids[0]}" && wait "${pids[1]}" && grep -q "Out of bounds values : 0 OK" "$logs/0.log"; then
-  echo "ok: a rank joining 3 s late"
-else
-  fail "a rank joining 3 s late"; tail -3 "$logs"/*.log
-fi
+expect_pair_ok "a rank joining 3 s late"
 
 # A rank of another job (an earlier one: another PLUGBOARD_JOB_ID) knocking
 # at the same root is refused at once, and the job goes on.
@@ -163,11 +168,7 @@ grep -q "serves another job" "$logs/1.log" || { fail "the stale rank's error lac
 [ "$took" -le 10 ] || fail "the stale rank took $took s to be told"
 echo "  stale rank: $(grep -m1 "serves another job" "$logs/1.log" | cut -c1-200)"
 JOB_ID=now start 1 2 -C allreduce -b 1K -e 1K -n 3 -w 1 -c 1
-if wait "${pids[0]}" && wait "${pids[1]}" && grep -q "Out of bounds values : 0 OK" "$logs/0.log"; then
-  echo "ok: a rank of another job refused in $took s, the job completed"
-else
-  fail "the job after a stale rank knocked"; tail -3 "$logs"/*.log
-fi
+expect_pair_ok "a rank of another job refused in $took s, the job completed"
 
 # Ranks that disagree on the number of ranks both fail, naming both counts.
 port=$((port + 1))
