@@ -49,7 +49,11 @@ int runGpuRank(std::shared_ptr<Bootstrap> bootstrap, int localRank, const Option
   if (setup.nccl) nccl = std::make_unique<NcclBackend>(setup.nccl, comm.bootstrap(), setup.ncclSymmetric);
   if (comm.rank() == 0) printPreamble(std::cout, comm.size(), opts, c, "gpu");
   printGpuPreamble(comm, device, setup);
-  if (comm.rank() == 0) printTableHeader(std::cout, setup.nccl ? "NCCL " + setup.nccl->versionText() + (setup.ncclSymmetric ? " sym" : "") : "");
+  if (comm.rank() == 0) {
+    std::string label;
+    if (setup.nccl) label = "NCCL " + setup.nccl->versionText() + (setup.ncclSymmetric ? " sym" : "");
+    printTableHeader(std::cout, label);
+  }
   // Plugboard's device waits end after gpu_wait_timeout; NCCL's never do,
   // so the same host bound serves both.
   const double waitSeconds = 2 * comm.config().getDouble("gpu_wait_timeout");

@@ -21,7 +21,6 @@ void sendRefusal(net::Socket& s, ErrorCode code, const std::string& message) {
   }
 }
 
-
 // An accepted connection whose hello has not fully arrived yet.
 struct PendingJoin {
   net::Socket sock;
