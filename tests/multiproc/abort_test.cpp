@@ -92,8 +92,11 @@ TEST(CommunicatorAbort, EndsABlockedCollectiveAndANewCommunicatorWorks) {
         comm->abort();  // idempotent
         requireQuick(Clock::now() - start, "three calls after the abort, in all");
       }
+      // Rank 1 keeps its connections open until rank 0's abort is done, so
+      // that rank 0's allreduce can end only by the abort, never by a
+      // closed connection.
+      boot->barrier();
     }  // destroyed after the abort: local, no collective step
-    boot->barrier();
     // A new communicator on the same bootstrap, as a job that recovers would.
     Communicator again(boot);
     HostCollectives hc(again);
