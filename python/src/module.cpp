@@ -1,0 +1,162 @@
+// The native half of the `plugboard` Python package (_plugboard): unique
+// ids, launcher information, settings, and a communicator whose host
+// collectives take (address, count, type name) triples. The pure-Python
+// half (python/plugboard) turns NumPy arrays, buffer-protocol objects and
+// torch tensors into those triples and checks them.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <string>
+#include <tuple>
+
+#include "plugboard/bootstrap.hpp"
+#include "plugboard/config.hpp"
+#include "plugboard/datatype.hpp"
+#include "plugboard/error.hpp"
+#include "py_communicator.hpp"
+
+namespace py = pybind11;
+using namespace plugboard;
+using plugboard::python::HostBuffer;
+using plugboard::python::PyCommunicator;
+
+namespace {
+
+/// (address, element count, type name) as the Python layer passes a buffer.
+using BufferTriple = std::tuple<uintptr_t, size_t, std::string>;
+
+HostBuffer toBuffer(const BufferTriple& t) {
+  return HostBuffer{std::get<0>(t), std::get<1>(t), parseDataType(std::get<2>(t))};
+}
+
+UniqueId toUniqueId(const py::bytes& bytes) {
+  const std::string s = bytes;
+  UniqueId id{};
+  if (s.size() != id.bytes.size())
+    throw Error(ErrorCode::InvalidUsage, "a unique id is " + std::to_string(id.bytes.size()) + " bytes; got " +
+                                             std::to_string(s.size()));
+  std::memcpy(id.bytes.data(), s.data(), s.size());
+  return id;
+}
+
+py::bytes fromUniqueId(const UniqueId& id) { return py::bytes(reinterpret_cast<const char*>(id.bytes.data()), id.bytes.size()); }
+
+py::dict settingToDict(const Setting& s) {
+  py::dict d;
+  d["name"] = s.decl.name;
+  d["value"] = s.value;
+  d["default"] = s.decl.defaultValue;
+  d["source"] = settingSourceName(s.source);
+  d["origin"] = s.origin;
+  d["doc"] = s.decl.doc;
+  return d;
+}
+
+/// Raises plugboard.Error (a RuntimeError) with .code set to the error's
+/// category name ("timeout", "aborted", ...).
+void registerErrors(py::module_& m) {
+  // Created once and kept for the life of the process, as Python keeps
+  // every class an extension module defines.
+  static PyObject* errorType = PyErr_NewException("plugboard.Error", PyExc_RuntimeError, nullptr);
+  m.attr("Error") = py::handle(errorType);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      py::object instance = py::handle(errorType)(e.what());
+      instance.attr("code") = errorCodeName(e.code());
+      PyErr_SetObject(errorType, instance.ptr());
+    }
+  });
+}
+
+void bindModuleFunctions(py::module_& m) {
+  m.def("create_unique_id", [](const std::string& interfaceSpec) { return fromUniqueId(TcpBootstrap::createUniqueId(interfaceSpec)); },
+        py::arg("interface") = "", "A new unique id whose root listens on this host (the socket is opened now).");
+  m.def("unique_id_from_address",
+        [](const std::string& hostPort, const std::string& jobKey) {
+          return fromUniqueId(TcpBootstrap::uniqueIdFromAddress(hostPort, jobKey));
+        },
+        py::arg("address"), py::arg("job_key") = "", "The unique id of a root at a known \"host:port\".");
+  m.def("launch_info", [] {
+    const LaunchInfo info = launchInfoFromEnvironment();
+    py::dict d;
+    d["rank"] = info.rank;
+    d["size"] = info.nranks;
+    d["local_rank"] = info.localRank;
+    d["root_address"] = info.rootAddress;
+    d["job_key"] = info.jobKey;
+    d["source"] = info.source;
+    return d;
+  }, "Rank, size, local rank and root address from the launcher's environment (torchrun, mpirun, Slurm).");
+  m.def("default_settings", [] {
+    py::list out;
+    for (const Setting& s : Config::fromEnvironment().all()) out.append(settingToDict(s));
+    return out;
+  }, "The core's settings as this process resolves them (defaults and environment).");
+}
+
+void bindCommunicator(py::module_& m) {
+  using release = py::call_guard<py::gil_scoped_release>;
+  py::class_<PyCommunicator>(m, "_Communicator")
+      .def(py::init([](int rank, int nranks, const py::bytes& id, double timeoutSeconds,
+                       const std::map<std::string, std::string>& settings) {
+             const UniqueId uid = toUniqueId(id);
+             const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeoutSeconds * 1000));
+             py::gil_scoped_release unlocked;
+             return new PyCommunicator(rank, nranks, uid, timeout, settings);
+           }),
+           py::arg("rank"), py::arg("size"), py::arg("unique_id"), py::arg("timeout"), py::arg("settings"))
+      .def_property_readonly("rank", &PyCommunicator::rank)
+      .def_property_readonly("size", &PyCommunicator::size)
+      .def("all_reduce", [](PyCommunicator& c, const BufferTriple& s, const BufferTriple& r, const std::string& op) {
+             c.allReduce(toBuffer(s), toBuffer(r), parseReduceOp(op));
+           }, release())
+      .def("all_gather", [](PyCommunicator& c, const BufferTriple& s, const BufferTriple& r) {
+             c.allGather(toBuffer(s), toBuffer(r));
+           }, release())
+      .def("reduce_scatter", [](PyCommunicator& c, const BufferTriple& s, const BufferTriple& r, const std::string& op) {
+             c.reduceScatter(toBuffer(s), toBuffer(r), parseReduceOp(op));
+           }, release())
+      .def("broadcast", [](PyCommunicator& c, const BufferTriple& s, const BufferTriple& r, int root) {
+             c.broadcast(toBuffer(s), toBuffer(r), root);
+           }, release())
+      .def("reduce", [](PyCommunicator& c, const BufferTriple& s, const BufferTriple& r, const std::string& op, int root) {
+             c.reduce(toBuffer(s), toBuffer(r), parseReduceOp(op), root);
+           }, release())
+      .def("all_to_all", [](PyCommunicator& c, const BufferTriple& s, const BufferTriple& r) {
+             c.allToAll(toBuffer(s), toBuffer(r));
+           }, release())
+      .def("send", [](PyCommunicator& c, const BufferTriple& b, int peer) { c.send(toBuffer(b), peer); }, release())
+      .def("recv", [](PyCommunicator& c, const BufferTriple& b, int peer) { c.recv(toBuffer(b), peer); }, release())
+      .def("send_recv", [](PyCommunicator& c, const BufferTriple& s, int sendPeer, const BufferTriple& r, int recvPeer) {
+             c.sendRecv(toBuffer(s), sendPeer, toBuffer(r), recvPeer);
+           }, release())
+      .def("barrier", &PyCommunicator::barrier, release())
+      .def("abort", &PyCommunicator::abort, release())
+      .def("aborted", [](const PyCommunicator& c) { return c.communicator().aborted(); })
+      .def("async_error", [](const PyCommunicator& c) -> py::object {
+        auto err = c.asyncError();
+        if (!err) return py::none();
+        return py::make_tuple(errorCodeName(err->code()), std::string(err->what()));
+      })
+      .def("transport_for", [](const PyCommunicator& c, int peer) { return c.communicator().transportFor(peer); })
+      .def("selection_reason", [](const PyCommunicator& c, int peer) { return c.communicator().selectionReason(peer); })
+      .def("loaded_transports", [](const PyCommunicator& c) { return c.communicator().loadedTransports(); })
+      .def("host_of", [](const PyCommunicator& c, int rank) { return c.communicator().hostOf(rank); })
+      .def("settings", [](const PyCommunicator& c) {
+        py::list out;
+        for (const Setting& s : c.communicator().config().all()) out.append(settingToDict(s));
+        return out;
+      });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_plugboard, m) {
+  m.doc() = "Plugboard's native module; use the plugboard package instead.";
+  registerErrors(m);
+  bindModuleFunctions(m);
+  bindCommunicator(m);
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Makes the virtual environment the Python package builds and tests in:
+# ${PLUGBOARD_VENV:-.venv} with pybind11, NumPy and pytest, and PyTorch
+# (PyPI's wheel, CPU use only; PLUGBOARD_SKIP_TORCH=1 leaves it out, and
+# the torch tests then skip saying so). Installs by name, skips what is
+# there, so running it again is quick. tools/build.sh builds the package
+# against this environment when it exists.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=${PLUGBOARD_VENV:-.venv}
+python=${PYTHON:-python3}
+if ! command -v "$python" >/dev/null; then
+  bash tools/install-deps.sh
+  apt-get install -y -qq --no-install-recommends python3 python3-venv python3-dev
+fi
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv" || { apt-get install -y -qq --no-install-recommends python3-venv python3-dev && "$python" -m venv "$venv"; }
+fi
+packages=(pybind11 numpy pytest)
+[ "${PLUGBOARD_SKIP_TORCH:-0}" = 1 ] || packages+=(torch)
+missing=()
+for p in "${packages[@]}"; do
+  "$venv/bin/python" -c "import $p" 2>/dev/null || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "python-env: installing ${missing[*]} into $venv"
+  "$venv/bin/python" -m pip install -q "${missing[@]}"
+else
+  echo "python-env: $venv has ${packages[*]}"
+fi
