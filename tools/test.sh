@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# README command 2: install dependencies, build, and run every test, then
+# README command 2: install dependencies (tools/python-env.sh makes .venv for
+# the Python package and its pytest suite), build, and run every test, then
 # the host tests once more under ASan + UBSan (tools/sanitize.sh;
 # PLUGBOARD_SKIP_SANITIZERS=1 leaves that out), under ThreadSanitizer
 # (tools/tsan.sh; PLUGBOARD_SKIP_TSAN=1 leaves that out), then each libFuzzer target
@@ -9,6 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
+# The Python package's environment (pybind11, NumPy, pytest, PyTorch).
+bash tools/python-env.sh
 bash tools/build.sh "$@"
 build=${PLUGBOARD_BUILD_DIR:-build}
 # The ABI header must stay plain C99.
