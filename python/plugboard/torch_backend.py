@@ -49,8 +49,7 @@ class _DoneWork(dist._Work):
     def __init__(self, result):
         super().__init__()
         self._result = result
-        self._future = torch.futures.Future()
-        self._future.set_result(result)
+        self._future = None  # made when asked for (DDP does; most callers do not)
 
     def wait(self, timeout=timedelta(0)):
         return True
@@ -65,6 +64,9 @@ class _DoneWork(dist._Work):
         return self._result
 
     def get_future(self):
+        if self._future is None:
+            self._future = torch.futures.Future()
+            self._future.set_result(self._result)
         return self._future
 
 

@@ -71,7 +71,30 @@ void registerErrors(py::module_& m) {
   });
 }
 
+/// (address, bytes, struct format) of a buffer-protocol object, for the
+/// Python layer: raises ValueError naming `what` when the buffer is not
+/// C-contiguous, or read-only while writable is asked. The address stays
+/// valid while the caller keeps obj alive (the view is released here).
+py::tuple hostBufferOf(const py::handle& obj, const std::string& what, bool writable) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(obj.ptr(), &view, PyBUF_STRIDES | PyBUF_FORMAT) != 0) {
+    PyErr_Clear();
+    throw py::type_error(what + " (" + std::string(Py_TYPE(obj.ptr())->tp_name) +
+                         ") is neither a NumPy array, a buffer nor a CPU tensor");
+  }
+  const bool contiguous = PyBuffer_IsContiguous(&view, 'C');
+  const bool readonly = view.readonly;
+  py::tuple out = py::make_tuple(reinterpret_cast<uintptr_t>(view.buf), static_cast<size_t>(view.len),
+                                 std::string(view.format ? view.format : "B"), static_cast<size_t>(view.itemsize));
+  PyBuffer_Release(&view);
+  if (!contiguous) throw py::value_error(what + " is not C-contiguous (np.ascontiguousarray makes a copy that is)");
+  if (writable && readonly) throw py::value_error(what + " is read-only but is written");
+  return out;
+}
+
 void bindModuleFunctions(py::module_& m) {
+  m.def("host_buffer", &hostBufferOf, py::arg("obj"), py::arg("what"), py::arg("writable"),
+        "(address, bytes, format, itemsize) of a C-contiguous buffer-protocol object.");
   m.def("create_unique_id", [](const std::string& interfaceSpec) { return fromUniqueId(TcpBootstrap::createUniqueId(interfaceSpec)); },
         py::arg("interface") = "", "A new unique id whose root listens on this host (the socket is opened now).");
   m.def("unique_id_from_address",
