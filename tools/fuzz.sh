@@ -24,11 +24,13 @@ declare -A sources=(
   [fuzz_ethernet_wire]="tests/fuzz/fuzz_ethernet_wire.cpp plugins/ethernet/src/wire.cpp plugins/ethernet/src/memory.cpp -Iplugins/ethernet/src"
   [fuzz_libfabric_wire]="tests/fuzz/fuzz_libfabric_wire.cpp plugins/libfabric/src/wire.cpp -Iplugins/libfabric/src"
   [fuzz_ucx_wire]="tests/fuzz/fuzz_ucx_wire.cpp plugins/ucx/src/wire.cpp -Iplugins/ucx/src"
+  [fuzz_memory_descriptor]="tests/fuzz/fuzz_memory_descriptor.cpp core/src/communicator/memory_descriptor.cpp core/src/error.cpp core/src/logger.cpp"
 )
 declare -A libs=([fuzz_config]="-lyaml-cpp" [fuzz_bootstrap_wire]="" [fuzz_ethernet_wire]="" [fuzz_libfabric_wire]=""
-                 [fuzz_ucx_wire]="")
+                 [fuzz_ucx_wire]="" [fuzz_memory_descriptor]="")
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_config fuzz_bootstrap_wire fuzz_ethernet_wire fuzz_libfabric_wire fuzz_ucx_wire)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_config fuzz_bootstrap_wire fuzz_ethernet_wire fuzz_libfabric_wire fuzz_ucx_wire
+                                   fuzz_memory_descriptor)
 failed=0
 for t in "${targets[@]}"; do
   echo "== $t: build"

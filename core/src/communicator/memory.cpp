@@ -1,15 +1,10 @@
 // Registered memory: registration with every capable transport, and the
 // descriptor peers exchange to import it on their connection.
 #include "communicator/communicator_impl.hpp"
-#include "communicator/wire.hpp"
+#include "communicator/memory_descriptor.hpp"
 #include "plugboard/error.hpp"
 
 namespace plugboard {
-namespace {
-
-constexpr uint64_t kMemoryMagic = 0x504247424d454d31ull;  // "PGBMEM1"
-
-}  // namespace
 
 pb_mr* RegisteredMemoryImpl::handleFor(const TransportPlugin* plugin) {
   std::lock_guard<std::mutex> lock(mutex);
@@ -76,22 +71,20 @@ RegisteredMemory Communicator::registerMemory(void* data, size_t size, MemoryKin
 }
 
 std::vector<char> Communicator::Impl::describeMemory(RegisteredMemoryImpl& mem) {
-  BlobWriter w;
-  w.u64(kMemoryMagic);
-  w.i32(self.rank);
-  w.u64(mem.size);
-  w.u64(mem.kind == MemoryKind::Cuda ? 1 : 0);
-  w.u64(mem.id);
+  MemoryDescriptor d;
+  d.rank = self.rank;
+  d.size = mem.size;
+  d.kind = mem.kind;
+  d.regionId = mem.id;
   std::lock_guard<std::mutex> lock(mem.mutex);
-  w.u64(mem.regs.size());
   for (auto& [p, mr] : mem.regs) {
     std::vector<char> key(p->properties().max_rkey_size);
     size_t len = key.size();
     p->check(p->api().pack_rkey(p->context(), mr, key.data(), &len), "pack remote key");
-    w.str(p->name());
-    w.bytes(key.data(), len);
+    key.resize(len);
+    d.keys.emplace_back(p->name(), std::move(key));
   }
-  return w.data();
+  return encodeMemoryDescriptor(d);
 }
 
 void Communicator::Impl::sendMemoryTagged(const RegisteredMemory& mem, int peer, int tag) {
@@ -105,20 +98,15 @@ namespace {
 
 /// Picks conn's key out of a descriptor's per-transport keys, or marks the
 /// region staged when conn stages CUDA memory; then imports it.
-void importOnConnection(ConnectionImpl& conn, RemoteMemoryImpl& out, BlobReader& r) {
-  size_t n = r.count();
-  std::vector<char> key;
-  bool found = false;
-  for (size_t i = 0; i < n; ++i) {
-    std::string name = r.str();
-    std::vector<char> k = r.bytes();
-    if (name == conn.plugin->name()) { key = k; found = true; }
-  }
-  if (out.kind == MemoryKind::Cuda && !found && conn.stager) {
+void importOnConnection(ConnectionImpl& conn, RemoteMemoryImpl& out, const MemoryDescriptor& d) {
+  const std::vector<char>* key = nullptr;
+  for (const auto& [name, k] : d.keys)
+    if (name == conn.plugin->name()) key = &k;
+  if (out.kind == MemoryKind::Cuda && !key && conn.stager) {
     out.staged = true;
     return;
   }
-  if (!found)
+  if (!key)
     throw Error(ErrorCode::Remote, conn.describe() + ": the peer's " + (out.kind == MemoryKind::Cuda ? "CUDA" : "host") +
                                        " memory is not registered with " + conn.plugin->name() +
                                        (out.kind == MemoryKind::Cuda ? " and this connection does not stage CUDA memory "
@@ -126,7 +114,7 @@ void importOnConnection(ConnectionImpl& conn, RemoteMemoryImpl& out, BlobReader&
                                                                      : ""));
   std::lock_guard<std::mutex> lock(conn.mutex);
   conn.requireOpen();
-  conn.plugin->check(conn.plugin->api().import_rkey(conn.conn, key.data(), key.size(), &out.rkey),
+  conn.plugin->check(conn.plugin->api().import_rkey(conn.conn, key->data(), key->size(), &out.rkey),
                      conn.describe() + ": import remote key");
 }
 
@@ -134,14 +122,12 @@ void importOnConnection(ConnectionImpl& conn, RemoteMemoryImpl& out, BlobReader&
 
 std::shared_ptr<RemoteMemoryImpl> Communicator::Impl::importMemory(const std::vector<char>& blob, int peer,
                                                                    std::shared_ptr<ConnectionImpl> conn) {
-  BlobReader r(blob, "rank " + std::to_string(peer));
-  if (r.u64() != kMemoryMagic)
-    throw Error(ErrorCode::Remote, "rank " + std::to_string(peer) + " sent something that is not a memory descriptor");
+  const MemoryDescriptor d = decodeMemoryDescriptor(blob, "rank " + std::to_string(peer));
   auto out = std::make_shared<RemoteMemoryImpl>();
-  out->rank = r.i32();
-  out->size = r.u64();
-  out->kind = r.u64() == 1 ? MemoryKind::Cuda : MemoryKind::Host;
-  out->regionId = r.u64();
+  out->rank = d.rank;
+  out->size = d.size;
+  out->kind = d.kind;
+  out->regionId = d.regionId;
   if (!conn) {
     std::lock_guard<std::mutex> lock(mutex);
     conn = findConnection(peer, out->kind);
@@ -153,7 +139,7 @@ std::shared_ptr<RemoteMemoryImpl> Communicator::Impl::importMemory(const std::ve
                                              choiceFor(peer, out->kind).transport + ": connect(peer, kind) and setup() first");
   if (out->rank != peer)
     throw Error(ErrorCode::Remote, conn->describe() + ": descriptor claims to be from rank " + std::to_string(out->rank));
-  importOnConnection(*conn, *out, r);
+  importOnConnection(*conn, *out, d);
   out->connection = conn;
   if (out->rkey) {
     std::lock_guard<std::mutex> lock(conn->mutex);
