@@ -110,6 +110,22 @@ TEST(FaultyTransport, AFailedOperationEndsEveryRankWithAnErrorNamingTheRank) {
   }));
 }
 
+TEST(FaultyTransport, EveryRankLearnsOfAFailedRankLongBeforeItsTimeout) {
+  SKIP_WITHOUT_FAULTY();
+  // With a 30 s timeout, ranks that wait on rank 1 (or on ranks that wait
+  // on it) would fail only after 30 s; its failure notice, passed on by
+  // every rank that fails on it, ends all four within seconds.
+  expectAllPassed(runRanks(4, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "fail_op"}, {"ranks", "1"}, {"after", "40"}});
+    setenv("PLUGBOARD_TIMEOUT", "30", 1);
+    const auto start = std::chrono::steady_clock::now();
+    expectFailureNaming(rank, n, id, {"rank 1"});
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (s > 10) throw std::runtime_error("rank " + std::to_string(rank) + " learnt of rank 1's failure after " +
+                                         std::to_string(s) + " s (timeout 30 s)");
+  }));
+}
+
 TEST(FaultyTransport, ARankThatExitsMidCollectiveIsNamedByTheOthers) {
   SKIP_WITHOUT_FAULTY();
   auto results = runRanks(3, kTestTimeout, [](int rank, int n, const UniqueId& id) {

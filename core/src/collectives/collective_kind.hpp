@@ -6,7 +6,9 @@
 namespace plugboard {
 
 /// Which collective a chunk belongs to.
-enum class CollectiveKind : uint8_t { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, SendRecv };
+/// FailureNotice is not a collective: a rank whose call failed sends it to
+/// its peers instead of its next chunk (collectives/failure_notice.hpp).
+enum class CollectiveKind : uint8_t { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, SendRecv, FailureNotice };
 
 /// "allreduce", "allgather", ...
 inline const char* collectiveKindName(CollectiveKind k) {
@@ -18,6 +20,7 @@ inline const char* collectiveKindName(CollectiveKind k) {
     case CollectiveKind::Reduce: return "reduce";
     case CollectiveKind::AllToAll: return "alltoall";
     case CollectiveKind::SendRecv: return "sendrecv";
+    case CollectiveKind::FailureNotice: return "failure notice";
   }
   return "unknown-collective";
 }

@@ -1,14 +1,13 @@
 #include "collectives/exchange.hpp"
 
 #include "collectives/collective_kind.hpp"
+#include "collectives/failure_notice.hpp"
 #include "communicator/wait.hpp"
 #include "plugboard/datatype.hpp"
 #include "plugboard/error.hpp"
 
 namespace plugboard {
 namespace {
-
-constexpr uint32_t kChunkMagic = 0x50424348;  // "PBCH"
 
 size_t chunkCount(size_t bytes, size_t chunk) { return (bytes + chunk - 1) / chunk; }
 
@@ -58,6 +57,7 @@ bool stepRecv(Communicator& comm, RecvJob& r) {
   bool moved = false;
   const size_t c = r.link->chunkBytes();
   while (r.nextChunk < chunkCount(r.bytes, c) && r.link->hasChunk()) {
+    if (isFailureNotice(r.link->header())) throwPeerFailure(comm, *r.link);
     checkHeader(comm, r.link->header(), r);
     size_t offset = r.nextChunk * c;
     r.consume(offset, r.link->payload(), std::min(c, r.bytes - offset));
@@ -101,7 +101,7 @@ std::string describeCall(uint8_t kind, uint8_t dtype, uint8_t op, int32_t root, 
 }
 
 void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
-                 std::chrono::milliseconds timeout) {
+                 const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout) {
   const CallSignature call = !recvs.empty() ? recvs[0].call : !sends.empty() ? sends[0].call : CallSignature{};
   bool notifying = true;
   for (const auto& s : sends) notifying = notifying && s.link->notifiesWaiters();
@@ -118,6 +118,11 @@ void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<Re
     // could be waiting for this rank while this rank waits for it.
     for (auto& r : recvs) r.link->returnCredits();
     for (auto& s : sends) s.link->returnCredits();
+    // Any peer may have failed, not only those this call receives from: a
+    // notice sits at the head of its link (a chunk of the peer's for a
+    // later call is left there).
+    for (const auto& [peer, link] : links)
+      if (link->hasLandedChunk() && isFailureNotice(link->header())) throwPeerFailure(comm, *link);
     comm.checkErrors();
     if (backoff.expired())
       throw Error(ErrorCode::Timeout, "rank " + std::to_string(comm.rank()) + ": " +

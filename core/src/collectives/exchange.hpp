@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,9 +49,11 @@ struct RecvJob {
 /// Runs every job to completion. Throws Error(Remote) when a peer's chunk
 /// shows it called a different collective, count or type; Error(Timeout)
 /// naming the peers still outstanding when nothing moves for `timeout`;
-/// and any connection error the proxy recorded.
+/// any connection error the proxy recorded; and Error(Remote) with the
+/// peer's reason when a failure notice (failure_notice.hpp) lands on any
+/// of links while this rank waits.
 void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
-                 std::chrono::milliseconds timeout);
+                 const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout);
 
 /// "allreduce(count 100, float, sum)" for messages.
 std::string describeCall(uint8_t kind, uint8_t dtype, uint8_t op, int32_t root, uint64_t count);

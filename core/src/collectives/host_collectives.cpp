@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives/failure_notice.hpp"
 #include "collectives/host_collectives_impl.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/logger.hpp"
@@ -64,7 +65,17 @@ CallSignature HostCollectives::Impl::nextCall(CollectiveKind kind, DataType type
 }
 
 void HostCollectives::Impl::run(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs) {
-  runExchange(comm, sends, recvs, timeout);
+  try {
+    runExchange(comm, sends, recvs, links, timeout);
+  } catch (const Error& e) {
+    // Peers blocked on this rank learn now rather than at their timeouts.
+    // Not after an abort (local, and its connections refuse new posts).
+    if (e.code() != ErrorCode::Aborted) {
+      const CallSignature call = !recvs.empty() ? recvs[0].call : !sends.empty() ? sends[0].call : CallSignature{};
+      sendFailureNotices(links, call, e.what());
+    }
+    throw;
+  }
 }
 
 char* HostCollectives::Impl::scratchOf(size_t bytes) {

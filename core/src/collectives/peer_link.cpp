@@ -63,6 +63,8 @@ bool PeerLink::hasChunk() const {
   return data_->inbound() > received_;
 }
 
+bool PeerLink::hasLandedChunk() const { return data_->inbound() > received_; }
+
 const ChunkHeader& PeerLink::header() const {
   return *reinterpret_cast<const ChunkHeader*>(inbox_.data() + (received_ % slots_) * stride());
 }

@@ -22,6 +22,9 @@
 
 namespace plugboard {
 
+/// ChunkHeader::magic of every chunk.
+constexpr uint32_t kChunkMagic = 0x50424348;  // "PBCH"
+
 /// What every chunk carries, so ranks that disagree are caught, not corrupted.
 struct ChunkHeader {
   uint32_t magic;
@@ -58,6 +61,10 @@ class PeerLink {
   void send(const ChunkHeader& header, const void* payload, size_t len);
   /// True when the peer's next chunk has landed.
   bool hasChunk() const;
+  /// True when the peer's next chunk has landed, as far as this thread
+  /// knows without driving the transport (cheap: for looking around while
+  /// waiting on other links).
+  bool hasLandedChunk() const;
   /// Header of the chunk hasChunk() reported.
   const ChunkHeader& header() const;
   /// Payload of that chunk.
