@@ -4,10 +4,13 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace plugboard::test {
@@ -248,6 +251,12 @@ TEST_P(TransportPairTest, FreeNeverHangsWithWritesInFlight) {
   auto start = Clock::now();
   freeEnds({c0_, c1_});
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+  // transport.h: nothing lands in a buffer after free returns (a late write
+  // here would also be a use-after-free once the test's vectors are gone).
+  std::fill(dst.begin(), dst.end(), uint8_t{0xA5});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(std::all_of(dst.begin(), dst.end(), [](uint8_t b) { return b == 0xA5; }))
+      << "the destination was written after free() returned";
 }
 
 }  // namespace plugboard::test
