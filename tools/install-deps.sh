@@ -4,7 +4,8 @@
 # unavailable but the packages are installed (e.g. the lent GPU machines).
 set -euo pipefail
 
-packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libgtest-dev binutils libucx-dev libfabric-dev iproute2 clang)
+packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libgtest-dev binutils libucx-dev libfabric-dev libibverbs-dev
+          iproute2 clang)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

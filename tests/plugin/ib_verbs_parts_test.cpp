@@ -1,0 +1,239 @@
+// The ib-verbs transport's parts that need no RDMA device (issue 16): the
+// HCA filter in NCCL_IB_HCA's syntax, GID choice from a GID table, the
+// address and key blobs with bad input, write striping, completion errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "completion.hpp"
+#include "error.hpp"
+#include "gid.hpp"
+#include "hca_filter.hpp"
+#include "striping.hpp"
+#include "wire.hpp"
+
+using namespace plugboard::ibverbs;
+
+namespace {
+
+/// Runs f, expects an Error with status whose text contains every needle.
+template <typename F>
+void expectError(F f, pb_status status, const std::vector<std::string>& needles) {
+  try {
+    f();
+    FAIL() << "no error; expected one with '" << needles.front() << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), status) << e.what();
+    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+  }
+}
+
+std::array<uint8_t, 16> gidOf(std::initializer_list<int> bytes) {
+  std::array<uint8_t, 16> g{};
+  size_t i = 0;
+  for (int b : bytes) g[i++] = static_cast<uint8_t>(b);
+  return g;
+}
+
+std::array<uint8_t, 16> ipv4Mapped(int a, int b, int c, int d) {
+  return gidOf({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d});
+}
+
+}  // namespace
+
+// ---- HCA filter ------------------------------------------------------------
+
+TEST(HcaFilter, EmptyMatchesEverything) {
+  auto f = HcaFilter::parse("", "test");
+  EXPECT_TRUE(f.matches("mlx5_0", 1));
+  EXPECT_TRUE(f.matches("bnxt_re0", 2));
+  EXPECT_EQ(f.describe(), "all devices and ports");
+}
+
+TEST(HcaFilter, NamesArePrefixesUnlessExact) {
+  auto prefix = HcaFilter::parse("mlx5", "test");
+  EXPECT_TRUE(prefix.matches("mlx5_0", 1));
+  EXPECT_TRUE(prefix.matches("mlx5_1", 2));
+  EXPECT_FALSE(prefix.matches("mlx4_0", 1));
+  auto exact = HcaFilter::parse("=mlx5_1", "test");
+  EXPECT_TRUE(exact.matches("mlx5_1", 1));
+  EXPECT_FALSE(exact.matches("mlx5_10", 1));
+  EXPECT_FALSE(exact.matches("mlx5_0", 1));
+}
+
+TEST(HcaFilter, PortsAndExclusion) {
+  auto f = HcaFilter::parse(" mlx5_0:1 , mlx5_1 ", "test");
+  EXPECT_TRUE(f.matches("mlx5_0", 1));
+  EXPECT_FALSE(f.matches("mlx5_0", 2));
+  EXPECT_TRUE(f.matches("mlx5_1", 2));
+  EXPECT_EQ(f.describe(), "only mlx5_0* port 1, mlx5_1*");
+  auto ex = HcaFilter::parse("^=mlx5_0:1", "test");
+  EXPECT_FALSE(ex.matches("mlx5_0", 1));
+  EXPECT_TRUE(ex.matches("mlx5_0", 2));
+  EXPECT_TRUE(ex.matches("mlx5_1", 1));
+  EXPECT_EQ(ex.describe(), "all but mlx5_0 port 1");
+}
+
+TEST(HcaFilter, BadSpecsNameTheEntryAndTheSource) {
+  const std::string where = "ib_verbs.hca from PLUGBOARD_IB_VERBS_HCA";
+  expectError([&] { HcaFilter::parse("mlx5_0:x", where); }, PB_ERR_INVALID, {"'mlx5_0:x'", "port 'x'", where});
+  expectError([&] { HcaFilter::parse("mlx5_0:0", where); }, PB_ERR_INVALID, {"port '0'"});
+  expectError([&] { HcaFilter::parse("mlx5_0:256", where); }, PB_ERR_INVALID, {"port '256'"});
+  expectError([&] { HcaFilter::parse("mlx5_0,,mlx5_1", where); }, PB_ERR_INVALID, {"empty entry"});
+  expectError([&] { HcaFilter::parse(":1", where); }, PB_ERR_INVALID, {"no device name"});
+  expectError([&] { HcaFilter::parse("^", where); }, PB_ERR_INVALID, {"names no device"});
+  std::string many;
+  for (int i = 0; i < 33; ++i) many += (i ? "," : "") + std::string("d") + std::to_string(i);
+  expectError([&] { HcaFilter::parse(many, where); }, PB_ERR_INVALID, {"more than 32 entries"});
+}
+
+// ---- GID choice -------------------------------------------------------------
+
+TEST(GidChoice, RoceTakesTheFirstIpv4MappedV2Gid) {
+  std::vector<GidRow> table = {
+      {0, gidOf({0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x42, 0xac, 0xff, 0xfe, 0x11, 0, 2}), IBV_GID_TYPE_ROCE_V1},
+      {1, gidOf({0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x42, 0xac, 0xff, 0xfe, 0x11, 0, 2}), IBV_GID_TYPE_ROCE_V2},
+      {2, ipv4Mapped(192, 0, 2, 7), IBV_GID_TYPE_ROCE_V1},
+      {3, ipv4Mapped(192, 0, 2, 7), IBV_GID_TYPE_ROCE_V2},
+  };
+  GidChoice c = chooseGid(table, IBV_LINK_LAYER_ETHERNET, -1, "mlx5_0 port 1");
+  EXPECT_EQ(c.index, 3u);
+  EXPECT_EQ(formatGid(c.gid), "::ffff:192.0.2.7");
+  EXPECT_NE(c.reason.find("IPv4-mapped"), std::string::npos);
+}
+
+TEST(GidChoice, FallsBackToGlobalV6ThenV1AndRefusesLinkLocalOnly) {
+  const auto global = gidOf({0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+  const auto linkLocal = gidOf({0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9});
+  EXPECT_EQ(chooseGid({{0, linkLocal, IBV_GID_TYPE_ROCE_V2}, {1, global, IBV_GID_TYPE_ROCE_V2}}, IBV_LINK_LAYER_ETHERNET,
+                      -1, "p").index,
+            1u);
+  EXPECT_EQ(chooseGid({{0, linkLocal, IBV_GID_TYPE_ROCE_V1}, {1, linkLocal, IBV_GID_TYPE_ROCE_V2}},
+                      IBV_LINK_LAYER_ETHERNET, -1, "p")
+                .index,
+            0u);
+  expectError([&] { chooseGid({{0, linkLocal, IBV_GID_TYPE_ROCE_V2}, {1, {}, IBV_GID_TYPE_ROCE_V2}},
+                              IBV_LINK_LAYER_ETHERNET, -1, "mlx5_0 port 1"); },
+              PB_ERR_UNSUPPORTED, {"ib-verbs: mlx5_0 port 1", "without a usable GID", "0: RoCE v2 fe80:"});
+}
+
+TEST(GidChoice, ConfiguredIndexMustExistAndHoldAGid) {
+  std::vector<GidRow> table = {{0, ipv4Mapped(10, 0, 0, 1), IBV_GID_TYPE_ROCE_V2}, {1, {}, IBV_GID_TYPE_ROCE_V2}};
+  EXPECT_EQ(chooseGid(table, IBV_LINK_LAYER_ETHERNET, 0, "p").reason, "set by ib_verbs.gid_index");
+  expectError([&] { chooseGid(table, IBV_LINK_LAYER_ETHERNET, 1, "mlx5_0 port 1"); }, PB_ERR_INVALID,
+              {"gid_index 1 is empty", "::ffff:10.0.0.1"});
+  expectError([&] { chooseGid(table, IBV_LINK_LAYER_ETHERNET, 7, "p"); }, PB_ERR_INVALID, {"gid_index 7 is not in"});
+}
+
+TEST(GidChoice, InfinibandUsesGidZero) {
+  std::vector<GidRow> table = {{0, gidOf({0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}), IBV_GID_TYPE_IB}};
+  GidChoice c = chooseGid(table, IBV_LINK_LAYER_INFINIBAND, -1, "p");
+  EXPECT_EQ(c.index, 0u);
+  EXPECT_EQ(formatGid(c.gid), "fe80:0000:0000:0000:0102:0304:0506:0708");
+}
+
+// ---- blobs --------------------------------------------------------------------
+
+TEST(IbWire, AddressRoundTripsAndEveryBadFieldIsNamed) {
+  wire::AddressBlob a;
+  a.rank = 5;
+  a.lid = 0x1234;
+  a.mtu = IBV_MTU_4096;
+  a.linkLayer = IBV_LINK_LAYER_ETHERNET;
+  a.gid = ipv4Mapped(10, 1, 2, 3);
+  a.qps = {{0x123456, 0x00abcd}, {0x000001, 0xffffff}};
+  std::vector<uint8_t> buf(a.size());
+  a.encode(buf.data());
+  wire::AddressBlob b = wire::AddressBlob::decode(buf.data(), buf.size(), "rank 5 (host h)");
+  EXPECT_EQ(b.rank, 5);
+  EXPECT_EQ(b.lid, 0x1234);
+  EXPECT_EQ(b.gid, a.gid);
+  ASSERT_EQ(b.qps.size(), 2u);
+  EXPECT_EQ(b.qps[1].psn, 0xffffffu);
+
+  const std::string from = "rank 5 (host h)";
+  expectError([&] { wire::AddressBlob::decode(buf.data(), 10, from); }, PB_ERR_INVALID, {"less than a header", from});
+  expectError([&] { wire::AddressBlob::decode(buf.data(), buf.size() - 1, from); }, PB_ERR_INVALID, {"for 2 queue pairs"});
+  auto patched = [&](size_t at, uint8_t v) {
+    std::vector<uint8_t> c = buf;
+    c[at] = v;
+    return c;
+  };
+  auto magic = patched(0, 0);
+  expectError([&] { wire::AddressBlob::decode(magic.data(), magic.size(), from); }, PB_ERR_INVALID, {"wrong magic"});
+  auto version = patched(4, 9);
+  expectError([&] { wire::AddressBlob::decode(version.data(), version.size(), from); }, PB_ERR_INVALID, {"format 9"});
+  auto noQps = patched(6, 0);
+  expectError([&] { wire::AddressBlob::decode(noQps.data(), noQps.size(), from); }, PB_ERR_INVALID, {"0 queue pairs"});
+  auto mtu = patched(14, 9);
+  expectError([&] { wire::AddressBlob::decode(mtu.data(), mtu.size(), from); }, PB_ERR_INVALID, {"MTU code 9"});
+  auto layer = patched(15, 7);
+  expectError([&] { wire::AddressBlob::decode(layer.data(), layer.size(), from); }, PB_ERR_INVALID, {"link layer 7"});
+  auto wide = patched(wire::AddressBlob::kHeaderSize + 3, 1);  // qpn's fourth byte
+  expectError([&] { wire::AddressBlob::decode(wide.data(), wide.size(), from); }, PB_ERR_INVALID, {"24 bits"});
+}
+
+TEST(IbWire, KeyRoundTripsAndBadKeysAreRefused) {
+  wire::PackedKey k;
+  k.memType = PB_MEM_CUDA;
+  k.rkey = 0xdeadbeef;
+  k.region = 7;
+  k.base = 0x7f0000000000;
+  k.size = 1 << 20;
+  k.check = 0x1122334455667788;
+  uint8_t buf[wire::PackedKey::kSize];
+  k.encode(buf);
+  wire::PackedKey d = wire::PackedKey::decode(buf, sizeof buf, "rank 1");
+  EXPECT_EQ(d.rkey, k.rkey);
+  EXPECT_EQ(d.base, k.base);
+  EXPECT_EQ(d.check, k.check);
+  expectError([&] { wire::PackedKey::decode(buf, 47, "rank 1"); }, PB_ERR_INVALID, {"47 bytes", "rank 1"});
+  uint8_t type[sizeof buf];
+  std::memcpy(type, buf, sizeof buf);
+  type[6] = 9;
+  expectError([&] { wire::PackedKey::decode(type, sizeof type, "rank 1"); }, PB_ERR_INVALID, {"memory type 9"});
+  k.base = ~0ull - 10;
+  k.size = 100;
+  k.encode(buf);
+  expectError([&] { wire::PackedKey::decode(buf, sizeof buf, "rank 1"); }, PB_ERR_INVALID, {"wraps around"});
+}
+
+// ---- striping and completions -----------------------------------------------
+
+TEST(IbStriping, StripesCoverTheWriteInOrder) {
+  auto check = [](uint64_t size, size_t qps, uint64_t min, size_t expectStripes) {
+    auto s = stripeWrite(size, qps, min);
+    ASSERT_EQ(s.size(), expectStripes) << size << " over " << qps;
+    uint64_t at = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      EXPECT_EQ(s[i].qp, i);
+      EXPECT_EQ(s[i].offset, at);
+      if (i + 1 < s.size()) {
+        EXPECT_EQ(s[i].length % 64, 0u);
+      }
+      at += s[i].length;
+    }
+    EXPECT_EQ(at, size);
+  };
+  check(0, 4, 128 << 10, 1);                 // an empty write still completes, on QP 0
+  check(1000, 4, 128 << 10, 1);              // small: one QP
+  check(256 << 10, 4, 128 << 10, 2);         // two stripes of the minimum
+  check((8 << 20) + 3, 4, 128 << 10, 4);     // odd size over every QP
+  check(8 << 20, 1, 128 << 10, 1);           // one QP
+  check(130, 4, 1, 3);                       // 64-byte rounding leaves fewer stripes than QPs
+}
+
+TEST(IbCompletion, StatusesMapAndTextNamesEverything) {
+  EXPECT_EQ(statusForCompletion(IBV_WC_SUCCESS), PB_OK);
+  EXPECT_EQ(statusForCompletion(IBV_WC_RETRY_EXC_ERR), PB_ERR_REMOTE);
+  EXPECT_EQ(statusForCompletion(IBV_WC_REM_ACCESS_ERR), PB_ERR_REMOTE);
+  EXPECT_EQ(statusForCompletion(IBV_WC_WR_FLUSH_ERR), PB_ERR_REMOTE);
+  EXPECT_EQ(statusForCompletion(IBV_WC_LOC_PROT_ERR), PB_ERR_INTERNAL);
+  EXPECT_EQ(statusForCompletion(IBV_WC_FATAL_ERR), PB_ERR_SYSTEM);
+  const std::string t = completionText(IBV_WC_RETRY_EXC_ERR, "RDMA write to rank 3 (host h)", "mlx5_0 port 1");
+  EXPECT_NE(t.find("RDMA write to rank 3 (host h) over mlx5_0 port 1 failed"), std::string::npos) << t;
+  EXPECT_NE(t.find(ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR)), std::string::npos) << t;
+  EXPECT_NE(t.find("retry_count"), std::string::npos) << t;
+}
