@@ -22,12 +22,10 @@ struct RndvLanding {
   Context* ctx;
   uint32_t token;
   uint64_t seq;
-  uint64_t regionId;  ///< Where it writes (Context::rendezvousStarted).
 };
 
 void onRndvDone(void* request, ucs_status_t status, size_t, void* userData) {
   auto* landing = static_cast<RndvLanding*>(userData);
-  landing->ctx->rendezvousEnded(landing->token, landing->regionId);
   if (Connection* conn = landing->ctx->amTarget(landing->token)) conn->rndvLanded(landing->seq, status);
   ucp_request_free(request);
   delete landing;
@@ -192,7 +190,7 @@ ucs_status_t Connection::receiveAm(const wire::AmHeader& h, void* data, size_t l
     markLanded(h.seq);
     return UCS_OK;
   }
-  auto* landing = new RndvLanding{&ctx_, token_, h.seq, h.dataRegion};
+  auto* landing = new RndvLanding{&ctx_, token_, h.seq};
   ucp_request_param_t params{};
   params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   params.cb.recv_am = &onRndvDone;
@@ -201,9 +199,7 @@ ucs_status_t Connection::receiveAm(const wire::AmHeader& h, void* data, size_t l
   if (req == nullptr) {  // done at once: no callback comes
     delete landing;
     markLanded(h.seq);
-  } else if (!UCS_PTR_IS_ERR(req)) {
-    ctx_.rendezvousStarted(token_, h.dataRegion);  // ended by onRndvDone
-  } else {
+  } else if (UCS_PTR_IS_ERR(req)) {
     delete landing;
     fail(PB_ERR_REMOTE, ucsText("ucx receive of " + what + " (" + std::to_string(length) + " bytes) from " +
                                     peer_.describe() + " failed",

@@ -276,9 +276,6 @@ void Connection::close() noexcept {
     keys_.clear();
     peerControl_.reset();
     guard_->owner = nullptr;  // a late error handler now finds nobody
-    // A peer's rendezvous write may still be landing in our memory: free()
-    // returns only once UCX is done with it (or after the grace, warned).
-    if (token_) ctx_.drainRendezvous(token_, 0, kCloseGrace, "closing the ucx connection to " + peer_.describe());
     if (token_) ctx_.removeAmTarget(token_);  // late messages and receives now find nobody
     token_ = 0;
   } catch (...) {

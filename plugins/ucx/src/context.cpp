@@ -339,27 +339,6 @@ unsigned Context::progressLocked() {
   return total;
 }
 
-void Context::rendezvousStarted(uint32_t token, uint64_t regionId) {
-  ++rndvByToken_[token];
-  ++rndvByRegion_[regionId];
-}
-
-void Context::rendezvousEnded(uint32_t token, uint64_t regionId) {
-  if (--rndvByToken_[token] <= 0) rndvByToken_.erase(token);
-  if (--rndvByRegion_[regionId] <= 0) rndvByRegion_.erase(regionId);
-}
-
-bool Context::drainRendezvous(uint32_t token, uint64_t regionId, std::chrono::milliseconds grace,
-                              const std::string& what) {
-  auto left = [&] { return token ? rndvByToken_.count(token) > 0 : rndvByRegion_.count(regionId) > 0; };
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (left() && std::chrono::steady_clock::now() < deadline) progressLocked();
-  if (!left()) return true;
-  log(PB_LOG_WARN, what + ": UCX was still receiving a peer's rendezvous write after " +
-                       std::to_string(grace.count()) + " ms; it may land later");
-  return false;
-}
-
 void Context::attach(Connection* conn) { attached_.push_back(conn); }
 
 void Context::detach(Connection* conn) {

@@ -8,7 +8,6 @@
 #include <ucp/api/ucp.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -122,17 +121,6 @@ class Context : public transport_cxx::ErrorSlot {
   /// Forgets token: messages still arriving for it are dropped. Caller
   /// holds workerMutex().
   void removeAmTarget(uint32_t token);
-  /// Rendezvous receives UCX is still writing into our memory, counted per
-  /// connection token and per region id, so that closing a connection and
-  /// deregistering a region can wait for them (transport.h: nothing is
-  /// written after free or deregister_memory returns). Caller holds
-  /// workerMutex().
-  void rendezvousStarted(uint32_t token, uint64_t regionId);
-  void rendezvousEnded(uint32_t token, uint64_t regionId);
-  /// Progresses the worker until no rendezvous receive is left for token
-  /// (or, with token 0, into regionId), at most `grace`. Caller holds
-  /// workerMutex(). False (and a warning naming what) when some are left.
-  bool drainRendezvous(uint32_t token, uint64_t regionId, std::chrono::milliseconds grace, const std::string& what);
   /// Notes that a caller is polling (proxy_progress), so the progress
   /// thread keeps out of its way (README "Progress").
   void notePolled();
@@ -245,8 +233,6 @@ class Context : public transport_cxx::ErrorSlot {
   std::vector<std::unique_ptr<EndpointGuard>> guards_;
   std::vector<Connection*> attached_;  // connected, not closing
   std::unordered_map<uint32_t, Connection*> amTargets_;  // by token; see addAmTarget
-  std::unordered_map<uint32_t, int> rndvByToken_;        // see rendezvousStarted
-  std::unordered_map<uint64_t, int> rndvByRegion_;
   uint32_t nextToken_ = 1;
   std::atomic<int64_t> lastPollNs_{0};  // steady-clock ns of the last proxy_progress
   RegionRegistry regions_;

@@ -86,8 +86,6 @@ class RegionRegistry {
   void clear(Context& ctx) noexcept;
   /// Number of live regions.
   size_t size() const { return regions_.size(); }
-  /// True when region is a live handle of this registry (found by address).
-  bool contains(const LocalRegion* region) const { return regions_.count(region) > 0; }
   /// The live region with this id if check matches; NULL if none.
   LocalRegion* find(uint64_t id, uint64_t check) const;
 

@@ -75,10 +75,6 @@ struct Traits {
 
   static void deregisterMemory(Context& c, Region* region) {
     std::lock_guard<std::mutex> lock(c.workerMutex());
-    // transport.h: the region is never written after this returns.
-    if (c.regions().contains(region))
-      c.drainRendezvous(0, region->id, std::chrono::seconds(2),
-                        "deregistering region " + std::to_string(region->id));
     c.regions().remove(c, region);
   }
 
