@@ -132,7 +132,7 @@ TEST_F(EthernetTest, TableDescribesTheTransport) {
   ASSERT_EQ(t_->properties(ctx, &props), PB_OK);
   EXPECT_EQ(props.mem_types, uint32_t(PB_MEM_HOST));
   EXPECT_EQ(props.flags, uint32_t(PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY |
-                                  PB_CAP_SIGNAL_NOTIFY));
+                                  PB_CAP_SIGNAL_NOTIFY | PB_CAP_CHEAP_REGISTRATION));
   EXPECT_GT(props.bandwidth_gbps, 0.0);
   EXPECT_GT(props.latency_us, 0.0);
   EXPECT_GT(props.max_address_size, 0u);

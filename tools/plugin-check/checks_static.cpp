@@ -154,8 +154,10 @@ void checkPropertyValues(const pb_transport_v1& t, pb_plugin_ctx* ctx, pb_transp
   pr.check(q.mem_types != 0, "mem_types is 0 (no memory type can be registered)");
   pr.check((q.mem_types & ~uint32_t(PB_MEM_HOST | PB_MEM_CUDA)) == 0, "mem_types has unknown bits");
   const uint32_t known = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY | PB_CAP_SAME_HOST_ONLY |
-                         PB_CAP_GROUP | PB_CAP_SIGNAL_NOTIFY | PB_CAP_MAPPED;
+                         PB_CAP_GROUP | PB_CAP_SIGNAL_NOTIFY | PB_CAP_MAPPED | PB_CAP_CHEAP_REGISTRATION;
   pr.check((q.flags & ~known) == 0, "flags has unknown bits");
+  pr.check(!(q.flags & PB_CAP_CHEAP_REGISTRATION) || (q.mem_types & PB_MEM_HOST),
+           "CHEAP_REGISTRATION is set but host memory cannot be registered");
   pr.check(!(q.flags & PB_CAP_ONE_SIDED_WRITE) || t.write, "ONE_SIDED_WRITE is set but write is NULL");
   pr.check(!(q.flags & PB_CAP_ATOMIC_SIGNAL) || t.signal, "ATOMIC_SIGNAL is set but signal is NULL");
   const bool hasRemotePointer = PB_HAS_FIELD(&t, pb_transport_v1, remote_pointer) && t.remote_pointer;

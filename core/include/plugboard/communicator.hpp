@@ -107,6 +107,10 @@ class Connection {
   /// True when the transport wakes host waiters (PB_CAP_SIGNAL_NOTIFY), so
   /// waits on this connection may sleep instead of poll.
   bool notifiesWaiters() const;
+  /// True when the transport registers host memory for about the cost of a
+  /// table entry (PB_CAP_CHEAP_REGISTRATION): registering a caller's buffer
+  /// per call to write straight from or into it pays.
+  bool registersCheaply() const;
   /// True when peer memory imported on this connection is mapped into this
   /// process (PB_CAP_MAPPED, e.g. CUDA IPC): kernels may load and store it.
   bool mapsPeerMemory() const;
@@ -183,6 +187,18 @@ class Communicator {
   /// accepts that kind. Throws Error(InvalidUsage) when none does (naming
   /// the loaded transports).
   RegisteredMemory registerMemory(void* data, size_t size, MemoryKind kind = MemoryKind::Host);
+  /// Registers memory with the named loaded transport only (for a buffer
+  /// used on one connection, where registering with every transport would
+  /// cost more). Throws Error(InvalidUsage) when that transport is not
+  /// loaded or does not take the kind.
+  RegisteredMemory registerMemory(void* data, size_t size, MemoryKind kind, const std::string& transport);
+  /// mem's descriptor as bytes, to hand a peer in-band (sendMemory sends the
+  /// same through the bootstrap).
+  std::vector<char> serializeMemory(const RegisteredMemory& mem);
+  /// Imports a descriptor peer made with serializeMemory, on the connection
+  /// to peer for its memory kind (connect first). Throws Error(Remote) for
+  /// a malformed descriptor, naming peer.
+  RemoteMemory deserializeMemory(const std::vector<char>& descriptor, int peer);
   /// Sends mem's descriptor to peer (tag >= 0 tells apart several).
   void sendMemory(const RegisteredMemory& mem, int peer, int tag = 0);
   /// Receives a descriptor peer sent with sendMemory and imports it on the

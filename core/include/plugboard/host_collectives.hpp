@@ -47,7 +47,8 @@ class HostCollectives {
   /// Receives count elements from peer.
   void recv(void* buf, size_t count, DataType type, int peer);
   /// Sends to one peer and receives from another at once (no deadlock when
-  /// two ranks exchange).
+  /// two ranks exchange). The buffers may overlap (in place): what is sent
+  /// is sendBuf as it was at the call.
   void sendRecv(const void* sendBuf, size_t sendCount, int sendPeer, void* recvBuf, size_t recvCount, int recvPeer,
                 DataType type);
 

@@ -1,6 +1,10 @@
 #include "collectives/exchange.hpp"
 
+#include <cstring>
+#include <set>
+
 #include "collectives/collective_kind.hpp"
+#include "collectives/direct_transfer.hpp"
 #include "collectives/failure_notice.hpp"
 #include "communicator/wait.hpp"
 #include "plugboard/datatype.hpp"
@@ -53,11 +57,20 @@ void checkHeader(Communicator& comm, const ChunkHeader& h, const RecvJob& r) {
                                          std::to_string(r.nextChunk) + " was expected");
 }
 
-bool stepRecv(Communicator& comm, RecvJob& r) {
+/// sendsDirectToo: a Ready chunk at the head is for this rank's direct
+/// send on the same link, to be left there.
+bool stepRecv(Communicator& comm, RecvJob& r, bool sendsDirectToo) {
   bool moved = false;
   const size_t c = r.link->chunkBytes();
   while (r.nextChunk < chunkCount(r.bytes, c) && r.link->hasChunk()) {
     if (isFailureNotice(r.link->header())) throwPeerFailure(comm, *r.link);
+    const uint32_t phase = r.link->header().phase;
+    if (phase == kPhaseReady && sendsDirectToo) break;
+    if (phase != kPhaseData)
+      throw Error(ErrorCode::Remote, "rank " + std::to_string(comm.rank()) + " and " + r.link->describePeer() +
+                                         " disagree on how a message travels: this rank waits for chunks of data but "
+                                         "the peer sent a direct-transfer chunk (is host_direct_bytes the same on "
+                                         "every rank?)");
     checkHeader(comm, r.link->header(), r);
     size_t offset = r.nextChunk * c;
     r.consume(offset, r.link->payload(), std::min(c, r.bytes - offset));
@@ -70,9 +83,9 @@ bool stepRecv(Communicator& comm, RecvJob& r) {
 
 bool allDone(const std::vector<SendJob>& sends, const std::vector<RecvJob>& recvs) {
   for (const auto& s : sends)
-    if (s.nextChunk < chunkCount(s.bytes, s.link->chunkBytes())) return false;
+    if (s.direct ? !directSendFinished(s) : s.nextChunk < chunkCount(s.bytes, s.link->chunkBytes())) return false;
   for (const auto& r : recvs)
-    if (r.nextChunk < chunkCount(r.bytes, r.link->chunkBytes())) return false;
+    if (r.direct ? !directRecvFinished(r) : r.nextChunk < chunkCount(r.bytes, r.link->chunkBytes())) return false;
   return true;
 }
 
@@ -80,11 +93,15 @@ bool allDone(const std::vector<SendJob>& sends, const std::vector<RecvJob>& recv
 std::string outstanding(const std::vector<SendJob>& sends, const std::vector<RecvJob>& recvs) {
   std::string out;
   for (const auto& s : sends)
-    if (s.nextChunk < chunkCount(s.bytes, s.link->chunkBytes()))
+    if (s.direct && !directSendFinished(s)) out += describeDirect(s);
+  for (const auto& r : recvs)
+    if (r.direct && !directRecvFinished(r)) out += describeDirect(r);
+  for (const auto& s : sends)
+    if (!s.direct && s.nextChunk < chunkCount(s.bytes, s.link->chunkBytes()))
       out += " send to " + s.link->describePeer() + " (" + std::to_string(s.nextChunk) + "/" +
              std::to_string(chunkCount(s.bytes, s.link->chunkBytes())) + " chunks);";
   for (const auto& r : recvs)
-    if (r.nextChunk < chunkCount(r.bytes, r.link->chunkBytes()))
+    if (!r.direct && r.nextChunk < chunkCount(r.bytes, r.link->chunkBytes()))
       out += " receive from " + r.link->describePeer() + " (" + std::to_string(r.nextChunk) + "/" +
              std::to_string(chunkCount(r.bytes, r.link->chunkBytes())) + " chunks);";
   return out;
@@ -100,29 +117,50 @@ std::string describeCall(uint8_t kind, uint8_t dtype, uint8_t op, int32_t root, 
   return s + ")";
 }
 
-void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
-                 const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout) {
+RecvJob copyJob(PeerLink* link, size_t bytes, char* dst, const CallSignature& call) {
+  RecvJob r{link, bytes, [dst](size_t off, const char* d, size_t n) {
+              if (n) std::memcpy(dst + off, d, n);
+            },
+            call};
+  r.copyTo = dst;
+  return r;
+}
+
+namespace {
+
+/// The loop of runExchange: steps every job until all are done.
+void exchangeLoop(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
+                  const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout) {
   const CallSignature call = !recvs.empty() ? recvs[0].call : !sends.empty() ? sends[0].call : CallSignature{};
   bool notifying = true;
   for (const auto& s : sends) notifying = notifying && s.link->notifiesWaiters();
   for (const auto& r : recvs) notifying = notifying && r.link->notifiesWaiters();
+  std::set<const PeerLink*> directSendLinks, recvLinks;
+  for (const auto& s : sends)
+    if (s.direct) directSendLinks.insert(s.link);
+  for (const auto& r : recvs) recvLinks.insert(r.link);
   Backoff backoff(timeout, notifying);
   for (;;) {
     backoff.arm();
     bool moved = false;
-    for (auto& s : sends) moved = stepSend(s) || moved;
-    for (auto& r : recvs) moved = stepRecv(comm, r) || moved;
+    for (auto& r : recvs)  // offers first, so they precede this rank's own chunks on each link
+      if (r.direct) moved = offerDirect(comm, r) || moved;
+    for (auto& s : sends)
+      moved = (s.direct ? stepDirectSend(comm, s, recvLinks.count(s.link) > 0) : stepSend(s)) || moved;
+    for (auto& r : recvs) {
+      const bool sendsDirectToo = directSendLinks.count(r.link) > 0;
+      moved = (r.direct ? stepDirectRecv(comm, r, sendsDirectToo) : stepRecv(comm, r, sendsDirectToo)) || moved;
+    }
     if (allDone(sends, recvs)) return;
     if (moved) { backoff = Backoff(timeout, notifying); continue; }
     // About to wait: hand back every credit, or a peer blocked on them
     // could be waiting for this rank while this rank waits for it.
     for (auto& r : recvs) r.link->returnCredits();
     for (auto& s : sends) s.link->returnCredits();
-    // Any peer may have failed, not only those this call receives from: a
-    // notice sits at the head of its link (a chunk of the peer's for a
-    // later call is left there).
-    for (const auto& [peer, link] : links)
-      if (link->hasLandedChunk() && isFailureNotice(link->header())) throwPeerFailure(comm, *link);
+    // Any peer may have failed, not only those this call receives from:
+    // its notice has landed on its link, maybe behind chunks it sent for
+    // its next call (those are left where they are).
+    if (auto failure = landedPeerFailure(comm, links, std::chrono::milliseconds(0))) throw *failure;
     comm.checkErrors();
     if (backoff.expired())
       throw Error(ErrorCode::Timeout, "rank " + std::to_string(comm.rank()) + ": " +
@@ -131,6 +169,21 @@ void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<Re
                                           "; still waiting on:" + outstanding(sends, recvs));
     backoff.pause();
   }
+}
+
+}  // namespace
+
+void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
+                 const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout,
+                 size_t directBytes) {
+  chooseDirect(sends, recvs, directBytes);
+  try {
+    exchangeLoop(comm, sends, recvs, links, timeout);
+  } catch (...) {
+    finishDirect(sends, recvs, timeout, true);
+    throw;
+  }
+  finishDirect(sends, recvs, timeout, false);
 }
 
 }  // namespace plugboard

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collectives/peer_link.hpp"
+#include "plugboard/communicator.hpp"
 
 namespace plugboard {
 
@@ -24,6 +25,21 @@ struct CallSignature {
   uint64_t count = 0;
 };
 
+/// Where a direct send stands (direct_transfer.hpp).
+struct DirectSendState {
+  RemoteMemory target;      ///< the receiver's buffer, from its Ready chunk
+  RegisteredMemory source;  ///< data, registered for the write
+  bool written = false;     ///< the write is posted
+  bool doneSent = false;    ///< the Done chunk is posted
+};
+
+/// Where a direct receive stands.
+struct DirectRecvState {
+  RegisteredMemory target;  ///< the destination, registered for the peer's write
+  bool readySent = false;
+  bool done = false;
+};
+
 /// A message to send: bytes starting at data, stamped with call.
 struct SendJob {
   PeerLink* link;
@@ -31,6 +47,10 @@ struct SendJob {
   size_t bytes;
   CallSignature call;
   size_t nextChunk = 0;
+  /// Written straight into the receiver's buffer instead of in chunks; the
+  /// receiver's job is direct too (both ends decide alike: runExchange).
+  bool direct = false;
+  DirectSendState directState{};
 };
 
 /// Called for each received chunk: offset within the message, payload, length.
@@ -44,7 +64,15 @@ struct RecvJob {
   ChunkConsumer consume;
   CallSignature call;
   size_t nextChunk = 0;
+  /// When consume only copies into one contiguous buffer: that buffer, which
+  /// a direct transfer writes into instead (copyJob makes such jobs).
+  char* copyTo = nullptr;
+  bool direct = false;
+  DirectRecvState directState{};
 };
+
+/// A receive that copies bytes into dst (so it may be direct).
+RecvJob copyJob(PeerLink* link, size_t bytes, char* dst, const CallSignature& call);
 
 /// Runs every job to completion. Throws Error(Remote) when a peer's chunk
 /// shows it called a different collective, count or type; Error(Timeout)
@@ -52,8 +80,14 @@ struct RecvJob {
 /// any connection error the proxy recorded; and Error(Remote) with the
 /// peer's reason when a failure notice (failure_notice.hpp) lands on any
 /// of links while this rank waits.
+///
+/// directBytes > 0 makes every message of at least that many bytes on a
+/// link whose transport registers cheaply a direct transfer; every rank of
+/// the exchange must pass the same value, and every receive of such a
+/// message must be a copyJob.
 void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
-                 const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout);
+                 const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout,
+                 size_t directBytes = 0);
 
 /// "allreduce(count 100, float, sum)" for messages.
 std::string describeCall(uint8_t kind, uint8_t dtype, uint8_t op, int32_t root, uint64_t count);

@@ -4,29 +4,44 @@
 // the rank at fault and its reason, instead of each waiting out its own
 // timeout. A peer that fails on a notice sends its own, so the failure
 // reaches ranks that were waiting on it, not on the first rank. Best
-// effort: a peer with no free slot, or a connection that is gone, is
-// skipped and learns by its timeout as before.
+// effort: a peer whose link stays full for 200 ms, or whose connection is
+// gone, is skipped and learns by its timeout as before.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "collectives/exchange.hpp"
 #include "collectives/peer_link.hpp"
+#include "plugboard/error.hpp"
 
 namespace plugboard {
 
-/// Sends a notice with reason (cut to a chunk) to every link with a free
-/// slot; never throws. call is the call that failed (for the peers' message).
+/// Sends a notice with reason (cut to a chunk) on every link, waiting up to
+/// 200 ms for a full link to free a slot; never throws. call is the call
+/// that failed (for the peers' message).
 void sendFailureNotices(const std::map<int, std::unique_ptr<PeerLink>>& links, const CallSignature& call,
                         const std::string& reason) noexcept;
 
 /// True when h is a failure notice.
 bool isFailureNotice(const ChunkHeader& h);
 
-/// Throws Error(Remote) for the notice at the head of link: this rank,
-/// the peer, the peer's failed call and the reason it sent.
+/// Error(Remote) for the notice `behind` places after the head of link:
+/// this rank, the peer, the peer's failed call and the reason it sent.
+Error peerFailure(Communicator& comm, const PeerLink& link, uint64_t behind = 0);
+/// Throws peerFailure(comm, link).
 [[noreturn]] void throwPeerFailure(Communicator& comm, const PeerLink& link);
+
+/// The first peer failure whose notice has landed on any of links, behind
+/// the head too (a peer that went on to its next call and failed there
+/// sent its chunks for that call first), looking
+/// for up to `wait`; empty if none. A rank's own error is often the
+/// consequence of a peer's (its connection closed because that peer
+/// failed), and the notice says why.
+std::optional<Error> landedPeerFailure(Communicator& comm, const std::map<int, std::unique_ptr<PeerLink>>& links,
+                                       std::chrono::milliseconds wait);
 
 }  // namespace plugboard

@@ -12,6 +12,9 @@ namespace plugboard {
 namespace {
 
 constexpr int kLinkTag = (1 << 29) + 1;  // sendMemory tags >= 2^29 are Plugboard's own
+/// How long a rank whose connection failed looks for a peer's failure
+/// notice that explains it (failure_notice.hpp).
+constexpr std::chrono::milliseconds kNoticeWait{50};
 
 size_t chunkSetting(const Config& c) {
   int64_t v = c.getInt("host_chunk_bytes");
@@ -42,6 +45,9 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
   int64_t small = comm.config().getInt("allreduce_small_bytes");
   if (small < 0) throw Error(ErrorCode::Config, "allreduce_small_bytes must be >= 0");
   m.smallBytes = static_cast<size_t>(small);
+  const int64_t direct = comm.config().getInt("host_direct_bytes");
+  if (direct < 0) throw Error(ErrorCode::Config, "host_direct_bytes must be >= 0, got " + std::to_string(direct));
+  m.directBytes = static_cast<size_t>(direct);
   auto conns = comm.connectAll();
   for (auto& [peer, conn] : conns)  // ascending peers: a consistent order on every rank
     m.links[peer] = std::make_unique<PeerLink>(comm, conn, chunk, slots, kLinkTag);
@@ -65,15 +71,27 @@ CallSignature HostCollectives::Impl::nextCall(CollectiveKind kind, DataType type
 }
 
 void HostCollectives::Impl::run(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs) {
+  exchange(sends, recvs, 0);
+}
+
+void HostCollectives::Impl::runCopies(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs) {
+  exchange(sends, recvs, directBytes);
+}
+
+void HostCollectives::Impl::exchange(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, size_t direct) {
   try {
-    runExchange(comm, sends, recvs, links, timeout);
+    runExchange(comm, sends, recvs, links, timeout, direct);
   } catch (const Error& e) {
+    // Not after an abort: it is local, and its connections refuse posts.
+    if (e.code() == ErrorCode::Aborted) throw;
+    // A connection that closed under this call usually closed because its
+    // peer failed; that peer's notice, if it lands soon, says why.
+    const auto wait = e.code() == ErrorCode::Remote ? kNoticeWait : std::chrono::milliseconds(0);
+    const std::optional<Error> cause = landedPeerFailure(comm, links, wait);
+    const CallSignature call = !recvs.empty() ? recvs[0].call : !sends.empty() ? sends[0].call : CallSignature{};
     // Peers blocked on this rank learn now rather than at their timeouts.
-    // Not after an abort (local, and its connections refuse new posts).
-    if (e.code() != ErrorCode::Aborted) {
-      const CallSignature call = !recvs.empty() ? recvs[0].call : !sends.empty() ? sends[0].call : CallSignature{};
-      sendFailureNotices(links, call, e.what());
-    }
+    sendFailureNotices(links, call, cause ? cause->what() : e.what());
+    if (cause) throw *cause;
     throw;
   }
 }
@@ -95,10 +113,9 @@ void HostCollectives::allGather(const void* sendv, void* recvv, size_t count, Da
   std::vector<RecvJob> recvs;
   for (auto& [p, link] : m.links) {
     sends.push_back({link.get(), mine, bytes, call});
-    char* dst = recv + p * bytes;
-    recvs.push_back({link.get(), bytes, copyInto(dst), call});
+    recvs.push_back(copyJob(link.get(), bytes, recv + p * bytes, call));
   }
-  m.run(sends, recvs);
+  m.runCopies(sends, recvs);
 }
 
 void HostCollectives::Impl::allGatherBruck(const CallSignature& call, const char* mine, char* recv, size_t bytes) {
@@ -131,10 +148,9 @@ void HostCollectives::allToAll(const void* sendv, void* recvv, size_t count, Dat
   std::vector<RecvJob> recvs;
   for (auto& [p, link] : m.links) {
     sends.push_back({link.get(), send + p * bytes, bytes, call});
-    char* dst = recv + p * bytes;
-    recvs.push_back({link.get(), bytes, copyInto(dst), call});
+    recvs.push_back(copyJob(link.get(), bytes, recv + p * bytes, call));
   }
-  m.run(sends, recvs);
+  m.runCopies(sends, recvs);
 }
 
 void HostCollectives::broadcast(const void* sendv, void* recvv, size_t count, DataType type, int root) {
@@ -149,8 +165,8 @@ void HostCollectives::broadcast(const void* sendv, void* recvv, size_t count, Da
   std::vector<RecvJob> recvs;
   if (bytes <= m.smallBytes || m.nranks == 2) {
     if (isRoot) for (auto& [p, link] : m.links) sends.push_back({link.get(), recv, bytes, call});
-    else recvs.push_back({m.link(root), bytes, copyInto(recv), call});
-    m.run(sends, recvs);
+    else recvs.push_back(copyJob(m.link(root), bytes, recv, call));
+    m.runCopies(sends, recvs);
     return;
   }
   // Scatter segments from the root, then every rank shares its segment
@@ -160,16 +176,16 @@ void HostCollectives::broadcast(const void* sendv, void* recvv, size_t count, Da
   if (isRoot) {
     for (auto& [p, link] : m.links) sends.push_back({link.get(), recv + segs[p].begin * es, segs[p].count * es, call});
   } else {
-    recvs.push_back({m.link(root), segs[m.rank].count * es, copyInto(recv + segs[m.rank].begin * es), call});
+    recvs.push_back(copyJob(m.link(root), segs[m.rank].count * es, recv + segs[m.rank].begin * es, call));
   }
-  m.run(sends, recvs);
+  m.runCopies(sends, recvs);
   sends.clear();
   recvs.clear();
   for (auto& [p, link] : m.links) {
     if (p != root) sends.push_back({link.get(), recv + segs[m.rank].begin * es, segs[m.rank].count * es, call});
-    if (!isRoot) recvs.push_back({link.get(), segs[p].count * es, copyInto(recv + segs[p].begin * es), call});
+    if (!isRoot) recvs.push_back(copyJob(link.get(), segs[p].count * es, recv + segs[p].begin * es, call));
   }
-  m.run(sends, recvs);
+  m.runCopies(sends, recvs);
 }
 
 void HostCollectives::send(const void* buf, size_t count, DataType type, int peer) {
@@ -194,16 +210,25 @@ void HostCollectives::sendRecv(const void* sendBuf, size_t sendCount, int sendPe
     if (sendBytes && sendBuf != recvBuf) std::memmove(recvBuf, sendBuf, sendBytes);
     return;
   }
+  const char* sendData = static_cast<const char*>(sendBuf);
+  const char* recvData = static_cast<const char*>(recvBuf);
+  if (sendBytes && recvBytes && sendData < recvData + recvBytes && recvData < sendData + sendBytes) {
+    // The receive would overwrite bytes still to be sent: send a copy.
+    char* copy = m.scratchOf(sendBytes);
+    copyBytes(copy, sendData, sendBytes);
+    sendData = copy;
+  }
   std::vector<SendJob> sends;
   std::vector<RecvJob> recvs;
   auto stamp = [&](uint64_t seq, size_t count) {
     return CallSignature{static_cast<uint8_t>(CollectiveKind::SendRecv), static_cast<uint8_t>(type), 0, -1, seq, count};
   };
   if (sendPeer >= 0)
-    sends.push_back({m.link(sendPeer), static_cast<const char*>(sendBuf), sendBytes, stamp(++m.sendSeq[sendPeer], sendCount)});
+    sends.push_back({m.link(sendPeer), sendData, sendBytes, stamp(++m.sendSeq[sendPeer], sendCount)});
   if (recvPeer >= 0)
-    recvs.push_back({m.link(recvPeer), recvBytes, copyInto(static_cast<char*>(recvBuf)), stamp(++m.recvSeq[recvPeer], recvCount)});
-  m.run(sends, recvs);
+    recvs.push_back(
+        copyJob(m.link(recvPeer), recvBytes, static_cast<char*>(recvBuf), stamp(++m.recvSeq[recvPeer], recvCount)));
+  m.runCopies(sends, recvs);
 }
 
 }  // namespace plugboard

@@ -34,6 +34,7 @@ struct HostCollectives::Impl {
   int rank = 0;
   int nranks = 1;
   size_t smallBytes = 65536;
+  size_t directBytes = 0;  ///< host_direct_bytes (0: no direct transfers)
   std::chrono::milliseconds timeout{60000};
   std::map<int, std::unique_ptr<PeerLink>> links;
   std::map<int, uint64_t> sendSeq;  // per peer: point-to-point sends so far
@@ -48,6 +49,12 @@ struct HostCollectives::Impl {
   CallSignature nextCall(CollectiveKind kind, DataType type, ReduceOp op, int root, size_t count);
   /// runExchange with this communicator's timeout.
   void run(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs);
+  /// run() for an exchange whose receives are all copyJobs: its large
+  /// messages may travel as direct transfers (host_direct_bytes).
+  void runCopies(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs);
+  /// runExchange with direct transfers from `direct` bytes (0: none); on
+  /// failure tells the peers (failure notices) and rethrows.
+  void exchange(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, size_t direct);
   /// Scratch space of at least bytes (contents undefined).
   char* scratchOf(size_t bytes);
 

@@ -91,9 +91,9 @@ void HostCollectives::Impl::allReduceTwoStep(const CallSignature& call, const ch
   std::vector<RecvJob> recvs;
   for (auto& [p, l] : links) {
     sends.push_back({l.get(), recv + mine.begin * es, mine.count * es, call});
-    recvs.push_back({l.get(), segs[p].count * es, copyInto(recv + segs[p].begin * es), call});
+    recvs.push_back(copyJob(l.get(), segs[p].count * es, recv + segs[p].begin * es, call));
   }
-  run(sends, recvs);
+  runCopies(sends, recvs);
 }
 
 void HostCollectives::allReduce(const void* sendv, void* recvv, size_t count, DataType type, ReduceOp op) {
@@ -164,9 +164,9 @@ void HostCollectives::reduce(const void* sendv, void* recvv, size_t count, DataT
   if (!isRoot) {
     sends.push_back({m.link(root), acc, mine.count * es, call});
   } else {
-    for (auto& [p, l] : m.links) recvs.push_back({l.get(), segs[p].count * es, copyInto(recv + segs[p].begin * es), call});
+    for (auto& [p, l] : m.links) recvs.push_back(copyJob(l.get(), segs[p].count * es, recv + segs[p].begin * es, call));
   }
-  m.run(sends, recvs);
+  m.runCopies(sends, recvs);
 }
 
 }  // namespace plugboard

@@ -65,12 +65,14 @@ bool PeerLink::hasChunk() const {
 
 bool PeerLink::hasLandedChunk() const { return data_->inbound() > received_; }
 
-const ChunkHeader& PeerLink::header() const {
-  return *reinterpret_cast<const ChunkHeader*>(inbox_.data() + (received_ % slots_) * stride());
+uint64_t PeerLink::landedCount() const { return std::min<uint64_t>(data_->inbound() - received_, slots_); }
+
+const ChunkHeader& PeerLink::headerAt(uint64_t behind) const {
+  return *reinterpret_cast<const ChunkHeader*>(inbox_.data() + ((received_ + behind) % slots_) * stride());
 }
 
-const char* PeerLink::payload() const {
-  return inbox_.data() + (received_ % slots_) * stride() + sizeof(ChunkHeader);
+const char* PeerLink::payloadAt(uint64_t behind) const {
+  return inbox_.data() + ((received_ + behind) % slots_) * stride() + sizeof(ChunkHeader);
 }
 
 void PeerLink::release() {

@@ -25,6 +25,13 @@ namespace plugboard {
 /// ChunkHeader::magic of every chunk.
 constexpr uint32_t kChunkMagic = 0x50424348;  // "PBCH"
 
+/// ChunkHeader::phase: an ordinary chunk of a message.
+constexpr uint32_t kPhaseData = 0;
+/// A direct receiver's "write here": its buffer's descriptor (direct_transfer.hpp).
+constexpr uint32_t kPhaseReady = 1;
+/// A direct sender's "the write has landed" (it follows the write on the connection).
+constexpr uint32_t kPhaseDone = 2;
+
 /// What every chunk carries, so ranks that disagree are caught, not corrupted.
 struct ChunkHeader {
   uint32_t magic;
@@ -33,13 +40,13 @@ struct ChunkHeader {
   uint8_t op;         ///< ReduceOp.
   uint8_t reserved;
   int32_t root;       ///< Root rank, or -1.
-  uint32_t reserved2;
+  uint32_t phase;     ///< kPhaseData, or a direct transfer's kPhaseReady / kPhaseDone.
   uint64_t opSeq;     ///< Collective call number on this communicator.
   uint64_t count;     ///< The call's element count as the caller gave it.
   uint64_t bytes;     ///< Total bytes of this message on this link.
   uint64_t chunk;     ///< Index of this chunk within the message.
   uint64_t credits;   ///< Chunks the sender has consumed from the receiver, in total.
-  uint64_t reserved3;
+  uint64_t controlBytes;  ///< kPhaseReady: bytes of the descriptor in the payload.
 };
 static_assert(sizeof(ChunkHeader) == 64, "chunk data must start cache-line aligned");
 
@@ -66,15 +73,26 @@ class PeerLink {
   /// waiting on other links).
   bool hasLandedChunk() const;
   /// Header of the chunk hasChunk() reported.
-  const ChunkHeader& header() const;
+  const ChunkHeader& header() const { return headerAt(0); }
   /// Payload of that chunk.
-  const char* payload() const;
+  const char* payload() const { return payloadAt(0); }
+  /// Chunks that have landed and are not consumed yet, as far as this
+  /// thread knows without driving the transport.
+  uint64_t landedCount() const;
+  /// Header and payload of the landed chunk `behind` places after the
+  /// next one (behind < landedCount()); the peer does not reuse its slot
+  /// before it is consumed.
+  const ChunkHeader& headerAt(uint64_t behind) const;
+  const char* payloadAt(uint64_t behind) const;
   /// Consumes the chunk: its slot may be reused once the peer learns of it.
   void release();
   /// Sends any credits not yet returned; call before waiting idle.
   void returnCredits();
   /// True when the connection's transport wakes waiters.
   bool notifiesWaiters() const { return conn_->notifiesWaiters(); }
+  /// The connection (for direct transfers: writes straight between the
+  /// callers' buffers, direct_transfer.hpp).
+  Connection& connection() const { return *conn_; }
 
  private:
   size_t stride() const { return sizeof(ChunkHeader) + chunkBytes_; }

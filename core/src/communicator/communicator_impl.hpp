@@ -50,7 +50,7 @@ struct ConnectionImpl {
   /// The communicator's abort flag (shared: a Connection may outlive it).
   std::shared_ptr<const std::atomic<bool>> aborted;
   bool closed = false;                 // guarded by mutex
-  std::vector<std::weak_ptr<RemoteMemoryImpl>> imports;  // guarded by mutex
+  std::vector<std::weak_ptr<RemoteMemoryImpl>> imports;  // guarded by mutex; pruned as it grows
   /// Set by setup() when the pair's CUDA memory is staged over this transport;
   /// stopped by close() before the plugin connection is freed.
   std::unique_ptr<Stager> stager;
@@ -129,7 +129,7 @@ struct Communicator::Impl {
   std::map<ConnKey, std::shared_ptr<ConnectionImpl>> connections;
   std::map<ConnKey, std::promise<std::shared_ptr<Connection>>> pendingPromises;
   std::map<ConnKey, std::shared_future<std::shared_ptr<Connection>>> pendingFutures;
-  std::vector<std::weak_ptr<RegisteredMemoryImpl>> memories;
+  std::vector<std::weak_ptr<RegisteredMemoryImpl>> memories;  // pruned of expired ones as it grows
   std::map<uint64_t, std::weak_ptr<RegisteredMemoryImpl>> regionsById;  // for staged writes landing here
   uint64_t nextRegionId = 1;
   std::set<ConnKey> pendingStagers;  // connections setup() must give a stager
@@ -164,7 +164,10 @@ struct Communicator::Impl {
   std::shared_ptr<ConnectionImpl> findConnection(int peer, MemoryKind kind) const;
   /// Registers memory with every loaded transport that takes its kind (and
   /// for staging where CUDA memory has none); records it by id.
-  std::shared_ptr<RegisteredMemoryImpl> registerRegion(void* data, size_t size, MemoryKind kind);
+  /// Registers with every loaded transport taking kind, or with `only`
+  /// (a transport name) when it is not empty.
+  std::shared_ptr<RegisteredMemoryImpl> registerRegion(void* data, size_t size, MemoryKind kind,
+                                                       const std::string& only = "");
   /// The live registration with this id, or null.
   std::shared_ptr<RegisteredMemoryImpl> findRegion(uint64_t id);
   /// A registration's descriptor, as peers import it.

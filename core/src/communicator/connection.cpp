@@ -167,6 +167,10 @@ void* Connection::remotePointer(const RemoteMemory& remote) const {
 
 bool Connection::notifiesWaiters() const { return (impl_->plugin->properties().flags & PB_CAP_SIGNAL_NOTIFY) != 0; }
 
+bool Connection::registersCheaply() const {
+  return (impl_->plugin->properties().flags & PB_CAP_CHEAP_REGISTRATION) != 0;
+}
+
 namespace {
 
 /// True when the write must go through the stager: the destination is

@@ -1,10 +1,25 @@
 // Registered memory: registration with every capable transport, and the
 // descriptor peers exchange to import it on their connection.
+#include <algorithm>
+
 #include "communicator/communicator_impl.hpp"
 #include "communicator/memory_descriptor.hpp"
 #include "plugboard/error.hpp"
 
 namespace plugboard {
+namespace {
+
+/// Drops the expired entries of v when its size reaches a power of two from
+/// 64 (per-call registrations come and go: the lists must not grow
+/// forever); true when it looked.
+template <typename T>
+bool pruneExpired(std::vector<std::weak_ptr<T>>& v) {
+  if (v.size() < 64 || (v.size() & (v.size() - 1)) != 0) return false;
+  v.erase(std::remove_if(v.begin(), v.end(), [](const std::weak_ptr<T>& w) { return w.expired(); }), v.end());
+  return true;
+}
+
+}  // namespace
 
 pb_mr* RegisteredMemoryImpl::handleFor(const TransportPlugin* plugin) {
   std::lock_guard<std::mutex> lock(mutex);
@@ -25,7 +40,8 @@ size_t RegisteredMemory::size() const { return impl_ ? impl_->size : 0; }
 size_t RemoteMemory::size() const { return impl_ ? impl_->size : 0; }
 int RemoteMemory::rank() const { return impl_ ? impl_->rank : -1; }
 
-std::shared_ptr<RegisteredMemoryImpl> Communicator::Impl::registerRegion(void* data, size_t size, MemoryKind kind) {
+std::shared_ptr<RegisteredMemoryImpl> Communicator::Impl::registerRegion(void* data, size_t size, MemoryKind kind,
+                                                                       const std::string& only) {
   const std::string who = "rank " + std::to_string(self.rank);
   const char* kindName = kind == MemoryKind::Cuda ? "CUDA" : "host";
   if (!data && size > 0)
@@ -36,13 +52,17 @@ std::shared_ptr<RegisteredMemoryImpl> Communicator::Impl::registerRegion(void* d
   m->size = size;
   m->kind = kind;
   m->rank = self.rank;
+  bool onlyFound = only.empty();
   for (auto& p : plugins) {
+    if (!only.empty() && p->name() != only) continue;
+    onlyFound = true;
     if (!(p->properties().mem_types & type)) continue;
     pb_mr* mr = nullptr;
     p->check(p->api().register_memory(p->context(), data, size, type, &mr),
              who + ": register " + std::to_string(size) + " bytes of " + kindName + " memory");
     m->regs.emplace_back(p.get(), mr);
   }
+  if (!onlyFound) throw Error(ErrorCode::InvalidUsage, who + ": registerMemory with " + only + ", which is not loaded");
   // CUDA memory no transport takes is still usable through staging.
   const bool stageable = kind == MemoryKind::Cuda && coreCanStageCuda();
   if (m->regs.empty() && size > 0 && !stageable) {
@@ -55,6 +75,9 @@ std::shared_ptr<RegisteredMemoryImpl> Communicator::Impl::registerRegion(void* d
   m->id = nextRegionId++;
   memories.push_back(m);
   regionsById[m->id] = m;
+  if (pruneExpired(memories)) {
+    for (auto it = regionsById.begin(); it != regionsById.end();) it = it->second.expired() ? regionsById.erase(it) : ++it;
+  }
   return m;
 }
 
@@ -68,6 +91,25 @@ RegisteredMemory Communicator::registerMemory(void* data, size_t size, MemoryKin
   RegisteredMemory out;
   out.impl_ = impl_->registerRegion(data, size, kind);
   return out;
+}
+
+RegisteredMemory Communicator::registerMemory(void* data, size_t size, MemoryKind kind, const std::string& transport) {
+  if (transport.empty()) throw Error(ErrorCode::InvalidUsage, "registerMemory: empty transport name");
+  RegisteredMemory out;
+  out.impl_ = impl_->registerRegion(data, size, kind, transport);
+  return out;
+}
+
+std::vector<char> Communicator::serializeMemory(const RegisteredMemory& mem) {
+  if (!mem.impl_) throw Error(ErrorCode::InvalidUsage, "serializeMemory of an empty RegisteredMemory");
+  return impl_->describeMemory(*mem.impl_);
+}
+
+RemoteMemory Communicator::deserializeMemory(const std::vector<char>& descriptor, int peer) {
+  impl_->checkPeer(peer, "deserializeMemory");
+  RemoteMemory rm;
+  rm.impl_ = impl_->importMemory(descriptor, peer, nullptr);
+  return rm;
 }
 
 std::vector<char> Communicator::Impl::describeMemory(RegisteredMemoryImpl& mem) {
@@ -144,6 +186,7 @@ std::shared_ptr<RemoteMemoryImpl> Communicator::Impl::importMemory(const std::ve
   if (out->rkey) {
     std::lock_guard<std::mutex> lock(conn->mutex);
     conn->imports.push_back(out);
+    pruneExpired(conn->imports);
   }
   return out;
 }

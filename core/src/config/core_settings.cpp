@@ -26,6 +26,11 @@ const std::vector<SettingDecl>& coreSettingDecls() {
       {"host_chunk_bytes", SettingType::Int, "524288",
        "Host collectives: pipeline chunk in bytes (multiple of 64, at least 4096)", false},
       {"host_slots", SettingType::Int, "4", "Host collectives: chunks in flight per peer (1-64)", false},
+      {"host_direct_bytes", SettingType::Int, "262144",
+       "Host collectives: a message of at least this many bytes that the receiver only copies travels as one "
+       "write straight from the sender's buffer into the receiver's, where the pair's transport registers memory "
+       "cheaply (ethernet); 0: always in chunks through the slots",
+       false},
       {"allreduce_small_bytes", SettingType::Int, "65536",
        "Host collectives: at or below this many bytes (allgather: gathered bytes) use the latency algorithms",
        false},

@@ -88,9 +88,15 @@ typedef enum pb_transport_flag {
   PB_CAP_GROUP = 1u << 4,           /**< A group (switch) transport such as nvls. */
   PB_CAP_SIGNAL_NOTIFY = 1u << 5,   /**< Calls signal_landed for every signal it applies and
                                          every operation it completes (minor 1). */
-  PB_CAP_MAPPED = 1u << 6           /**< Imported regions are mapped into this process:
+  PB_CAP_MAPPED = 1u << 6,          /**< Imported regions are mapped into this process:
                                          remote_pointer() gives an address kernels can
                                          load and store through (minor 2). */
+  PB_CAP_CHEAP_REGISTRATION = 1u << 7 /**< register_memory / deregister_memory of host
+                                         memory cost about a table entry (nothing is
+                                         pinned or mapped), so the core may register a
+                                         caller's buffers per call and write straight
+                                         from and into them. A hint: cores that do not
+                                         know it ignore it. */
 } pb_transport_flag;
 
 /** Log levels understood by pb_host_services_v1.log. */

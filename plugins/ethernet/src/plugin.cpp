@@ -35,7 +35,8 @@ struct Traits {
     using P = pb_transport_properties_v1;
     if (PB_HAS_FIELD(&props, P, mem_types)) props.mem_types = PB_MEM_HOST;
     if (PB_HAS_FIELD(&props, P, flags))
-      props.flags = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY | PB_CAP_SIGNAL_NOTIFY;
+      props.flags = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY | PB_CAP_SIGNAL_NOTIFY |
+                   PB_CAP_CHEAP_REGISTRATION;  // regions are an id and a range in a table
     if (PB_HAS_FIELD(&props, P, bandwidth_gbps)) props.bandwidth_gbps = 1.25;  // 10 GbE-class link
     if (PB_HAS_FIELD(&props, P, latency_us)) props.latency_us = 25.0;         // kernel TCP round trip / 2
     if (PB_HAS_FIELD(&props, P, max_address_size)) props.max_address_size = wire::AddressBlob::kSize;

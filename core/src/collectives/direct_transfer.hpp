@@ -1,0 +1,55 @@
+// Direct transfers: a large message whose receiver only copies it into one
+// buffer skips both user-space copies of the chunked path (into the
+// sender's outbox, out of the receiver's inbox). The receiver registers its
+// destination and sends a Ready chunk carrying the descriptor; the sender
+// registers its source, writes straight from it into the destination, and
+// sends a Done chunk, which the connection delivers after the write. Only
+// on links whose transport registers host memory for the cost of a table
+// entry (PB_CAP_CHEAP_REGISTRATION), for messages of at least
+// host_direct_bytes; both ends choose alike because they run the same
+// algorithm with the same setting.
+#pragma once
+
+#include <chrono>
+#include <set>
+#include <vector>
+
+#include "collectives/exchange.hpp"
+
+namespace plugboard {
+
+/// Marks direct the jobs of at least directBytes on cheap-registration
+/// links (directBytes 0: none). Throws Error(Internal) for such a receive
+/// that is not a copyJob.
+void chooseDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, size_t directBytes);
+
+/// Direct receive, first step: registers the destination and posts the
+/// Ready chunk once the link has a free slot. True when it posted.
+bool offerDirect(Communicator& comm, RecvJob& r);
+
+/// Direct send: takes the receiver's Ready chunk from the head of the link,
+/// posts the write and then the Done chunk. receivesToo: this exchange also
+/// receives chunks on the link (so another chunk at the head is not a
+/// mismatch). True when it moved.
+bool stepDirectSend(Communicator& comm, SendJob& s, bool receivesToo);
+
+/// Direct receive, last step: takes the Done chunk (the data has landed).
+/// sendsDirectToo: a Ready chunk at the head is for this rank's own direct
+/// send on the link. True when it moved.
+bool stepDirectRecv(Communicator& comm, RecvJob& r, bool sendsDirectToo);
+
+/// True once the job's part is done.
+bool directSendFinished(const SendJob& s);
+bool directRecvFinished(const RecvJob& r);
+
+/// Waits until every direct write has left the source buffer (the caller
+/// may reuse it), then releases the registrations. Best effort after an
+/// error (quiet: the connection's own error is the one reported).
+void finishDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, std::chrono::milliseconds timeout,
+                  bool afterError);
+
+/// One line on a direct job, for the timeout message.
+std::string describeDirect(const SendJob& s);
+std::string describeDirect(const RecvJob& r);
+
+}  // namespace plugboard
