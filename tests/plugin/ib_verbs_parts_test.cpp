@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,8 @@
 #include "error.hpp"
 #include "gid.hpp"
 #include "hca_filter.hpp"
+#include "qp_plan.hpp"
+#include "settings.hpp"
 #include "striping.hpp"
 #include "wire.hpp"
 
@@ -236,4 +239,93 @@ TEST(IbCompletion, StatusesMapAndTextNamesEverything) {
   EXPECT_NE(t.find("RDMA write to rank 3 (host h) over mlx5_0 port 1 failed"), std::string::npos) << t;
   EXPECT_NE(t.find(ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR)), std::string::npos) << t;
   EXPECT_NE(t.find("retry_count"), std::string::npos) << t;
+}
+
+// ---- settings and the queue-pair plan ---------------------------------------
+
+namespace {
+
+IbSettings settingsFrom(const std::map<std::string, std::string>& values) {
+  return parseSettings([&](const std::string& key) -> std::optional<std::string> {
+    auto it = values.find(key);
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+}  // namespace
+
+TEST(IbSettings, DefaultsFollowNcclAndEveryKeyIsDeclared) {
+  IbSettings s = settingsFrom({});
+  EXPECT_EQ(s.gidIndex, -1);
+  EXPECT_EQ(s.mtu, IBV_MTU_4096);
+  EXPECT_EQ(s.timeout, 20);
+  EXPECT_EQ(s.retryCount, 7);
+  EXPECT_EQ(s.qpsPerConnection, 1);
+  EXPECT_TRUE(s.hca.matches("anything", 1));
+  EXPECT_EQ(settingSpecs().size(), 10u);
+  s = settingsFrom({{"hca", "=mlx5_1:1"}, {"mtu", "1024"}, {"qps_per_connection", "4"}, {"traffic_class", "106"}});
+  EXPECT_FALSE(s.hca.matches("mlx5_0", 1));
+  EXPECT_EQ(s.mtu, IBV_MTU_1024);
+  EXPECT_EQ(s.qpsPerConnection, 4);
+  EXPECT_EQ(s.trafficClass, 106);
+}
+
+TEST(IbSettings, OutOfRangeValuesNameTheSettingAndTheRange) {
+  expectError([] { settingsFrom({{"timeout", "0"}}); }, PB_ERR_INVALID, {"ib_verbs.timeout = '0'", "1 to 31"});
+  expectError([] { settingsFrom({{"service_level", "16"}}); }, PB_ERR_INVALID, {"service_level", "0 to 15"});
+  expectError([] { settingsFrom({{"mtu", "1500"}}); }, PB_ERR_INVALID, {"ib_verbs.mtu = '1500'", "2048 or 4096"});
+  expectError([] { settingsFrom({{"qps_per_connection", "two"}}); }, PB_ERR_INVALID, {"qps_per_connection", "'two'"});
+  expectError([] { settingsFrom({{"hca", "mlx5_0:abc"}}); }, PB_ERR_INVALID, {"ib_verbs.hca", "port 'abc'"});
+}
+
+TEST(IbQpPlan, TransitionsCarryTheRightAttributesAndMasks) {
+  LocalPort roce;
+  roce.port = 1;
+  roce.activeMtu = IBV_MTU_4096;
+  roce.linkLayer = IBV_LINK_LAYER_ETHERNET;
+  roce.gid.index = 3;
+  IbSettings set = settingsFrom({{"traffic_class", "106"}, {"service_level", "3"}, {"mtu", "2048"}});
+  wire::AddressBlob peer;
+  peer.mtu = IBV_MTU_4096;
+  peer.linkLayer = IBV_LINK_LAYER_ETHERNET;
+  peer.lid = 0;
+  peer.gid = ipv4Mapped(10, 0, 0, 2);
+  wire::QpInfo qp{0x1234, 0x777};
+
+  QpStep init = initStep(roce);
+  EXPECT_EQ(init.attr.qp_state, IBV_QPS_INIT);
+  EXPECT_EQ(init.mask, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  EXPECT_TRUE(init.attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE);
+  EXPECT_TRUE(init.attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC);
+
+  QpStep rtr = rtrStep(roce, peer, qp, set);
+  EXPECT_EQ(rtr.attr.qp_state, IBV_QPS_RTR);
+  EXPECT_EQ(rtr.attr.path_mtu, IBV_MTU_2048);  // the setting caps both ports' 4096
+  EXPECT_EQ(rtr.attr.dest_qp_num, 0x1234u);
+  EXPECT_EQ(rtr.attr.rq_psn, 0x777u);
+  EXPECT_EQ(rtr.attr.ah_attr.is_global, 1);
+  EXPECT_EQ(rtr.attr.ah_attr.grh.sgid_index, 3);
+  EXPECT_EQ(rtr.attr.ah_attr.grh.traffic_class, 106);
+  EXPECT_EQ(rtr.attr.ah_attr.sl, 3);
+  EXPECT_EQ(0, std::memcmp(rtr.attr.ah_attr.grh.dgid.raw, peer.gid.data(), 16));
+  EXPECT_EQ(rtr.mask, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+
+  LocalPort ib;
+  ib.linkLayer = IBV_LINK_LAYER_INFINIBAND;
+  ib.activeMtu = IBV_MTU_1024;
+  peer.lid = 0x42;
+  QpStep rtrIb = rtrStep(ib, peer, qp, settingsFrom({}));
+  EXPECT_EQ(rtrIb.attr.ah_attr.is_global, 0);
+  EXPECT_EQ(rtrIb.attr.ah_attr.dlid, 0x42);
+  EXPECT_EQ(rtrIb.attr.path_mtu, IBV_MTU_1024);  // this port's active MTU is the smallest
+
+  QpStep rts = rtsStep(0xabc, settingsFrom({{"timeout", "14"}, {"retry_count", "5"}}));
+  EXPECT_EQ(rts.attr.qp_state, IBV_QPS_RTS);
+  EXPECT_EQ(rts.attr.sq_psn, 0xabcu);
+  EXPECT_EQ(rts.attr.timeout, 14);
+  EXPECT_EQ(rts.attr.retry_cnt, 5);
+  EXPECT_EQ(rts.mask, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                          IBV_QP_MAX_QP_RD_ATOMIC);
 }

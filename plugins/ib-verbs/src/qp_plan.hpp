@@ -1,0 +1,37 @@
+// The attributes and masks of a reliable-connected queue pair's transitions
+// RESET -> INIT -> RTR -> RTS, computed from both ends' addresses and the
+// settings, for ibv_modify_qp. Built without a device, so tested in CI.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include "gid.hpp"
+#include "settings.hpp"
+#include "wire.hpp"
+
+namespace plugboard::ibverbs {
+
+/// One ibv_modify_qp call: the attributes and which of them count.
+struct QpStep {
+  ibv_qp_attr attr{};
+  int mask = 0;
+};
+
+/// This end of a connection: port, MTU and GID the QPs use.
+struct LocalPort {
+  uint8_t port = 1;
+  ibv_mtu activeMtu = IBV_MTU_4096;
+  int linkLayer = IBV_LINK_LAYER_INFINIBAND;
+  GidChoice gid;
+};
+
+/// RESET -> INIT: port, pkey 0, remote write and atomic access.
+QpStep initStep(const LocalPort& local);
+/// INIT -> RTR toward the peer's queue pair qp: path MTU = the smallest of
+/// ours, the peer's and ib_verbs.mtu; address by LID on InfiniBand, by GID
+/// (GRH with traffic class) on RoCE.
+QpStep rtrStep(const LocalPort& local, const wire::AddressBlob& peer, const wire::QpInfo& qp, const IbSettings& s);
+/// RTR -> RTS with our starting PSN, ack timeout and retry counts.
+QpStep rtsStep(uint32_t localPsn, const IbSettings& s);
+
+}  // namespace plugboard::ibverbs
