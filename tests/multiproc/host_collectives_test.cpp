@@ -197,14 +197,22 @@ TEST_P(HostCollectivesDirectTest, SendRecv) { runMatrix(GetParam(), false, false
 INSTANTIATE_TEST_SUITE_P(Ranks, HostCollectivesDirectTest, ::testing::Values(2, 3, 5),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
+namespace {
+
+/// Ethernet, direct transfers from 1 KiB, a 10 s timeout.
+CommunicatorOptions directOverEthernet() {
+  CommunicatorOptions o;
+  o.overrides = {{"transports", "ethernet"}, {"host_direct_bytes", "1024"}, {"timeout", "10"}};
+  return o;
+}
+
+}  // namespace
+
 // Ranks that disagree on a message's size, where one or both would take a
 // direct transfer, fail with an error naming the disagreement, never a hang.
 TEST(HostCollectivesDirect, DisagreeingSizesEndInANamedError) {
   expectAllPassed(runRanks(2, std::chrono::seconds(60), [](int rank, int n, const UniqueId& id) {
-    setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
-    setenv("PLUGBOARD_HOST_DIRECT_BYTES", "1024", 1);
-    setenv("PLUGBOARD_TIMEOUT", "10", 1);
-    Communicator comm(loopbackBootstrap(rank, n, id));
+    Communicator comm(loopbackBootstrap(rank, n, id), directOverEthernet());
     HostCollectives hc(comm);
     std::vector<float> buf(8192, 1.0f);
     // Both direct, sizes differ: the sender refuses the offer; the receiver
@@ -215,10 +223,7 @@ TEST(HostCollectivesDirect, DisagreeingSizesEndInANamedError) {
     }, ErrorCode::Remote, {"disagree"});
   }));
   expectAllPassed(runRanks(2, std::chrono::seconds(60), [](int rank, int n, const UniqueId& id) {
-    setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
-    setenv("PLUGBOARD_HOST_DIRECT_BYTES", "1024", 1);
-    setenv("PLUGBOARD_TIMEOUT", "10", 1);
-    Communicator comm(loopbackBootstrap(rank, n, id));
+    Communicator comm(loopbackBootstrap(rank, n, id), directOverEthernet());
     HostCollectives hc(comm);
     std::vector<float> buf(4096, 1.0f);
     // A small message in chunks where the receiver expects a direct one: the

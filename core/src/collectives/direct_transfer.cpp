@@ -7,15 +7,7 @@ namespace plugboard {
 namespace {
 
 ChunkHeader controlHeader(const CallSignature& call, size_t bytes, uint32_t phase) {
-  ChunkHeader h{};
-  h.magic = kChunkMagic;
-  h.kind = call.kind;
-  h.dtype = call.dtype;
-  h.op = call.op;
-  h.root = call.root;
-  h.opSeq = call.opSeq;
-  h.count = call.count;
-  h.bytes = bytes;
+  ChunkHeader h = stampHeader(call, bytes);
   h.phase = phase;
   return h;
 }

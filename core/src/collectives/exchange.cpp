@@ -20,15 +20,7 @@ bool stepSend(SendJob& s) {
   bool moved = false;
   const size_t c = s.link->chunkBytes();
   while (s.nextChunk < chunkCount(s.bytes, c) && s.link->canSend()) {
-    ChunkHeader h{};
-    h.magic = kChunkMagic;
-    h.kind = call.kind;
-    h.dtype = call.dtype;
-    h.op = call.op;
-    h.root = call.root;
-    h.opSeq = call.opSeq;
-    h.count = call.count;
-    h.bytes = s.bytes;
+    ChunkHeader h = stampHeader(call, s.bytes);
     h.chunk = s.nextChunk;
     size_t offset = s.nextChunk * c;
     s.link->send(h, s.data + offset, std::min(c, s.bytes - offset));
@@ -117,11 +109,27 @@ std::string describeCall(uint8_t kind, uint8_t dtype, uint8_t op, int32_t root, 
   return s + ")";
 }
 
+ChunkHeader stampHeader(const CallSignature& call, size_t bytes) {
+  ChunkHeader h{};
+  h.magic = kChunkMagic;
+  h.kind = call.kind;
+  h.dtype = call.dtype;
+  h.op = call.op;
+  h.root = call.root;
+  h.opSeq = call.opSeq;
+  h.count = call.count;
+  h.bytes = bytes;
+  return h;
+}
+
+ChunkConsumer copyInto(char* dst) {
+  return [dst](size_t off, const char* d, size_t n) {
+    if (n) std::memcpy(dst + off, d, n);
+  };
+}
+
 RecvJob copyJob(PeerLink* link, size_t bytes, char* dst, const CallSignature& call) {
-  RecvJob r{link, bytes, [dst](size_t off, const char* d, size_t n) {
-              if (n) std::memcpy(dst + off, d, n);
-            },
-            call};
+  RecvJob r{link, bytes, copyInto(dst), call};
   r.copyTo = dst;
   return r;
 }

@@ -71,6 +71,13 @@ struct RecvJob {
   DirectRecvState directState{};
 };
 
+/// The header every chunk of call's message of `bytes` carries (chunk 0,
+/// phase data); callers set what differs.
+ChunkHeader stampHeader(const CallSignature& call, size_t bytes);
+
+/// A consumer that copies each chunk into dst at its offset.
+ChunkConsumer copyInto(char* dst);
+
 /// A receive that copies bytes into dst (so it may be direct).
 RecvJob copyJob(PeerLink* link, size_t bytes, char* dst, const CallSignature& call);
 

@@ -18,16 +18,9 @@ namespace {
 bool tryNotice(int peer, PeerLink& link, const CallSignature& call, const std::string& reason) {
   try {
     if (!link.canSend()) return false;
-    ChunkHeader h{};
-    h.magic = kChunkMagic;
+    ChunkHeader h = stampHeader(call, std::min(reason.size(), link.chunkBytes()));
     h.kind = static_cast<uint8_t>(CollectiveKind::FailureNotice);
-    h.dtype = call.dtype;
-    h.op = call.op;
     h.reserved = call.kind;  // the failed call's kind, for the peer's message
-    h.root = call.root;
-    h.opSeq = call.opSeq;
-    h.count = call.count;
-    h.bytes = std::min(reason.size(), link.chunkBytes());
     link.send(h, reason.data(), h.bytes);
   } catch (const std::exception& e) {
     PB_LOG(Info, "COLL", "no failure notice to rank " << peer << ": " << e.what());

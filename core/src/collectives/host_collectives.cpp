@@ -31,10 +31,6 @@ int slotSetting(const Config& c) {
 
 }  // namespace
 
-ChunkConsumer copyInto(char* dst) {
-  return [dst](size_t off, const char* d, size_t n) { copyBytes(dst + off, d, n); };
-}
-
 HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Impl>(comm)) {
   Impl& m = *impl_;
   m.rank = comm.rank();

@@ -73,9 +73,6 @@ struct HostCollectives::Impl {
                              DataType type, ReduceOp op);
 };
 
-/// A consumer that copies each chunk to dst + offset.
-ChunkConsumer copyInto(char* dst);
-
 /// Throws Error(InvalidUsage) for a bad type/op, null buffers with count > 0,
 /// or a byte size that overflows size_t when multiplied by factor.
 size_t checkedBytes(const char* what, const void* a, const void* b, size_t count, DataType type, size_t factor);
