@@ -143,10 +143,13 @@ void exchangeLoop(Communicator& comm, std::vector<SendJob>& sends, std::vector<R
   bool notifying = true;
   for (const auto& s : sends) notifying = notifying && s.link->notifiesWaiters();
   for (const auto& r : recvs) notifying = notifying && r.link->notifiesWaiters();
+  // Which links carry a direct send, and which a receive: needed only when
+  // some send is direct (small calls allocate nothing here).
   std::set<const PeerLink*> directSendLinks, recvLinks;
   for (const auto& s : sends)
     if (s.direct) directSendLinks.insert(s.link);
-  for (const auto& r : recvs) recvLinks.insert(r.link);
+  if (!directSendLinks.empty())
+    for (const auto& r : recvs) recvLinks.insert(r.link);
   Backoff backoff(timeout, notifying);
   for (;;) {
     backoff.arm();
