@@ -281,21 +281,27 @@ void sendRecvRingMatrix(GpuCollectives& g, int rank, int n, cudaStream_t s, Data
   checkSendRecvRing(g, rank, n, s, t, 1009, false);
 }
 
-/// Captures LL-sized and pipelined allreduces, an allgather and a ring
-/// sendRecv in a CUDA graph and replays it with fresh inputs each time
-/// (float32 sum). (With a PortChannel pair both allreduces are two-shot.)
+/// Captures LL-sized and pipelined allreduces, an allgather, a ring sendRecv
+/// and two small ring sendRecvs (the second forwards what the first got) in
+/// a CUDA graph and replays it with fresh inputs each time (float32 sum).
+/// (With a PortChannel pair both allreduces are two-shot and the small
+/// sendRecvs pipelined.)
 void checkGraphReplays(GpuCollectives& g, int rank, int n, cudaStream_t s) {
   const DataType t = DataType::Float32;
   const ReduceOp op = ReduceOp::Sum;
   const size_t small = 500, large = 50000, gather = 3000, E = 4;
   const int prev = (rank + n - 1) % n;
   DevBuf a(small * E), b(large * E), c(gather * E), cOut(n * gather * E), ring(gather * E);
+  DevBuf hop0(small * E), hop1(small * E), hop2(small * E);
+  const int next = (rank + 1) % n, prev2 = (rank + 2 * n - 2) % n;
   cudaGraph_t graph;
   check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
   g.allReduce(a.p, a.p, small, t, op, s);  // LL path, in place
   g.allReduce(b.p, b.p, large, t, op, s);  // two-shot path, in place
   g.allGather(c.p, cOut.p, gather, t, s);
-  g.sendRecv(c.p, gather, (rank + 1) % n, ring.p, gather, prev, t, s);
+  g.sendRecv(c.p, gather, next, ring.p, gather, prev, t, s);
+  g.sendRecv(hop0.p, small, next, hop1.p, small, prev, t, s);
+  g.sendRecv(hop1.p, small, next, hop2.p, small, prev, t, s);
   g.allReduce(a.p, a.p, small, t, op, s);  // a second LL call in the same replay (next flag)
   check(cudaStreamEndCapture(s, &graph), "end capture");
   cudaGraphExec_t exec;
@@ -305,6 +311,7 @@ void checkGraphReplays(GpuCollectives& g, int rank, int n, cudaStream_t s) {
     a.upload(inputs(small, replay, rank, t, op));
     b.upload(inputs(large, replay, rank, t, op));
     c.upload(inputs(gather, replay, rank, t, op));
+    hop0.upload(inputs(small, replay, rank, t, op));
     check(cudaGraphLaunch(exec, s), "graph launch");
     sync(s, g);
     const std::string what = "rank " + std::to_string(rank) + " replay " + std::to_string(replay);
@@ -317,6 +324,8 @@ void checkGraphReplays(GpuCollectives& g, int rank, int n, cudaStream_t s) {
                  what + " allgather");
     expectValues(ring.download(0, gather * E), gather, t, op, [&](size_t i) { return inputValue(prev, i + replay, t, op); },
                  what + " ring sendrecv");
+    expectValues(hop2.download(0, small * E), small, t, op, [&](size_t i) { return inputValue(prev2, i + replay, t, op); },
+                 what + " two small sendrecv hops");
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

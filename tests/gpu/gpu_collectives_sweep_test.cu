@@ -1,6 +1,6 @@
 // The correctness sweep of issue 12: every collective at element counts on
 // both sides of every path threshold (LL, one-shot, two-shot; broadcast
-// LL; allgather, alltoall and reducescatter LL) and chunk and scratch boundary, odd counts, both placements, on 2, 3
+// LL; allgather, alltoall and reducescatter LL; send/recv LL) and chunk and scratch boundary, odd counts, both placements, on 2, 3
 // and 4 ranks, each case repeated; and every type x op at the counts that
 // pick each path. tests/gpu/run.sh runs it under CUDA MPS (the ranks'
 // kernels truly concurrent on one GPU) and without (time-sliced).
@@ -28,6 +28,7 @@ const Settings kSweep = {{"gpu_allreduce_small_bytes", std::to_string(kLL)},
                          {"gpu_allreduce_oneshot_bytes", std::to_string(kOneShot)},
                          {"gpu_broadcast_small_bytes", std::to_string(kLL)},
                          {"gpu_blocks_small_bytes", std::to_string(kLL)},
+                         {"gpu_p2p_small_bytes", std::to_string(kLL)},
                          {"gpu_scratch_bytes", std::to_string(kScratch)},
                          {"gpu_blocks", std::to_string(kBlocks)},
                          {"gpu_threads", "256"},
@@ -62,6 +63,8 @@ void protocolSweep(GpuCollectives& g, int rank, int n, cudaStream_t s) {
       const std::vector<size_t> counts = boundaryCounts(n, dataTypeSize(t));
       reducingMatrix(g, rank, n, s, {t}, {ReduceOp::Sum, ReduceOp::Max}, counts);
       movingMatrix(g, rank, n, s, {t}, counts);
+      for (size_t count : counts)
+        for (bool inPlace : {false, true}) checkSendRecvRing(g, rank, n, s, t, count, inPlace);
     }
 }
 

@@ -19,10 +19,11 @@ namespace {
 /// Small scratch and thresholds so short vectors cover the three allreduce
 /// and reduce paths (LL below 4 KiB / (ranks - 1), e.g. 1009 floats on 2
 /// ranks, 7 on any; one-shot below 32 KiB / (ranks - 1), e.g. 3000 floats
-/// on 2 and 3 ranks; two-shot above, e.g. 100003) and
+/// on 2 and 3 ranks; two-shot above, e.g. 100003), both send/recv paths (LL
+/// below 4 KiB per direction, e.g. 1009 halves; pipeline from 2048 halves) and
 /// every pipeline wraps its slots (4 blocks x 4 slots of 4 KiB per peer).
 const Settings kSmall = {{"gpu_allreduce_small_bytes", "4096"}, {"gpu_allreduce_oneshot_bytes", "32768"},
-                         {"gpu_blocks_small_bytes", "4096"},
+                         {"gpu_blocks_small_bytes", "4096"},    {"gpu_p2p_small_bytes", "4096"},
                          {"gpu_scratch_bytes", "65536"},        {"gpu_blocks", "4"},
                          {"gpu_threads", "256"},                {"gpu_chunk_bytes", "4096"}};
 
@@ -61,13 +62,67 @@ TEST(GpuCollectives, MovingCollectivesAndSendRecvMatchReferenceThreeAndFourRanks
 }
 
 // Counts 0 .. 100003 (2-byte elements: 200 KB, three times the 64 KiB
-// scratch) and 262149 (eight times): every pipe wraps.
+// scratch) and 262149 (eight times): every pipe wraps. 2047 + rank halves
+// out of place: rank 0 sends on the LL path (4094 bytes), the others on
+// the pipeline, so some sendRecvs mix the two.
 TEST(GpuCollectives, SendRecvRingInterleavedWithSendRecvAndAllReduceTwoThreeFourRanks) {
   PB_REQUIRE_GPU_NO_INIT();
   for (int n : {2, 3, 4})
     runGpuRanks(n, kSmall, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
-      sendRecvRingMatrix(g, rank, n, s, DataType::Float16, {0, 1, 7, 1009, 100003, 262149});
+      sendRecvRingMatrix(g, rank, n, s, DataType::Float16, {0, 1, 7, 1009, 2047, 100003, 262149});
     }, std::chrono::seconds(55));
+}
+
+// The LL send/recv lets a sender run two calls ahead of its receiver (the
+// two halves of the pair's area); many rounds wrap the parity and flags,
+// and a pipelined send between them shares nothing with the LL calls.
+TEST(GpuCollectives, SmallSendsRunTwoAheadOfTheirReceivesTwoAndThreeRanks) {
+  PB_REQUIRE_GPU_NO_INIT();
+  for (int n : {2, 3})
+    runGpuRanks(n, kSmall, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+      const DataType t = DataType::Float32;
+      const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+      const size_t counts[2] = {7, 1001}, big = 3000;  // LL, LL, pipeline (12000 bytes)
+      DevBuf in0(counts[1] * 4), in1(counts[1] * 4), out0(counts[1] * 4), out1(counts[1] * 4), bigIn(big * 4),
+          bigOut(big * 4);
+      for (int round = 0; round < 40; ++round) {
+        const size_t a = counts[round % 2], b = counts[(round + 1) % 2];
+        in0.upload(inputs(a, round, rank, t, ReduceOp::Sum));
+        in1.upload(inputs(b, round + 1, rank, t, ReduceOp::Sum));
+        bigIn.upload(inputs(big, round, rank, t, ReduceOp::Sum));
+        out0.poison();
+        out1.poison();
+        g.send(in0.p, a, t, next, s);
+        g.send(in1.p, b, t, next, s);
+        if (round % 4 == 3) g.sendRecv(bigIn.p, big, next, bigOut.p, big, prev, t, s);
+        g.recv(out0.p, a, t, prev, s);
+        g.recv(out1.p, b, t, prev, s);
+        sync(s, g);
+        const std::string what = "rank " + std::to_string(rank) + " round " + std::to_string(round);
+        expectValues(out0.download(0, a * 4), a, t, ReduceOp::Sum,
+                     [&](size_t i) { return inputValue(prev, i + round, t, ReduceOp::Sum); }, what + " first recv");
+        expectValues(out1.download(0, b * 4), b, t, ReduceOp::Sum,
+                     [&](size_t i) { return inputValue(prev, i + round + 1, t, ReduceOp::Sum); }, what + " second recv");
+        if (round % 4 == 3)
+          expectValues(bigOut.download(0, big * 4), big, t, ReduceOp::Sum,
+                       [&](size_t i) { return inputValue(prev, i + round, t, ReduceOp::Sum); }, what + " pipelined");
+      }
+    }, std::chrono::seconds(55));
+}
+
+// A third small send before the receiver read the first waits for it, and a
+// small recv waits for its sender; either ends in the named timeout.
+TEST(GpuCollectives, SmallSendThreeAheadOrRecvWithoutSenderTimesOut) {
+  PB_REQUIRE_GPU_NO_INIT();
+  const DataType F = DataType::Float32;
+  const SkippedCall sends{"send", 7, [=](GpuCollectives& g, char* b, size_t k, int r, cudaStream_t s) {
+                            for (int i = 0; i < 3; ++i) g.send(b, k, F, 1 - r, s);
+                          }};
+  const SkippedCall recv{"recv", 7, [=](GpuCollectives& g, char* b, size_t k, int r, cudaStream_t s) {
+                           g.recv(b, k, F, 1 - r, s);
+                         }};
+  expectTimeoutWhenARankSkips(kSmall, 2, sends);
+  expectTimeoutWhenARankSkips(kSmall, 2, recv);
 }
 
 TEST(GpuCollectives, DefaultSettingsLargeMessagesTwoRanks) {

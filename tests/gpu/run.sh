@@ -101,6 +101,11 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
     step "perf-$c-graph-sym" "$perf" "${cmp[@]}" --nccl-symmetric -C "$c" -b 8 -e 64M -f 2 -n 20 -w 5 -G 5 \
       --csv "$LOGS/$c-graph-sym.csv"
   done
+  # Send/recv on the pipeline only (gpu_p2p_small_bytes=0) beside the LL default above, same machine.
+  step perf-sendrecv-pipe env PLUGBOARD_GPU_P2P_SMALL_BYTES=0 "$perf" "${cmp[@]}" -C sendrecv -b 8 -e 16M -f 2 -n 20 -w 5 \
+    --csv "$LOGS/sendrecv-pipe.csv"
+  step perf-sendrecv-graph-pipe env PLUGBOARD_GPU_P2P_SMALL_BYTES=0 "$perf" "${cmp[@]}" -C sendrecv -b 8 -e 16M -f 2 -n 20 \
+    -w 5 -G 5 --csv "$LOGS/sendrecv-graph-pipe.csv"
   for t in half bfloat16; do
     step "perf-allreduce-$t" "$perf" "${cmp[@]}" -C allreduce -d "$t" -b 8 -e 256M -f 8 -n 5 --csv "$LOGS/allreduce-$t.csv"
   done

@@ -51,6 +51,9 @@ const std::vector<SettingDecl>& coreSettingDecls() {
       {"gpu_blocks_small_bytes", SettingType::Int, "4194304",
        "GPU collectives: allgather, alltoall and reducescatter calls whose bytes per rank block times (ranks - 1) "
        "are fewer use the one-shot LL-packet kernel when every pair is peer-mapped (0-16777216)", false},
+      {"gpu_p2p_small_bytes", SettingType::Int, "1048576",
+       "GPU collectives: each direction of a send, recv or sendrecv of fewer bytes uses the LL-packet kernel "
+       "when every pair is peer-mapped (0-16777216; 0: always the pipeline)", false},
       {"gpu_allreduce_oneshot_bytes", SettingType::Int, "33554432",
        "GPU collectives: allreduce and reduce calls (not LL) whose bytes times (ranks - 1) are fewer send the whole "
        "buffer to every receiver (one hop) instead of the two-shot reduce-scatter + all-gather", false},

@@ -26,6 +26,10 @@ bool blocksUseLL(const GpuCollSettings& s, CommShape shape, uint64_t blockBytes)
   return !shape.portPairs && oneShotBytes(shape, blockBytes) < s.blocksSmallBytes;
 }
 
+bool p2pUsesLL(const GpuCollSettings& s, CommShape shape, uint64_t bytes) {
+  return !shape.portPairs && bytes > 0 && bytes < s.p2pSmallBytes;
+}
+
 uint64_t largestLLBytes(const GpuCollSettings& s, int nranks) {
   return std::max({s.smallBytes, s.broadcastSmallBytes, s.blocksSmallBytes}) /
          static_cast<uint64_t>(std::max(nranks - 1, 1));

@@ -38,6 +38,11 @@ bool broadcastUsesLL(const GpuCollSettings& s, CommShape shape, uint64_t bytes);
 /// gpu_blocks_small_bytes, every pair mapped.
 bool blocksUseLL(const GpuCollSettings& s, CommShape shape, uint64_t blockBytes);
 
+/// One direction of a send, recv or sendRecv of `bytes` (> 0) takes the
+/// point-to-point LL kernel (else the pipeline): bytes below
+/// gpu_p2p_small_bytes, every pair mapped. Sender and receiver decide alike.
+bool p2pUsesLL(const GpuCollSettings& s, CommShape shape, uint64_t bytes);
+
 /// Largest payload (bytes) one rank sends a peer in any LL call (a whole
 /// allreduce / broadcast, or one rank block): what the LL area holds.
 uint64_t largestLLBytes(const GpuCollSettings& s, int nranks);

@@ -21,6 +21,7 @@ struct GpuCollSettings {
   uint64_t broadcastSmallBytes = 0;  ///< gpu_broadcast_small_bytes
   uint64_t blocksSmallBytes = 0;     ///< gpu_blocks_small_bytes (allgather, alltoall, reducescatter)
   uint64_t oneShotBytes = 0;         ///< gpu_allreduce_oneshot_bytes
+  uint64_t p2pSmallBytes = 0;        ///< gpu_p2p_small_bytes (send, recv, sendRecv)
   uint64_t scratchBytes = 0;  ///< gpu_scratch_bytes (per peer)
   uint32_t blocks = 0;        ///< gpu_blocks
   uint32_t portBlocks = 0;    ///< gpu_port_blocks

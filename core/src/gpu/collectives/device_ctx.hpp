@@ -24,6 +24,10 @@ enum CounterKind : uint32_t { kData = 0, kAck = 1 };
 ///    adds to them through its mapping (Device2DeviceSemaphore protocol).
 ///  - ll: LL16 packets per [source rank][parity] of llHalf bytes each; the
 ///    parity alternates with the LL call counter (double buffering).
+///  - p2p: LL16 packets of send / recv per [source rank][parity] of p2pHalf
+///    bytes each; the parity alternates with the pair's p2p LL call count.
+///  - p2pAcks: uint64 per [peer]: how many of this rank's p2p LL calls to
+///    peer the peer has finished reading (the peer stores it here).
 ///  - pipes: per [source rank] perSource bytes, per [block] perBlock bytes,
 ///    `slots` slots of slotBytes: what the source sends this rank on that block.
 /// Entries for source == this rank are unused.
@@ -43,6 +47,7 @@ enum CounterKind : uint32_t { kData = 0, kAck = 1 };
 struct ScratchLayout {
   uint64_t counters = 0;
   uint64_t ll = 0, llHalf = 0;
+  uint64_t p2p = 0, p2pHalf = 0, p2pAcks = 0;  ///< p2pHalf 0: no p2p LL area (some pair unmapped).
   uint64_t pipes = 0, perSource = 0, perBlock = 0, slotBytes = 0;
   uint64_t outbox = 0;     ///< In the port area; 0: none (every pair of the communicator mapped).
   uint64_t portTotal = 0;  ///< Bytes of the port area.
@@ -72,6 +77,9 @@ struct PortPipe {
 ///   [2nG, 3nG)   messages sent to [peer][block]   (slot = seq % slots)
 ///   [3nG, 4nG)   messages received from [peer][block]
 ///   [4nG, 4nG+G) LL calls made, per block (all equal between calls)
+///   [4nG+G, 5nG+G)   p2p LL calls sent to [peer][block]      (all blocks equal between calls)
+///   [5nG+G, 6nG+G)   p2p LL calls received from [peer][block] (same)
+///   [6nG+G, 6nG+G+n) blocks of the current p2p LL receive from [peer] done
 /// Invariant: only the owner thread of (peer, block) writes its entries, and
 /// only that thread waits on the (peer, block) counters: one waiter per semaphore.
 /// A peer whose remote[] entry is null is unmapped: its pipes use the
@@ -119,6 +127,18 @@ struct MoveArgs {
   Coll coll;            ///< AllGather, Broadcast, AllToAll, Send or Recv.
   int peer;             ///< Root (Broadcast) or peer (Send/Recv).
 };
+
+/// Arguments of the point-to-point LL kernel: either direction may be empty.
+struct P2PLLArgs {
+  const char* src;
+  char* dst;
+  uint64_t sendBytes, recvBytes;
+  int sendPeer, recvPeer;  ///< Valid ranks even for an empty direction (their counters are read).
+  Coll coll;               ///< Send, Recv or SendRecv (named by a failed wait).
+};
+
+/// Words of the state array (see DeviceCtx).
+PB_HOST_DEVICE_INLINE uint64_t stateWords(uint64_t nranks, uint64_t blocks) { return 6 * nranks * blocks + blocks + nranks; }
 
 /// Arguments of the fused send/receive kernel: each direction is chunked
 /// exactly as a plain Send / Recv of the same bytes (same chunk, chunk j on

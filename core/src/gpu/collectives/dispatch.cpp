@@ -219,7 +219,11 @@ void GpuCollectives::send(const void* buf, size_t count, DataType type, int peer
   k.rankArg(peer, "peer", false);
   k.buffer(buf, "buffer", count, type);
   if (!startCall(m, count)) return;
-  movePipeline(m, buf, nullptr, count * dataTypeSize(type), Coll::Send, peer, stream);
+  const uint64_t bytes = count * dataTypeSize(type);
+  if (gpucoll::p2pUsesLL(m.settings, shapeOf(m), bytes))
+    return gpucoll::launchP2PLL(m.ctx, {static_cast<const char*>(buf), nullptr, bytes, 0, peer, peer, Coll::Send},
+                                m.settings.threads, stream);
+  movePipeline(m, buf, nullptr, bytes, Coll::Send, peer, stream);
 }
 
 void GpuCollectives::recv(void* buf, size_t count, DataType type, int peer, cudaStream_t stream) {
@@ -229,7 +233,11 @@ void GpuCollectives::recv(void* buf, size_t count, DataType type, int peer, cuda
   k.rankArg(peer, "peer", false);
   k.buffer(buf, "buffer", count, type);
   if (!startCall(m, count)) return;
-  movePipeline(m, nullptr, buf, count * dataTypeSize(type), Coll::Recv, peer, stream);
+  const uint64_t bytes = count * dataTypeSize(type);
+  if (gpucoll::p2pUsesLL(m.settings, shapeOf(m), bytes))
+    return gpucoll::launchP2PLL(m.ctx, {nullptr, static_cast<char*>(buf), 0, bytes, peer, peer, Coll::Recv},
+                                m.settings.threads, stream);
+  movePipeline(m, nullptr, buf, bytes, Coll::Recv, peer, stream);
 }
 
 void GpuCollectives::sendRecv(const void* sendBuf, size_t sendCount, int sendPeer, void* recvBuf, size_t recvCount,
@@ -242,14 +250,26 @@ void GpuCollectives::sendRecv(const void* sendBuf, size_t sendCount, int sendPee
   k.buffer(sendBuf, "send buffer", sendCount, type);
   k.buffer(recvBuf, "recv buffer", recvCount, type);
   if (!startCall(m, sendCount + recvCount)) return;
-  // Each direction is chunked as a plain send / recv of its bytes (chunkFor
-  // of those bytes only), so the peer's end of each pipe agrees whether it
-  // calls sendRecv, send or recv.
+  // Each direction takes the path and chunking of a plain send / recv of
+  // its bytes (p2pUsesLL, chunkFor of those bytes only), so the peer's end
+  // agrees whether it calls sendRecv, send or recv. With one direction LL
+  // and the other pipelined: the LL send first (it waits for no part of
+  // the peer's current call), the LL receive last (the peer may send it
+  // after its pipelined part), so no order of the peer's calls deadlocks.
   const uint64_t E = dataTypeSize(type), sendBytes = sendCount * E, recvBytes = recvCount * E;
-  gpucoll::SendRecvArgs a{static_cast<const char*>(sendBuf), static_cast<char*>(recvBuf),
-                          sendBytes, chunkFor(m, sendBytes), recvBytes, chunkFor(m, recvBytes),
-                          sendPeer, recvPeer};
-  gpucoll::launchSendRecv(m.ctx, a, m.settings.threads, stream);
+  const bool sendLL = gpucoll::p2pUsesLL(m.settings, shapeOf(m), sendBytes);
+  const bool recvLL = gpucoll::p2pUsesLL(m.settings, shapeOf(m), recvBytes);
+  const char* src = static_cast<const char*>(sendBuf);
+  char* dst = static_cast<char*>(recvBuf);
+  const uint32_t threads = m.settings.threads;
+  if ((sendLL || !sendBytes) && (recvLL || !recvBytes))
+    return gpucoll::launchP2PLL(m.ctx, {src, dst, sendBytes, recvBytes, sendPeer, recvPeer, Coll::SendRecv}, threads,
+                                stream);
+  if (sendLL) gpucoll::launchP2PLL(m.ctx, {src, nullptr, sendBytes, 0, sendPeer, recvPeer, Coll::SendRecv}, threads, stream);
+  const uint64_t pipeSend = sendLL ? 0 : sendBytes, pipeRecv = recvLL ? 0 : recvBytes;
+  gpucoll::SendRecvArgs a{src, dst, pipeSend, chunkFor(m, pipeSend), pipeRecv, chunkFor(m, pipeRecv), sendPeer, recvPeer};
+  gpucoll::launchSendRecv(m.ctx, a, threads, stream);
+  if (recvLL) gpucoll::launchP2PLL(m.ctx, {nullptr, dst, 0, recvBytes, sendPeer, recvPeer, Coll::SendRecv}, threads, stream);
 }
 
 }  // namespace plugboard

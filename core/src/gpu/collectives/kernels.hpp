@@ -28,11 +28,16 @@ void launchMove(const DeviceCtx& c, const MoveArgs& a, uint32_t threads, cudaStr
 /// Both directions of a sendRecv in one kernel (at least one has bytes).
 void launchSendRecv(const DeviceCtx& c, const SendRecvArgs& a, uint32_t threads, cudaStream_t stream);
 
+/// Point-to-point LL16 call (every pair mapped; each direction's bytes below
+/// the p2p area, either may be 0); a grid sized to the larger direction.
+void launchP2PLL(const DeviceCtx& c, const P2PLLArgs& a, uint32_t threads, cudaStream_t stream);
+
 /// Loads every kernel of a family now (lazy module loading would otherwise
 /// load it at first launch, possibly behind a kernel spinning on a peer).
 void preloadLLKernels();
 void preloadReduceKernels();
 void preloadMoveKernels();
+void preloadP2PLLKernel();
 
 /// True for a value of the DataType enum (every type has GPU kernels).
 bool supportedType(DataType type);

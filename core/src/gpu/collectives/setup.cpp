@@ -34,6 +34,7 @@ GpuCollSettings GpuCollSettings::read(const Config& c) {
   s.smallBytes = readInRange(c, "gpu_allreduce_small_bytes", 0, 16 << 20);
   s.broadcastSmallBytes = readInRange(c, "gpu_broadcast_small_bytes", 0, 16 << 20);
   s.blocksSmallBytes = readInRange(c, "gpu_blocks_small_bytes", 0, 16 << 20);
+  s.p2pSmallBytes = readInRange(c, "gpu_p2p_small_bytes", 0, 16 << 20);
   s.oneShotBytes = readInRange(c, "gpu_allreduce_oneshot_bytes", 0, int64_t(1) << 34);
   s.blocks = static_cast<uint32_t>(readInRange(c, "gpu_blocks", 1, 128));
   s.portBlocks = static_cast<uint32_t>(readInRange(c, "gpu_port_blocks", 1, 128));
@@ -117,7 +118,10 @@ void GpuCollectives::Impl::computeLayout() {
   // With an unmapped pair no call takes the LL kernel: no LL area, an outbox.
   const uint64_t llBytes = gpucoll::largestLLBytes(s, nranks);
   L.llHalf = portPairs ? 0 : roundUp((llBytes + 7) / 8 * 16, 256);
-  L.pipes = L.ll + 2 * n * L.llHalf;
+  L.p2p = L.ll + 2 * n * L.llHalf;
+  L.p2pHalf = portPairs ? 0 : roundUp((s.p2pSmallBytes + 7) / 8 * 16, 256);
+  L.p2pAcks = L.p2p + 2 * n * L.p2pHalf;
+  L.pipes = roundUp(L.p2pAcks + n * sizeof(uint64_t), 256);
   L.slotBytes = s.chunkBytes;
   uint64_t slots = s.scratchBytes / G / s.chunkBytes;
   // The port area (pinned host memory) holds gpu_port_slots per block.
@@ -185,11 +189,11 @@ void GpuCollectives::Impl::setup() {
   if (nranks > 1) connections = comm.connectAll(MemoryKind::Cuda);
   agreeOnPortPairs();
   computeLayout();
-  const uint64_t stateWords = 4ull * nranks * blocks + blocks;  // layout: DeviceCtx
+  const uint64_t words = gpucoll::stateWords(nranks, blocks);
   PB_CUDA_CHECK(cudaMalloc(&scratch, ctx.layout.total));
   PB_CUDA_CHECK(cudaMemset(scratch, 0, ctx.layout.total));
-  PB_CUDA_CHECK(cudaMalloc(&state, stateWords * sizeof(uint64_t)));
-  PB_CUDA_CHECK(cudaMemset(state, 0, stateWords * sizeof(uint64_t)));
+  PB_CUDA_CHECK(cudaMalloc(&state, words * sizeof(uint64_t)));
+  PB_CUDA_CHECK(cudaMemset(state, 0, words * sizeof(uint64_t)));
   PB_CUDA_CHECK(cudaMalloc(&remoteTable, nranks * sizeof(char*)));
   PB_CUDA_CHECK(cudaMemset(remoteTable, 0, nranks * sizeof(char*)));
   PB_CUDA_CHECK(cudaHostAlloc(&flags, (2 + nranks) * sizeof(uint32_t), cudaHostAllocMapped));
@@ -198,6 +202,7 @@ void GpuCollectives::Impl::setup() {
   gpucoll::preloadLLKernels();
   gpucoll::preloadReduceKernels();
   gpucoll::preloadMoveKernels();
+  gpucoll::preloadP2PLLKernel();
   PB_CUDA_CHECK(cudaDeviceSynchronize());  // memsets done before any peer can signal into the scratch
   if (nranks > 1) exchangeScratch();
   if (portPairs) exchangePortAreas();
