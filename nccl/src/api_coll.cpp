@@ -1,0 +1,219 @@
+// The collective, point-to-point, group and memory entry points of nccl.h.
+// Outside a group a collective is issued at once (no allocation: the shim's
+// cost per call stays a few checks); inside one it is recorded.
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "api_util.hpp"
+#include "group.hpp"
+
+using namespace plugboard;
+using namespace plugboard::ncclapi;
+
+namespace plugboard::ncclapi {
+
+CallArgs checkCall(const ncclComm* comm, size_t count, int ncclType, const int* ncclOp, int rootOrPeer,
+                   const char* rootName) {
+  requireComm(comm);
+  CallArgs a;
+  const auto type = toDataType(ncclType);
+  if (!type) throw ApiFailure(Result::InvalidArgument, "datatype " + std::to_string(ncclType) + " is not an ncclDataType_t");
+  a.type = *type;
+  if (ncclOp) {
+    const auto op = toReduceOp(*ncclOp);
+    if (!op)
+      throw ApiFailure(Result::InvalidArgument, "reduction op " + std::to_string(*ncclOp) +
+                                                    " is not ncclSum/Prod/Max/Min/Avg (PreMulSum ops are not served)");
+    a.op = *op;
+  }
+  const auto bytes = byteCount(count, a.type);
+  if (!bytes) throw ApiFailure(Result::InvalidArgument, "count " + std::to_string(count) + " overflows size_t in bytes");
+  a.bytes = *bytes;
+  if (rootName && (rootOrPeer < 0 || rootOrPeer >= comm->size()))
+    throw ApiFailure(Result::InvalidArgument, std::string(rootName) + " " + std::to_string(rootOrPeer) +
+                                                  " is out of range [0, " + std::to_string(comm->size()) + ")");
+  return a;
+}
+
+void requireBuffer(const void* p, const char* name, size_t count) {
+  if (!p && count > 0) throw ApiFailure(Result::InvalidArgument, std::string(name) + " is NULL with count " + std::to_string(count));
+}
+
+}  // namespace plugboard::ncclapi
+
+namespace {
+
+/// Issues `call` on comm now, or records it for the open group's end.
+template <typename Call>
+void issueOrDefer(ncclComm* comm, cudaStream_t stream, Call&& call) {
+  Group& g = Group::current();
+  if (g.open()) {
+    g.collectives.push_back([comm, stream, call = std::forward<Call>(call)] {
+      comm->enter(stream);
+      call();
+    });
+    return;
+  }
+  comm->enter(stream);
+  call();
+}
+
+/// Records a send or receive; outside a group it is a group of one.
+void recordP2P(ncclComm* comm, bool isSend, void* buf, size_t bytes, int peer, cudaStream_t stream) {
+  Group& g = Group::current();
+  if (g.open()) {
+    g.p2p.push_back({comm, isSend, buf, bytes, peer, stream});
+    return;
+  }
+  issueP2P(comm, {{comm, isSend, buf, bytes, peer, stream}});
+}
+
+}  // namespace
+
+PB_NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclAllReduce", [&] {
+    const int o = op;
+    const CallArgs a = checkCall(comm, count, datatype, &o, 0, nullptr);
+    requireBuffer(sendbuff, "sendbuff", count);
+    requireBuffer(recvbuff, "recvbuff", count);
+    issueOrDefer(comm, stream, [=] { comm->gpu->allReduce(sendbuff, recvbuff, count, a.type, a.op, stream); });
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       int root, ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclBroadcast", [&] {
+    const CallArgs a = checkCall(comm, count, datatype, nullptr, root, "root");
+    if (comm->rank() == root) requireBuffer(sendbuff, "sendbuff", count);
+    requireBuffer(recvbuff, "recvbuff", count);
+    issueOrDefer(comm, stream, [=] { comm->gpu->broadcast(sendbuff, recvbuff, count, a.type, root, stream); });
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                   cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+PB_NCCL_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclReduce", [&] {
+    const int o = op;
+    const CallArgs a = checkCall(comm, count, datatype, &o, root, "root");
+    requireBuffer(sendbuff, "sendbuff", count);
+    if (comm->rank() == root) requireBuffer(recvbuff, "recvbuff", count);
+    issueOrDefer(comm, stream, [=] { comm->gpu->reduce(sendbuff, recvbuff, count, a.type, a.op, root, stream); });
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                       ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclAllGather", [&] {
+    const CallArgs a = checkCall(comm, sendcount, datatype, nullptr, 0, nullptr);
+    requireBuffer(sendbuff, "sendbuff", sendcount);
+    requireBuffer(recvbuff, "recvbuff", sendcount);
+    issueOrDefer(comm, stream, [=] { comm->gpu->allGather(sendbuff, recvbuff, sendcount, a.type, stream); });
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                           cudaStream_t stream) {
+  return guarded("ncclReduceScatter", [&] {
+    const int o = op;
+    const CallArgs a = checkCall(comm, recvcount, datatype, &o, 0, nullptr);
+    requireBuffer(sendbuff, "sendbuff", recvcount);
+    requireBuffer(recvbuff, "recvbuff", recvcount);
+    issueOrDefer(comm, stream, [=] { comm->gpu->reduceScatter(sendbuff, recvbuff, recvcount, a.type, a.op, stream); });
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclSend", [&] {
+    const CallArgs a = checkCall(comm, count, datatype, nullptr, peer, "peer");
+    requireBuffer(sendbuff, "sendbuff", count);
+    recordP2P(comm, true, const_cast<void*>(sendbuff), a.bytes, peer, stream);
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                  cudaStream_t stream) {
+  return guarded("ncclRecv", [&] {
+    const CallArgs a = checkCall(comm, count, datatype, nullptr, peer, "peer");
+    requireBuffer(recvbuff, "recvbuff", count);
+    recordP2P(comm, false, recvbuff, a.bytes, peer, stream);
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclGroupStart(void) {
+  return guarded("ncclGroupStart", [] { ++Group::current().depth; });
+}
+
+PB_NCCL_API ncclResult_t ncclGroupEnd(void) {
+  return guarded("ncclGroupEnd", [] {
+    Group& g = Group::current();
+    if (g.depth == 0) throw ApiFailure(Result::InvalidUsage, "no group is open (ncclGroupEnd without ncclGroupStart)");
+    if (--g.depth == 0) g.issue();
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  return guarded("ncclMemAlloc", [&] {
+    if (!ptr) throw ApiFailure(Result::InvalidArgument, "ptr is NULL");
+    const cudaError_t e = cudaMalloc(ptr, size);
+    if (e != cudaSuccess)
+      throw ApiFailure(Result::UnhandledCudaError, "cudaMalloc of " + std::to_string(size) + " bytes: " + cudaGetErrorString(e));
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclMemFree(void* ptr) {
+  return guarded("ncclMemFree", [&] {
+    const cudaError_t e = cudaFree(ptr);
+    if (e != cudaSuccess) throw ApiFailure(Result::UnhandledCudaError, std::string("cudaFree: ") + cudaGetErrorString(e));
+  });
+}
+
+namespace {
+/// What ncclCommRegister hands out: the range, for messages.
+struct Registration {
+  void* buff;
+  size_t size;
+};
+}  // namespace
+
+PB_NCCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  return guarded("ncclCommRegister", [&] {
+    requireComm(comm);
+    if (!handle) throw ApiFailure(Result::InvalidArgument, "handle is NULL");
+    *handle = new Registration{buff, size};
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  return guarded("ncclCommDeregister", [&] {
+    requireComm(comm);
+    if (!handle) throw ApiFailure(Result::InvalidArgument, "handle is NULL");
+    delete static_cast<Registration*>(handle);
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void*, ncclDataType_t, ncclScalarResidence_t,
+                                                  ncclComm_t comm) {
+  return guarded("ncclRedOpCreatePreMulSum", [&] {
+    requireComm(comm);
+    if (!op) throw ApiFailure(Result::InvalidArgument, "op is NULL");
+    throw ApiFailure(Result::InvalidUsage, "PreMulSum reductions are not served by Plugboard yet "
+                                           "(use ncclAvg, or ncclSum and scale)");
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  return guarded("ncclRedOpDestroy", [&] {
+    requireComm(comm);
+    throw ApiFailure(Result::InvalidArgument, "op " + std::to_string(static_cast<int>(op)) +
+                                                  " was not made by ncclRedOpCreatePreMulSum");
+  });
+}

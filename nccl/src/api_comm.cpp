@@ -1,0 +1,212 @@
+// The communicator entry points of nccl.h: versions and ids, init, split,
+// finalize, destroy, abort and the queries.
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
+#include "api_util.hpp"
+#include "group.hpp"
+#include "nccl_comm.hpp"
+
+using namespace plugboard;
+using namespace plugboard::ncclapi;
+
+namespace {
+
+/// Bootstrap tag of ncclCommSplit's unique-id hand-out.
+constexpr int kSplitTag = 0x4e43434c;  // "NCCL"
+
+UniqueId toUniqueId(const ncclUniqueId& id) {
+  UniqueId u;
+  static_assert(sizeof(u.bytes) == sizeof(id.internal), "unique ids are 128 bytes in both APIs");
+  std::memcpy(u.bytes.data(), id.internal, sizeof(id.internal));
+  return u;
+}
+
+/// Checks init's arguments and that a device is current; returns it.
+int checkInit(ncclComm_t* comm, int nranks, int rank) {
+  if (!comm) throw ApiFailure(Result::InvalidArgument, "comm is NULL");
+  if (nranks < 1) throw ApiFailure(Result::InvalidArgument, "nranks " + std::to_string(nranks) + " is not positive");
+  if (rank < 0 || rank >= nranks)
+    throw ApiFailure(Result::InvalidArgument, "rank " + std::to_string(rank) + " is out of range [0, " +
+                                                  std::to_string(nranks) + ")");
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+    throw ApiFailure(Result::UnhandledCudaError, "rank " + std::to_string(rank) + ": no CUDA device is visible");
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) throw ApiFailure(Result::UnhandledCudaError, "cudaGetDevice failed");
+  return device;
+}
+
+/// Creates a rank now, or records it for the open group's end.
+void initRank(ncclComm_t* comm, int nranks, const UniqueId& id, int rank) {
+  const int device = checkInit(comm, nranks, rank);
+  Group& g = Group::current();
+  *comm = nullptr;
+  if (g.open()) {
+    g.inits.push_back({comm, nranks, id, rank, device});
+    return;
+  }
+  *comm = new ncclComm(rank, nranks, id);
+}
+
+/// Config fields this library reads, if the caller's struct has them.
+void readConfig(const ncclConfig_t* config) {
+  if (!config) return;
+  if (config->magic != 0xcafebeef)
+    throw ApiFailure(Result::InvalidArgument, "config was not initialised with NCCL_CONFIG_INITIALIZER (bad magic)");
+  if (config->size >= offsetof(ncclConfig_t, blocking) + sizeof(int) && config->blocking == 0)
+    PB_LOG(Info, "NCCL", "config.blocking = 0: Plugboard's init and calls complete before returning (blocking)");
+}
+
+}  // namespace
+
+PB_NCCL_API ncclResult_t ncclGetVersion(int* version) {
+  return guarded("ncclGetVersion", [&] {
+    if (!version) throw ApiFailure(Result::InvalidArgument, "version is NULL");
+    *version = NCCL_VERSION_CODE;
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  return guarded("ncclGetUniqueId", [&] {
+    if (!uniqueId) throw ApiFailure(Result::InvalidArgument, "uniqueId is NULL");
+    const UniqueId id = TcpBootstrap::createUniqueId();
+    std::memcpy(uniqueId->internal, id.bytes.data(), sizeof(uniqueId->internal));
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return guarded("ncclCommInitRank", [&] { initRank(comm, nranks, toUniqueId(commId), rank); });
+}
+
+PB_NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                                ncclConfig_t* config) {
+  return guarded("ncclCommInitRankConfig", [&] {
+    readConfig(config);
+    initRank(comm, nranks, toUniqueId(commId), rank);
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
+  return guarded("ncclCommInitAll", [&] {
+    if (!comm) throw ApiFailure(Result::InvalidArgument, "comm is NULL");
+    if (ndev < 1) throw ApiFailure(Result::InvalidArgument, "ndev " + std::to_string(ndev) + " is not positive");
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+      throw ApiFailure(Result::UnhandledCudaError, "no CUDA device is visible");
+    const UniqueId id = TcpBootstrap::createUniqueId();
+    Group& g = Group::current();
+    ++g.depth;  // the ranks must join at once: one group of ndev inits
+    for (int i = 0; i < ndev; ++i) {
+      const int device = devlist ? devlist[i] : i;
+      if (device < 0 || device >= devices)
+        throw ApiFailure(Result::InvalidArgument, "devlist[" + std::to_string(i) + "] = " + std::to_string(device) +
+                                                      " is not a device (" + std::to_string(devices) + " visible)");
+      g.inits.push_back({&comm[i], ndev, id, i, device});
+    }
+    if (--g.depth == 0) g.issue();
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  return guarded("ncclCommSplit", [&] {
+    requireComm(comm);
+    if (!newcomm) throw ApiFailure(Result::InvalidArgument, "newcomm is NULL");
+    if (color < NCCL_SPLIT_NOCOLOR)
+      throw ApiFailure(Result::InvalidArgument, "color " + std::to_string(color) + " is negative (only NCCL_SPLIT_NOCOLOR is)");
+    readConfig(config);
+    *newcomm = nullptr;
+    Bootstrap& boot = comm->comm->bootstrap();
+    const int n = comm->size(), me = comm->rank();
+    std::vector<int> all(2 * n);
+    all[2 * me] = color;
+    all[2 * me + 1] = key;
+    boot.allGather(all.data(), 2 * sizeof(int));
+    if (color == NCCL_SPLIT_NOCOLOR) return;
+    std::vector<std::tuple<int, int>> members;  // (key, old rank) of my color
+    for (int r = 0; r < n; ++r)
+      if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
+    std::sort(members.begin(), members.end());
+    int newRank = 0;
+    while (std::get<1>(members[newRank]) != me) ++newRank;
+    UniqueId id;
+    if (newRank == 0) {
+      id = TcpBootstrap::createUniqueId();
+      for (size_t i = 1; i < members.size(); ++i) boot.send(id.bytes.data(), id.bytes.size(), std::get<1>(members[i]), kSplitTag);
+    } else {
+      const std::vector<char> got = boot.recv(std::get<1>(members[0]), kSplitTag);
+      if (got.size() != id.bytes.size()) throw Error(ErrorCode::Remote, "ncclCommSplit: a unique id of the wrong size arrived");
+      std::memcpy(id.bytes.data(), got.data(), got.size());
+    }
+    const int nnew = static_cast<int>(members.size());
+    if (cudaSetDevice(comm->device) != cudaSuccess) throw Error(ErrorCode::System, "cudaSetDevice failed");
+    *newcomm = new ncclComm(newRank, nnew, id);
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  return guarded("ncclCommFinalize", [&] {
+    requireComm(comm);
+    comm->finalize();
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  return guarded("ncclCommDestroy", [&] {
+    if (!comm) return;  // NCCL accepts a NULL comm here
+    delete comm;
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  return guarded("ncclCommAbort", [&] {
+    if (!comm) return;
+    comm->comm->abort();
+    delete comm;
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  return guarded("ncclCommGetAsyncError", [&] {
+    requireComm(comm);
+    if (!asyncError) throw ApiFailure(Result::InvalidArgument, "asyncError is NULL");
+    *asyncError = ncclSuccess;
+    try {
+      comm->gpu->checkErrors();
+      if (auto e = comm->comm->asyncError()) throw *e;
+    } catch (const Error& e) {
+      *asyncError = fail(resultFor(e.code()), std::string("ncclCommGetAsyncError: ") + e.what());
+    }
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  return guarded("ncclCommCount", [&] {
+    requireComm(comm);
+    if (!count) throw ApiFailure(Result::InvalidArgument, "count is NULL");
+    *count = comm->size();
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  return guarded("ncclCommCuDevice", [&] {
+    requireComm(comm);
+    if (!device) throw ApiFailure(Result::InvalidArgument, "device is NULL");
+    *device = comm->device;
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  return guarded("ncclCommUserRank", [&] {
+    requireComm(comm);
+    if (!rank) throw ApiFailure(Result::InvalidArgument, "rank is NULL");
+    *rank = comm->rank();
+  });
+}
+
+PB_NCCL_API const char* ncclGetErrorString(ncclResult_t result) { return resultText(static_cast<Result>(result)); }
+
+PB_NCCL_API const char* ncclGetLastError(ncclComm_t) { return lastErrorText(); }

@@ -1,0 +1,36 @@
+// Shared pieces of the entry points: the export attribute and the argument
+// checks NCCL makes, with NCCL's result codes.
+#pragma once
+
+#include <string>
+
+#include "nccl.h"
+#include "nccl_comm.hpp"
+#include "nccl_error.hpp"
+#include "nccl_types.hpp"
+
+/// Marks an nccl.h function as exported (the library builds with hidden visibility).
+#define PB_NCCL_API extern "C" __attribute__((visibility("default")))
+
+namespace plugboard::ncclapi {
+
+/// comm must not be NULL.
+inline void requireComm(const ncclComm* comm) {
+  if (!comm) throw ApiFailure(Result::InvalidArgument, "comm is NULL");
+}
+
+/// The checked arguments of one call, in Plugboard's terms.
+struct CallArgs {
+  DataType type = DataType::Uint8;
+  ReduceOp op = ReduceOp::Sum;
+  size_t bytes = 0;  ///< count x element size (per rank block where the call has blocks)
+};
+
+/// Checks type, op (when reducing), count overflow and root/peer (when
+/// given, >= 0 means "check this rank"); NCCL's codes: ncclInvalidArgument.
+CallArgs checkCall(const ncclComm* comm, size_t count, int ncclType, const int* ncclOp, int rootOrPeer,
+                   const char* rootName);
+/// A buffer that must be given when count > 0.
+void requireBuffer(const void* p, const char* name, size_t count);
+
+}  // namespace plugboard::ncclapi

@@ -1,0 +1,99 @@
+#include "group.hpp"
+
+#include <map>
+#include <thread>
+
+#include "nccl_comm.hpp"
+#include "nccl_error.hpp"
+#include "p2p_schedule.hpp"
+
+namespace plugboard::ncclapi {
+namespace {
+
+/// Runs the inits on one thread each (each on its device), all at once.
+void runInits(std::vector<PendingInit>& inits) {
+  std::vector<std::exception_ptr> errors(inits.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < inits.size(); ++i)
+    threads.emplace_back([&, i] {
+      try {
+        const PendingInit& p = inits[i];
+        if (cudaSetDevice(p.device) != cudaSuccess)
+          throw Error(ErrorCode::System, "cudaSetDevice(" + std::to_string(p.device) + ") failed");
+        *p.out = new ncclComm(p.rank, p.nranks, p.id);
+      } catch (...) {
+        *inits[i].out = nullptr;
+        errors[i] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+/// The one stream of a step: the send's, after the receive's earlier work
+/// when that is another stream (finishStep orders it after the step).
+cudaStream_t stepStream(ncclComm* comm, const PendingP2P* send, const PendingP2P* recv) {
+  const cudaStream_t s = send ? send->stream : recv->stream;
+  if (send && recv && recv->stream != s) comm->enter(recv->stream);
+  comm->enter(s);
+  return s;
+}
+
+/// Work the receive's stream enqueues next sees the received data.
+void finishStep(ncclComm* comm, const PendingP2P* recv, cudaStream_t s) {
+  if (recv && recv->stream != s) comm->enter(recv->stream);
+}
+
+}  // namespace
+
+Group& Group::current() {
+  thread_local Group g;
+  return g;
+}
+
+void issueP2P(ncclComm* comm, const std::vector<PendingP2P>& ops) {
+  std::vector<P2POp> plan;
+  for (const auto& op : ops) plan.push_back({op.isSend, op.peer});
+  for (const P2PStep& step : scheduleP2P(comm->rank(), comm->size(), plan)) {
+    const PendingP2P* send = step.send >= 0 ? &ops[step.send] : nullptr;
+    const PendingP2P* recv = step.recv >= 0 ? &ops[step.recv] : nullptr;
+    const cudaStream_t s = stepStream(comm, send, recv);
+    if (step.self) {
+      if (send->bytes != recv->bytes)
+        throw ApiFailure(Result::InvalidUsage, "rank " + std::to_string(comm->rank()) + ": a send of " +
+                                                   std::to_string(send->bytes) + " bytes to itself meets a receive of " +
+                                                   std::to_string(recv->bytes) + " bytes");
+      if (send->bytes && recv->buf != send->buf &&
+          cudaMemcpyAsync(recv->buf, send->buf, send->bytes, cudaMemcpyDeviceToDevice, s) != cudaSuccess)
+        throw Error(ErrorCode::System, "cudaMemcpyAsync of a send to itself failed");
+      finishStep(comm, recv, s);
+      continue;
+    }
+    const int sendPeer = send ? send->peer : recv->peer, recvPeer = recv ? recv->peer : send->peer;
+    comm->gpu->sendRecv(send ? send->buf : nullptr, send ? send->bytes : 0, sendPeer, recv ? recv->buf : nullptr,
+                        recv ? recv->bytes : 0, recvPeer, DataType::Uint8, s);
+    finishStep(comm, recv, s);
+  }
+}
+
+void Group::issue() {
+  std::vector<PendingInit> myInits;
+  std::vector<std::function<void()>> myColls;
+  std::vector<PendingP2P> myP2P;
+  myInits.swap(inits);
+  myColls.swap(collectives);
+  myP2P.swap(p2p);
+  if (!myInits.empty()) runInits(myInits);
+  for (auto& c : myColls) c();
+  // Each communicator's sends and receives, communicators in first-call order.
+  std::vector<ncclComm*> order;
+  std::map<ncclComm*, std::vector<PendingP2P>> byComm;
+  for (const auto& op : myP2P) {
+    if (!byComm.count(op.comm)) order.push_back(op.comm);
+    byComm[op.comm].push_back(op);
+  }
+  for (ncclComm* c : order) issueP2P(c, byComm[c]);
+}
+
+}  // namespace plugboard::ncclapi

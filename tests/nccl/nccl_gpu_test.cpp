@@ -1,0 +1,319 @@
+// The NCCL API library on GPUs, used as an NCCL program uses NCCL: only
+// nccl.h and the CUDA runtime. Forked ranks (one GPU each where there are
+// enough, else sharing), an id from ncclGetUniqueId made before the fork.
+// Every collective, grouped and lone send/recv (alltoall with a send to
+// itself, mixed call orders), a group mixing a collective with p2p, calls
+// on two streams, graph capture, argument errors, split, init of several
+// devices from one process.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "multiproc.hpp"
+#include "nccl.h"
+
+using namespace plugboard::test;
+
+namespace {
+
+void ncclCheck(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess)
+    throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(r) + ": " + ncclGetLastError(nullptr));
+}
+void cudaCheck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+#define NCCL_OK(call) ncclCheck((call), #call)
+#define CUDA_OK(call) cudaCheck((call), #call)
+
+using Body = std::function<void(ncclComm_t, int rank, int n, cudaStream_t)>;
+
+/// n forked ranks, each with a communicator on GPU rank % devices and a stream.
+void runNcclRanks(int n, const Body& body) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  auto results = runRanks(n, std::chrono::seconds(100), [&](int rank, int nranks, const plugboard::UniqueId&) {
+    int devices = 0;
+    CUDA_OK(cudaGetDeviceCount(&devices));
+    CUDA_OK(cudaSetDevice(rank % devices));
+    ncclComm_t comm = nullptr;
+    NCCL_OK(ncclCommInitRank(&comm, nranks, id, rank));
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    body(comm, rank, nranks, s);
+    NCCL_OK(ncclCommFinalize(comm));
+    NCCL_OK(ncclCommDestroy(comm));
+    cudaStreamDestroy(s);
+  });
+  expectAllPassed(results);
+}
+
+/// A device array of T with host upload / download.
+template <typename T>
+struct Dev {
+  T* p = nullptr;
+  size_t n;
+  explicit Dev(size_t count) : n(count) { CUDA_OK(cudaMalloc(&p, (count ? count : 1) * sizeof(T))); }
+  ~Dev() { cudaFree(p); }
+  void put(const std::vector<T>& h) { CUDA_OK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    CUDA_OK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+/// Rank r's input element i: small integers, exact in float.
+float in(int r, size_t i) { return static_cast<float>((r + 1) * 3 + static_cast<int>(i % 13)); }
+
+void expectEq(const std::vector<float>& got, const std::function<float(size_t)>& want, const std::string& what) {
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want(i))
+      throw std::runtime_error(what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", want " +
+                               std::to_string(want(i)));
+}
+
+void syncStream(cudaStream_t s) { CUDA_OK(cudaStreamSynchronize(s)); }
+
+void collectives(ncclComm_t comm, int rank, int n, cudaStream_t s, size_t count) {
+  const std::string tag = "rank " + std::to_string(rank) + " count " + std::to_string(count) + ": ";
+  std::vector<float> mine(count), all(n * count);
+  for (size_t i = 0; i < count; ++i) mine[i] = in(rank, i);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) all[r * count + i] = in(r, r * count + i);
+  Dev<float> a(count), b(count), big(n * count);
+  a.put(mine);
+  NCCL_OK(ncclAllReduce(a.p, b.p, count, ncclFloat, ncclSum, comm, s));
+  syncStream(s);
+  expectEq(b.get(), [&](size_t i) { float t = 0; for (int r = 0; r < n; ++r) t += in(r, i); return t; }, tag + "allreduce sum");
+  NCCL_OK(ncclAllReduce(a.p, a.p, count, ncclFloat, ncclMax, comm, s));  // in place
+  syncStream(s);
+  expectEq(a.get(), [&](size_t i) { return in(n - 1, i); }, tag + "allreduce max in place");
+  a.put(mine);
+  NCCL_OK(ncclAllGather(a.p, big.p, count, ncclFloat, comm, s));
+  syncStream(s);
+  expectEq(big.get(), [&](size_t i) { return in(static_cast<int>(i / count), i % count); }, tag + "allgather");
+  big.put(all);
+  NCCL_OK(ncclReduceScatter(big.p, b.p, count, ncclFloat, ncclSum, comm, s));
+  syncStream(s);
+  expectEq(b.get(), [&](size_t i) { float t = 0; for (int r = 0; r < n; ++r) t += in(r, rank * count + i); return t; },
+           tag + "reducescatter");
+  NCCL_OK(ncclBroadcast(a.p, b.p, count, ncclFloat, n - 1, comm, s));
+  syncStream(s);
+  expectEq(b.get(), [&](size_t i) { return in(n - 1, i); }, tag + "broadcast");
+  NCCL_OK(ncclReduce(a.p, b.p, count, ncclFloat, ncclMin, 0, comm, s));
+  syncStream(s);
+  if (rank == 0) expectEq(b.get(), [&](size_t i) { return in(0, i); }, tag + "reduce min");
+}
+
+/// Count rank `from` sends rank `to` in the alltoall tests (one pair above the LL threshold).
+size_t pairCount(int from, int to) { return from == 0 && to == 1 ? 300001 : 100 * (from + 1) + 10 * to + 1; }
+
+/// Alltoall as grouped send/recv, receives posted first in reverse order
+/// on odd ranks (any order within a group must work), a send to itself too.
+void groupedAlltoall(ncclComm_t comm, int rank, int n, cudaStream_t s) {
+  std::vector<Dev<float>*> out, src;
+  for (int p = 0; p < n; ++p) {
+    src.push_back(new Dev<float>(pairCount(rank, p)));
+    std::vector<float> h(pairCount(rank, p));
+    for (size_t i = 0; i < h.size(); ++i) h[i] = in(rank, i + p);
+    src.back()->put(h);
+    out.push_back(new Dev<float>(pairCount(p, rank)));
+  }
+  NCCL_OK(ncclGroupStart());
+  for (int k = 0; k < n; ++k) {
+    const int p = rank % 2 ? n - 1 - k : k;
+    NCCL_OK(ncclRecv(out[p]->p, pairCount(p, rank), ncclFloat, p, comm, s));
+  }
+  for (int p = 0; p < n; ++p) NCCL_OK(ncclSend(src[p]->p, pairCount(rank, p), ncclFloat, p, comm, s));
+  NCCL_OK(ncclGroupEnd());
+  syncStream(s);
+  for (int p = 0; p < n; ++p)
+    expectEq(out[p]->get(), [&](size_t i) { return in(p, i + rank); },
+             "rank " + std::to_string(rank) + ": grouped alltoall from " + std::to_string(p));
+  for (int p = 0; p < n; ++p) delete out[p], delete src[p];
+}
+
+}  // namespace
+
+TEST(NcclApiGpu, EveryCollectiveMatchesTwoAndThreeRanks) {
+  PB_REQUIRE_GPU_NO_INIT();
+  for (int n : {2, 3})
+    runNcclRanks(n, [](ncclComm_t comm, int rank, int n, cudaStream_t s) {
+      for (size_t count : {size_t(1), size_t(1000), size_t(300001)}) collectives(comm, rank, n, s, count);
+    });
+}
+
+TEST(NcclApiGpu, GroupedAlltoallInAnyOrderWithASendToItself) {
+  PB_REQUIRE_GPU_NO_INIT();
+  for (int n : {2, 3}) runNcclRanks(n, groupedAlltoall);
+}
+
+// Rank 0 groups an allreduce before a send, rank 1 its receive before the
+// allreduce; lone sends and receives; a call on a second stream.
+TEST(NcclApiGpu, GroupsMixCollectivesWithP2PAndStreamsMayDiffer) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runNcclRanks(2, [](ncclComm_t comm, int rank, int, cudaStream_t s) {
+    const size_t count = 5000;
+    std::vector<float> mine(count);
+    for (size_t i = 0; i < count; ++i) mine[i] = in(rank, i);
+    Dev<float> a(count), b(count), c(count);
+    a.put(mine);
+    NCCL_OK(ncclGroupStart());
+    if (rank == 0) {
+      NCCL_OK(ncclAllReduce(a.p, b.p, count, ncclFloat, ncclSum, comm, s));
+      NCCL_OK(ncclSend(a.p, count, ncclFloat, 1, comm, s));
+    } else {
+      NCCL_OK(ncclRecv(c.p, count, ncclFloat, 0, comm, s));
+      NCCL_OK(ncclAllReduce(a.p, b.p, count, ncclFloat, ncclSum, comm, s));
+    }
+    NCCL_OK(ncclGroupEnd());
+    syncStream(s);
+    expectEq(b.get(), [](size_t i) { return in(0, i) + in(1, i); }, "grouped allreduce");
+    if (rank == 1) expectEq(c.get(), [](size_t i) { return in(0, i); }, "grouped recv");
+    cudaStream_t s2;
+    CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    for (int round = 0; round < 3; ++round) {  // lone p2p on s, then an allreduce on s2
+      if (rank == 0) NCCL_OK(ncclSend(a.p, count, ncclFloat, 1, comm, s));
+      else NCCL_OK(ncclRecv(c.p, count, ncclFloat, 0, comm, s));
+      NCCL_OK(ncclAllReduce(a.p, b.p, count, ncclFloat, ncclSum, comm, s2));
+    }
+    syncStream(s2);
+    syncStream(s);
+    expectEq(b.get(), [](size_t i) { return in(0, i) + in(1, i); }, "allreduce on a second stream");
+    if (rank == 1) expectEq(c.get(), [](size_t i) { return in(0, i); }, "lone recv");
+    cudaStreamDestroy(s2);
+  });
+}
+
+TEST(NcclApiGpu, CapturedGraphReplaysAllreduceAndGroupedSendRecv) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runNcclRanks(2, [](ncclComm_t comm, int rank, int, cudaStream_t s) {
+    const size_t count = 2000;
+    Dev<float> a(count), b(count), c(count);
+    cudaGraph_t graph;
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    NCCL_OK(ncclAllReduce(a.p, b.p, count, ncclFloat, ncclSum, comm, s));
+    NCCL_OK(ncclGroupStart());
+    NCCL_OK(ncclSend(a.p, count, ncclFloat, 1 - rank, comm, s));
+    NCCL_OK(ncclRecv(c.p, count, ncclFloat, 1 - rank, comm, s));
+    NCCL_OK(ncclGroupEnd());
+    CUDA_OK(cudaStreamEndCapture(s, &graph));
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 4; ++replay) {
+      std::vector<float> h(count);
+      for (size_t i = 0; i < count; ++i) h[i] = in(rank, i + replay);
+      a.put(h);
+      CUDA_OK(cudaGraphLaunch(exec, s));
+      syncStream(s);
+      expectEq(b.get(), [&](size_t i) { return in(0, i + replay) + in(1, i + replay); }, "replayed allreduce");
+      expectEq(c.get(), [&](size_t i) { return in(1 - rank, i + replay); }, "replayed send/recv");
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  });
+}
+
+TEST(NcclApiGpu, ArgumentErrorsReturnNcclsCodesAndQueriesAnswer) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runNcclRanks(2, [](ncclComm_t comm, int rank, int n, cudaStream_t s) {
+    Dev<float> a(16);
+    auto expectResult = [](ncclResult_t got, ncclResult_t want, const std::string& text) {
+      if (got != want || std::string(ncclGetLastError(nullptr)).find(text) == std::string::npos)
+        throw std::runtime_error("got " + std::to_string(got) + " \"" + ncclGetLastError(nullptr) + "\", want " +
+                                 std::to_string(want) + " saying \"" + text + "\"");
+    };
+    expectResult(ncclAllReduce(a.p, a.p, 4, static_cast<ncclDataType_t>(99), ncclSum, comm, s), ncclInvalidArgument,
+                 "datatype 99");
+    expectResult(ncclAllReduce(a.p, a.p, 4, ncclFloat, static_cast<ncclRedOp_t>(5), comm, s), ncclInvalidArgument,
+                 "reduction op 5");
+    expectResult(ncclBroadcast(a.p, a.p, 4, ncclFloat, n, comm, s), ncclInvalidArgument, "root 2 is out of range");
+    expectResult(ncclAllGather(nullptr, a.p, 4, ncclFloat, comm, s), ncclInvalidArgument, "sendbuff is NULL");
+    expectResult(ncclSend(a.p, 4, ncclFloat, -1, comm, s), ncclInvalidArgument, "peer -1");
+    expectResult(ncclAllReduce(a.p, a.p, SIZE_MAX / 2, ncclFloat, ncclSum, comm, s), ncclInvalidArgument, "overflows");
+    ncclRedOp_t op;
+    float scalar = 2;
+    expectResult(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, comm), ncclInvalidUsage,
+                 "PreMulSum");
+    int count = 0, me = -1, dev = -1, cur = -2;
+    NCCL_OK(ncclCommCount(comm, &count));
+    NCCL_OK(ncclCommUserRank(comm, &me));
+    NCCL_OK(ncclCommCuDevice(comm, &dev));
+    CUDA_OK(cudaGetDevice(&cur));
+    if (count != n || me != rank || dev != cur) throw std::runtime_error("ncclCommCount/UserRank/CuDevice disagree");
+    ncclResult_t async = ncclInternalError;
+    NCCL_OK(ncclCommGetAsyncError(comm, &async));
+    if (async != ncclSuccess) throw std::runtime_error("ncclCommGetAsyncError reports an error after bad arguments only");
+    void* handle = nullptr;
+    NCCL_OK(ncclCommRegister(comm, a.p, 64, &handle));
+    NCCL_OK(ncclCommDeregister(comm, handle));
+    // After the errors the communicator still works.
+    collectives(comm, rank, n, s, 7);
+  });
+}
+
+// Four ranks split by parity (keys reverse the order), a fifth joins none.
+TEST(NcclApiGpu, SplitByColorAndKey) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runNcclRanks(5, [](ncclComm_t comm, int rank, int, cudaStream_t s) {
+    ncclComm_t sub = nullptr;
+    const int color = rank == 4 ? NCCL_SPLIT_NOCOLOR : rank % 2;
+    NCCL_OK(ncclCommSplit(comm, color, -rank, &sub, nullptr));
+    if (rank == 4) {
+      if (sub) throw std::runtime_error("NCCL_SPLIT_NOCOLOR gave a communicator");
+      return;
+    }
+    int subRank = -1, subSize = 0;
+    NCCL_OK(ncclCommUserRank(sub, &subRank));
+    NCCL_OK(ncclCommCount(sub, &subSize));
+    if (subSize != 2 || subRank != (rank < 2 ? 1 : 0)) throw std::runtime_error("split ranks are not ordered by key");
+    Dev<float> a(100), b(100);
+    std::vector<float> h(100, static_cast<float>(rank));
+    a.put(h);
+    NCCL_OK(ncclAllReduce(a.p, b.p, 100, ncclFloat, ncclSum, sub, s));
+    syncStream(s);
+    const float want = rank % 2 ? 1 + 3 : 0 + 2;
+    expectEq(b.get(), [&](size_t) { return want; }, "allreduce in the split communicator");
+    NCCL_OK(ncclCommDestroy(sub));
+  });
+}
+
+// One process drives every visible GPU (at most 2): ncclCommInitAll, then a
+// group of allreduces, one per communicator, from this thread.
+TEST(NcclApiGpu, InitAllFromOneProcess) {
+  PB_REQUIRE_GPU_NO_INIT();
+  auto results = runRanks(1, std::chrono::seconds(60), [](int, int, const plugboard::UniqueId&) {
+    int devices = 0;
+    CUDA_OK(cudaGetDeviceCount(&devices));
+    const int ndev = devices >= 2 ? 2 : 1;
+    std::vector<ncclComm_t> comms(ndev);
+    NCCL_OK(ncclCommInitAll(comms.data(), ndev, nullptr));
+    std::vector<Dev<float>*> bufs;
+    std::vector<cudaStream_t> streams(ndev);
+    for (int d = 0; d < ndev; ++d) {
+      CUDA_OK(cudaSetDevice(d));
+      CUDA_OK(cudaStreamCreate(&streams[d]));
+      bufs.push_back(new Dev<float>(1000));
+      bufs.back()->put(std::vector<float>(1000, static_cast<float>(d + 1)));
+    }
+    NCCL_OK(ncclGroupStart());
+    for (int d = 0; d < ndev; ++d) NCCL_OK(ncclAllReduce(bufs[d]->p, bufs[d]->p, 1000, ncclFloat, ncclSum, comms[d], streams[d]));
+    NCCL_OK(ncclGroupEnd());
+    for (int d = 0; d < ndev; ++d) {
+      CUDA_OK(cudaSetDevice(d));
+      syncStream(streams[d]);
+      expectEq(bufs[d]->get(), [&](size_t) { return ndev == 2 ? 3.0f : 1.0f; }, "InitAll allreduce");
+      delete bufs[d];
+      NCCL_OK(ncclCommDestroy(comms[d]));
+    }
+  });
+  expectAllPassed(results);
+}
