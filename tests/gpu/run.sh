@@ -52,6 +52,8 @@ source tests/gpu/mps.sh
 # The GPU tests and the correctness sweep with CUDA MPS (several ranks'
 # kernels at once on one GPU) and without (time-sliced).
 step gpu-tests-mps with_mps ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
+# The NCCL API library's GPU suite alone (also part of gpu-tests-mps).
+step nccl-tests-mps with_mps ctest --test-dir "$build" -R "NcclApi" --output-on-failure --timeout 200
 step check-sweep-mps with_mps bash tests/gpu/check-sweep.sh "$build" 2
 step staged-mps with_mps bash tests/gpu/staged-mps.sh "$build"
 # Issue 13 target 3: GPU vs host buffers over ethernet and Open MPI, one run
@@ -124,6 +126,25 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   step mixed-pairs-mps with_mps env NRANKS=4 PLUGBOARD_TRANSPORTS=cudaipc,ethernet \
     PLUGBOARD_CONFIG="$PWD/tests/gpu/mixed-pairs.yaml" bash tests/gpu/staged-mps.sh "$build"
 fi
+# The NCCL API library (issue 19): its cost over calling GpuCollectives
+# directly (plugboard-perf's NCCL column is the library itself), and
+# PyTorch's ProcessGroupNCCL on it (LD_PRELOAD by SONAME), with the NCCL
+# symbols this torch needs listed first.
+if [ -e "$build/lib/libplugboard-nccl.so" ]; then
+  ngpu=$(nvidia-smi -L | wc -l)
+  shim=(--mem gpu --nranks 2 --compare nccl --nccl-lib "$PWD/$build/lib/libplugboard-nccl.so")
+  step perf-nccl-shim "$perf" "${shim[@]}" -C allreduce -b 8 -e 64M -f 4 -n 50 -w 10 --csv "$LOGS/nccl-shim.csv"
+  step perf-nccl-shim-graph "$perf" "${shim[@]}" -C allreduce -b 8 -e 64M -f 4 -n 50 -w 10 -G 5 \
+    --csv "$LOGS/nccl-shim-graph.csv"
+  step perf-nccl-shim-sendrecv "$perf" "${shim[@]}" -C sendrecv -b 8 -e 64M -f 4 -n 50 -w 10 --csv "$LOGS/nccl-shim-sendrecv.csv"
+  step torch-nccl-symbols bash -c "nm -D --undefined-only \$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib/libtorch_cuda.so | grep -i ' nccl' | sort"
+  if [ "$ngpu" -ge 2 ]; then
+    step torch-nccl-shim env LD_PRELOAD="$PWD/$build/lib/plugboard-nccl/libnccl.so.2" python3 tests/nccl/torch_nccl_shim.py 2
+  else
+    step torch-nccl-shim-mps with_mps env LD_PRELOAD="$PWD/$build/lib/plugboard-nccl/libnccl.so.2" python3 tests/nccl/torch_nccl_shim.py 2
+  fi
+  step torch-nccl-real python3 tests/nccl/torch_nccl_shim.py 2
+fi
 # GPU buffers over the ethernet plugin (staged through pinned host memory).
 step perf-staged-ethernet env PLUGBOARD_TRANSPORTS=ethernet "$perf" --mem gpu --nranks 2 -C allreduce -b 1K -e 64M -f 8 -n 10 \
   --csv "$LOGS/staged-ethernet.csv"
@@ -155,6 +176,9 @@ for f in check-sweep-mps check-repro; do
 done
 for t in gpu-tests-mps staged-tests-mps gpu-tests host-tests; do
   [ -f "$LOGS/$t.log" ] && grep -q "tests FAILED" "$LOGS/$t.log" && { echo "== $t failed"; sed -n '/tests FAILED/,$p' "$LOGS/$t.log" | head -40; }
+done
+for f in torch-nccl-symbols torch-nccl-shim torch-nccl-shim-mps torch-nccl-real; do
+  [ -f "$LOGS/$f.log" ] && { echo "== $f"; tail -40 "$LOGS/$f.log"; }
 done
 for f in "$LOGS"/perf-*.log; do [ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -v "^#  *Rank\|^$" "$f" | tail -25; }; done
 tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
