@@ -192,6 +192,33 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
 /** Destroys an op made by ncclRedOpCreatePreMulSum (none exist: ncclInvalidArgument). */
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
 
+/** Block j of sendbuff (count elements) goes to rank j; block i of recvbuff comes from rank i (NCCL 2.28). */
+ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                          cudaStream_t stream);
+/** ncclCommInitRank from several ids (NCCL 2.23); Plugboard's rendezvous needs one: commIds[0]. */
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                      ncclConfig_t* config);
+
+/* Calls of newer NCCL releases that Plugboard does not serve: present so
+ * programs built against those releases load, each returning
+ * ncclInvalidUsage with ncclGetLastError saying so. Their NCCL-specific
+ * types are opaque here. */
+/** A registered window (NCCL 2.27). */
+typedef struct ncclWindow_vidmem* ncclWindow_t;
+/** Not served: symmetric windows. */
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
+/** Not served: symmetric windows. */
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+/** Not served: shrinking a communicator around failed ranks (NCCL 2.27). */
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                            ncclConfig_t* config, int shrinkFlags);
+/** Not served: NCCL's device API (2.28); reqs and devComm are NCCL's own types. */
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void* reqs, void* devComm);
+/** Not served: NCCL's device API (2.28). */
+ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const void* devComm);
+/** Not served: NCCL's group-time estimate (2.22); simInfo is NCCL's ncclSimInfo_t. */
+ncclResult_t ncclGroupSimulateEnd(void* simInfo);
+
 #ifdef __cplusplus
 }
 #endif

@@ -49,14 +49,10 @@ template <typename Call>
 void issueOrDefer(ncclComm* comm, cudaStream_t stream, Call&& call) {
   Group& g = Group::current();
   if (g.open()) {
-    g.collectives.push_back([comm, stream, call = std::forward<Call>(call)] {
-      comm->enter(stream);
-      call();
-    });
+    g.collectives.push_back([comm, stream, call = std::forward<Call>(call)] { comm->issue(stream, call); });
     return;
   }
-  comm->enter(stream);
-  call();
+  comm->issue(stream, call);
 }
 
 /// Records a send or receive; outside a group it is a group of one.
@@ -127,6 +123,16 @@ PB_NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
     requireBuffer(sendbuff, "sendbuff", recvcount);
     requireBuffer(recvbuff, "recvbuff", recvcount);
     issueOrDefer(comm, stream, [=] { comm->gpu->reduceScatter(sendbuff, recvbuff, recvcount, a.type, a.op, stream); });
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      ncclComm_t comm, cudaStream_t stream) {
+  return guarded("ncclAlltoAll", [&] {
+    const CallArgs a = checkCall(comm, count, datatype, nullptr, 0, nullptr);
+    requireBuffer(sendbuff, "sendbuff", count);
+    requireBuffer(recvbuff, "recvbuff", count);
+    issueOrDefer(comm, stream, [=] { comm->gpu->allToAll(sendbuff, recvbuff, count, a.type, stream); });
   });
 }
 
@@ -217,3 +223,34 @@ PB_NCCL_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
                                                   " was not made by ncclRedOpCreatePreMulSum");
   });
 }
+
+namespace {
+/// An entry point of a newer NCCL that this library does not serve.
+ncclResult_t notServed(const char* call, const char* what) {
+  return guarded(call, [what] {
+    throw ApiFailure(Result::InvalidUsage, std::string(what) + " are not served by Plugboard's NCCL API library");
+  });
+}
+}  // namespace
+
+PB_NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t*, int) {
+  return notServed("ncclCommWindowRegister", "symmetric memory windows");
+}
+
+PB_NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
+  return notServed("ncclCommWindowDeregister", "symmetric memory windows");
+}
+
+PB_NCCL_API ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int) {
+  return notServed("ncclCommShrink", "communicator shrinks");
+}
+
+PB_NCCL_API ncclResult_t ncclDevCommCreate(ncclComm_t, const void*, void*) {
+  return notServed("ncclDevCommCreate", "NCCL device-API communicators");
+}
+
+PB_NCCL_API ncclResult_t ncclDevCommDestroy(ncclComm_t, const void*) {
+  return notServed("ncclDevCommDestroy", "NCCL device-API communicators");
+}
+
+PB_NCCL_API ncclResult_t ncclGroupSimulateEnd(void*) { return notServed("ncclGroupSimulateEnd", "group simulations"); }

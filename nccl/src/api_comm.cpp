@@ -90,6 +90,15 @@ PB_NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, nc
   });
 }
 
+PB_NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                  ncclUniqueId* commIds, ncclConfig_t* config) {
+  return guarded("ncclCommInitRankScalable", [&] {
+    if (nId < 1 || !commIds) throw ApiFailure(Result::InvalidArgument, "commIds must hold at least one id");
+    readConfig(config);
+    initRank(newcomm, nranks, toUniqueId(commIds[0]), myrank);
+  });
+}
+
 PB_NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
   return guarded("ncclCommInitAll", [&] {
     if (!comm) throw ApiFailure(Result::InvalidArgument, "comm is NULL");

@@ -31,20 +31,6 @@ void runInits(std::vector<PendingInit>& inits) {
     if (e) std::rethrow_exception(e);
 }
 
-/// The one stream of a step: the send's, after the receive's earlier work
-/// when that is another stream (finishStep orders it after the step).
-cudaStream_t stepStream(ncclComm* comm, const PendingP2P* send, const PendingP2P* recv) {
-  const cudaStream_t s = send ? send->stream : recv->stream;
-  if (send && recv && recv->stream != s) comm->enter(recv->stream);
-  comm->enter(s);
-  return s;
-}
-
-/// Work the receive's stream enqueues next sees the received data.
-void finishStep(ncclComm* comm, const PendingP2P* recv, cudaStream_t s) {
-  if (recv && recv->stream != s) comm->enter(recv->stream);
-}
-
 }  // namespace
 
 Group& Group::current() {
@@ -58,22 +44,26 @@ void issueP2P(ncclComm* comm, const std::vector<PendingP2P>& ops) {
   for (const P2PStep& step : scheduleP2P(comm->rank(), comm->size(), plan)) {
     const PendingP2P* send = step.send >= 0 ? &ops[step.send] : nullptr;
     const PendingP2P* recv = step.recv >= 0 ? &ops[step.recv] : nullptr;
-    const cudaStream_t s = stepStream(comm, send, recv);
+    // One stream per step: the send's, after and before the receive's.
+    const cudaStream_t s = send ? send->stream : recv->stream;
+    const cudaStream_t other = send && recv ? recv->stream : nullptr;
     if (step.self) {
       if (send->bytes != recv->bytes)
         throw ApiFailure(Result::InvalidUsage, "rank " + std::to_string(comm->rank()) + ": a send of " +
                                                    std::to_string(send->bytes) + " bytes to itself meets a receive of " +
                                                    std::to_string(recv->bytes) + " bytes");
-      if (send->bytes && recv->buf != send->buf &&
-          cudaMemcpyAsync(recv->buf, send->buf, send->bytes, cudaMemcpyDeviceToDevice, s) != cudaSuccess)
-        throw Error(ErrorCode::System, "cudaMemcpyAsync of a send to itself failed");
-      finishStep(comm, recv, s);
+      comm->issue(s, [&] {
+        if (send->bytes && recv->buf != send->buf &&
+            cudaMemcpyAsync(recv->buf, send->buf, send->bytes, cudaMemcpyDeviceToDevice, s) != cudaSuccess)
+          throw Error(ErrorCode::System, "cudaMemcpyAsync of a send to itself failed");
+      }, other);
       continue;
     }
     const int sendPeer = send ? send->peer : recv->peer, recvPeer = recv ? recv->peer : send->peer;
-    comm->gpu->sendRecv(send ? send->buf : nullptr, send ? send->bytes : 0, sendPeer, recv ? recv->buf : nullptr,
-                        recv ? recv->bytes : 0, recvPeer, DataType::Uint8, s);
-    finishStep(comm, recv, s);
+    comm->issue(s, [&] {
+      comm->gpu->sendRecv(send ? send->buf : nullptr, send ? send->bytes : 0, sendPeer, recv ? recv->buf : nullptr,
+                          recv ? recv->bytes : 0, recvPeer, DataType::Uint8, s);
+    }, other);
   }
 }
 

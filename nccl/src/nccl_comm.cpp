@@ -1,6 +1,8 @@
 #include "nccl_comm.hpp"
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <string>
 
 #include "plugboard/config.hpp"
@@ -30,26 +32,61 @@ ncclComm::ncclComm(int rank, int nranks, const plugboard::UniqueId& id) {
   bootstrap = std::make_shared<plugboard::TcpBootstrap>(rank, nranks, id, timeout);
   comm = std::make_unique<plugboard::Communicator>(bootstrap, options);
   gpu = std::make_unique<plugboard::GpuCollectives>(*comm);
-  cudaCheck(cudaEventCreateWithFlags(&order_, cudaEventDisableTiming), "cudaEventCreate");
+  cudaCheck(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
+  cudaCheck(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate");
 }
 
 // The collectives go before the communicator, the communicator before its bootstrap.
 ncclComm::~ncclComm() {
   gpu.reset();
   comm.reset();
-  if (order_) cudaEventDestroy(order_);
+  if (done_) cudaEventDestroy(done_);
+  if (join_) cudaEventDestroy(join_);
 }
 
-void ncclComm::enter(cudaStream_t stream) {
-  if (entered_ && stream != lastStream_) {
-    cudaCheck(cudaEventRecord(order_, lastStream_), "cudaEventRecord (ordering this communicator's streams)");
-    cudaCheck(cudaStreamWaitEvent(stream, order_, 0), "cudaStreamWaitEvent (ordering this communicator's streams)");
+ncclComm::DeviceScope::DeviceScope(int device) {
+  cudaCheck(cudaGetDevice(&previous), "cudaGetDevice");
+  if (previous != device) {
+    cudaCheck(cudaSetDevice(device), "cudaSetDevice (the communicator's device)");
+    changed = true;
   }
+}
+
+ncclComm::DeviceScope::~DeviceScope() {
+  if (changed) cudaSetDevice(previous);
+}
+
+void ncclComm::before(cudaStream_t stream, cudaStream_t alsoAfter) {
+  if (entered_ && stream != lastStream_)
+    cudaCheck(cudaStreamWaitEvent(stream, done_, 0), "cudaStreamWaitEvent (ordering this communicator's streams)");
+  if (alsoAfter && alsoAfter != stream) {
+    cudaCheck(cudaEventRecord(join_, alsoAfter), "cudaEventRecord (a grouped receive's stream)");
+    cudaCheck(cudaStreamWaitEvent(stream, join_, 0), "cudaStreamWaitEvent (a grouped receive's stream)");
+  }
+}
+
+void ncclComm::after(cudaStream_t stream, cudaStream_t alsoAfter) {
+  cudaCheck(cudaEventRecord(done_, stream), "cudaEventRecord (after a call)");
+  if (alsoAfter && alsoAfter != stream)
+    cudaCheck(cudaStreamWaitEvent(alsoAfter, done_, 0), "cudaStreamWaitEvent (a grouped receive's stream)");
   entered_ = true;
   lastStream_ = stream;
 }
 
 void ncclComm::finalize() {
-  if (entered_) gpu->synchronize(lastStream_);
+  DeviceScope scope(device);
+  const double waitTimeout = comm->config().getDouble("gpu_wait_timeout");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(2 * waitTimeout + 5);
+  while (entered_) {
+    const cudaError_t e = cudaEventQuery(done_);
+    if (e == cudaSuccess) break;
+    if (e != cudaErrorNotReady) cudaCheck(e, "cudaEventQuery (the communicator's last call)");
+    if (std::chrono::steady_clock::now() > deadline)
+      throw plugboard::Error(plugboard::ErrorCode::Timeout,
+                             "rank " + std::to_string(rank()) + ": the communicator's last call did not finish within " +
+                                 std::to_string(2 * waitTimeout + 5) + " s (2 x gpu_wait_timeout + 5 s)");
+    gpu->checkErrors();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
   gpu->checkErrors();
 }

@@ -20,13 +20,21 @@ struct ncclComm {
   ncclComm(const ncclComm&) = delete;
   ncclComm& operator=(const ncclComm&) = delete;
 
-  /// Orders a call on `stream` after every earlier call of this comm:
-  /// GpuCollectives calls share device counters, so a call on another
-  /// stream first waits (an event) for the stream of the one before.
-  void enter(cudaStream_t stream);
-  /// The stream of the last call (null before the first).
-  cudaStream_t lastStream() const { return lastStream_; }
-  /// Bounded wait for the last call's stream, then the recorded errors.
+  /// Issues body (one GpuCollectives call on `stream`) on this comm's
+  /// device, ordered after every earlier call of the comm: the calls share
+  /// device counters, so a call on another stream first waits for the
+  /// event recorded after the previous call (recorded after every call, so
+  /// a stream the program destroyed since is never touched). `alsoAfter`:
+  /// another stream whose work so far must precede the call (and which sees
+  /// its results), for a grouped send and receive on two streams.
+  template <typename Body>
+  void issue(cudaStream_t stream, Body&& body, cudaStream_t alsoAfter = nullptr) {
+    DeviceScope scope(device);
+    before(stream, alsoAfter);
+    body();
+    after(stream, alsoAfter);
+  }
+  /// Bounded wait (2 x gpu_wait_timeout + 5 s) for this comm's last call, then the recorded errors.
   void finalize();
 
   int rank() const { return comm->rank(); }
@@ -38,7 +46,18 @@ struct ncclComm {
   std::unique_ptr<plugboard::GpuCollectives> gpu;
 
  private:
+  /// Makes `device` current for its lifetime, then restores the caller's.
+  struct DeviceScope {
+    explicit DeviceScope(int device);
+    ~DeviceScope();
+    int previous = -1;
+    bool changed = false;
+  };
+  void before(cudaStream_t stream, cudaStream_t alsoAfter);
+  void after(cudaStream_t stream, cudaStream_t alsoAfter);
+
   cudaStream_t lastStream_ = nullptr;
   bool entered_ = false;
-  cudaEvent_t order_ = nullptr;  // recorded on the previous stream when the stream changes
+  cudaEvent_t done_ = nullptr;  // recorded after every call on its stream
+  cudaEvent_t join_ = nullptr;  // alsoAfter's work so far
 };

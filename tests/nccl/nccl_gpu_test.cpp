@@ -80,36 +80,46 @@ void expectEq(const std::vector<float>& got, const std::function<float(size_t)>&
                                std::to_string(want(i)));
 }
 
-void syncStream(cudaStream_t s) { CUDA_OK(cudaStreamSynchronize(s)); }
+/// Waits for the stream, then fails on any error the communicator recorded
+/// (a device wait that gave up leaves stale data behind).
+void sync(ncclComm_t comm, cudaStream_t s) {
+  CUDA_OK(cudaStreamSynchronize(s));
+  ncclResult_t async = ncclSuccess;
+  NCCL_OK(ncclCommGetAsyncError(comm, &async));
+  ncclCheck(async, "the communicator's asynchronous error");
+}
 
 void collectives(ncclComm_t comm, int rank, int n, cudaStream_t s, size_t count) {
   const std::string tag = "rank " + std::to_string(rank) + " count " + std::to_string(count) + ": ";
-  std::vector<float> mine(count), all(n * count);
+  std::vector<float> mine(count), all(n * count);  // this rank's inputs: one block, n blocks
   for (size_t i = 0; i < count; ++i) mine[i] = in(rank, i);
-  for (int r = 0; r < n; ++r)
-    for (size_t i = 0; i < count; ++i) all[r * count + i] = in(r, r * count + i);
+  for (size_t j = 0; j < n * count; ++j) all[j] = in(rank, j);
   Dev<float> a(count), b(count), big(n * count);
   a.put(mine);
   NCCL_OK(ncclAllReduce(a.p, b.p, count, ncclFloat, ncclSum, comm, s));
-  syncStream(s);
+  sync(comm, s);
   expectEq(b.get(), [&](size_t i) { float t = 0; for (int r = 0; r < n; ++r) t += in(r, i); return t; }, tag + "allreduce sum");
   NCCL_OK(ncclAllReduce(a.p, a.p, count, ncclFloat, ncclMax, comm, s));  // in place
-  syncStream(s);
+  sync(comm, s);
   expectEq(a.get(), [&](size_t i) { return in(n - 1, i); }, tag + "allreduce max in place");
   a.put(mine);
   NCCL_OK(ncclAllGather(a.p, big.p, count, ncclFloat, comm, s));
-  syncStream(s);
+  sync(comm, s);
   expectEq(big.get(), [&](size_t i) { return in(static_cast<int>(i / count), i % count); }, tag + "allgather");
   big.put(all);
   NCCL_OK(ncclReduceScatter(big.p, b.p, count, ncclFloat, ncclSum, comm, s));
-  syncStream(s);
+  sync(comm, s);
   expectEq(b.get(), [&](size_t i) { float t = 0; for (int r = 0; r < n; ++r) t += in(r, rank * count + i); return t; },
            tag + "reducescatter");
+  NCCL_OK(ncclAlltoAll(big.p, big.p, count, ncclFloat, comm, s));  // in place; big holds `all`
+  sync(comm, s);
+  expectEq(big.get(), [&](size_t j) { return in(static_cast<int>(j / count), rank * count + j % count); },
+           tag + "alltoall in place");
   NCCL_OK(ncclBroadcast(a.p, b.p, count, ncclFloat, n - 1, comm, s));
-  syncStream(s);
+  sync(comm, s);
   expectEq(b.get(), [&](size_t i) { return in(n - 1, i); }, tag + "broadcast");
   NCCL_OK(ncclReduce(a.p, b.p, count, ncclFloat, ncclMin, 0, comm, s));
-  syncStream(s);
+  sync(comm, s);
   if (rank == 0) expectEq(b.get(), [&](size_t i) { return in(0, i); }, tag + "reduce min");
 }
 
@@ -134,7 +144,7 @@ void groupedAlltoall(ncclComm_t comm, int rank, int n, cudaStream_t s) {
   }
   for (int p = 0; p < n; ++p) NCCL_OK(ncclSend(src[p]->p, pairCount(rank, p), ncclFloat, p, comm, s));
   NCCL_OK(ncclGroupEnd());
-  syncStream(s);
+  sync(comm, s);
   for (int p = 0; p < n; ++p)
     expectEq(out[p]->get(), [&](size_t i) { return in(p, i + rank); },
              "rank " + std::to_string(rank) + ": grouped alltoall from " + std::to_string(p));
@@ -175,7 +185,7 @@ TEST(NcclApiGpu, GroupsMixCollectivesWithP2PAndStreamsMayDiffer) {
       NCCL_OK(ncclAllReduce(a.p, b.p, count, ncclFloat, ncclSum, comm, s));
     }
     NCCL_OK(ncclGroupEnd());
-    syncStream(s);
+    sync(comm, s);
     expectEq(b.get(), [](size_t i) { return in(0, i) + in(1, i); }, "grouped allreduce");
     if (rank == 1) expectEq(c.get(), [](size_t i) { return in(0, i); }, "grouped recv");
     cudaStream_t s2;
@@ -185,8 +195,8 @@ TEST(NcclApiGpu, GroupsMixCollectivesWithP2PAndStreamsMayDiffer) {
       else NCCL_OK(ncclRecv(c.p, count, ncclFloat, 0, comm, s));
       NCCL_OK(ncclAllReduce(a.p, b.p, count, ncclFloat, ncclSum, comm, s2));
     }
-    syncStream(s2);
-    syncStream(s);
+    sync(comm, s2);
+    sync(comm, s);
     expectEq(b.get(), [](size_t i) { return in(0, i) + in(1, i); }, "allreduce on a second stream");
     if (rank == 1) expectEq(c.get(), [](size_t i) { return in(0, i); }, "lone recv");
     cudaStreamDestroy(s2);
@@ -213,7 +223,7 @@ TEST(NcclApiGpu, CapturedGraphReplaysAllreduceAndGroupedSendRecv) {
       for (size_t i = 0; i < count; ++i) h[i] = in(rank, i + replay);
       a.put(h);
       CUDA_OK(cudaGraphLaunch(exec, s));
-      syncStream(s);
+      sync(comm, s);
       expectEq(b.get(), [&](size_t i) { return in(0, i + replay) + in(1, i + replay); }, "replayed allreduce");
       expectEq(c.get(), [&](size_t i) { return in(1 - rank, i + replay); }, "replayed send/recv");
     }
@@ -279,7 +289,7 @@ TEST(NcclApiGpu, SplitByColorAndKey) {
     std::vector<float> h(100, static_cast<float>(rank));
     a.put(h);
     NCCL_OK(ncclAllReduce(a.p, b.p, 100, ncclFloat, ncclSum, sub, s));
-    syncStream(s);
+    sync(comm, s);
     const float want = rank % 2 ? 1 + 3 : 0 + 2;
     expectEq(b.get(), [&](size_t) { return want; }, "allreduce in the split communicator");
     NCCL_OK(ncclCommDestroy(sub));
@@ -309,7 +319,7 @@ TEST(NcclApiGpu, InitAllFromOneProcess) {
     NCCL_OK(ncclGroupEnd());
     for (int d = 0; d < ndev; ++d) {
       CUDA_OK(cudaSetDevice(d));
-      syncStream(streams[d]);
+      sync(comms[d], streams[d]);
       expectEq(bufs[d]->get(), [&](size_t) { return ndev == 2 ? 3.0f : 1.0f; }, "InitAll allreduce");
       delete bufs[d];
       NCCL_OK(ncclCommDestroy(comms[d]));

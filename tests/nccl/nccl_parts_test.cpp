@@ -127,6 +127,7 @@ TEST(NcclP2PSchedule, SelfMessagesPairAsCopiesAndBadPeersAreNamed) {
 
 #ifdef PLUGBOARD_TEST_NCCL_API
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include "nccl.h"
 
@@ -150,6 +151,27 @@ TEST(NcclApi, VersionErrorStringsAndArgumentErrorsNeedNoGpu) {
   EXPECT_EQ(ncclCommInitRank(&comm, 2, id, 2), ncclInvalidArgument);
   EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("rank 2 is out of range [0, 2)"), std::string::npos);
   EXPECT_EQ(ncclCommDestroy(nullptr), ncclSuccess);
+}
+
+// Every NCCL symbol PyTorch 2.11's libtorch_cuda.so needs (nm -D
+// --undefined-only, tests/gpu/run.sh step torch-nccl-symbols): Python loads
+// it with RTLD_NOW, so one missing symbol stops `import torch`.
+TEST(NcclApi, ExportsEverySymbolPyTorchNeeds) {
+  void* lib = dlopen(PLUGBOARD_TEST_NCCL_LIB, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  for (const char* name :
+       {"ncclAllGather", "ncclAllReduce", "ncclAlltoAll", "ncclBcast", "ncclBroadcast", "ncclCommAbort", "ncclCommCount",
+        "ncclCommDeregister", "ncclCommDestroy", "ncclCommFinalize", "ncclCommGetAsyncError", "ncclCommInitAll",
+        "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable", "ncclCommRegister", "ncclCommShrink",
+        "ncclCommSplit", "ncclCommUserRank", "ncclCommWindowDeregister", "ncclCommWindowRegister", "ncclDevCommCreate",
+        "ncclDevCommDestroy", "ncclGetErrorString", "ncclGetLastError", "ncclGetUniqueId", "ncclGetVersion",
+        "ncclGroupEnd", "ncclGroupSimulateEnd", "ncclGroupStart", "ncclMemAlloc", "ncclMemFree", "ncclRecv",
+        "ncclRedOpCreatePreMulSum", "ncclRedOpDestroy", "ncclReduce", "ncclReduceScatter", "ncclSend",
+        "ncclCommCuDevice"})
+    EXPECT_NE(dlsym(lib, name), nullptr) << name;
+  EXPECT_EQ(ncclCommShrink(nullptr, nullptr, 0, nullptr, nullptr, 0), ncclInvalidUsage);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("not served"), std::string::npos);
+  dlclose(lib);
 }
 
 TEST(NcclApi, InitWithoutAGpuSaysSo) {
