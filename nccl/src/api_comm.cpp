@@ -2,7 +2,11 @@
 // finalize, destroy, abort and the queries.
 #include <algorithm>
 #include <cstddef>
+#include <chrono>
 #include <cstring>
+#include <future>
+#include <memory>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -59,6 +63,27 @@ void readConfig(const ncclConfig_t* config) {
     throw ApiFailure(Result::InvalidArgument, "config was not initialised with NCCL_CONFIG_INITIALIZER (bad magic)");
   if (config->size >= offsetof(ncclConfig_t, blocking) + sizeof(int) && config->blocking == 0)
     PB_LOG(Info, "NCCL", "config.blocking = 0: Plugboard's init and calls complete before returning (blocking)");
+}
+
+/// How long ncclCommDestroy waits for the teardown before letting it finish alone.
+constexpr auto kDestroyWait = std::chrono::seconds(1);
+
+/// Frees comm on a thread of its own, waiting for it at most kDestroyWait:
+/// the teardown ends in a barrier with the other ranks, and a program that
+/// destroys several ranks' communicators from one thread (ncclCommInitAll)
+/// must not wait there for a rank it has not destroyed yet.
+void destroyInBackground(ncclComm* comm) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  const int rank = comm->rank();
+  std::thread([comm, done] {
+    cudaSetDevice(comm->device);
+    delete comm;  // noexcept: failures are logged by the core
+    done->set_value();
+  }).detach();
+  if (finished.wait_for(kDestroyWait) == std::future_status::timeout)
+    PB_LOG(Info, "NCCL", "ncclCommDestroy: rank " << rank << " waits for its peers to destroy theirs; "
+                                                     "the teardown finishes in the background");
 }
 
 }  // namespace
@@ -166,7 +191,7 @@ PB_NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 PB_NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return guarded("ncclCommDestroy", [&] {
     if (!comm) return;  // NCCL accepts a NULL comm here
-    delete comm;
+    destroyInBackground(comm);
   });
 }
 

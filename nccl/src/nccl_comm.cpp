@@ -56,10 +56,22 @@ ncclComm::DeviceScope::~DeviceScope() {
   if (changed) cudaSetDevice(previous);
 }
 
+namespace {
+bool isCapturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaCheck(cudaStreamIsCapturing(stream, &status), "cudaStreamIsCapturing");
+  return status == cudaStreamCaptureStatusActive;
+}
+}  // namespace
+
+// An event recorded inside a capture is a graph node: it orders only work of
+// the same capture, so waits cross between captured and live streams never
+// (a graph's launches are ordered by the program, as with NCCL).
 void ncclComm::before(cudaStream_t stream, cudaStream_t alsoAfter) {
-  if (entered_ && stream != lastStream_)
+  capturing_ = isCapturing(stream);
+  if (entered_ && stream != lastStream_ && doneCaptured_ == capturing_)
     cudaCheck(cudaStreamWaitEvent(stream, done_, 0), "cudaStreamWaitEvent (ordering this communicator's streams)");
-  if (alsoAfter && alsoAfter != stream) {
+  if (alsoAfter && alsoAfter != stream && isCapturing(alsoAfter) == capturing_) {
     cudaCheck(cudaEventRecord(join_, alsoAfter), "cudaEventRecord (a grouped receive's stream)");
     cudaCheck(cudaStreamWaitEvent(stream, join_, 0), "cudaStreamWaitEvent (a grouped receive's stream)");
   }
@@ -67,7 +79,8 @@ void ncclComm::before(cudaStream_t stream, cudaStream_t alsoAfter) {
 
 void ncclComm::after(cudaStream_t stream, cudaStream_t alsoAfter) {
   cudaCheck(cudaEventRecord(done_, stream), "cudaEventRecord (after a call)");
-  if (alsoAfter && alsoAfter != stream)
+  doneCaptured_ = capturing_;
+  if (alsoAfter && alsoAfter != stream && isCapturing(alsoAfter) == capturing_)
     cudaCheck(cudaStreamWaitEvent(alsoAfter, done_, 0), "cudaStreamWaitEvent (a grouped receive's stream)");
   entered_ = true;
   lastStream_ = stream;
@@ -77,7 +90,7 @@ void ncclComm::finalize() {
   DeviceScope scope(device);
   const double waitTimeout = comm->config().getDouble("gpu_wait_timeout");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(2 * waitTimeout + 5);
-  while (entered_) {
+  while (entered_ && !doneCaptured_) {
     const cudaError_t e = cudaEventQuery(done_);
     if (e == cudaSuccess) break;
     if (e != cudaErrorNotReady) cudaCheck(e, "cudaEventQuery (the communicator's last call)");

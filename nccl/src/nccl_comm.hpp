@@ -34,7 +34,8 @@ struct ncclComm {
     body();
     after(stream, alsoAfter);
   }
-  /// Bounded wait (2 x gpu_wait_timeout + 5 s) for this comm's last call, then the recorded errors.
+  /// Bounded wait (2 x gpu_wait_timeout + 5 s) for this comm's last call
+  /// (none if it was captured into a graph), then the recorded errors.
   void finalize();
 
   int rank() const { return comm->rank(); }
@@ -58,6 +59,8 @@ struct ncclComm {
 
   cudaStream_t lastStream_ = nullptr;
   bool entered_ = false;
+  bool capturing_ = false;      // the current call's stream is being captured into a graph
+  bool doneCaptured_ = false;   // done_ was last recorded into a capture, not on a stream
   cudaEvent_t done_ = nullptr;  // recorded after every call on its stream
   cudaEvent_t join_ = nullptr;  // alsoAfter's work so far
 };

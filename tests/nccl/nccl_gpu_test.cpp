@@ -62,7 +62,12 @@ struct Dev {
   size_t n;
   explicit Dev(size_t count) : n(count) { CUDA_OK(cudaMalloc(&p, (count ? count : 1) * sizeof(T))); }
   ~Dev() { cudaFree(p); }
-  void put(const std::vector<T>& h) { CUDA_OK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+  // A pageable cudaMemcpy may return before its copy is done, and the calls
+  // run on non-blocking streams: wait for the device.
+  void put(const std::vector<T>& h) {
+    CUDA_OK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaDeviceSynchronize());
+  }
   std::vector<T> get() const {
     std::vector<T> h(n);
     CUDA_OK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));

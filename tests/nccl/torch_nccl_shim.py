@@ -9,6 +9,7 @@ broadcast, all_to_all_single, send/recv, and one DistributedDataParallel
 step whose weights must match a single-process reference. Exit 0 when
 every rank passed; prints which NCCL torch saw.
 """
+import ctypes
 import os
 import socket
 import sys
@@ -89,8 +90,14 @@ def worker(rank, n, port, results):
 
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-    print("torch", torch.__version__, "sees NCCL", torch.cuda.nccl.version(),
-          "LD_PRELOAD=" + os.environ.get("LD_PRELOAD", ""), flush=True)
+    # The libnccl.so.2 this process loaded (by SONAME: the preloaded one if any).
+    lib = ctypes.CDLL("libnccl.so.2")
+    code = ctypes.c_int(0)
+    lib.ncclGetVersion(ctypes.byref(code))
+    lib.ncclGetErrorString.restype = ctypes.c_char_p
+    print("torch", torch.__version__, "built with NCCL", torch.cuda.nccl.version(), "| libnccl.so.2 loaded here:",
+          code.value, "/", lib.ncclGetErrorString(3).decode(), "| LD_PRELOAD=" + os.environ.get("LD_PRELOAD", ""),
+          flush=True)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = free_port()
