@@ -188,6 +188,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, HostCollectivesTest, ::testing::Values(1, 2, 3, 
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
 TEST_P(HostCollectivesDirectTest, AllReduce) { runMatrix(GetParam(), true, false, allReduceCase, "1024"); }
+TEST_P(HostCollectivesDirectTest, ReduceScatter) { runMatrix(GetParam(), true, false, reduceScatterCase, "1024"); }
 TEST_P(HostCollectivesDirectTest, Reduce) { runMatrix(GetParam(), true, true, reduceCase, "1024"); }
 TEST_P(HostCollectivesDirectTest, AllGather) { runMatrix(GetParam(), false, false, allGatherCase, "1024"); }
 TEST_P(HostCollectivesDirectTest, Broadcast) { runMatrix(GetParam(), false, true, broadcastCase, "1024"); }

@@ -41,18 +41,15 @@ void checkControl(Communicator& comm, const PeerLink& link, const ChunkHeader& h
 void chooseDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, size_t directBytes) {
   if (directBytes == 0) return;
   for (auto& s : sends) s.direct = s.bytes >= directBytes && s.link->connection().registersCheaply();
-  for (auto& r : recvs) {
-    r.direct = r.bytes >= directBytes && r.link->connection().registersCheaply();
-    if (r.direct && !r.copyTo)
-      throw Error(ErrorCode::Internal, "a direct-sized receive from " + r.link->describePeer() + " is not a copy");
-  }
+  for (auto& r : recvs) r.direct = r.bytes >= directBytes && r.link->connection().registersCheaply();
 }
 
 bool offerDirect(Communicator& comm, RecvJob& r) {
   DirectRecvState& d = r.directState;
   if (d.readySent || !r.link->canSend()) return false;
   Connection& conn = r.link->connection();
-  d.target = comm.registerMemory(r.copyTo, r.bytes, MemoryKind::Host, conn.transport());
+  d.staging = r.copyTo ? nullptr : r.link->staging(r.bytes);
+  d.target = comm.registerMemory(r.copyTo ? r.copyTo : d.staging, r.bytes, MemoryKind::Host, conn.transport());
   const std::vector<char> descriptor = comm.serializeMemory(d.target);
   if (descriptor.size() > r.link->chunkBytes())
     throw Error(ErrorCode::Internal, "a memory descriptor of " + std::to_string(descriptor.size()) +
@@ -102,6 +99,7 @@ bool stepDirectRecv(Communicator& comm, RecvJob& r, bool sendsDirectToo) {
   checkControl(comm, *r.link, h, r.call, r.bytes, "direct-transfer completion");
   r.link->release();
   d.target = RegisteredMemory();  // the write has landed: nothing more arrives here
+  if (d.staging) r.consume(0, d.staging, r.bytes);
   d.done = true;
   return true;
 }

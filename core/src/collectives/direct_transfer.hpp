@@ -19,8 +19,7 @@
 namespace plugboard {
 
 /// Marks direct the jobs of at least directBytes on cheap-registration
-/// links (directBytes 0: none). Throws Error(Internal) for such a receive
-/// that is not a copyJob.
+/// links (directBytes 0: none).
 void chooseDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, size_t directBytes);
 
 /// Direct receive, first step: registers the destination and posts the

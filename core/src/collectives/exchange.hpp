@@ -36,6 +36,7 @@ struct DirectSendState {
 /// Where a direct receive stands.
 struct DirectRecvState {
   RegisteredMemory target;  ///< the destination, registered for the peer's write
+  char* staging = nullptr;  ///< the link's staging buffer, when the job is not a copy
   bool readySent = false;
   bool done = false;
 };
@@ -65,7 +66,9 @@ struct RecvJob {
   CallSignature call;
   size_t nextChunk = 0;
   /// When consume only copies into one contiguous buffer: that buffer, which
-  /// a direct transfer writes into instead (copyJob makes such jobs).
+  /// a direct transfer writes into instead (copyJob makes such jobs). A
+  /// direct receive without one lands in the link's staging buffer and is
+  /// consumed there whole.
   char* copyTo = nullptr;
   bool direct = false;
   DirectRecvState directState{};

@@ -70,7 +70,7 @@ void HostCollectives::Impl::run(std::vector<SendJob>& sends, std::vector<RecvJob
   exchange(sends, recvs, 0);
 }
 
-void HostCollectives::Impl::runCopies(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs) {
+void HostCollectives::Impl::runDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs) {
   exchange(sends, recvs, directBytes);
 }
 
@@ -111,7 +111,7 @@ void HostCollectives::allGather(const void* sendv, void* recvv, size_t count, Da
     sends.push_back({link.get(), mine, bytes, call});
     recvs.push_back(copyJob(link.get(), bytes, recv + p * bytes, call));
   }
-  m.runCopies(sends, recvs);
+  m.runDirect(sends, recvs);
 }
 
 void HostCollectives::Impl::allGatherBruck(const CallSignature& call, const char* mine, char* recv, size_t bytes) {
@@ -146,7 +146,7 @@ void HostCollectives::allToAll(const void* sendv, void* recvv, size_t count, Dat
     sends.push_back({link.get(), send + p * bytes, bytes, call});
     recvs.push_back(copyJob(link.get(), bytes, recv + p * bytes, call));
   }
-  m.runCopies(sends, recvs);
+  m.runDirect(sends, recvs);
 }
 
 void HostCollectives::broadcast(const void* sendv, void* recvv, size_t count, DataType type, int root) {
@@ -162,7 +162,7 @@ void HostCollectives::broadcast(const void* sendv, void* recvv, size_t count, Da
   if (bytes <= m.smallBytes || m.nranks == 2) {
     if (isRoot) for (auto& [p, link] : m.links) sends.push_back({link.get(), recv, bytes, call});
     else recvs.push_back(copyJob(m.link(root), bytes, recv, call));
-    m.runCopies(sends, recvs);
+    m.runDirect(sends, recvs);
     return;
   }
   // Scatter segments from the root, then every rank shares its segment
@@ -174,14 +174,14 @@ void HostCollectives::broadcast(const void* sendv, void* recvv, size_t count, Da
   } else {
     recvs.push_back(copyJob(m.link(root), segs[m.rank].count * es, recv + segs[m.rank].begin * es, call));
   }
-  m.runCopies(sends, recvs);
+  m.runDirect(sends, recvs);
   sends.clear();
   recvs.clear();
   for (auto& [p, link] : m.links) {
     if (p != root) sends.push_back({link.get(), recv + segs[m.rank].begin * es, segs[m.rank].count * es, call});
     if (!isRoot) recvs.push_back(copyJob(link.get(), segs[p].count * es, recv + segs[p].begin * es, call));
   }
-  m.runCopies(sends, recvs);
+  m.runDirect(sends, recvs);
 }
 
 void HostCollectives::send(const void* buf, size_t count, DataType type, int peer) {
@@ -224,7 +224,7 @@ void HostCollectives::sendRecv(const void* sendBuf, size_t sendCount, int sendPe
   if (recvPeer >= 0)
     recvs.push_back(
         copyJob(m.link(recvPeer), recvBytes, static_cast<char*>(recvBuf), stamp(++m.recvSeq[recvPeer], recvCount)));
-  m.runCopies(sends, recvs);
+  m.runDirect(sends, recvs);
 }
 
 }  // namespace plugboard

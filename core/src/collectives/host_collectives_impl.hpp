@@ -49,9 +49,10 @@ struct HostCollectives::Impl {
   CallSignature nextCall(CollectiveKind kind, DataType type, ReduceOp op, int root, size_t count);
   /// runExchange with this communicator's timeout.
   void run(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs);
-  /// run() for an exchange whose receives are all copyJobs: its large
-  /// messages may travel as direct transfers (host_direct_bytes).
-  void runCopies(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs);
+  /// run() whose large messages may travel as direct transfers
+  /// (host_direct_bytes): copyJobs straight into place, other receives into
+  /// the link's staging buffer, consumed whole once they land.
+  void runDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs);
   /// runExchange with direct transfers from `direct` bytes (0: none); on
   /// failure tells the peers (failure notices) and rethrows.
   void exchange(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, size_t direct);

@@ -38,7 +38,7 @@ void HostCollectives::Impl::reduceScatterSegments(const CallSignature& call, con
     sends.push_back({l.get(), send + segs[p].begin * es, segs[p].count * es, call});
     recvs.push_back({l.get(), mine.count * es, reduceInto(acc, type, op), call});
   }
-  run(sends, recvs);
+  runDirect(sends, recvs);
 }
 
 void HostCollectives::Impl::allReduceOneStep(const CallSignature& call, const char* send, char* recv, size_t count,
@@ -93,7 +93,7 @@ void HostCollectives::Impl::allReduceTwoStep(const CallSignature& call, const ch
     sends.push_back({l.get(), recv + mine.begin * es, mine.count * es, call});
     recvs.push_back(copyJob(l.get(), segs[p].count * es, recv + segs[p].begin * es, call));
   }
-  runCopies(sends, recvs);
+  runDirect(sends, recvs);
 }
 
 void HostCollectives::allReduce(const void* sendv, void* recvv, size_t count, DataType type, ReduceOp op) {
@@ -166,7 +166,7 @@ void HostCollectives::reduce(const void* sendv, void* recvv, size_t count, DataT
   } else {
     for (auto& [p, l] : m.links) recvs.push_back(copyJob(l.get(), segs[p].count * es, recv + segs[p].begin * es, call));
   }
-  m.runCopies(sends, recvs);
+  m.runDirect(sends, recvs);
 }
 
 }  // namespace plugboard

@@ -82,6 +82,11 @@ void PeerLink::release() {
   if (received_ - returned_ >= (slots_ + 1) / 2) returnCredits();
 }
 
+char* PeerLink::staging(size_t bytes) {
+  if (staging_.size() < bytes) staging_.resize(bytes);
+  return staging_.data();
+}
+
 void PeerLink::returnCredits() {
   if (received_ == returned_) return;
   // The peer's "free" counter must equal our consumed count: add what it lacks.

@@ -86,6 +86,10 @@ class PeerLink {
   const char* payloadAt(uint64_t behind) const;
   /// Consumes the chunk: its slot may be reused once the peer learns of it.
   void release();
+  /// A buffer of at least bytes owned by the link, kept between calls (a
+  /// direct receive that is not a copy lands there). Invalidated by the next
+  /// call with more bytes.
+  char* staging(size_t bytes);
   /// Sends any credits not yet returned; call before waiting idle.
   void returnCredits();
   /// True when the connection's transport wakes waiters.
@@ -102,6 +106,7 @@ class PeerLink {
   uint64_t slots_;
   std::shared_ptr<Connection> conn_;
   std::vector<char> outbox_, inbox_;
+  std::vector<char> staging_;  // direct receives that are not copies (grows, never shrinks)
   RegisteredMemory outboxMem_, inboxMem_;
   RemoteMemory peerInbox_;
   std::unique_ptr<Host2HostSemaphore> data_, free_;
