@@ -141,3 +141,22 @@ TEST(CommunicatorAbort, AsyncErrorReportsADeadPeerWithoutWaiting) {
     if (comm.aborted()) throw std::runtime_error("a dead peer is not an abort");
   }));
 }
+
+// A rank waiting in a bootstrap call (here a recv its peer never answers;
+// the same wait as GpuCollectives' or ncclCommInitRank's barriers) ends
+// with Error(Aborted) soon after Communicator::abort(), not at the
+// bootstrap timeout (30 s); a bootstrap call begun after the abort works.
+TEST(CommunicatorAbort, EndsABootstrapWaitAndLaterBootstrapCallsWork) {
+  expectAllPassed(runRanks(2, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useEthernet();
+    auto boot = loopbackBootstrap(rank, n, id, std::chrono::seconds(30));
+    Communicator comm(boot);
+    if (rank == 1) {  // never sends tag 5; receives what rank 0 sends after its abort
+      const std::vector<char> got = boot->recv(0, 7);
+      if (got != std::vector<char>{'o', 'k'}) throw std::runtime_error("rank 1 received the wrong message");
+      return;
+    }
+    requireQuick(abortDuring(comm, [&] { boot->recv(1, 5); }, std::chrono::milliseconds(300)), "bootstrap recv");
+    boot->send("ok", 2, 1, 7);
+  }));
+}

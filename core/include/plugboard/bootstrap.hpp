@@ -40,6 +40,12 @@ class Bootstrap {
   virtual std::vector<char> recv(int peer, int tag) = 0;
   /// Returns when every rank has called barrier().
   virtual void barrier() = 0;
+  /// From any thread: the call waiting in this bootstrap now, if any, ends
+  /// with Error(Aborted). Calls begun later are not affected, so a job may
+  /// go on using the bootstrap (a new communicator after an abort).
+  /// Communicator::abort() calls it. The default does nothing: waits end by
+  /// their timeout.
+  virtual void abort() {}
 
   /// allGather of variable-size blobs: returns every rank's blob by rank.
   std::vector<std::vector<char>> allGatherBlobs(const std::vector<char>& mine);
@@ -77,6 +83,7 @@ class TcpBootstrap : public Bootstrap {
   int rank() const override;
   int size() const override;
   void allGather(void* data, size_t bytesPerRank) override;
+  void abort() override;
   void send(const void* data, size_t size, int peer, int tag) override;
   std::vector<char> recv(int peer, int tag) override;
   void barrier() override;

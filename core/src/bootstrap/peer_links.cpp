@@ -1,6 +1,10 @@
 #include "bootstrap/peer_links.hpp"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 
 #include "bootstrap/io.hpp"
 #include "plugboard/error.hpp"
@@ -21,6 +25,23 @@ PeerLinks::PeerLinks(const RankContext& ctx, uint64_t nonce, Rendezvous rendezvo
   } catch (const net::NetError& e) {
     rethrowNet(e, ctx_.who() + " cannot set up its listener");
   }
+  wakeFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wakeFd_ < 0) throw Error(ErrorCode::System, ctx_.who() + ": eventfd: " + net::errnoText(errno));
+}
+
+PeerLinks::~PeerLinks() {
+  if (wakeFd_ >= 0) close(wakeFd_);
+}
+
+void PeerLinks::abort() {
+  abortEpoch_.fetch_add(1, std::memory_order_acq_rel);
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wakeFd_, &one, sizeof(one));  // EAGAIN: already readable
+}
+
+void PeerLinks::throwIfAborted() const {
+  if (abortEpoch_.load(std::memory_order_acquire) != callEpoch_)
+    throw Error(ErrorCode::Aborted, ctx_.who() + ": the bootstrap wait was aborted (Communicator::abort)");
 }
 
 // ---- sending -----------------------------------------------------------------
@@ -73,6 +94,7 @@ void PeerLinks::writeFrame(net::Socket& out, const std::vector<uint8_t>& header,
       p += n;
       left -= n;
       if (left == 0) break;
+      throwIfAborted();
       if (deadline.expired()) throw net::NetError(net::NetErrorKind::Timeout, "send timed out");
       if (n == 0) progress(deadline, &out);
     }
@@ -85,6 +107,7 @@ std::vector<char> PeerLinks::recv(int peer, uint32_t space, int tag) {
   const Key key{peer, space, tag};
   net::Deadline deadline = net::Deadline::after(timeout_);
   for (;;) {
+    throwIfAborted();
     auto it = stash_.find(key);
     if (it != stash_.end() && !it->second.empty()) {
       std::vector<char> out = std::move(it->second.front());
@@ -116,7 +139,7 @@ void PeerLinks::failRecv(int peer, uint32_t space, int tag) {
 // the deadline passes.
 void PeerLinks::progress(net::Deadline deadline, const net::Socket* writable) {
   try {
-    std::vector<pollfd> fds{{listener_.fd(), POLLIN, 0}};
+    std::vector<pollfd> fds{{listener_.fd(), POLLIN, 0}, {wakeFd_, POLLIN, 0}};
     if (writable) fds.push_back({writable->fd(), POLLOUT, 0});
     const size_t first = fds.size();
     std::vector<InboundLink*> polled;
@@ -126,6 +149,11 @@ void PeerLinks::progress(net::Deadline deadline, const net::Socket* writable) {
       polled.push_back(l.get());
     }
     if (!pollAny(fds, deadline)) return;
+    if (fds[1].revents != 0) {  // an abort: drain the eventfd so later waits block again
+      uint64_t count = 0;
+      [[maybe_unused]] ssize_t n = read(wakeFd_, &count, sizeof(count));
+    }
+    throwIfAborted();
     for (size_t i = 0; i < polled.size(); ++i)
       if (fds[first + i].revents != 0) serve(*polled[i]);
     inbound_.erase(std::remove_if(inbound_.begin(), inbound_.end(),

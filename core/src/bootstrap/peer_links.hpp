@@ -3,6 +3,7 @@
 // peer, and a stash of messages that arrived before anyone asked for them.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -26,12 +27,21 @@ constexpr uint32_t kCollectiveSpace = 1;
 class PeerLinks {
  public:
   PeerLinks(const RankContext& ctx, uint64_t nonce, Rendezvous rendezvous, std::chrono::milliseconds timeout);
+  ~PeerLinks();
+  PeerLinks(const PeerLinks&) = delete;
+  PeerLinks& operator=(const PeerLinks&) = delete;
 
   /// Sends one message; returns once it is handed to the kernel. A message
   /// to this rank itself is queued locally.
   void send(int peer, uint32_t space, int tag, const void* data, size_t size);
   /// The next message from peer in (space, tag), waiting up to the timeout.
   std::vector<char> recv(int peer, uint32_t space, int tag);
+  /// Marks the start of one bootstrap call (its sends and recvs): an
+  /// abort() after this point ends the call's waits.
+  void beginCall() { callEpoch_ = abortEpoch_.load(std::memory_order_acquire); }
+  /// From any thread: the call waiting now throws Error(Aborted); calls
+  /// begun later run as usual.
+  void abort();
 
  private:
   using Key = std::tuple<int, uint32_t, int>;  // peer, space, tag
@@ -47,6 +57,8 @@ class PeerLinks {
   std::string peerText(int peer) const;
   std::string messageText(uint32_t space, int tag) const;
   [[noreturn]] void failRecv(int peer, uint32_t space, int tag);
+  /// Throws Error(Aborted) when abort() was called since beginCall().
+  void throwIfAborted() const;
 
   const RankContext& ctx_;
   uint64_t nonce_;
@@ -56,6 +68,9 @@ class PeerLinks {
   std::vector<net::Socket> outgoing_;                  // by peer rank
   std::vector<std::unique_ptr<InboundLink>> inbound_;  // identified or not yet
   std::map<Key, std::deque<std::vector<char>>> stash_;
+  std::atomic<uint64_t> abortEpoch_{0};  // abort() calls so far
+  uint64_t callEpoch_ = 0;               // abortEpoch_ when the current send/recv began
+  int wakeFd_ = -1;                      // eventfd in every poll: abort() makes it readable
 };
 
 }  // namespace plugboard::bootstrap

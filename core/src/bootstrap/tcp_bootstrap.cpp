@@ -43,6 +43,7 @@ void TcpBootstrap::allGather(void* data, size_t bytesPerRank) {
   if (n > 1 && !data && bytesPerRank > 0)
     throw Error(ErrorCode::InvalidUsage, impl_->ctx.who() + ": allGather called with a null buffer");
   char* base = static_cast<char*>(data);
+  impl_->links->beginCall();
   const int right = (me + 1) % n, left = (me + n - 1) % n;
   for (int step = 0; step < n - 1; ++step) {
     const size_t sendSlot = static_cast<size_t>((me - step + n) % n);
@@ -65,6 +66,7 @@ void TcpBootstrap::send(const void* data, size_t size, int peer, int tag) {
   if (size > bootstrap::kMaxFrameBytes || (!data && size > 0))
     throw Error(ErrorCode::InvalidUsage, ctx.who() + ": send of " + std::to_string(size) + " bytes to rank " +
                                              std::to_string(peer) + ": null data or over the 1 GiB limit");
+  impl_->links->beginCall();
   impl_->links->send(peer, bootstrap::kUserSpace, tag, data, size);
 }
 
@@ -73,8 +75,11 @@ std::vector<char> TcpBootstrap::recv(int peer, int tag) {
   if (peer < 0 || peer >= ctx.nranks)
     throw Error(ErrorCode::InvalidUsage, ctx.who() + ": recv from rank " + std::to_string(peer) +
                                              ", out of range 0.." + std::to_string(ctx.nranks - 1));
+  impl_->links->beginCall();
   return impl_->links->recv(peer, bootstrap::kUserSpace, tag);
 }
+
+void TcpBootstrap::abort() { impl_->links->abort(); }
 
 void TcpBootstrap::barrier() {
   std::vector<char> slots(static_cast<size_t>(size()), 0);

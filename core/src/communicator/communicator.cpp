@@ -106,6 +106,7 @@ void Communicator::abort() {
     for (auto& [id, fn] : m.abortHooks) fn();
   }
   SignalEvent::instance().notify();  // host waiters asleep on the event count look again
+  m.bootstrap->abort();               // and a rank waiting in a bootstrap call stops
 }
 
 bool Communicator::aborted() const { return impl_->aborted->load(std::memory_order_acquire); }
