@@ -1,0 +1,34 @@
+"""plugboard_dsl: write a collective algorithm as a Python program, check it,
+and compile it to a JSON execution plan (docs/execution-plans.md).
+
+Pure Python, standard library only. A program names its collective, rank
+count and buffers (input, output, scratch, each cut into equal chunks), opens
+channels between ranks (memory: direct stores through peer mappings; port:
+through the proxy and any network transport), and places operations (put,
+signal, wait, flush, copy, reduce) on thread blocks of each rank::
+
+    from plugboard_dsl import Program
+    p = Program("allgather_allpairs", "allgather", nranks=2, input_chunks=1, output_chunks=2)
+    for r in range(2):
+        p.copy(p.rank(r).input[0], p.rank(r).output[r], tb=0)
+        for q in range(2):
+            if q != r:
+                ch = p.channel(r, q, "memory")
+                ch.put(p.rank(r).input[0], p.rank(q).output[r], tb=0)
+                ch.signal(tb=0)
+                p.channel(r, q, "memory").wait(tb=0)
+    plan = p.plan()          # validates, then returns the plan as a dict
+    p.write("plan.json")     # or writes it
+
+Validation (Program.validate, run by plan() and write()) raises
+ValidationError naming the rank, thread block, operation and chunk: chunks
+out of bounds or of unequal sizes, puts whose chunks are not on the
+channel's two ranks, signals and waits that do not pair up, a wait that can
+never be satisfied (a cycle: deadlock), two operations touching the same
+bytes (one of them writing) with no order between them, writes into the
+input of an out-of-place program, output chunks nobody writes.
+"""
+from .program import Channel, Chunk, Program, ValidationError
+from .plan import PLAN_VERSION
+
+__all__ = ["Program", "Chunk", "Channel", "ValidationError", "PLAN_VERSION"]

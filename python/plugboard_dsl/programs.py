@@ -1,0 +1,94 @@
+"""The programs Plugboard ships, for any rank count: generated plans come
+from here (python -m plugboard_dsl NAME --nranks N -o plan.json)."""
+from .program import Program
+
+
+def allgather_allpairs(n, channel="memory"):
+    """Every rank puts its input straight into every peer's output."""
+    p = Program("allgather_allpairs", "allgather", n, input_chunks=1, output_chunks=n)
+    for r in range(n):
+        me = p.rank(r)
+        p.copy(me.input[0], me.output[r], tb=0)
+        for q in range(n):
+            if q != r:
+                ch = p.channel(r, q, channel)
+                ch.put(me.input[0], p.rank(q).output[r], tb=q)
+                ch.signal(tb=q)
+                ch.wait(tb=q)
+    return p
+
+
+def allgather_ring(n, channel="memory"):
+    """Each rank forwards the chunk it received last to the next rank, n - 1 steps."""
+    p = Program("allgather_ring", "allgather", n, input_chunks=1, output_chunks=n)
+    for r in range(n):
+        me, nxt = p.rank(r), p.rank((r + 1) % n)
+        p.copy(me.input[0], me.output[r], tb=0)
+        if n == 1:
+            continue
+        to_next, from_prev = p.channel(r, (r + 1) % n, channel), p.channel(r, (r - 1) % n, channel)
+        for s in range(n - 1):
+            c = (r - s) % n
+            to_next.put(me.output[c], nxt.output[c], tb=0)
+            to_next.signal(tb=0)
+            from_prev.wait(tb=0)
+    return p
+
+
+def allreduce_allpairs(n, channel="memory"):
+    """One shot: every rank puts its input into every peer's scratch, then reduces."""
+    p = Program("allreduce_allpairs", "allreduce", n, input_chunks=1, output_chunks=1, scratch_chunks=n)
+    for r in range(n):
+        me = p.rank(r)
+        for q in range(n):
+            if q != r:
+                ch = p.channel(r, q, channel)
+                ch.put(me.input[0], p.rank(q).scratch[r], tb=0)
+                ch.signal(tb=0)
+        for q in range(n):
+            if q != r:
+                p.channel(r, q, channel).wait(tb=0)
+        p.reduce(me.output[0], [me.input[0]] + [me.scratch[q] for q in range(n) if q != r], tb=0)
+    return p
+
+
+def allreduce_ring(n, channel="memory"):
+    """Ring reduce-scatter then ring allgather: 2(n - 1) steps of 1/n of the data."""
+    p = Program("allreduce_ring", "allreduce", n, input_chunks=n, output_chunks=n, scratch_chunks=max(n - 1, 1))
+    for r in range(n):
+        me, nxt = p.rank(r), p.rank((r + 1) % n)
+        p.copy(me.input[0:n], me.output[0:n], tb=0)
+        if n == 1:
+            continue
+        to_next, from_prev = p.channel(r, (r + 1) % n, channel), p.channel(r, (r - 1) % n, channel)
+        for s in range(n - 1):  # reduce-scatter: afterwards rank r holds chunk r + 1 reduced
+            to_next.put(me.output[(r - s) % n], nxt.scratch[s], tb=0)
+            to_next.signal(tb=0)
+            from_prev.wait(tb=0)
+            c = (r - s - 1) % n
+            p.reduce(me.output[c], [me.output[c], me.scratch[s]], tb=0)
+        for s in range(n - 1):  # allgather of the reduced chunks
+            c = (r + 1 - s) % n
+            to_next.put(me.output[c], nxt.output[c], tb=0)
+            to_next.signal(tb=0)
+            from_prev.wait(tb=0)
+    return p
+
+
+def alltoall_allpairs(n, channel="memory"):
+    """Input chunk q goes straight into rank q's output chunk r."""
+    p = Program("alltoall_allpairs", "alltoall", n, input_chunks=n, output_chunks=n)
+    for r in range(n):
+        me = p.rank(r)
+        p.copy(me.input[r], me.output[r], tb=0)
+        for q in range(n):
+            if q != r:
+                ch = p.channel(r, q, channel)
+                ch.put(me.input[q], p.rank(q).output[r], tb=q)
+                ch.signal(tb=q)
+                ch.wait(tb=q)
+    return p
+
+
+SHIPPED = {f.__name__: f for f in (allgather_allpairs, allgather_ring, allreduce_allpairs, allreduce_ring,
+                                   alltoall_allpairs)}

@@ -1,0 +1,71 @@
+"""A reference interpreter of plans, in Python: runs a plan (the dict of
+plan.to_plan, or its JSON) on small numeric buffers, one operation at a
+time, a wait only when its signal has arrived. It defines what a plan
+means, and lets tests check that a program computes its collective."""
+
+
+class Deadlock(RuntimeError):
+    """No thread block can make progress."""
+
+
+def run(plan, inputs, reduce=lambda a, b: a + b):
+    """inputs[r]: rank r's input chunks (one value per chunk). Returns every
+    rank's output chunks (in-place plans: the input, updated)."""
+    n = plan["nranks"]
+    chunks = plan["buffers"]
+    bufs = []
+    for r in range(n):
+        b = {"input": list(inputs[r]), "output": [None] * chunks["output"], "scratch": [None] * chunks["scratch"]}
+        if plan["in_place"]:
+            b["output"] = b["input"]
+        bufs.append(b)
+    channels = [{c["id"]: c for c in plan["ranks"][r]["channels"]} for r in range(n)]
+    pending = {}  # (signaller, receiver, type, tag) -> signals not yet waited for
+    pcs = {(r, tb["id"]): 0 for r in range(n) for tb in plan["ranks"][r]["threadblocks"]}
+    tbs = {(r, tb["id"]): tb["ops"] for r in range(n) for tb in plan["ranks"][r]["threadblocks"]}
+
+    def span(rank, c):
+        return bufs[rank][c["buffer"]], range(c["index"], c["index"] + c["size"])
+
+    def step(r, op):
+        kind = op["op"]
+        ch = channels[r].get(op.get("channel"))
+        if kind == "wait":
+            key = (ch["peer"], r, ch["type"], ch["tag"])
+            if pending.get(key, 0) == 0:
+                return False
+            pending[key] -= 1
+        elif kind == "signal":
+            key = (r, ch["peer"], ch["type"], ch["tag"])
+            pending[key] = pending.get(key, 0) + 1
+        elif kind in ("put", "copy"):
+            (sb, si), (db, di) = span(r, op["src"]), span(ch["peer"] if kind == "put" else r, op["dst"])
+            vals = [sb[i] for i in si]
+            for i, v in zip(di, vals):
+                db[i] = v
+        elif kind == "reduce":
+            db, di = span(r, op["dst"])
+            srcs = [span(r, s) for s in op["srcs"]]
+            vals = []
+            for k in range(len(di)):
+                acc = None
+                for sb, si in srcs:
+                    x = sb[si[k]]
+                    acc = x if acc is None else reduce(acc, x)
+                vals.append(acc)
+            for i, v in zip(di, vals):
+                db[i] = v
+        return True  # flush: nothing to model
+
+    while True:
+        moved, left = False, False
+        for key, ops in tbs.items():
+            while pcs[key] < len(ops) and step(key[0], ops[pcs[key]]):
+                pcs[key] += 1
+                moved = True
+            left = left or pcs[key] < len(ops)
+        if not left:
+            return [b["output"] for b in bufs]
+        if not moved:
+            stuck = [f"rank {k[0]} thread block {k[1]} at operation {pcs[k]}" for k, o in tbs.items() if pcs[k] < len(o)]
+            raise Deadlock("no thread block can move: " + "; ".join(stuck))

@@ -1,0 +1,125 @@
+"""Program checks: bounds and sizes are checked as operations are added;
+here the whole program: input writes, signal/wait pairing, deadlock (a
+cycle of waits), races (unordered accesses to the same bytes, one a write)
+and outputs nobody writes."""
+from .program import ValidationError
+
+
+def validate(p):
+    ops = [op for key in sorted(p.threadblocks) for op in p.threadblocks[key]]
+    _check_buffers(p, ops)
+    edges = _edges(p)
+    order = _topological(ops, edges)
+    _check_races(p, ops, edges, order)
+    _check_outputs(p, ops)
+
+
+def _alias(p, chunk):
+    """In-place programs: the input is the output, chunk for chunk."""
+    if p.in_place and chunk.buffer == "input":
+        return type(chunk)(chunk.rank, "output", chunk.index, chunk.size)
+    return chunk
+
+
+def _check_buffers(p, ops):
+    if p.in_place and p.buffer_chunks["input"] != p.buffer_chunks["output"]:
+        raise ValidationError(f"in-place program with {p.buffer_chunks['input']} input chunks and "
+                              f"{p.buffer_chunks['output']} output chunks: in place they are one buffer, cut alike")
+    for op in ops:
+        for c in op.writes:
+            if c.buffer == "input" and not p.in_place:
+                raise ValidationError(f"{op.where()} writes {c}: the input of an out-of-place program is read-only")
+
+
+def _edges(p):
+    """Successors of each op: program order in its thread block, and the k-th
+    signal rank -> peer to the peer's k-th wait on the matching channel."""
+    succ = {}
+    for ops in p.threadblocks.values():
+        for a, b in zip(ops, ops[1:]):
+            succ.setdefault(id(a), []).append(b)
+    signals, waits = {}, {}
+    for ops in p.threadblocks.values():
+        for op in ops:
+            ch = op.channel
+            if op.kind == "signal":
+                signals.setdefault((ch.rank, ch.peer, ch.type, ch.tag), []).append(op)
+            elif op.kind == "wait":
+                waits.setdefault((ch.peer, ch.rank, ch.type, ch.tag), []).append(op)  # keyed by the signaller
+    for key in sorted(set(signals) | set(waits)):
+        s, w = signals.get(key, []), waits.get(key, [])
+        if len(s) != len(w):
+            a, b, type_, tag = key
+            first = (w or s)[0]
+            raise ValidationError(
+                f"rank {a} signals rank {b} {len(s)} times on the {type_} channel (tag {tag}) but rank {b} waits "
+                f"{len(w)} times for it; every wait needs its signal (first: {first.where()})")
+        for sig, wait in zip(s, w):
+            succ.setdefault(id(sig), []).append(wait)
+    return succ
+
+
+def _topological(ops, succ):
+    indegree = {id(op): 0 for op in ops}
+    for targets in succ.values():
+        for t in targets:
+            indegree[id(t)] += 1
+    ready = [op for op in ops if indegree[id(op)] == 0]
+    order = []
+    while ready:
+        op = ready.pop()
+        order.append(op)
+        for t in succ.get(id(op), []):
+            indegree[id(t)] -= 1
+            if indegree[id(t)] == 0:
+                ready.append(t)
+    if len(order) != len(ops):
+        stuck = [op for op in ops if indegree[id(op)] > 0 and op.kind == "wait"]
+        first = (stuck or [op for op in ops if indegree[id(op)] > 0])[0]
+        raise ValidationError(f"deadlock: {first.where()} waits for a signal that is only sent after it "
+                              f"(a cycle of waits among {len(ops) - len(order)} operations)")
+    return order
+
+
+def _check_races(p, ops, succ, order):
+    # ancestors[op] as a bit set over positions in order
+    pos = {id(op): i for i, op in enumerate(order)}
+    preds = {id(op): [] for op in ops}
+    for src, targets in succ.items():
+        for t in targets:
+            preds[id(t)].append(src)
+    anc = {}
+    for op in order:
+        bits = 0
+        for pr in preds[id(op)]:
+            bits |= anc[pr] | (1 << pos[pr])
+        anc[id(op)] = bits
+    accesses = [(op, _alias(p, c), False) for op in ops for c in op.reads]
+    accesses += [(op, _alias(p, c), True) for op in ops for c in op.writes]
+    by_buffer = {}
+    for a in accesses:
+        by_buffer.setdefault((a[1].rank, a[1].buffer), []).append(a)
+    for group in by_buffer.values():
+        for i, (op1, c1, w1) in enumerate(group):
+            for op2, c2, w2 in group[i + 1:]:
+                if op1 is op2 or not (w1 or w2) or not c1.overlaps(c2):
+                    continue
+                ordered = (anc[id(op2)] >> pos[id(op1)]) & 1 or (anc[id(op1)] >> pos[id(op2)]) & 1
+                if not ordered:
+                    raise ValidationError(f"race on {c1 if w1 else c2}: {op1.where()} and {op2.where()} touch it "
+                                          "with no signal/wait or thread-block order between them")
+
+
+def _check_outputs(p, ops):
+    if p.in_place:
+        return
+    written = {}
+    for op in ops:
+        for c in op.writes:
+            if c.buffer == "output":
+                for i in range(c.index, c.index + c.size):
+                    written[(c.rank, i)] = True
+    for r in range(p.nranks):
+        for i in range(p.buffer_chunks["output"]):
+            if (r, i) not in written:
+                raise ValidationError(f"rank {r} output[{i}] is never written")

@@ -1,0 +1,164 @@
+"""plugboard_dsl: the shipped programs compute their collectives (checked
+by the reference interpreter) at 1-8 ranks and compile to version-1 plans;
+every validation error names where it is; the command line writes plans."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+SRC = os.path.join(os.path.dirname(__file__), "..")
+sys.path.append(SRC)  # after PYTHONPATH: the plugboard package comes from the build tree
+
+from plugboard_dsl import PLAN_VERSION, Program, ValidationError  # noqa: E402
+from plugboard_dsl import simulate  # noqa: E402
+from plugboard_dsl.programs import SHIPPED  # noqa: E402
+
+
+def value(r, c):
+    return 100 * (r + 1) + c
+
+
+def expected(name, n):
+    if name.startswith("allgather"):
+        return [[value(q, 0) for q in range(n)] for _ in range(n)]
+    if name.startswith("alltoall"):
+        return [[value(q, r) for q in range(n)] for r in range(n)]
+    if name == "allreduce_allpairs":
+        return [[sum(value(q, 0) for q in range(n))] for _ in range(n)]
+    if name == "allreduce_ring":
+        return [[sum(value(q, c) for q in range(n)) for c in range(n)] for _ in range(n)]
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+@pytest.mark.parametrize("n", range(1, 9))
+@pytest.mark.parametrize("channel", ["memory", "port"])
+def test_shipped_programs_compute_their_collective(name, n, channel):
+    plan = json.loads(json.dumps(SHIPPED[name](n, channel).plan()))  # through JSON, as a file would
+    assert plan["plan_version"] == PLAN_VERSION == 1
+    assert plan["nranks"] == n and len(plan["ranks"]) == n
+    assert all(c["type"] == channel for r in plan["ranks"] for c in r["channels"])
+    inputs = [[value(r, c) for c in range(plan["buffers"]["input"])] for r in range(n)]
+    assert simulate.run(plan, inputs) == expected(name, n)
+
+
+def two_ranks(**kw):
+    return Program("t", "custom", 2, **kw)
+
+
+def raises(fn, *fragments):
+    with pytest.raises(ValidationError) as e:
+        fn()
+    for f in fragments:
+        assert f in str(e.value), str(e.value)
+
+
+def test_chunks_out_of_bounds_or_of_unequal_sizes():
+    p = two_ranks(input_chunks=2, output_chunks=2)
+    raises(lambda: p.rank(0).input[2], "rank 0 input[2:3] is out of bounds", "has 2 chunks")
+    raises(lambda: p.rank(1).scratch[0], "scratch[0:1] is out of bounds", "has 0 chunks")
+    raises(lambda: p.rank(2), "rank 2 is out of range [0, 2)")
+    raises(lambda: p.copy(p.rank(0).input[0:2], p.rank(0).output[0], tb=0), "copy: chunks of different sizes")
+
+
+def test_channels_and_puts_must_join_the_right_ranks():
+    p = two_ranks()
+    raises(lambda: p.channel(1, 1), "a channel from rank 1 to itself")
+    raises(lambda: p.channel(0, 1, "nvlink"), "channel type 'nvlink'")
+    ch = p.channel(0, 1)
+    raises(lambda: ch.put(p.rank(1).input[0], p.rank(1).output[0], tb=0), "source rank 1 input[0:1] must be on rank 0")
+    raises(lambda: ch.flush(tb=0), "only port channels flush")
+    raises(lambda: p.copy(p.rank(0).input[0], p.rank(1).output[0], tb=0), "both must be on one rank")
+    raises(lambda: p.reduce(p.rank(0).output[0], [], tb=0), "with no sources")
+    raises(lambda: p.copy(p.rank(0).input[0], p.rank(0).output[0], tb=-1), "thread block -1")
+
+
+def test_program_arguments():
+    raises(lambda: Program("t", "allsum", 2), "collective 'allsum'")
+    raises(lambda: Program("t", "allreduce", 2, protocol="ll"), "protocol 'll'", "not in plan version 1")
+    raises(lambda: Program("t", "allreduce", 0), "nranks must be an integer >= 1")
+    raises(lambda: Program("t", "allreduce", 2, in_place=True, input_chunks=1, output_chunks=2).validate(),
+           "in place they are one buffer")
+
+
+def put_and_copy(p, signal=True, wait=True):
+    """Rank 0 puts its input into rank 1's scratch; rank 1 copies it to its output."""
+    p.copy(p.rank(0).input[0], p.rank(0).output[0], tb=0)
+    ch = p.channel(0, 1)
+    ch.put(p.rank(0).input[0], p.rank(1).scratch[0], tb=0)
+    if signal:
+        ch.signal(tb=0)
+    if wait:
+        p.channel(1, 0).wait(tb=0)
+    p.copy(p.rank(1).scratch[0], p.rank(1).output[0], tb=0)
+
+
+def test_a_correct_two_rank_program_validates_and_runs():
+    p = two_ranks(scratch_chunks=1)
+    put_and_copy(p)
+    assert simulate.run(p.plan(), [[7], [8]]) == [[7], [7]]
+
+
+def test_signals_and_waits_must_pair():
+    p = two_ranks(scratch_chunks=1)
+    put_and_copy(p, wait=False)
+    p.channel(1, 0)  # the channel exists, nobody waits on it
+    raises(p.validate, "rank 0 signals rank 1 1 times on the memory channel (tag 0) but rank 1 waits 0 times")
+    q = two_ranks(scratch_chunks=1)
+    put_and_copy(q, signal=False)
+    raises(q.validate, "rank 0 signals rank 1 0 times", "waits 1 times", "rank 1 thread block 0 operation 0 (wait)")
+
+
+def test_a_cycle_of_waits_is_a_deadlock():
+    p = two_ranks()
+    for r in (0, 1):
+        p.channel(r, 1 - r).wait(tb=0)  # both wait first
+        p.channel(r, 1 - r).signal(tb=0)
+        p.copy(p.rank(r).input[0], p.rank(r).output[0], tb=0)
+    raises(p.validate, "deadlock", "waits for a signal that is only sent after it")
+    with pytest.raises(simulate.Deadlock):
+        simulate.run(__import__("plugboard_dsl.plan", fromlist=["to_plan"]).to_plan(p), [[1], [2]])
+
+
+def test_unordered_accesses_to_the_same_bytes_are_a_race():
+    p = two_ranks(scratch_chunks=1)
+    p.copy(p.rank(0).input[0], p.rank(0).output[0], tb=0)
+    ch = p.channel(0, 1)
+    ch.put(p.rank(0).input[0], p.rank(1).scratch[0], tb=0)
+    ch.signal(tb=0)
+    p.channel(1, 0).wait(tb=1)  # waits on thread block 1, reads on thread block 0: no order
+    p.copy(p.rank(1).scratch[0], p.rank(1).output[0], tb=0)
+    raises(p.validate, "race on rank 1 scratch[0:1]", "rank 0 thread block 0 operation 1 (put)",
+           "rank 1 thread block 0 operation 0 (copy)")
+
+
+def test_writing_the_input_out_of_place_and_unwritten_outputs():
+    p = two_ranks()
+    for r in (0, 1):
+        p.copy(p.rank(r).output[0], p.rank(r).input[0], tb=0)
+    raises(p.validate, "rank 0 thread block 0 operation 0 (copy) writes rank 0 input[0:1]", "read-only")
+    q = two_ranks()
+    q.copy(q.rank(0).input[0], q.rank(0).output[0], tb=0)
+    raises(q.validate, "rank 1 output[0] is never written")
+
+
+def test_command_line_writes_a_plan_and_names_bad_programs(tmp_path):
+    out = tmp_path / "ring.json"
+    env = dict(os.environ, PYTHONPATH=SRC)
+    done = subprocess.run([sys.executable, "-m", "plugboard_dsl", "allreduce_ring", "--nranks", "4", "-o", str(out)],
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(out.read_text())
+    assert plan["name"] == "allreduce_ring" and plan["nranks"] == 4
+    bad = tmp_path / "bad.py"
+    bad.write_text("from plugboard_dsl import Program\n"
+                   "def make(n, channel):\n"
+                   "    return Program('x', 'custom', n)\n")
+    done = subprocess.run([sys.executable, "-m", "plugboard_dsl", "--file", str(bad), "--nranks", "2", "-o",
+                           str(tmp_path / "x.json")], env=env, capture_output=True, text=True)
+    assert done.returncode == 1 and "rank 0 output[0] is never written" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "plugboard_dsl", "nosuch", "--nranks", "2", "-o", str(out)],
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and "no program 'nosuch'" in done.stderr
