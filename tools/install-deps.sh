@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libgtest-dev binutils libucx-dev libfabric-dev libibverbs-dev
-          iproute2 clang)
+          nlohmann-json3-dev iproute2 clang)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -162,3 +162,12 @@ def test_command_line_writes_a_plan_and_names_bad_programs(tmp_path):
     done = subprocess.run([sys.executable, "-m", "plugboard_dsl", "nosuch", "--nranks", "2", "-o", str(out)],
                           env=env, capture_output=True, text=True)
     assert done.returncode == 2 and "no program 'nosuch'" in done.stderr
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_committed_plans_match_their_programs(name):
+    """plans/<program>/<n>ranks.json are what plans/generate.sh writes."""
+    for n in range(2, 9):
+        path = os.path.join(SRC, "..", "plans", name, f"{n}ranks.json")
+        with open(path) as f:
+            assert json.load(f) == SHIPPED[name](n).plan(), f"{path} is stale: run plans/generate.sh"

@@ -20,7 +20,7 @@ runtime() {  # an installed file of a library ($1: e.g. libucp.so.): linker cach
 case "${1:-}" in
   prepare)
     rm -rf "$deps" && mkdir -p "$deps/debs"
-    (cd "$deps/debs" && apt-get download libucx-dev libfabric-dev)
+    (cd "$deps/debs" && apt-get download libucx-dev libfabric-dev nlohmann-json3-dev)
     for d in "$deps"/debs/*.deb; do dpkg -x "$d" "$deps/root"; done
     rm -rf "$deps/debs"
     echo "net-deps: headers under $deps/root/usr/include"
@@ -28,6 +28,7 @@ case "${1:-}" in
   cmake-args)
     [ -d "$deps/root/usr/include" ] || exit 0
     inc=$deps/root/usr/include
+    [ -d "$deps/root/usr/share/cmake/nlohmann_json" ] && echo "-Dnlohmann_json_DIR=$deps/root/usr/share/cmake/nlohmann_json"
     ucp=$(runtime libucp.so.); ucs=$(runtime libucs.so.); fab=$(runtime libfabric.so.)
     echo "net-deps: runtimes ucp=${ucp:-none} ucs=${ucs:-none} fabric=${fab:-none}" >&2
     if [ -n "$ucp" ] && [ -n "$ucs" ]; then

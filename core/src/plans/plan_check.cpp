@@ -1,0 +1,57 @@
+#include "plans/plan_check.hpp"
+
+#include <map>
+#include <tuple>
+
+#include "plugboard/error.hpp"
+
+namespace plugboard {
+namespace {
+
+using ChannelKey = std::tuple<int, int, int, int64_t>;  // from, to, type, tag
+
+ChannelKey keyOf(int rank, const PlanChannel& c) { return {rank, c.peer, static_cast<int>(c.type), c.tag}; }
+
+[[noreturn]] void fail(const Plan& plan, const std::string& path, const std::string& what) {
+  throw Error(ErrorCode::Config, plan.source + ": " + path + ": " + what);
+}
+
+std::string channelPath(int rank, size_t index) {
+  return "$.ranks[" + std::to_string(rank) + "].channels[" + std::to_string(index) + "]";
+}
+
+}  // namespace
+
+void checkPlanAcrossRanks(const Plan& plan) {
+  std::map<ChannelKey, size_t> channels;  // -> index in the rank's list
+  for (int r = 0; r < plan.nranks; ++r)
+    for (size_t i = 0; i < plan.ranks[r].channels.size(); ++i)
+      if (!channels.emplace(keyOf(r, plan.ranks[r].channels[i]), i).second)
+        fail(plan, channelPath(r, i), "a second channel to the same peer with the same type and tag");
+  for (const auto& [key, index] : channels) {
+    const auto& [from, to, type, tag] = key;
+    if (!channels.count({to, from, type, tag}))
+      fail(plan, channelPath(from, index), "rank " + std::to_string(to) + " has no matching channel back (same type, tag " +
+                                              std::to_string(tag) + ")");
+  }
+  std::map<ChannelKey, int64_t> signals, waits;  // keyed by (signaller, receiver, type, tag)
+  for (int r = 0; r < plan.nranks; ++r)
+    for (const auto& tb : plan.ranks[r].threadblocks)
+      for (const auto& op : tb.ops) {
+        if (op.channel < 0) continue;
+        const PlanChannel& c = plan.ranks[r].channels[op.channel];
+        if (op.kind == PlanOp::Kind::Signal) ++signals[keyOf(r, c)];
+        if (op.kind == PlanOp::Kind::Wait) ++waits[{c.peer, r, static_cast<int>(c.type), c.tag}];
+      }
+  for (const auto& [key, index] : channels) {
+    const int64_t s = signals.count(key) ? signals.at(key) : 0, w = waits.count(key) ? waits.at(key) : 0;
+    if (s != w) {
+      const auto& [from, to, type, tag] = key;
+      fail(plan, channelPath(from, index), "rank " + std::to_string(from) + " signals rank " + std::to_string(to) + " " +
+                                              std::to_string(s) + " times on it but rank " + std::to_string(to) + " waits " +
+                                              std::to_string(w) + " times: every wait needs its signal");
+    }
+  }
+}
+
+}  // namespace plugboard

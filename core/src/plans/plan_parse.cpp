@@ -1,0 +1,222 @@
+// JSON -> Plan: every field read through a checker that names its JSON
+// path, so a hostile or hand-edited plan gets a sentence, never a crash.
+// Cross-rank checks (peers' channels, signal/wait pairing) are in
+// plan_check.cpp.
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "plans/plan_check.hpp"
+#include "plugboard/error.hpp"
+#include "plugboard/plan.hpp"
+
+namespace plugboard {
+namespace {
+
+using Json = nlohmann::json;
+
+/// Reads one JSON value at a path; every failure names source and path.
+struct Reader {
+  const std::string& source;
+
+  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
+    throw Error(ErrorCode::Config, source + ": " + path + ": " + what);
+  }
+  const Json& field(const Json& obj, const std::string& path, const char* key) const {
+    if (!obj.is_object()) fail(path, "must be an object");
+    auto it = obj.find(key);
+    if (it == obj.end()) fail(path, std::string("lacks \"") + key + "\"");
+    return *it;
+  }
+  int64_t integer(const Json& v, const std::string& path, int64_t lo, int64_t hi) const {
+    if (!v.is_number_integer()) fail(path, "must be an integer");
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
+      fail(path, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " +
+                     std::to_string(v.get<uint64_t>()));
+    const int64_t x = v.get<int64_t>();
+    if (x < lo || x > hi) fail(path, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + std::to_string(x));
+    return x;
+  }
+  std::string text(const Json& v, const std::string& path) const {
+    if (!v.is_string()) fail(path, "must be a string");
+    return v.get<std::string>();
+  }
+  const Json& array(const Json& v, const std::string& path) const {
+    if (!v.is_array()) fail(path, "must be an array");
+    return v;
+  }
+};
+
+/// Chunk counts and indexes stay far below 2^40: index + size never overflows.
+constexpr int64_t kMaxChunks = int64_t(1) << 40;
+constexpr int64_t kMaxRanks = 1 << 20;
+
+PlanChunk chunk(const Reader& r, const Json& v, const std::string& path, const Plan& plan) {
+  PlanChunk c;
+  const std::string buffer = r.text(r.field(v, path, "buffer"), path + ".buffer");
+  uint64_t count = 0;
+  if (buffer == "input") c.buffer = PlanChunk::Buffer::Input, count = plan.inputChunks;
+  else if (buffer == "output") c.buffer = PlanChunk::Buffer::Output, count = plan.outputChunks;
+  else if (buffer == "scratch") c.buffer = PlanChunk::Buffer::Scratch, count = plan.scratchChunks;
+  else r.fail(path + ".buffer", "\"" + buffer + "\" is not input, output or scratch");
+  c.index = static_cast<uint64_t>(r.integer(r.field(v, path, "index"), path + ".index", 0, kMaxChunks));
+  c.size = static_cast<uint64_t>(r.integer(r.field(v, path, "size"), path + ".size", 1, kMaxChunks));
+  if (c.index + c.size > count)
+    r.fail(path, "chunks [" + std::to_string(c.index) + ", " + std::to_string(c.index + c.size) + ") of " + buffer +
+                     " are out of bounds: it has " + std::to_string(count) + " chunks");
+  return c;
+}
+
+PlanOp::Kind opKind(const Reader& r, const std::string& name, const std::string& path) {
+  static const std::pair<const char*, PlanOp::Kind> kinds[] = {
+      {"put", PlanOp::Kind::Put},   {"signal", PlanOp::Kind::Signal}, {"wait", PlanOp::Kind::Wait},
+      {"flush", PlanOp::Kind::Flush}, {"copy", PlanOp::Kind::Copy},   {"reduce", PlanOp::Kind::Reduce}};
+  for (const auto& [n, k] : kinds)
+    if (name == n) return k;
+  r.fail(path, "\"" + name + "\" is not an operation (put, signal, wait, flush, copy, reduce)");
+}
+
+void sameSize(const Reader& r, const std::string& path, const PlanChunk& a, const PlanChunk& b) {
+  if (a.size != b.size)
+    r.fail(path, "chunks of different sizes (" + std::to_string(a.size) + " and " + std::to_string(b.size) + ")");
+}
+
+PlanOp op(const Reader& r, const Json& v, const std::string& path, const Plan& plan, const PlanRank& rank) {
+  PlanOp o;
+  o.kind = opKind(r, r.text(r.field(v, path, "op"), path + ".op"), path + ".op");
+  const bool onChannel = o.kind == PlanOp::Kind::Put || o.kind == PlanOp::Kind::Signal ||
+                         o.kind == PlanOp::Kind::Wait || o.kind == PlanOp::Kind::Flush;
+  if (onChannel) {
+    o.channel = static_cast<int>(r.integer(r.field(v, path, "channel"), path + ".channel", 0,
+                                           static_cast<int64_t>(rank.channels.size()) - 1));
+    if (o.kind == PlanOp::Kind::Flush && rank.channels[o.channel].type != PlanChannel::Type::Port)
+      r.fail(path, "flush on a memory channel (only port channels flush)");
+  }
+  if (o.kind == PlanOp::Kind::Put || o.kind == PlanOp::Kind::Copy) {
+    o.src = chunk(r, r.field(v, path, "src"), path + ".src", plan);
+    o.dst = chunk(r, r.field(v, path, "dst"), path + ".dst", plan);
+    sameSize(r, path, o.src, o.dst);
+  } else if (o.kind == PlanOp::Kind::Reduce) {
+    o.dst = chunk(r, r.field(v, path, "dst"), path + ".dst", plan);
+    const Json& srcs = r.array(r.field(v, path, "srcs"), path + ".srcs");
+    if (srcs.empty()) r.fail(path + ".srcs", "must not be empty");
+    for (size_t i = 0; i < srcs.size(); ++i) {
+      o.srcs.push_back(chunk(r, srcs[i], path + ".srcs[" + std::to_string(i) + "]", plan));
+      sameSize(r, path, o.dst, o.srcs.back());
+    }
+  }
+  const auto writesInput = [&](const PlanChunk& c) { return c.buffer == PlanChunk::Buffer::Input && !plan.inPlace; };
+  if ((o.kind == PlanOp::Kind::Copy || o.kind == PlanOp::Kind::Reduce || o.kind == PlanOp::Kind::Put) && writesInput(o.dst))
+    r.fail(path + ".dst", "writes the input of an out-of-place plan");
+  return o;
+}
+
+PlanRank rankPart(const Reader& r, const Json& v, const std::string& path, const Plan& plan, int index) {
+  PlanRank out;
+  const int64_t rank = r.integer(r.field(v, path, "rank"), path + ".rank", 0, plan.nranks - 1);
+  if (rank != index) r.fail(path + ".rank", "is " + std::to_string(rank) + " at position " + std::to_string(index));
+  const Json& channels = r.array(r.field(v, path, "channels"), path + ".channels");
+  for (size_t i = 0; i < channels.size(); ++i) {
+    const std::string cp = path + ".channels[" + std::to_string(i) + "]";
+    if (r.integer(r.field(channels[i], cp, "id"), cp + ".id", 0, kMaxRanks) != static_cast<int64_t>(i))
+      r.fail(cp + ".id", "must equal the channel's position " + std::to_string(i));
+    PlanChannel c;
+    c.peer = static_cast<int>(r.integer(r.field(channels[i], cp, "peer"), cp + ".peer", 0, plan.nranks - 1));
+    if (c.peer == index) r.fail(cp + ".peer", "is the rank itself");
+    const std::string type = r.text(r.field(channels[i], cp, "type"), cp + ".type");
+    if (type == "memory") c.type = PlanChannel::Type::Memory;
+    else if (type == "port") c.type = PlanChannel::Type::Port;
+    else r.fail(cp + ".type", "\"" + type + "\" is not memory or port");
+    c.tag = r.integer(r.field(channels[i], cp, "tag"), cp + ".tag", 0, std::numeric_limits<int32_t>::max());
+    out.channels.push_back(c);
+  }
+  const Json& tbs = r.array(r.field(v, path, "threadblocks"), path + ".threadblocks");
+  for (size_t i = 0; i < tbs.size(); ++i) {
+    const std::string tp = path + ".threadblocks[" + std::to_string(i) + "]";
+    PlanThreadBlock tb;
+    tb.id = r.integer(r.field(tbs[i], tp, "id"), tp + ".id", 0, kMaxChunks);
+    for (const auto& other : out.threadblocks)
+      if (other.id == tb.id) r.fail(tp + ".id", "thread block " + std::to_string(tb.id) + " appears twice");
+    const Json& ops = r.array(r.field(tbs[i], tp, "ops"), tp + ".ops");
+    for (size_t k = 0; k < ops.size(); ++k) tb.ops.push_back(op(r, ops[k], tp + ".ops[" + std::to_string(k) + "]", plan, out));
+    out.threadblocks.push_back(std::move(tb));
+  }
+  return out;
+}
+
+/// Plans nest a few levels (document, ranks, thread blocks, ops, chunks);
+/// the parser recurses per level, so deeper text is refused before it runs.
+constexpr int kMaxDepth = 32;
+/// Plans of 8 ranks take tens of KiB; a 64 MiB limit keeps memory bounded.
+constexpr size_t kMaxPlanBytes = size_t(64) << 20;
+
+/// The deepest nesting of [ and { outside strings.
+int nestingDepth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool inString = false, escaped = false;
+  for (char ch : text) {
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') inString = false;
+    } else if (ch == '"') {
+      inString = true;
+    } else if (ch == '[' || ch == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+}  // namespace
+
+Plan parsePlan(const std::string& text, const std::string& source) {
+  const Reader r{source};
+  if (text.size() > kMaxPlanBytes)
+    r.fail("(document)", "is " + std::to_string(text.size()) + " bytes, more than the " + std::to_string(kMaxPlanBytes) + " a plan may have");
+  if (nestingDepth(text) > kMaxDepth)
+    r.fail("(document)", "is nested deeper than " + std::to_string(kMaxDepth) + " levels; no plan is");
+  Json doc = Json::parse(text, nullptr, false);
+  if (doc.is_discarded()) r.fail("(document)", "is not valid JSON");
+  Plan plan;
+  plan.source = source;
+  const int64_t version = r.integer(r.field(doc, "$", "plan_version"), "$.plan_version", 0, std::numeric_limits<int32_t>::max());
+  if (version != kPlanVersion)
+    r.fail("$.plan_version", "is " + std::to_string(version) + "; this Plugboard reads version " + std::to_string(kPlanVersion));
+  plan.name = r.text(r.field(doc, "$", "name"), "$.name");
+  plan.collective = r.text(r.field(doc, "$", "collective"), "$.collective");
+  plan.protocol = r.text(r.field(doc, "$", "protocol"), "$.protocol");
+  if (plan.protocol != "simple") r.fail("$.protocol", "\"" + plan.protocol + "\" is not simple (the only protocol of version 1)");
+  plan.nranks = static_cast<int>(r.integer(r.field(doc, "$", "nranks"), "$.nranks", 1, kMaxRanks));
+  const Json& inPlace = r.field(doc, "$", "in_place");
+  if (!inPlace.is_boolean()) r.fail("$.in_place", "must be true or false");
+  plan.inPlace = inPlace.get<bool>();
+  plan.instances = r.integer(r.field(doc, "$", "instances"), "$.instances", 1, 1024);
+  const Json& buffers = r.field(doc, "$", "buffers");
+  plan.inputChunks = static_cast<uint64_t>(r.integer(r.field(buffers, "$.buffers", "input"), "$.buffers.input", 1, kMaxChunks));
+  plan.outputChunks = static_cast<uint64_t>(r.integer(r.field(buffers, "$.buffers", "output"), "$.buffers.output", 1, kMaxChunks));
+  plan.scratchChunks = static_cast<uint64_t>(r.integer(r.field(buffers, "$.buffers", "scratch"), "$.buffers.scratch", 0, kMaxChunks));
+  if (plan.inPlace && plan.inputChunks != plan.outputChunks)
+    r.fail("$.buffers", "an in-place plan cuts input and output alike (one buffer)");
+  const Json& ranks = r.array(r.field(doc, "$", "ranks"), "$.ranks");
+  if (ranks.size() != static_cast<size_t>(plan.nranks))
+    r.fail("$.ranks", "has " + std::to_string(ranks.size()) + " entries for " + std::to_string(plan.nranks) + " ranks");
+  for (int i = 0; i < plan.nranks; ++i) plan.ranks.push_back(rankPart(r, ranks[i], "$.ranks[" + std::to_string(i) + "]", plan, i));
+  checkPlanAcrossRanks(plan);
+  return plan;
+}
+
+Plan loadPlan(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::Config, "plan " + path + ": cannot be read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parsePlan(text.str(), path);
+}
+
+}  // namespace plugboard

@@ -1,0 +1,120 @@
+// Execution plans (plan.hpp): every shipped plan loads; hostile and broken
+// plans (syntax, version, types, huge or negative numbers, bounds,
+// channels, signal/wait pairing, deep nesting) end in Error(Config) naming
+// the JSON path, never a crash.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "plugboard/error.hpp"
+#include "plugboard/plan.hpp"
+
+using namespace plugboard;
+
+namespace {
+
+/// plans/allgather_allpairs/2ranks.json on one line.
+const std::string kValid =
+    R"({"plan_version": 1, "name": "allgather_allpairs", "collective": "allgather", "nranks": 2, "in_place": false, )"
+    R"("protocol": "simple", "instances": 1, "buffers": {"input": 1, "output": 2, "scratch": 0}, "ranks": [)"
+    R"({"rank": 0, "channels": [{"id": 0, "peer": 1, "type": "memory", "tag": 0}], "threadblocks": [)"
+    R"({"id": 0, "ops": [{"op": "copy", "src": {"buffer": "input", "index": 0, "size": 1}, "dst": {"buffer": "output", "index": 0, "size": 1}}]}, )"
+    R"({"id": 1, "ops": [{"op": "put", "channel": 0, "src": {"buffer": "input", "index": 0, "size": 1}, "dst": {"buffer": "output", "index": 0, "size": 1}}, )"
+    R"({"op": "signal", "channel": 0}, {"op": "wait", "channel": 0}]}]}, )"
+    R"({"rank": 1, "channels": [{"id": 0, "peer": 0, "type": "memory", "tag": 0}], "threadblocks": [)"
+    R"({"id": 0, "ops": [{"op": "copy", "src": {"buffer": "input", "index": 0, "size": 1}, "dst": {"buffer": "output", "index": 1, "size": 1}}, )"
+    R"({"op": "put", "channel": 0, "src": {"buffer": "input", "index": 0, "size": 1}, "dst": {"buffer": "output", "index": 1, "size": 1}}, )"
+    R"({"op": "signal", "channel": 0}, {"op": "wait", "channel": 0}]}]}]})";
+
+/// kValid with the first occurrence of from replaced by to.
+std::string mutate(const std::string& from, const std::string& to) {
+  std::string s = kValid;
+  const size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? s : s.replace(at, from.size(), to);
+}
+
+void expectRefused(const std::string& text, const std::string& fragment) {
+  try {
+    parsePlan(text, "test.json");
+    ADD_FAILURE() << "accepted a plan that should fail with: " << fragment;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Config) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "message: " << e.what();
+    EXPECT_NE(std::string(e.what()).find("test.json"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(Plan, TheValidPlanLoads) {
+  const Plan p = parsePlan(kValid, "test.json");
+  EXPECT_EQ(p.nranks, 2);
+  EXPECT_EQ(p.outputChunks, 2u);
+  ASSERT_EQ(p.ranks.size(), 2u);
+  EXPECT_EQ(p.ranks[0].threadblocks[1].ops[0].kind, PlanOp::Kind::Put);
+  EXPECT_EQ(p.ranks[1].threadblocks[0].ops[0].dst.index, 1u);
+}
+
+TEST(Plan, EveryShippedPlanLoads) {
+  const std::filesystem::path root = std::filesystem::path(PLUGBOARD_TEST_SOURCE_DIR) / ".." / "plans";
+  int loaded = 0;
+  for (const auto& program : std::filesystem::directory_iterator(root)) {
+    if (!program.is_directory()) continue;
+    for (const auto& file : std::filesystem::directory_iterator(program.path())) {
+      const Plan p = loadPlan(file.path().string());
+      EXPECT_EQ(p.name, program.path().filename().string());
+      EXPECT_EQ(std::to_string(p.nranks) + "ranks.json", file.path().filename().string());
+      ++loaded;
+    }
+  }
+  EXPECT_EQ(loaded, 35);
+}
+
+TEST(Plan, BrokenDocumentsAreNamed) {
+  expectRefused("not json", "(document): is not valid JSON");
+  expectRefused(kValid.substr(0, kValid.size() / 2), "is not valid JSON");
+  expectRefused("[]", "$: must be an object");
+  expectRefused("{}", "$: lacks \"plan_version\"");
+  expectRefused(std::string(100000, '[') + std::string(100000, ']'), "nested deeper than");
+  EXPECT_THROW(loadPlan("/nonexistent/plan.json"), Error);
+}
+
+TEST(Plan, WrongVersionsTypesAndNumbersAreNamed) {
+  expectRefused(mutate("\"plan_version\": 1", "\"plan_version\": 2"), "$.plan_version: is 2; this Plugboard reads version 1");
+  expectRefused(mutate("\"nranks\": 2", "\"nranks\": -1"), "$.nranks: must be between 1 and");
+  expectRefused(mutate("\"nranks\": 2", "\"nranks\": 1e30"), "$.nranks: must be an integer");
+  expectRefused(mutate("\"nranks\": 2", "\"nranks\": 18446744073709551615"), "$.nranks: must be between 1 and");
+  expectRefused(mutate("\"nranks\": 2", "\"nranks\": 1"), "$.ranks: has 2 entries for 1 ranks");
+  expectRefused(mutate("\"in_place\": false", "\"in_place\": 0"), "$.in_place: must be true or false");
+  expectRefused(mutate("\"protocol\": \"simple\"", "\"protocol\": \"ll\""), "$.protocol: \"ll\" is not simple");
+  expectRefused(mutate("\"name\": \"allgather_allpairs\"", "\"name\": 7"), "$.name: must be a string");
+  expectRefused(mutate("\"scratch\": 0", "\"scratch\": -5"), "$.buffers.scratch: must be between 0 and");
+}
+
+TEST(Plan, OperationsOutOfBoundsOrMalformedAreNamed) {
+  const std::string op0 = "$.ranks[0].threadblocks[0].ops[0]";
+  expectRefused(mutate("\"index\": 0, \"size\": 1}, \"dst\"", "\"index\": 4611686018427387904, \"size\": 1}, \"dst\""),
+                op0 + ".src.index: must be between 0 and");
+  expectRefused(mutate("\"index\": 0, \"size\": 1}, \"dst\"", "\"index\": 0, \"size\": -1}, \"dst\""),
+                op0 + ".src.size: must be between 1 and");
+  expectRefused(mutate("\"index\": 0, \"size\": 1}, \"dst\"", "\"index\": 0, \"size\": 2}, \"dst\""),
+                op0 + ".src: chunks [0, 2) of input are out of bounds: it has 1 chunks");
+  expectRefused(mutate("{\"buffer\": \"input\"", "{\"buffer\": \"heap\""), op0 + ".src.buffer: \"heap\" is not input");
+  expectRefused(mutate("\"op\": \"copy\"", "\"op\": \"jump\""), op0 + ".op: \"jump\" is not an operation");
+  expectRefused(mutate("\"op\": \"signal\", \"channel\": 0", "\"op\": \"signal\", \"channel\": 3"),
+                "$.ranks[0].threadblocks[1].ops[1].channel: must be between 0 and 0");
+  expectRefused(mutate("\"op\": \"signal\", \"channel\": 0", "\"op\": \"flush\", \"channel\": 0"),
+                "flush on a memory channel");
+  expectRefused(mutate("\"dst\": {\"buffer\": \"output\", \"index\": 0", "\"dst\": {\"buffer\": \"input\", \"index\": 0"),
+                op0 + ".dst: writes the input of an out-of-place plan");
+  expectRefused(mutate("{\"id\": 1, \"ops\"", "{\"id\": 0, \"ops\""), "thread block 0 appears twice");
+}
+
+TEST(Plan, ChannelsAndSignalsMustPairAcrossRanks) {
+  expectRefused(mutate("\"peer\": 1", "\"peer\": 0"), "$.ranks[0].channels[0].peer: is the rank itself");
+  expectRefused(mutate("\"type\": \"memory\"", "\"type\": \"port\""), "has no matching channel back");
+  expectRefused(mutate("{\"op\": \"wait\", \"channel\": 0}", "{\"op\": \"signal\", \"channel\": 0}"),
+                "rank 0 signals rank 1 2 times on it but rank 1 waits 1 times");
+}
