@@ -214,8 +214,9 @@ class Communicator {
   /// its GpuCollectives ends within a few milliseconds with Error(Aborted),
   /// and every later call fails the same way. Local: peers learn of it by
   /// their own timeouts or lost connections. Destroy the communicator after
-  /// it (without collective steps) and build a new one to go on. Bootstrap
-  /// exchanges already in progress end at their own timeout. Idempotent.
+  /// it (without collective steps) and build a new one to go on. A
+  /// bootstrap call waiting at that moment ends with Error(Aborted) too
+  /// (Bootstrap::abort); later bootstrap calls run as usual. Idempotent.
   void abort();
   /// True once abort() was called.
   bool aborted() const;

@@ -1,0 +1,228 @@
+// HostPlanExecutor: a rank's thread blocks run as cooperative tasks on the
+// calling thread. Each steps through its operations until one must wait (a
+// signal not yet arrived); then the next task runs. Puts are writes on the
+// pair's connection into the peer's registered buffer, signals and waits a
+// Host2HostSemaphore per channel (a signal lands after every earlier write
+// on its connection, so a wait orders the data of the puts before it).
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "collectives/reduce_kernels.hpp"
+#include "plugboard/error.hpp"
+#include "plugboard/host_plan.hpp"
+
+namespace plugboard {
+
+namespace {
+constexpr int kBufferTags[3] = {0x2d504c00, 0x2d504c01, 0x2d504c02};  // input, output, scratch (below 2^30)
+
+}  // namespace
+
+struct HostPlanExecutor::Impl {
+  /// One channel of this rank: its connection, semaphore and the peer's buffers.
+  struct Channel {
+    int peer = 0;
+    std::shared_ptr<Connection> connection;
+    std::unique_ptr<Host2HostSemaphore> semaphore;
+    uint64_t waited = 0;  // signals consumed by waits (the handshake's included)
+  };
+
+  Communicator& comm;
+  Plan plan;
+  size_t maxInputBytes;
+  std::vector<std::vector<char>> storage = std::vector<std::vector<char>>(3);  // input, output, scratch
+  std::vector<RegisteredMemory> local = std::vector<RegisteredMemory>(3);
+  std::map<int, std::vector<RemoteMemory>> remote;  // peer -> its input, output, scratch
+  std::vector<Channel> channels;                    // as the plan lists this rank's
+
+  Impl(Communicator& c, Plan p, size_t maxBytes) : comm(c), plan(std::move(p)), maxInputBytes(maxBytes) {}
+
+  const PlanRank& mine() const { return plan.ranks[comm.rank()]; }
+  /// Storage slot of a plan buffer: in-place plans read their input from the output.
+  size_t slot(PlanChunk::Buffer b) const {
+    return b == PlanChunk::Buffer::Input && plan.inPlace ? 1 : static_cast<size_t>(b);
+  }
+  std::string who() const { return "rank " + std::to_string(comm.rank()) + " (plan " + plan.source + ")"; }
+
+  void setup();
+  void connectAndExchange();
+  void makeSemaphores();
+
+  // run()
+  size_t chunkBytes = 0;
+  DataType type = DataType::Uint8;
+  ReduceOp op = ReduceOp::Sum;
+  char* at(PlanChunk::Buffer b, uint64_t index) { return storage[slot(b)].data() + index * chunkBytes; }
+  bool step(const PlanOp& o);
+  void reduce(const PlanOp& o);
+  void runTasks();
+  void handshake();
+  /// Fails with the stuck thread blocks (pc: each one's next operation) once nothing moved for the timeout.
+  void checkStuck(std::chrono::steady_clock::time_point lastMove, const std::vector<size_t>& pc) const;
+};
+
+void HostPlanExecutor::Impl::setup() {
+  if (plan.nranks != comm.size())
+    throw Error(ErrorCode::InvalidUsage, who() + ": the plan is for " + std::to_string(plan.nranks) +
+                                             " ranks, the communicator has " + std::to_string(comm.size()));
+  const uint64_t chunk = (maxInputBytes + plan.inputChunks - 1) / plan.inputChunks;
+  const uint64_t counts[3] = {plan.inputChunks, plan.outputChunks, plan.scratchChunks};
+  for (size_t b = 0; b < 3; ++b) {
+    storage[b].assign(std::max<uint64_t>(counts[b] * chunk, 1), 0);
+    local[b] = comm.registerMemory(storage[b].data(), storage[b].size(), MemoryKind::Host);
+  }
+  connectAndExchange();
+  makeSemaphores();
+}
+
+void HostPlanExecutor::Impl::connectAndExchange() {
+  std::vector<int> peers;
+  for (const auto& c : mine().channels)
+    if (std::find(peers.begin(), peers.end(), c.peer) == peers.end()) peers.push_back(c.peer);
+  std::sort(peers.begin(), peers.end());
+  for (int p : peers) comm.connect(p, MemoryKind::Host);
+  comm.setup();
+  for (int p : peers)
+    for (size_t b = 0; b < 3; ++b) comm.sendMemory(local[b], p, kBufferTags[b]);  // buffered: no order needed
+  for (int p : peers)
+    for (size_t b = 0; b < 3; ++b) remote[p].push_back(comm.recvMemory(p, kBufferTags[b]));
+  for (const auto& c : mine().channels) channels.push_back(Channel{c.peer, comm.connection(c.peer, MemoryKind::Host), {}, 0});
+}
+
+// Semaphore set-up is a blocking exchange with the peer: every rank makes
+// them in one global order of (lower rank, higher rank, type, tag), which
+// both ends of a pair share, so no two ranks wait on each other in a cycle.
+void HostPlanExecutor::Impl::makeSemaphores() {
+  using Key = std::tuple<int, int, int, int64_t>;
+  std::vector<std::pair<Key, size_t>> order;
+  const int me = comm.rank();
+  for (size_t i = 0; i < mine().channels.size(); ++i) {
+    const PlanChannel& c = mine().channels[i];
+    order.push_back({{std::min(me, c.peer), std::max(me, c.peer), static_cast<int>(c.type), c.tag}, i});
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [key, i] : order) channels[i].semaphore = std::make_unique<Host2HostSemaphore>(comm, channels[i].connection);
+}
+
+void HostPlanExecutor::Impl::reduce(const PlanOp& o) {
+  const size_t bytes = o.dst.size * chunkBytes, count = bytes / dataTypeSize(type);
+  char* dst = at(o.dst.buffer, o.dst.index);
+  // dst may be one of the sources: accumulate in a copy when it is not the first.
+  std::vector<char> acc(at(o.srcs[0].buffer, o.srcs[0].index), at(o.srcs[0].buffer, o.srcs[0].index) + bytes);
+  for (size_t i = 1; i < o.srcs.size(); ++i) reduceInto(acc.data(), at(o.srcs[i].buffer, o.srcs[i].index), count, type, op);
+  std::memcpy(dst, acc.data(), bytes);
+}
+
+/// One operation; false when it must wait (a signal that has not arrived).
+bool HostPlanExecutor::Impl::step(const PlanOp& o) {
+  const size_t bytes = (o.kind == PlanOp::Kind::Reduce ? o.dst.size : o.src.size) * chunkBytes;
+  switch (o.kind) {
+    case PlanOp::Kind::Put: {
+      Channel& c = channels[o.channel];
+      c.connection->write(remote.at(c.peer)[slot(o.dst.buffer)], o.dst.index * chunkBytes, local[slot(o.src.buffer)],
+                          o.src.index * chunkBytes, bytes);
+      return true;
+    }
+    case PlanOp::Kind::Signal: channels[o.channel].semaphore->signal(); return true;
+    case PlanOp::Kind::Wait: {
+      Channel& c = channels[o.channel];
+      if (c.semaphore->inbound() <= c.waited) return false;
+      ++c.waited;
+      return true;
+    }
+    case PlanOp::Kind::Flush: channels[o.channel].connection->flush(); return true;
+    case PlanOp::Kind::Copy: std::memmove(at(o.dst.buffer, o.dst.index), at(o.src.buffer, o.src.index), bytes); return true;
+    case PlanOp::Kind::Reduce: reduce(o); return true;
+  }
+  return true;
+}
+
+void HostPlanExecutor::Impl::runTasks() {
+  const auto& tbs = mine().threadblocks;
+  std::vector<size_t> pc(tbs.size(), 0);
+  auto lastMove = std::chrono::steady_clock::now();
+  for (;;) {
+    bool moved = false, left = false;
+    for (size_t t = 0; t < tbs.size(); ++t) {
+      while (pc[t] < tbs[t].ops.size() && step(tbs[t].ops[pc[t]])) ++pc[t], moved = true;
+      left = left || pc[t] < tbs[t].ops.size();
+    }
+    if (!left) return;
+    if (moved) {
+      lastMove = std::chrono::steady_clock::now();
+      continue;
+    }
+    for (auto& c : channels) c.connection->progress();
+    checkStuck(lastMove, pc);
+    std::this_thread::yield();
+  }
+}
+
+void HostPlanExecutor::Impl::checkStuck(std::chrono::steady_clock::time_point lastMove,
+                                        const std::vector<size_t>& pc) const {
+  comm.checkErrors();
+  const auto timeout = comm.defaultTimeout();
+  if (std::chrono::steady_clock::now() - lastMove <= timeout) return;
+  const auto& tbs = mine().threadblocks;
+  std::string stuck;
+  for (size_t t = 0; t < tbs.size() && t < pc.size(); ++t)
+    if (pc[t] < tbs[t].ops.size())
+      stuck += " thread block " + std::to_string(tbs[t].id) + " at operation " + std::to_string(pc[t]) + ";";
+  throw Error(ErrorCode::Timeout, who() + " made no progress for " + std::to_string(timeout.count()) + " ms; waiting for " +
+                                      (pc.empty() ? std::string(" its peers' start signals") : "a signal in:" + stuck));
+}
+
+// Every channel signals once and waits once before any operation: a peer
+// puts into this rank's buffers only after this rank has taken its input
+// (and copied out the previous call's output).
+void HostPlanExecutor::Impl::handshake() {
+  for (auto& c : channels) c.semaphore->signal();
+  const auto start = std::chrono::steady_clock::now();
+  for (auto& c : channels) {
+    while (c.semaphore->inbound() <= c.waited) {
+      c.connection->progress();
+      checkStuck(start, {});
+      std::this_thread::yield();
+    }
+    ++c.waited;
+  }
+}
+
+HostPlanExecutor::HostPlanExecutor(Communicator& comm, Plan plan, size_t maxInputBytes)
+    : impl_(std::make_unique<Impl>(comm, std::move(plan), maxInputBytes)) {
+  impl_->setup();
+}
+
+HostPlanExecutor::~HostPlanExecutor() = default;
+
+const Plan& HostPlanExecutor::plan() const { return impl_->plan; }
+
+void HostPlanExecutor::run(const void* input, void* output, size_t count, DataType type, ReduceOp op) {
+  Impl& m = *impl_;
+  const size_t es = dataTypeSize(type), bytes = count * es;
+  if (count % m.plan.inputChunks)
+    throw Error(ErrorCode::InvalidUsage, m.who() + ": " + std::to_string(count) + " elements do not cut into " +
+                                             std::to_string(m.plan.inputChunks) + " equal input chunks");
+  if (bytes > m.maxInputBytes)
+    throw Error(ErrorCode::InvalidUsage, m.who() + ": " + std::to_string(bytes) + " bytes of input, more than the " +
+                                             std::to_string(m.maxInputBytes) + " the executor was made for");
+  if (m.plan.inPlace && input != output)
+    throw Error(ErrorCode::InvalidUsage, m.who() + ": an in-place plan takes input == output");
+  m.chunkBytes = bytes / m.plan.inputChunks;
+  m.type = type;
+  m.op = op;
+  const size_t outBytes = m.plan.outputChunks * m.chunkBytes;
+  // In place, the input is the output buffer (the plan writes into it).
+  if (bytes) std::memcpy(m.storage[m.plan.inPlace ? 1 : 0].data(), input, bytes);
+  m.handshake();
+  m.runTasks();
+  for (auto& c : m.channels) c.connection->flush();  // this rank's puts have landed before their sources change
+  if (outBytes) std::memcpy(output, m.storage[1].data(), outBytes);
+  finishAverage(output, outBytes / es, type, op, m.comm.size());
+}
+
+}  // namespace plugboard

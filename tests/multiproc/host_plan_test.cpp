@@ -1,0 +1,99 @@
+// The shipped execution plans (plans/) run on host buffers over ethernet
+// by HostPlanExecutor: results checked exactly at 2-4 ranks, three calls in
+// a row on one executor (the start handshake keeps calls apart), float sum
+// and int32 max; a plan for another rank count and a count that does not
+// cut into the plan's chunks are refused by name.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm_fixture.hpp"
+#include "multiproc.hpp"
+#include "plugboard/host_plan.hpp"
+
+using namespace plugboard;
+using namespace plugboard::test;
+
+namespace {
+
+Plan shipped(const std::string& name, int n) {
+  return loadPlan(std::string(PLUGBOARD_TEST_SOURCE_DIR) + "/../plans/" + name + "/" + std::to_string(n) + "ranks.json");
+}
+
+template <typename T>
+T input(int rank, size_t i, int round) {
+  return static_cast<T>((rank + 1) * 7 + static_cast<int>(i % 17) + round);
+}
+
+/// What rank r's output holds after the plan's collective.
+template <typename T>
+T want(const std::string& collective, ReduceOp op, int r, int n, size_t count, size_t j, int round) {
+  if (collective == "allgather") return input<T>(static_cast<int>(j / count), j % count, round);
+  if (collective == "alltoall") {
+    const size_t block = count / n;
+    return input<T>(static_cast<int>(j / block), r * block + j % block, round);
+  }
+  T acc = input<T>(0, j, round);
+  for (int q = 1; q < n; ++q) {
+    const T x = input<T>(q, j, round);
+    acc = op == ReduceOp::Max ? (x > acc ? x : acc) : static_cast<T>(acc + x);
+  }
+  return acc;
+}
+
+template <typename T>
+void runChecked(HostPlanExecutor& ex, int rank, int n, size_t count, DataType type, ReduceOp op) {
+  const Plan& p = ex.plan();
+  const size_t outCount = count / p.inputChunks * p.outputChunks;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<T> in(count), out(outCount, T(-1));
+    for (size_t i = 0; i < count; ++i) in[i] = input<T>(rank, i, round);
+    ex.run(in.data(), out.data(), count, type, op);
+    for (size_t j = 0; j < outCount; ++j)
+      if (out[j] != want<T>(p.collective, op, rank, n, count, j, round))
+        throw std::runtime_error(p.name + " rank " + std::to_string(rank) + " round " + std::to_string(round) +
+                                 ": element " + std::to_string(j) + " is " + std::to_string(out[j]) + ", want " +
+                                 std::to_string(want<T>(p.collective, op, rank, n, count, j, round)));
+  }
+}
+
+void runPlan(const std::string& name, int n) {
+  expectAllPassed(runRanks(n, std::chrono::seconds(60), [&](int rank, int nranks, const UniqueId& id) {
+    setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
+    Communicator comm(loopbackBootstrap(rank, nranks, id));
+    const size_t count = static_cast<size_t>(nranks) * 1001;
+    HostPlanExecutor ex(comm, shipped(name, nranks), count * 8);
+    runChecked<float>(ex, rank, nranks, count, DataType::Float32, ReduceOp::Sum);
+    if (ex.plan().collective == "allreduce") runChecked<int32_t>(ex, rank, nranks, count, DataType::Int32, ReduceOp::Max);
+  }));
+}
+
+}  // namespace
+
+class HostPlanTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(HostPlanTest, ShippedPlanComputesItsCollective) { runPlan(std::get<0>(GetParam()), std::get<1>(GetParam())); }
+
+INSTANTIATE_TEST_SUITE_P(Plans, HostPlanTest,
+                         ::testing::Combine(::testing::Values("allgather_allpairs", "allgather_ring", "allreduce_allpairs",
+                                                              "allreduce_ring", "alltoall_allpairs"),
+                                            ::testing::Values(2, 3, 4)),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)); });
+
+TEST(HostPlan, WrongRankCountsAndCountsAreRefusedByName) {
+  expectAllPassed(runRanks(2, std::chrono::seconds(60), [](int rank, int nranks, const UniqueId& id) {
+    setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
+    Communicator comm(loopbackBootstrap(rank, nranks, id));
+    requireError([&] { HostPlanExecutor(comm, shipped("allreduce_ring", 3), 1024); }, ErrorCode::InvalidUsage,
+                 {"the plan is for 3 ranks, the communicator has 2"});
+    HostPlanExecutor ex(comm, shipped("allreduce_ring", 2), 1024);
+    std::vector<float> buf(5);
+    requireError([&] { ex.run(buf.data(), buf.data(), 5, DataType::Float32, ReduceOp::Sum); }, ErrorCode::InvalidUsage,
+                 {"5 elements do not cut into 2 equal input chunks"});
+    std::vector<float> big(1000);
+    requireError([&] { ex.run(big.data(), big.data(), 1000, DataType::Float32, ReduceOp::Sum); }, ErrorCode::InvalidUsage,
+                 {"4000 bytes of input, more than the 1024"});
+  }));
+}
