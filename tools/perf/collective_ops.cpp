@@ -110,6 +110,7 @@ void runOnce(HostCollectives& hc, const Call& c) {
   CallPointers p = callPointers(c, c.send->data(), c.recv->data());
   char* send = p.send;
   char* out = p.result;
+  if (c.plan) return c.plan->run(send, out, c.shape.sendElements, c.type, c.op);
   switch (c.collective) {
     case Collective::AllReduce: hc.allReduce(send, out, k, c.type, c.op); return;
     case Collective::AllGather: hc.allGather(send, out, k, c.type); return;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plugboard/host_collectives.hpp"
+#include "plugboard/host_plan.hpp"
 
 namespace plugboard::perf {
 
@@ -51,6 +52,7 @@ struct Call {
   bool inPlace;
   std::vector<char>* send;  ///< Host send buffer (max(send, recv) elements: in-place results land in it).
   std::vector<char>* recv;  ///< Host receive buffer.
+  HostPlanExecutor* plan = nullptr;  ///< --plan: run through it instead of HostCollectives.
 };
 
 /// Where a call reads its input and writes its result.

@@ -30,12 +30,20 @@ int hostRankMain(std::shared_ptr<Bootstrap> bootstrap, const Options& opts, Coll
   Communicator comm(std::move(bootstrap));
   checkRoot(opts.root, c, comm.size());
   HostCollectives hc(comm);
+  std::unique_ptr<HostPlanExecutor> plan;
+  if (!opts.plan.empty()) {
+    Plan p = loadPlan(opts.plan);
+    if (p.collective != collectiveName(c))
+      throw Error(ErrorCode::InvalidUsage, "--plan " + opts.plan + " computes " + p.collective + ", not " + collectiveName(c) + " (-C)");
+    plan = std::make_unique<HostPlanExecutor>(comm, std::move(p), opts.maxBytes + 64);
+  }
   if (comm.rank() == 0) {
     printPreamble(std::cout, comm.size(), opts, c, "host");
+    if (plan) std::cout << "#  through plan " << opts.plan << " (" << plan->plan().name << ")\n";
     for (int p = 1; p < comm.size(); ++p) std::cout << "#  rank 0 -> rank " << p << " via " << comm.transportFor(p) << "\n";
     printTableHeader(std::cout);
   }
-  return reportRows(comm.bootstrap(), runSweep(hc, opts, c), opts, c);
+  return reportRows(comm.bootstrap(), runSweep(hc, opts, c, plan.get()), opts, c);
 }
 
 /// Runs body on --nranks forked ranks, on the launcher's ranks, or on one rank.
@@ -85,6 +93,8 @@ int run(const Options& opts, Collective c) {
   int devices = opts.mem == MemMode::Host ? 0 : forksRanks ? cudaDeviceCountWithoutInit() : cudaDeviceCountHere();
   MemMode mode = resolveMemMode(opts, builtWithCuda(), devices);  // Gpu only when built with CUDA
 #ifdef PLUGBOARD_HAVE_CUDA
+  if (mode == MemMode::Gpu && !opts.plan.empty())
+    throw Error(ErrorCode::InvalidUsage, "--plan runs on host buffers only (no GPU executor yet): add --mem host");
   if (mode == MemMode::Gpu) return runGpu(opts, c, devices);
 #else
   (void)mode;

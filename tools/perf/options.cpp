@@ -71,6 +71,8 @@ const char* usageText() {
          "  --nccl-symmetric       with --compare nccl: NCCL's own buffers from ncclMemAlloc, registered\n"
          "                         with ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC) for its symmetric\n"
          "                         kernels (NCCL 2.27 or later; an error names the library otherwise)\n"
+         "  --plan FILE            host buffers: run the collective through this execution plan\n"
+         "                         (docs/execution-plans.md) instead of the built-in algorithm\n"
          "  --find-nccl            print the NCCL --compare nccl would load (version, path) and exit;\n"
          "                         exit status 1 and every path tried when there is none\n"
          "  --csv FILE             also write the table as CSV\n"
@@ -118,6 +120,7 @@ Options parseOptions(int argc, char** argv) {
     else if (f == "-C" || f == "--collective") o.collective = v;
     else if (f == "--nranks") o.nranks = static_cast<int>(parseInt(v, f, 1, 256));
     else if (f == "--csv") o.csv = v;
+    else if (f == "--plan") o.plan = v.empty() ? throw Error(ErrorCode::InvalidUsage, "option --plan: empty path") : v;
     else if (f == "--plot") o.plot = v;
     else if (f == "-z" || f == "-a") parseInt(v, f, 0, 3);
     else if (f == "-t" || f == "-g") parseInt(v, f, 1, 1);  // one thread, one device per rank

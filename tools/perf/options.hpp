@@ -43,6 +43,7 @@ struct Options {
   std::string ncclLib;                 ///< --nccl-lib PATH (else PLUGBOARD_NCCL_LIB, else the default search)
   bool ncclSymmetric = false;          ///< --nccl-symmetric: NCCL's buffers from ncclMemAlloc, registered as symmetric windows
   bool findNccl = false;               ///< --find-nccl: print the NCCL that --compare nccl would load, and exit
+  std::string plan;                    ///< --plan FILE: host buffers through this execution plan (HostPlanExecutor)
 };
 
 /// Parses argv; throws Error(InvalidUsage) naming the bad flag or value.

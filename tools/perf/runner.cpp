@@ -53,7 +53,19 @@ std::vector<size_t> sweepSizes(const Options& o) {
   return sizes;
 }
 
-std::vector<Row> runSweep(HostCollectives& hc, const Options& opts, Collective c) {
+namespace {
+
+/// A plan cuts its input into equal chunks: round a shape's input down to a multiple of them.
+void fitPlan(Shape& s, Collective c, const HostPlanExecutor* plan) {
+  if (!plan || s.sendElements % plan->plan().inputChunks == 0) return;
+  if (c == Collective::AllGather || c == Collective::ReduceScatter || c == Collective::AllToAll) return;  // run() names it
+  s.callCount = s.totalElements = s.sendElements = s.recvElements =
+      s.sendElements / plan->plan().inputChunks * plan->plan().inputChunks;
+}
+
+}  // namespace
+
+std::vector<Row> runSweep(HostCollectives& hc, const Options& opts, Collective c, HostPlanExecutor* plan) {
   Communicator& comm = hc.communicator();
   size_t es = dataTypeSize(opts.type);
   std::vector<Row> rows;
@@ -61,11 +73,12 @@ std::vector<Row> runSweep(HostCollectives& hc, const Options& opts, Collective c
   for (size_t bytes : sweepSizes(opts)) {
     Row row;
     row.shape = shapeFor(c, bytes, es, comm.size());
+    fitPlan(row.shape, c, plan);
     row.bytes = row.shape.totalElements * es;
     send.assign(std::max(row.shape.sendElements, row.shape.recvElements) * es + 64, 0);
     recv.assign(row.shape.recvElements * es + 64, 0);
     for (bool inPlace : {false, true}) {
-      Call call{c, opts.type, opts.op, opts.root, comm.rank(), comm.size(), row.shape, inPlace, &send, &recv};
+      Call call{c, opts.type, opts.op, opts.root, comm.rank(), comm.size(), row.shape, inPlace, &send, &recv, plan};
       Measure m = measure(hc, opts, call);
       setBandwidth(m, row.bytes, c, comm.size());
       (inPlace ? row.inPlace : row.outOfPlace) = m;

@@ -39,7 +39,9 @@ void setBandwidth(Measure& m, size_t bytes, Collective c, int nranks);
 double ratioToNccl(const Measure& ours, const Measure& nccl);
 
 /// Runs the whole sweep; collective across ranks. Every rank returns the same rows.
-std::vector<Row> runSweep(HostCollectives& hc, const Options& opts, Collective c);
+/// plan: run every call through it (its input chunk count rounds the
+/// sizes of allreduce-like collectives down to a multiple of it).
+std::vector<Row> runSweep(HostCollectives& hc, const Options& opts, Collective c, HostPlanExecutor* plan = nullptr);
 
 /// Message sizes of the sweep, -b to -e by -f or -i.
 std::vector<size_t> sweepSizes(const Options& opts);
