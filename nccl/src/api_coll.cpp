@@ -40,6 +40,14 @@ void requireBuffer(const void* p, const char* name, size_t count) {
   if (!p && count > 0) throw ApiFailure(Result::InvalidArgument, std::string(name) + " is NULL with count " + std::to_string(count));
 }
 
+CallArgs checkSymmetric(const ncclComm* comm, size_t count, int ncclType, const int* ncclOp, const void* send,
+                        const void* recv) {
+  const CallArgs a = checkCall(comm, count, ncclType, ncclOp, 0, nullptr);
+  requireBuffer(send, "sendbuff", count);
+  requireBuffer(recv, "recvbuff", count);
+  return a;
+}
+
 }  // namespace plugboard::ncclapi
 
 namespace {
@@ -71,9 +79,7 @@ PB_NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
                                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAllReduce", [&] {
     const int o = op;
-    const CallArgs a = checkCall(comm, count, datatype, &o, 0, nullptr);
-    requireBuffer(sendbuff, "sendbuff", count);
-    requireBuffer(recvbuff, "recvbuff", count);
+    const CallArgs a = checkSymmetric(comm, count, datatype, &o, sendbuff, recvbuff);
     issueOrDefer(comm, stream, [=] { comm->gpu->allReduce(sendbuff, recvbuff, count, a.type, a.op, stream); });
   });
 }
@@ -107,9 +113,7 @@ PB_NCCL_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t
 PB_NCCL_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                                        ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAllGather", [&] {
-    const CallArgs a = checkCall(comm, sendcount, datatype, nullptr, 0, nullptr);
-    requireBuffer(sendbuff, "sendbuff", sendcount);
-    requireBuffer(recvbuff, "recvbuff", sendcount);
+    const CallArgs a = checkSymmetric(comm, sendcount, datatype, nullptr, sendbuff, recvbuff);
     issueOrDefer(comm, stream, [=] { comm->gpu->allGather(sendbuff, recvbuff, sendcount, a.type, stream); });
   });
 }
@@ -119,9 +123,7 @@ PB_NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
                                            cudaStream_t stream) {
   return guarded("ncclReduceScatter", [&] {
     const int o = op;
-    const CallArgs a = checkCall(comm, recvcount, datatype, &o, 0, nullptr);
-    requireBuffer(sendbuff, "sendbuff", recvcount);
-    requireBuffer(recvbuff, "recvbuff", recvcount);
+    const CallArgs a = checkSymmetric(comm, recvcount, datatype, &o, sendbuff, recvbuff);
     issueOrDefer(comm, stream, [=] { comm->gpu->reduceScatter(sendbuff, recvbuff, recvcount, a.type, a.op, stream); });
   });
 }
@@ -129,9 +131,7 @@ PB_NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
 PB_NCCL_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                       ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAlltoAll", [&] {
-    const CallArgs a = checkCall(comm, count, datatype, nullptr, 0, nullptr);
-    requireBuffer(sendbuff, "sendbuff", count);
-    requireBuffer(recvbuff, "recvbuff", count);
+    const CallArgs a = checkSymmetric(comm, count, datatype, nullptr, sendbuff, recvbuff);
     issueOrDefer(comm, stream, [=] { comm->gpu->allToAll(sendbuff, recvbuff, count, a.type, stream); });
   });
 }
@@ -168,7 +168,7 @@ PB_NCCL_API ncclResult_t ncclGroupEnd(void) {
 
 PB_NCCL_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   return guarded("ncclMemAlloc", [&] {
-    if (!ptr) throw ApiFailure(Result::InvalidArgument, "ptr is NULL");
+    requireArg(ptr, "ptr");
     const cudaError_t e = cudaMalloc(ptr, size);
     if (e != cudaSuccess)
       throw ApiFailure(Result::UnhandledCudaError, "cudaMalloc of " + std::to_string(size) + " bytes: " + cudaGetErrorString(e));
@@ -193,7 +193,7 @@ struct Registration {
 PB_NCCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
   return guarded("ncclCommRegister", [&] {
     requireComm(comm);
-    if (!handle) throw ApiFailure(Result::InvalidArgument, "handle is NULL");
+    requireArg(handle, "handle");
     *handle = new Registration{buff, size};
   });
 }
@@ -201,7 +201,7 @@ PB_NCCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, siz
 PB_NCCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   return guarded("ncclCommDeregister", [&] {
     requireComm(comm);
-    if (!handle) throw ApiFailure(Result::InvalidArgument, "handle is NULL");
+    requireArg(handle, "handle");
     delete static_cast<Registration*>(handle);
   });
 }
@@ -210,7 +210,7 @@ PB_NCCL_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void*, ncclDa
                                                   ncclComm_t comm) {
   return guarded("ncclRedOpCreatePreMulSum", [&] {
     requireComm(comm);
-    if (!op) throw ApiFailure(Result::InvalidArgument, "op is NULL");
+    requireArg(op, "op");
     throw ApiFailure(Result::InvalidUsage, "PreMulSum reductions are not served by Plugboard yet "
                                            "(use ncclAvg, or ncclSum and scale)");
   });

@@ -31,7 +31,7 @@ UniqueId toUniqueId(const ncclUniqueId& id) {
 
 /// Checks init's arguments and that a device is current; returns it.
 int checkInit(ncclComm_t* comm, int nranks, int rank) {
-  if (!comm) throw ApiFailure(Result::InvalidArgument, "comm is NULL");
+  requireArg(comm, "comm");
   if (nranks < 1) throw ApiFailure(Result::InvalidArgument, "nranks " + std::to_string(nranks) + " is not positive");
   if (rank < 0 || rank >= nranks)
     throw ApiFailure(Result::InvalidArgument, "rank " + std::to_string(rank) + " is out of range [0, " +
@@ -90,14 +90,14 @@ void destroyInBackground(ncclComm* comm) {
 
 PB_NCCL_API ncclResult_t ncclGetVersion(int* version) {
   return guarded("ncclGetVersion", [&] {
-    if (!version) throw ApiFailure(Result::InvalidArgument, "version is NULL");
+    requireArg(version, "version");
     *version = NCCL_VERSION_CODE;
   });
 }
 
 PB_NCCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   return guarded("ncclGetUniqueId", [&] {
-    if (!uniqueId) throw ApiFailure(Result::InvalidArgument, "uniqueId is NULL");
+    requireArg(uniqueId, "uniqueId");
     const UniqueId id = TcpBootstrap::createUniqueId();
     std::memcpy(uniqueId->internal, id.bytes.data(), sizeof(uniqueId->internal));
   });
@@ -126,7 +126,7 @@ PB_NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nrank
 
 PB_NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
   return guarded("ncclCommInitAll", [&] {
-    if (!comm) throw ApiFailure(Result::InvalidArgument, "comm is NULL");
+    requireArg(comm, "comm");
     if (ndev < 1) throw ApiFailure(Result::InvalidArgument, "ndev " + std::to_string(ndev) + " is not positive");
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
@@ -148,7 +148,7 @@ PB_NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* 
 PB_NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   return guarded("ncclCommSplit", [&] {
     requireComm(comm);
-    if (!newcomm) throw ApiFailure(Result::InvalidArgument, "newcomm is NULL");
+    requireArg(newcomm, "newcomm");
     if (color < NCCL_SPLIT_NOCOLOR)
       throw ApiFailure(Result::InvalidArgument, "color " + std::to_string(color) + " is negative (only NCCL_SPLIT_NOCOLOR is)");
     readConfig(config);
@@ -206,7 +206,7 @@ PB_NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
 PB_NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   return guarded("ncclCommGetAsyncError", [&] {
     requireComm(comm);
-    if (!asyncError) throw ApiFailure(Result::InvalidArgument, "asyncError is NULL");
+    requireArg(asyncError, "asyncError");
     *asyncError = ncclSuccess;
     try {
       comm->gpu->checkErrors();
@@ -220,7 +220,7 @@ PB_NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* as
 PB_NCCL_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   return guarded("ncclCommCount", [&] {
     requireComm(comm);
-    if (!count) throw ApiFailure(Result::InvalidArgument, "count is NULL");
+    requireArg(count, "count");
     *count = comm->size();
   });
 }
@@ -228,7 +228,7 @@ PB_NCCL_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
 PB_NCCL_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
   return guarded("ncclCommCuDevice", [&] {
     requireComm(comm);
-    if (!device) throw ApiFailure(Result::InvalidArgument, "device is NULL");
+    requireArg(device, "device");
     *device = comm->device;
   });
 }
@@ -236,7 +236,7 @@ PB_NCCL_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
 PB_NCCL_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   return guarded("ncclCommUserRank", [&] {
     requireComm(comm);
-    if (!rank) throw ApiFailure(Result::InvalidArgument, "rank is NULL");
+    requireArg(rank, "rank");
     *rank = comm->rank();
   });
 }

@@ -32,5 +32,14 @@ CallArgs checkCall(const ncclComm* comm, size_t count, int ncclType, const int* 
                    const char* rootName);
 /// A buffer that must be given when count > 0.
 void requireBuffer(const void* p, const char* name, size_t count);
+/// checkCall without root, then both buffers required: the calls whose
+/// send and recv both hold `count` elements per rank block (allreduce,
+/// allgather, reducescatter, alltoall).
+CallArgs checkSymmetric(const ncclComm* comm, size_t count, int ncclType, const int* ncclOp, const void* send,
+                        const void* recv);
+/// An argument (an output pointer, a handle) that must not be NULL.
+inline void requireArg(const void* p, const char* name) {
+  if (!p) throw ApiFailure(Result::InvalidArgument, std::string(name) + " is NULL");
+}
 
 }  // namespace plugboard::ncclapi
