@@ -56,6 +56,7 @@ struct HostPlanExecutor::Impl {
   size_t chunkBytes = 0;
   DataType type = DataType::Uint8;
   ReduceOp op = ReduceOp::Sum;
+  std::vector<char> acc;  // reduce's accumulator, kept between operations (no allocation per op once grown)
   char* at(PlanChunk::Buffer b, uint64_t index) { return storage[slot(b)].data() + index * chunkBytes; }
   bool step(const PlanOp& o);
   void reduce(const PlanOp& o);
@@ -112,7 +113,8 @@ void HostPlanExecutor::Impl::reduce(const PlanOp& o) {
   const size_t bytes = o.dst.size * chunkBytes, count = bytes / dataTypeSize(type);
   char* dst = at(o.dst.buffer, o.dst.index);
   // dst may be one of the sources: accumulate in a copy when it is not the first.
-  std::vector<char> acc(at(o.srcs[0].buffer, o.srcs[0].index), at(o.srcs[0].buffer, o.srcs[0].index) + bytes);
+  const char* first = at(o.srcs[0].buffer, o.srcs[0].index);
+  acc.assign(first, first + bytes);
   for (size_t i = 1; i < o.srcs.size(); ++i) reduceInto(acc.data(), at(o.srcs[i].buffer, o.srcs[i].index), count, type, op);
   std::memcpy(dst, acc.data(), bytes);
 }
