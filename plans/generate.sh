@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the shipped execution plans from plugboard_dsl's programs:
-# plans/<program>/<n>ranks.json for 2-8 ranks over memory channels.
+# plans/<program>/<n>ranks.json for 2-8 ranks over memory channels, and
+# plans/<program>/port-<n>ranks.json for 2-4 ranks over port channels.
 # python/tests/test_dsl.py fails when a committed plan differs from this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +9,10 @@ for program in allgather_allpairs allgather_ring allreduce_allpairs allreduce_ri
   mkdir -p "plans/$program"
   for n in 2 3 4 5 6 7 8; do
     PYTHONPATH=python python3 -m plugboard_dsl "$program" --nranks "$n" -o "plans/$program/${n}ranks.json" > /dev/null
+  done
+  for n in 2 3 4; do
+    PYTHONPATH=python python3 -m plugboard_dsl "$program" --nranks "$n" --channel port \
+      -o "plans/$program/port-${n}ranks.json" > /dev/null
   done
 done
 echo "plans: regenerated $(find plans -name '*.json' | wc -l) plans"

@@ -52,6 +52,8 @@ source tests/gpu/mps.sh
 # The GPU tests and the correctness sweep with CUDA MPS (several ranks'
 # kernels at once on one GPU) and without (time-sliced).
 step gpu-tests-mps with_mps ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
+# The execution-plan executor's GPU suite alone (also part of gpu-tests-mps).
+step plan-tests-mps with_mps ctest --test-dir "$build" -R "GpuPlan" --output-on-failure --timeout 120
 # The NCCL API library's GPU suite alone (also part of gpu-tests-mps).
 step nccl-tests-mps with_mps ctest --test-dir "$build" -R "NcclApi" --output-on-failure --timeout 200
 step check-sweep-mps with_mps bash tests/gpu/check-sweep.sh "$build" 2
@@ -96,6 +98,16 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   for c in allreduce allgather reducescatter broadcast reduce alltoall sendrecv; do
     step "perf-$c" "$perf" "${cmp[@]}" -C "$c" -b 8 -e 1G -f 2 -n 20 -w 5 --csv "$LOGS/$c.csv"
     step "perf-$c-graph" "$perf" "${cmp[@]}" -C "$c" -b 8 -e 64M -f 2 -n 20 -w 5 -G 5 --csv "$LOGS/$c-graph.csv"
+  done
+  # Execution plans through GpuPlanExecutor beside the built-in collective
+  # and NCCL in the same job (docs/execution-plans.md, issue 18).
+  for c in allgather allreduce alltoall; do
+    step "perf-plans-builtin-$c" "$perf" "${cmp[@]}" -C "$c" -b 1K -e 256M -f 4 -n 20 -w 5 --csv "$LOGS/plans-builtin-$c.csv"
+  done
+  for p in allgather_allpairs:allgather allgather_ring:allgather allreduce_allpairs:allreduce allreduce_ring:allreduce \
+           alltoall_allpairs:alltoall; do
+    step "perf-plan-${p%%:*}" "$perf" "${cmp[@]}" --plan "plans/${p%%:*}/2ranks.json" -C "${p#*:}" -b 1K -e 256M -f 4 \
+      -n 20 -w 5 --csv "$LOGS/plan-${p%%:*}.csv"
   done
   # NCCL at its best: its symmetric-memory kernels (2.27+), with and without graphs.
   for c in allreduce allgather reducescatter; do

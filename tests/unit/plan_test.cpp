@@ -65,11 +65,14 @@ TEST(Plan, EveryShippedPlanLoads) {
     for (const auto& file : std::filesystem::directory_iterator(program.path())) {
       const Plan p = loadPlan(file.path().string());
       EXPECT_EQ(p.name, program.path().filename().string());
-      EXPECT_EQ(std::to_string(p.nranks) + "ranks.json", file.path().filename().string());
+      const bool port = file.path().filename().string().rfind("port-", 0) == 0;
+      EXPECT_EQ((port ? "port-" : "") + std::to_string(p.nranks) + "ranks.json", file.path().filename().string());
+      for (const auto& r : p.ranks)
+        for (const auto& c : r.channels) EXPECT_EQ(c.type, port ? PlanChannel::Type::Port : PlanChannel::Type::Memory);
       ++loaded;
     }
   }
-  EXPECT_EQ(loaded, 35);
+  EXPECT_EQ(loaded, 50);  // 5 programs: 2-8 ranks over memory channels, 2-4 over port channels
 }
 
 TEST(Plan, BrokenDocumentsAreNamed) {

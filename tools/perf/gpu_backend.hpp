@@ -51,10 +51,21 @@ class GpuBackend {
   }
   /// Throws the first asynchronous error the library recorded; call after the stream is synchronised.
   virtual void checkErrors() {}
+  /// Rounds a row's shape to what this library can run (a plan cuts its
+  /// input into equal chunks); the default leaves it.
+  virtual void fitShape(Collective c, Shape& s) const {
+    (void)c;
+    (void)s;
+  }
 };
 
 /// Plugboard's GpuCollectives over comm (collective: every rank constructs it;
 /// throws as its constructor does, e.g. for a pair without a peer mapping).
 std::unique_ptr<GpuBackend> makePlugboardBackend(Communicator& comm);
+/// GpuPlanExecutor running the plan at path (collective; throws
+/// Error(InvalidUsage) when the plan computes another collective than c).
+/// *describe gets a line for the output.
+std::unique_ptr<GpuBackend> makePlanBackend(Communicator& comm, const std::string& path, Collective c,
+                                            size_t maxInputBytes, std::string* describe);
 
 }  // namespace plugboard::perf

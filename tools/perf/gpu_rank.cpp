@@ -44,11 +44,14 @@ int runGpuRank(std::shared_ptr<Bootstrap> bootstrap, int localRank, const Option
   checkCuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
   Communicator comm(std::move(bootstrap));
   checkRoot(opts.root, c, comm.size());
-  std::unique_ptr<GpuBackend> ours = makePlugboardBackend(comm);
+  std::string planLine;
+  std::unique_ptr<GpuBackend> ours = opts.plan.empty() ? makePlugboardBackend(comm)
+                                                       : makePlanBackend(comm, opts.plan, c, opts.maxBytes + 64, &planLine);
   std::unique_ptr<GpuBackend> nccl;
   if (setup.nccl) nccl = std::make_unique<NcclBackend>(setup.nccl, comm.bootstrap(), setup.ncclSymmetric);
   if (comm.rank() == 0) printPreamble(std::cout, comm.size(), opts, c, "gpu");
   printGpuPreamble(comm, device, setup);
+  if (comm.rank() == 0 && !planLine.empty()) std::cout << "#  " << planLine << "\n";
   if (comm.rank() == 0) {
     std::string label;
     if (setup.nccl) label = "NCCL " + setup.nccl->versionText() + (setup.ncclSymmetric ? " sym" : "");

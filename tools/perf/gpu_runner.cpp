@@ -182,6 +182,7 @@ std::vector<Row> runGpuSweep(GpuBackend& ours, GpuBackend* nccl, Bootstrap& boot
   for (size_t bytes : sweepSizes(opts)) {
     Row row;
     row.shape = shapeFor(c, bytes, es, n);
+    ours.fitShape(c, row.shape);
     row.bytes = row.shape.totalElements * es;
     row.compared = nccl != nullptr;
     send.assign(sendBytesOf(row.shape, es), 0);

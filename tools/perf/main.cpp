@@ -93,8 +93,6 @@ int run(const Options& opts, Collective c) {
   int devices = opts.mem == MemMode::Host ? 0 : forksRanks ? cudaDeviceCountWithoutInit() : cudaDeviceCountHere();
   MemMode mode = resolveMemMode(opts, builtWithCuda(), devices);  // Gpu only when built with CUDA
 #ifdef PLUGBOARD_HAVE_CUDA
-  if (mode == MemMode::Gpu && !opts.plan.empty())
-    throw Error(ErrorCode::InvalidUsage, "--plan runs on host buffers only (no GPU executor yet): add --mem host");
   if (mode == MemMode::Gpu) return runGpu(opts, c, devices);
 #else
   (void)mode;

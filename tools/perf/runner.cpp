@@ -53,17 +53,11 @@ std::vector<size_t> sweepSizes(const Options& o) {
   return sizes;
 }
 
-namespace {
-
-/// A plan cuts its input into equal chunks: round a shape's input down to a multiple of them.
-void fitPlan(Shape& s, Collective c, const HostPlanExecutor* plan) {
-  if (!plan || s.sendElements % plan->plan().inputChunks == 0) return;
+void fitShapeToPlan(Shape& s, Collective c, uint64_t inputChunks) {
+  if (s.sendElements % inputChunks == 0) return;
   if (c == Collective::AllGather || c == Collective::ReduceScatter || c == Collective::AllToAll) return;  // run() names it
-  s.callCount = s.totalElements = s.sendElements = s.recvElements =
-      s.sendElements / plan->plan().inputChunks * plan->plan().inputChunks;
+  s.callCount = s.totalElements = s.sendElements = s.recvElements = s.sendElements / inputChunks * inputChunks;
 }
-
-}  // namespace
 
 std::vector<Row> runSweep(HostCollectives& hc, const Options& opts, Collective c, HostPlanExecutor* plan) {
   Communicator& comm = hc.communicator();
@@ -73,7 +67,7 @@ std::vector<Row> runSweep(HostCollectives& hc, const Options& opts, Collective c
   for (size_t bytes : sweepSizes(opts)) {
     Row row;
     row.shape = shapeFor(c, bytes, es, comm.size());
-    fitPlan(row.shape, c, plan);
+    if (plan) fitShapeToPlan(row.shape, c, plan->plan().inputChunks);
     row.bytes = row.shape.totalElements * es;
     send.assign(std::max(row.shape.sendElements, row.shape.recvElements) * es + 64, 0);
     recv.assign(row.shape.recvElements * es + 64, 0);

@@ -41,6 +41,10 @@ double ratioToNccl(const Measure& ours, const Measure& nccl);
 /// Runs the whole sweep; collective across ranks. Every rank returns the same rows.
 /// plan: run every call through it (its input chunk count rounds the
 /// sizes of allreduce-like collectives down to a multiple of it).
+/// Rounds an allreduce, broadcast or reduce row's count down to a multiple
+/// of a plan's input chunks (the other collectives' counts are the caller's
+/// to fit: the plan's run() names a mismatch).
+void fitShapeToPlan(Shape& s, Collective c, uint64_t inputChunks);
 std::vector<Row> runSweep(HostCollectives& hc, const Options& opts, Collective c, HostPlanExecutor* plan = nullptr);
 
 /// Message sizes of the sweep, -b to -e by -f or -i.

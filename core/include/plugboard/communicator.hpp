@@ -234,6 +234,7 @@ class Communicator {
   friend class Device2DeviceSemaphore;
   friend class PortChannelService;
   friend class GpuCollectives;  // its set-up exchanges scratch descriptors under an internal tag
+  friend class GpuPlanExecutor;  // registers an abort hook
   std::unique_ptr<Impl> impl_;
 };
 

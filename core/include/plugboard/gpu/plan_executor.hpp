@@ -1,0 +1,71 @@
+/// @file plan_executor.hpp
+/// Runs execution plans (plan.hpp, docs/execution-plans.md) on CUDA device
+/// buffers: one kernel launch per call walks this rank's operation lists.
+/// Requires CUDA.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+
+#include "plugboard/communicator.hpp"
+#include "plugboard/datatype.hpp"
+#include "plugboard/plan.hpp"
+
+namespace plugboard {
+
+/// One plan bound to a communicator on the CUDA device current at
+/// construction. Construction is collective: it connects every pair the
+/// plan's channels join for CUDA memory, allocates this rank's device
+/// storage (output and scratch chunks for inputs of up to maxInputBytes,
+/// the same on every rank) and exchanges it. Memory channels need a pair
+/// whose transport maps peer memory (cudaipc); port channels go through a
+/// proxy thread over whatever transport the pair selected.
+///
+/// Each plan thread block runs as `slices` CUDA blocks, each moving one
+/// slice of every chunk with semaphores of its own (plan_device.hpp says
+/// why that is the same plan): the "gpu_plan_slices" setting, or the
+/// constructor's argument when positive. Calls only enqueue work on the
+/// stream (no host synchronisation), so they can be captured in a CUDA
+/// graph; calls on one executor must be ordered (one stream, or events).
+class GpuPlanExecutor {
+ public:
+  /// Throws Error(InvalidUsage) when the plan is for another rank count,
+  /// a memory channel joins a pair that is not peer-mapped, or maxInputBytes
+  /// differs between ranks; Error(Config) for a bad slice count.
+  GpuPlanExecutor(Communicator& comm, Plan plan, size_t maxInputBytes, int slices = 0);
+  /// Collective: waits for the device, then for every rank, before freeing
+  /// the storage the peers map.
+  ~GpuPlanExecutor();
+  GpuPlanExecutor(const GpuPlanExecutor&) = delete;
+  GpuPlanExecutor& operator=(const GpuPlanExecutor&) = delete;
+
+  /// Enqueues the plan once on stream (every rank calls it with the same
+  /// count, type and op): input holds count elements cut into the plan's
+  /// input chunks (count must divide evenly); output receives outputChunks
+  /// chunks. Input and output may be the same buffer (results land in this
+  /// executor's storage and are copied out after the kernel): with an
+  /// in-place plan they must be. Passing outputBuffer() as output skips
+  /// that copy. Avg divides once at the end. Throws Error(InvalidUsage) for
+  /// bad arguments and the first recorded device failure (checkErrors()).
+  void run(const void* input, void* output, size_t count, DataType type, ReduceOp op, cudaStream_t stream);
+
+  /// The device buffer where outputs land (outputChunks chunks of the
+  /// largest input); valid until destruction.
+  void* outputBuffer() const;
+  /// Throws Error(Timeout/Remote) naming rank, plan, thread block,
+  /// operation, channel and peer for the first device wait that gave up,
+  /// and the proxy's error for port channels. Does not synchronise.
+  void checkErrors() const;
+  /// The plan.
+  const Plan& plan() const;
+  /// CUDA blocks per plan thread block.
+  int slices() const;
+
+  struct Impl;  ///< Private state (pimpl).
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace plugboard

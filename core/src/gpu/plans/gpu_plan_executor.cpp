@@ -1,0 +1,463 @@
+// GpuPlanExecutor: a rank's plan flattened into device arrays (plan_device.hpp)
+// and run by plan_kernel.cu. This rank's device storage, registered once and
+// mapped (memory channels) or imported (port channels) by its peers:
+//   [0, counters)  inbound counters, uint64 per [channel][slice]: a peer's
+//                  signal on its matching channel adds 1 to ours
+//   output, scratch, and an input copy (port channels put from registered
+//                  memory only), each chunk of up to maxChunkBytes
+// The layout is a function of the plan, slices and maxInputBytes, which
+// every rank shares, so a peer computes where to signal and put.
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+
+#include "communicator/communicator_impl.hpp"
+#include "gpu/cuda_check.hpp"
+#include "gpu/plans/plan_kernel.hpp"
+#include "plugboard/error.hpp"
+#include "plugboard/gpu/plan_executor.hpp"
+#include "plugboard/gpu/port_channel.hpp"
+
+namespace plugboard {
+
+namespace {
+constexpr int kStorageTag = 0x2d504c10;  // below 2^30, apart from HostPlanExecutor's tags
+
+uint64_t roundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+const char* opName(PlanOp::Kind k) {
+  switch (k) {
+    case PlanOp::Kind::Put: return "put";
+    case PlanOp::Kind::Signal: return "signal";
+    case PlanOp::Kind::Wait: return "wait";
+    case PlanOp::Kind::Flush: return "flush";
+    case PlanOp::Kind::Copy: return "copy";
+    case PlanOp::Kind::Reduce: return "reduce";
+  }
+  return "?";
+}
+
+gpuplan::DevChunk devChunk(const PlanChunk& c) {
+  return gpuplan::DevChunk{c.index, static_cast<uint32_t>(c.size), static_cast<uint8_t>(c.buffer)};
+}
+}  // namespace
+
+struct GpuPlanExecutor::Impl {
+  Communicator& comm;
+  Plan plan;
+  size_t maxInputBytes;
+  int slices = 1;
+  int device = -1;
+  uint32_t threads = 512;
+  int64_t timeoutNs = 0;
+
+  // Storage layout (same on every rank).
+  uint64_t maxChunkBytes = 0, outputAt = 0, scratchAt = 0, inputAt = 0, total = 0;
+  bool copiesInput = false;  // a port channel puts from the input: it must be in the storage
+  bool reduces = false;      // some operation reduces (avg divides its output)
+
+  char* storage = nullptr;
+  uint64_t* expected = nullptr;
+  gpuplan::DevOp* ops = nullptr;
+  gpuplan::DevThreadBlock* threadBlocks = nullptr;
+  gpuplan::DevChunk* srcs = nullptr;
+  gpuplan::DevChannel* channels = nullptr;
+  PortChannelDeviceHandle* ports = nullptr;
+  uint32_t* flags = nullptr;  // mapped host: [0] abort, then a PlanStatus
+  uint32_t* flagsDev = nullptr;
+
+  RegisteredMemory local;
+  std::map<int, std::shared_ptr<Connection>> connections;
+  std::map<int, RemoteMemory> remotes;
+  std::unique_ptr<PortChannelService> service;
+  std::vector<PortChannel> portChannels;
+  std::vector<int32_t> portBase;  // per plan channel: first index in ports, or -1
+  uint64_t abortHook = 0;
+
+  Impl(Communicator& c, Plan p, size_t maxBytes) : comm(c), plan(std::move(p)), maxInputBytes(maxBytes) {}
+  ~Impl();
+
+  const PlanRank& mine() const { return plan.ranks[comm.rank()]; }
+  std::string who() const {
+    return "rank " + std::to_string(comm.rank()) + " (GPU plan " + plan.name + " from " + plan.source + ")";
+  }
+  gpuplan::PlanStatus* status() const { return reinterpret_cast<gpuplan::PlanStatus*>(flags + 4); }
+
+  void setup(int slicesArg);
+  void chooseShape(int slicesArg);
+  void agree(const std::string& problem);
+  void connect();
+  void allocate();
+  void exchange();
+  void makePorts();
+  void uploadPlan();
+  /// Why this rank's plan cannot run here as to waits, or "".
+  std::string waitsProblem() const;
+  std::vector<gpuplan::DevChannel> deviceChannels() const;
+  /// Index of `rank`'s channel to `peer` of this type and tag.
+  int matchingChannel(int rank, int peer, PlanChannel::Type type, int64_t tag) const;
+  gpuplan::PlanArgs args(const void* input, size_t bytes) const;
+  std::string describeFailure(const gpuplan::PlanStatus& s) const;
+};
+
+GpuPlanExecutor::Impl::~Impl() {
+  if (abortHook) comm.impl_->removeAbortHook(abortHook);
+  const bool aborted = comm.aborted();
+  if (storage) cudaDeviceSynchronize();  // every device wait is bounded
+  if (service && !aborted) service->waitIdle(std::chrono::milliseconds(timeoutNs / 1000000 + 1000));
+  // Peers map this storage: every rank's kernels are done before it goes.
+  if (storage && !aborted && comm.size() > 1) {
+    try {
+      comm.bootstrap().barrier();
+    } catch (const std::exception&) {
+    }
+  }
+  portChannels.clear();
+  service.reset();
+  remotes.clear();
+  local = RegisteredMemory();
+  for (void* p : {static_cast<void*>(storage), static_cast<void*>(expected), static_cast<void*>(ops),
+                  static_cast<void*>(threadBlocks), static_cast<void*>(srcs), static_cast<void*>(channels),
+                  static_cast<void*>(ports)})
+    if (p) cudaFree(p);
+  if (flags) cudaFreeHost(flags);
+}
+
+// Every rank learns whether any rank failed before the collective steps, so
+// none waits for a peer that gave up.
+void GpuPlanExecutor::Impl::agree(const std::string& problem) {
+  std::vector<int32_t> failed(comm.size(), 0);
+  failed[comm.rank()] = problem.empty() ? 0 : 1;
+  if (comm.size() > 1) comm.bootstrap().allGather(failed.data(), sizeof(int32_t));
+  if (!problem.empty()) throw Error(ErrorCode::InvalidUsage, who() + ": " + problem);
+  for (int r = 0; r < comm.size(); ++r)
+    if (failed[r])
+      throw Error(ErrorCode::InvalidUsage, who() + ": rank " + std::to_string(r) +
+                                               " could not set up the plan (its error says why)");
+}
+
+void GpuPlanExecutor::Impl::chooseShape(int slicesArg) {
+  const Config& cfg = comm.config();
+  const int64_t setting = cfg.getInt("gpu_plan_slices");
+  const int64_t t = cfg.getInt("gpu_threads");
+  if (t < 64 || t > int64_t(gpuplan::kMaxThreads) || t % 32)
+    throw Error(ErrorCode::Config, who() + ": gpu_threads must be a multiple of 32 in 64-512, got " + std::to_string(t));
+  threads = static_cast<uint32_t>(t);
+  const double timeout = cfg.getDouble("gpu_wait_timeout");
+  if (!(timeout >= 0.001 && timeout <= 86400))
+    throw Error(ErrorCode::Config, who() + ": gpu_wait_timeout must be between 0.001 and 86400 seconds");
+  timeoutNs = static_cast<int64_t>(timeout * 1e9);
+  int sms = 0;
+  PB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int tbs = std::max<int>(1, static_cast<int>(mine().threadblocks.size()));
+  if (setting < 0 || setting > 1024)
+    throw Error(ErrorCode::Config, who() + ": gpu_plan_slices must be 0 (automatic) to 1024, got " + std::to_string(setting));
+  // Automatic: fill the GPU, at most 16 slices (beyond that a slice of a
+  // small chunk is a few hundred bytes).
+  slices = slicesArg > 0 ? slicesArg : setting > 0 ? static_cast<int>(setting) : std::clamp(sms / tbs, 1, 16);
+  // Thread blocks of one rank wait on each other through the peers: all of
+  // them must be resident at once, one per SM at most.
+  if (int64_t(slices) * tbs > sms)
+    throw Error(ErrorCode::Config, who() + ": " + std::to_string(tbs) + " thread blocks x " + std::to_string(slices) +
+                                       " slices = " + std::to_string(int64_t(slices) * tbs) + " CUDA blocks, more than the " +
+                                       std::to_string(sms) + " SMs of device " + std::to_string(device) +
+                                       " (every block must be resident): lower gpu_plan_slices");
+}
+
+void GpuPlanExecutor::Impl::setup(int slicesArg) {
+  PB_CUDA_CHECK(cudaGetDevice(&device));
+  std::string problem;
+  if (plan.nranks != comm.size())
+    problem = "the plan is for " + std::to_string(plan.nranks) + " ranks, the communicator has " + std::to_string(comm.size());
+  if (problem.empty()) problem = waitsProblem();
+  agree(problem);
+  chooseShape(slicesArg);
+  std::vector<uint64_t> sizes(comm.size(), 0);
+  sizes[comm.rank()] = maxInputBytes;
+  if (comm.size() > 1) comm.bootstrap().allGather(sizes.data(), sizeof(uint64_t));
+  for (int r = 0; r < comm.size(); ++r)
+    if (sizes[r] != maxInputBytes)
+      throw Error(ErrorCode::InvalidUsage, who() + ": made for inputs of up to " + std::to_string(maxInputBytes) +
+                                               " bytes, rank " + std::to_string(r) + " for " + std::to_string(sizes[r]) +
+                                               " (every rank must pass the same)");
+  connect();
+  allocate();
+  exchange();
+  makePorts();
+  uploadPlan();
+  PB_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any peer can signal into it
+  if (comm.size() > 1) comm.bootstrap().barrier();
+  abortHook = comm.impl_->addAbortHook([this] { __atomic_store_n(&flags[0], 1u, __ATOMIC_RELEASE); });
+}
+
+void GpuPlanExecutor::Impl::connect() {
+  std::vector<int> peers;
+  for (const auto& c : mine().channels)
+    if (std::find(peers.begin(), peers.end(), c.peer) == peers.end()) peers.push_back(c.peer);
+  std::sort(peers.begin(), peers.end());
+  for (int p : peers) comm.connect(p, MemoryKind::Cuda);
+  comm.setup();
+  std::string problem;
+  for (int p : peers) connections[p] = comm.connection(p, MemoryKind::Cuda);
+  const auto& chans = mine().channels;
+  for (size_t i = 0; i < chans.size() && problem.empty(); ++i) {
+    const auto& conn = connections.at(chans[i].peer);
+    if (chans[i].type == PlanChannel::Type::Memory && !conn->mapsPeerMemory())
+      problem = "channel " + std::to_string(i) + " to rank " + std::to_string(chans[i].peer) + " (host " +
+                comm.hostOf(chans[i].peer) + ") is a memory channel, but the pair's transport " + conn->transport() +
+                " does not map peer memory: use port channels (plugboard_dsl channel=\"port\") or a mapping transport (cudaipc)";
+    if (chans[i].type == PlanChannel::Type::Port) copiesInput = true;
+  }
+  agree(problem);
+}
+
+void GpuPlanExecutor::Impl::allocate() {
+  const uint64_t n = mine().channels.size();
+  maxChunkBytes = roundUp((maxInputBytes + plan.inputChunks - 1) / plan.inputChunks, 16);
+  outputAt = roundUp(std::max<uint64_t>(n * slices * sizeof(uint64_t), 1), 256);
+  scratchAt = outputAt + roundUp(plan.outputChunks * maxChunkBytes, 256);
+  inputAt = scratchAt + roundUp(plan.scratchChunks * maxChunkBytes, 256);
+  // Port channels put from the input: with an out-of-place plan it is copied in.
+  total = inputAt + (copiesInput && !plan.inPlace ? roundUp(plan.inputChunks * maxChunkBytes, 256) : 0);
+  if (copiesInput && total > 0xffffffffull)
+    throw Error(ErrorCode::InvalidUsage, who() + ": " + std::to_string(total) + " bytes of device storage for inputs of " +
+                                             std::to_string(maxInputBytes) +
+                                             " bytes; port channels address at most 4 GiB - 1: make the executor for smaller inputs");
+  PB_CUDA_CHECK(cudaMalloc(&storage, total));
+  PB_CUDA_CHECK(cudaMemset(storage, 0, total));
+  PB_CUDA_CHECK(cudaMalloc(&expected, std::max<uint64_t>(n * slices, 1) * sizeof(uint64_t)));
+  PB_CUDA_CHECK(cudaMemset(expected, 0, std::max<uint64_t>(n * slices, 1) * sizeof(uint64_t)));
+  PB_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&flags), 64, cudaHostAllocMapped));
+  std::memset(flags, 0, 64);
+  PB_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flagsDev), flags, 0));
+}
+
+void GpuPlanExecutor::Impl::exchange() {
+  local = comm.registerMemory(storage, total, MemoryKind::Cuda);
+  for (const auto& [p, conn] : connections) comm.sendMemory(local, p, kStorageTag);  // buffered: no order needed
+  for (const auto& [p, conn] : connections) {
+    remotes[p] = comm.recvMemory(p, kStorageTag);
+    if (remotes[p].size() != total)
+      throw Error(ErrorCode::Remote, who() + ": rank " + std::to_string(p) + "'s plan storage has " +
+                                         std::to_string(remotes[p].size()) + " bytes, ours " + std::to_string(total) +
+                                         " (a different plan, slice count or gpu_threads?)");
+  }
+}
+
+// Port channel set-up is collective with the peer: every rank adds them in
+// one global order of (lower rank, higher rank, tag), then slice, which both
+// ends of a pair share, so no two ranks wait on each other in a cycle.
+void GpuPlanExecutor::Impl::makePorts() {
+  const auto& chans = mine().channels;
+  portBase.assign(chans.size(), -1);
+  using Key = std::tuple<int, int, int64_t>;
+  std::vector<std::pair<Key, size_t>> order;
+  const int me = comm.rank();
+  for (size_t i = 0; i < chans.size(); ++i)
+    if (chans[i].type == PlanChannel::Type::Port)
+      order.push_back({{std::min(me, chans[i].peer), std::max(me, chans[i].peer), chans[i].tag}, i});
+  if (order.empty()) return;
+  std::sort(order.begin(), order.end());
+  service = std::make_unique<PortChannelService>(comm);
+  for (const auto& [key, i] : order) {
+    portBase[i] = static_cast<int32_t>(portChannels.size());
+    for (int s = 0; s < slices; ++s)
+      portChannels.push_back(service->addChannel(connections.at(chans[i].peer), local, remotes.at(chans[i].peer)));
+  }
+  std::vector<PortChannelDeviceHandle> handles;
+  for (const auto& pc : portChannels) handles.push_back(pc.deviceHandle());
+  PB_CUDA_CHECK(cudaMalloc(&ports, handles.size() * sizeof(PortChannelDeviceHandle)));
+  PB_CUDA_CHECK(cudaMemcpy(ports, handles.data(), handles.size() * sizeof(PortChannelDeviceHandle), cudaMemcpyHostToDevice));
+}
+
+int GpuPlanExecutor::Impl::matchingChannel(int rank, int peer, PlanChannel::Type type, int64_t tag) const {
+  const auto& chans = plan.ranks[rank].channels;
+  for (size_t i = 0; i < chans.size(); ++i)
+    if (chans[i].peer == peer && chans[i].type == type && chans[i].tag == tag) return static_cast<int>(i);
+  throw Error(ErrorCode::Internal, who() + ": rank " + std::to_string(rank) + " has no channel to rank " +
+                                       std::to_string(peer) + " with tag " + std::to_string(tag));  // the loader checks this
+}
+
+std::vector<gpuplan::DevChannel> GpuPlanExecutor::Impl::deviceChannels() const {
+  std::vector<gpuplan::DevChannel> out;
+  const auto& chans = mine().channels;
+  for (size_t i = 0; i < chans.size(); ++i) {
+    gpuplan::DevChannel d{};
+    d.port = portBase[i];
+    if (chans[i].type == PlanChannel::Type::Memory) {
+      const auto& conn = connections.at(chans[i].peer);
+      char* base = static_cast<char*>(conn->remotePointer(remotes.at(chans[i].peer)));
+      d.remote[gpuplan::kOutput] = base + outputAt;
+      d.remote[gpuplan::kScratch] = base + scratchAt;
+      const int theirs = matchingChannel(chans[i].peer, comm.rank(), chans[i].type, chans[i].tag);
+      d.remoteInbound = reinterpret_cast<uint64_t*>(base) + static_cast<uint64_t>(theirs) * slices;
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
+template <typename T>
+static void upload(T** dst, const std::vector<T>& v) {
+  PB_CUDA_CHECK(cudaMalloc(dst, std::max<size_t>(v.size(), 1) * sizeof(T)));
+  if (!v.empty()) PB_CUDA_CHECK(cudaMemcpy(*dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+
+// Thread 0 of one CUDA block waits on each (channel, slice) counter and
+// keeps the count consumed: a channel's waits must all be in one thread block.
+std::string GpuPlanExecutor::Impl::waitsProblem() const {
+  std::vector<int64_t> waiter(mine().channels.size(), -1);
+  for (const auto& tb : mine().threadblocks)
+    for (const auto& op : tb.ops) {
+      if (op.kind != PlanOp::Kind::Wait) continue;
+      int64_t& w = waiter[op.channel];
+      if (w >= 0 && w != tb.id)
+        return "thread blocks " + std::to_string(w) + " and " + std::to_string(tb.id) + " both wait on channel " +
+               std::to_string(op.channel) + "; the GPU executor needs each channel's waits in one thread block";
+      w = tb.id;
+    }
+  return "";
+}
+
+void GpuPlanExecutor::Impl::uploadPlan() {
+  std::vector<gpuplan::DevOp> o;
+  std::vector<gpuplan::DevThreadBlock> t;
+  std::vector<gpuplan::DevChunk> s;
+  for (const auto& tb : mine().threadblocks) {
+    t.push_back({static_cast<uint32_t>(o.size()), static_cast<uint32_t>(tb.ops.size())});
+    for (size_t i = 0; i < tb.ops.size(); ++i) {
+      const PlanOp& p = tb.ops[i];
+      if (p.srcs.size() > gpuplan::kMaxReduceSources)
+        throw Error(ErrorCode::InvalidUsage, who() + ": thread block " + std::to_string(tb.id) + " operation " +
+                                                 std::to_string(i) + " reduces " + std::to_string(p.srcs.size()) +
+                                                 " chunks; the GPU executor reduces at most " +
+                                                 std::to_string(gpuplan::kMaxReduceSources));
+      gpuplan::DevOp d{};
+      d.kind = static_cast<gpuplan::OpKind>(p.kind);
+      d.channel = p.channel;
+      d.dst = devChunk(p.dst);
+      d.src = devChunk(p.src);
+      d.srcsAt = static_cast<uint32_t>(s.size());
+      d.nsrcs = static_cast<uint32_t>(p.srcs.size());
+      for (const auto& c : p.srcs) s.push_back(devChunk(c));
+      reduces = reduces || p.kind == PlanOp::Kind::Reduce;
+      o.push_back(d);
+    }
+  }
+  upload(&ops, o);
+  upload(&threadBlocks, t);
+  upload(&srcs, s);
+  upload(&channels, deviceChannels());
+}
+
+gpuplan::PlanArgs GpuPlanExecutor::Impl::args(const void* input, size_t bytes) const {
+  gpuplan::PlanArgs a{};
+  a.ops = ops;
+  a.threadBlocks = threadBlocks;
+  a.srcs = srcs;
+  a.channels = channels;
+  a.ports = ports;
+  a.inbound = reinterpret_cast<uint64_t*>(storage);
+  a.expected = expected;
+  a.local[gpuplan::kOutput] = storage + outputAt;
+  a.local[gpuplan::kScratch] = storage + scratchAt;
+  a.local[gpuplan::kInput] = plan.inPlace ? storage + outputAt : copiesInput ? storage + inputAt : static_cast<char*>(const_cast<void*>(input));
+  a.storageOffset[gpuplan::kInput] = plan.inPlace ? outputAt : inputAt;
+  a.storageOffset[gpuplan::kOutput] = outputAt;
+  a.storageOffset[gpuplan::kScratch] = scratchAt;
+  a.chunkBytes = bytes / plan.inputChunks;
+  a.sliceBytes = std::max<uint64_t>(roundUp((a.chunkBytes + slices - 1) / slices, 16), 16);
+  a.slices = static_cast<uint32_t>(slices);
+  a.threadBlockCount = static_cast<uint32_t>(mine().threadblocks.size());
+  a.channelCount = static_cast<uint32_t>(mine().channels.size());
+  a.timeoutNs = timeoutNs;
+  a.abortFlag = flagsDev;
+  a.status = reinterpret_cast<gpuplan::PlanStatus*>(flagsDev + 4);
+  return a;
+}
+
+std::string GpuPlanExecutor::Impl::describeFailure(const gpuplan::PlanStatus& s) const {
+  std::string where;
+  const auto& chans = mine().channels;
+  if (s.threadBlock >= 0 && size_t(s.threadBlock) < mine().threadblocks.size()) {
+    const auto& tb = mine().threadblocks[s.threadBlock];
+    where = "thread block " + std::to_string(tb.id) + " operation " + std::to_string(s.op);
+    if (s.op >= 0 && size_t(s.op) < tb.ops.size()) where += " (" + std::string(opName(tb.ops[s.op].kind)) + ")";
+  } else {
+    where = "the start handshake";
+  }
+  if (s.channel >= 0 && size_t(s.channel) < chans.size()) {
+    const int peer = chans[s.channel].peer;
+    const auto& conn = connections.at(peer);
+    where += " on channel " + std::to_string(s.channel) + " to rank " + std::to_string(peer) + " (host " +
+             comm.hostOf(peer) + ", " + conn->transport() + ")";
+  }
+  where += ", slice " + std::to_string(s.slice);
+  switch (s.code) {
+    case gpuplan::kPlanWaitTimeout:
+      return who() + ": " + where + ": the wait gave up after gpu_wait_timeout (" + std::to_string(timeoutNs / 1e9) +
+             " s): the peer never signalled (stopped, failed, or runs another plan or count)";
+    case gpuplan::kPlanAborted: return who() + ": " + where + ": aborted (Communicator::abort)";
+    case gpuplan::kPlanFifoFailed: return who() + ": " + where + ": the proxy's queue did not take the request in time";
+    default: return who() + ": " + where + ": device failure code " + std::to_string(s.code);
+  }
+}
+
+GpuPlanExecutor::GpuPlanExecutor(Communicator& comm, Plan plan, size_t maxInputBytes, int slices)
+    : impl_(std::make_unique<Impl>(comm, std::move(plan), maxInputBytes)) {
+  impl_->setup(slices);
+}
+
+GpuPlanExecutor::~GpuPlanExecutor() = default;
+
+const Plan& GpuPlanExecutor::plan() const { return impl_->plan; }
+int GpuPlanExecutor::slices() const { return impl_->slices; }
+void* GpuPlanExecutor::outputBuffer() const { return impl_->storage + impl_->outputAt; }
+
+void GpuPlanExecutor::checkErrors() const {
+  const Impl& m = *impl_;
+  if (__atomic_load_n(&m.status()->code, __ATOMIC_ACQUIRE) == 0) {
+    if (m.service) m.service->checkErrors();
+    return;
+  }
+  gpuplan::PlanStatus s;
+  std::memcpy(&s, m.status(), sizeof(s));
+  throw Error(s.code == gpuplan::kPlanAborted ? ErrorCode::Remote : ErrorCode::Timeout, m.describeFailure(s));
+}
+
+void GpuPlanExecutor::run(const void* input, void* output, size_t count, DataType type, ReduceOp op,
+                          cudaStream_t stream) {
+  Impl& m = *impl_;
+  checkErrors();
+  const size_t es = dataTypeSize(type), bytes = count * es;
+  if (count % m.plan.inputChunks)
+    throw Error(ErrorCode::InvalidUsage, m.who() + ": " + std::to_string(count) + " elements do not cut into " +
+                                             std::to_string(m.plan.inputChunks) + " equal input chunks");
+  if (bytes > m.maxInputBytes)
+    throw Error(ErrorCode::InvalidUsage, m.who() + ": " + std::to_string(bytes) + " bytes of input, more than the " +
+                                             std::to_string(m.maxInputBytes) + " the executor was made for");
+  if (m.plan.inPlace && input != output)
+    throw Error(ErrorCode::InvalidUsage, m.who() + ": an in-place plan takes input == output");
+  if (!m.plan.inPlace && input == outputBuffer())
+    throw Error(ErrorCode::InvalidUsage, m.who() + ": outputBuffer() cannot be the input of an out-of-place plan "
+                                                   "(peers write into it while the input is read)");
+  if (count > 0 && (!input || !output))
+    throw Error(ErrorCode::InvalidUsage, m.who() + ": NULL input or output");
+  int current = -1;
+  PB_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != m.device)
+    throw Error(ErrorCode::InvalidUsage, m.who() + ": set up on device " + std::to_string(m.device) + " but device " +
+                                             std::to_string(current) + " is current");
+  if (bytes == 0) return;  // every rank passes the same count: none runs
+  const gpuplan::PlanArgs a = m.args(input, bytes);
+  if (a.local[gpuplan::kInput] != input)
+    PB_CUDA_CHECK(cudaMemcpyAsync(a.local[gpuplan::kInput], input, bytes, cudaMemcpyDeviceToDevice, stream));
+  gpuplan::launchHandshake(a, stream);
+  gpuplan::launchPlan(a, type, op, m.threads, stream);
+  const uint64_t outBytes = m.plan.outputChunks * a.chunkBytes;
+  if (op == ReduceOp::Avg && m.reduces) gpuplan::launchDivide(a.local[gpuplan::kOutput], outBytes / es, type, m.comm.size(), stream);
+  if (output != a.local[gpuplan::kOutput])
+    PB_CUDA_CHECK(cudaMemcpyAsync(output, a.local[gpuplan::kOutput], outBytes, cudaMemcpyDeviceToDevice, stream));
+}
+
+}  // namespace plugboard

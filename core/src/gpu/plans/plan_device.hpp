@@ -1,0 +1,91 @@
+// What the GPU plan executor hands its kernels: a rank's plan flattened
+// into arrays (operations, thread blocks, reduce sources), its channels and
+// the call's buffers. Plain structs, compiled by both g++ and nvcc.
+//
+// Slices: every plan thread block runs as `slices` CUDA blocks; slice s of
+// an operation moves bytes [s * sliceBytes, (s + 1) * sliceBytes) of each
+// of its chunks (sliceBytes a multiple of 16). Every operation maps a
+// chunk's bytes to the same bytes of another chunk, so slice s of the whole
+// plan depends only on slice s: each slice is the plan on a narrower chunk,
+// with semaphores of its own, and the plan's order (and race freedom) holds
+// for each.
+#pragma once
+
+#include <cstdint>
+
+#include "plugboard/gpu/port_channel_device.hpp"
+
+namespace plugboard::gpuplan {
+
+/// Most threads per block of the plan kernel (its __launch_bounds__).
+inline constexpr uint32_t kMaxThreads = 512;
+/// Most sources of one reduce operation.
+inline constexpr uint32_t kMaxReduceSources = 32;
+
+enum class OpKind : uint8_t { Put, Signal, Wait, Flush, Copy, Reduce };
+enum Buffer : uint8_t { kInput = 0, kOutput = 1, kScratch = 2 };
+
+/// Chunks [index, index + size) of one of this rank's buffers.
+struct DevChunk {
+  uint64_t index;
+  uint32_t size;
+  uint8_t buffer;
+};
+
+/// One operation (plan.hpp's PlanOp). Reduce's sources are
+/// srcs[srcsAt, srcsAt + nsrcs) of PlanArgs::srcs.
+struct DevOp {
+  OpKind kind;
+  int32_t channel;  ///< Put, signal, wait, flush.
+  DevChunk dst, src;
+  uint32_t srcsAt, nsrcs;
+};
+
+/// A plan thread block: ops[opStart, opStart + opCount).
+struct DevThreadBlock {
+  uint32_t opStart, opCount;
+};
+
+/// One plan channel of this rank.
+struct DevChannel {
+  /// Memory channel: the peer's output and scratch mapped here (indexed by
+  /// Buffer; [kInput] is null, no plan writes a peer's input) and the
+  /// peer's inbound counters of this channel, one per slice. Null for a
+  /// port channel.
+  char* remote[3];
+  uint64_t* remoteInbound;
+  /// Port channel: PlanArgs::ports[port + slice]; -1 for a memory channel.
+  int32_t port;
+};
+
+/// Codes of PlanStatus::code.
+enum PlanError : uint32_t { kPlanOk = 0, kPlanWaitTimeout = 1, kPlanAborted = 2, kPlanFifoFailed = 3 };
+
+/// The first failure of a launch, in mapped host memory (the host reads it
+/// after the stream, or while it hangs).
+struct PlanStatus {
+  uint32_t code;
+  int32_t threadBlock, op, channel, slice;
+};
+
+/// Everything both kernels need.
+struct PlanArgs {
+  const DevOp* ops;
+  const DevThreadBlock* threadBlocks;
+  const DevChunk* srcs;
+  const DevChannel* channels;
+  PortChannelDeviceHandle* ports;  ///< Port channels' handles, [channel's port + slice].
+  uint64_t* inbound;               ///< This rank's counters, [channel * slices + slice] (peers add to them).
+  uint64_t* expected;              ///< Signals consumed per counter (same index).
+  char* local[3];                  ///< This call's input, output and scratch on this rank.
+  uint64_t storageOffset[3];       ///< Where output and scratch ([kInput]: the input copy) start in the
+                                   ///< registered storage, the same on every rank (port channel offsets).
+  uint64_t chunkBytes;             ///< Bytes per chunk in this call.
+  uint64_t sliceBytes;             ///< Bytes per slice of a chunk (a multiple of 16).
+  uint32_t slices, threadBlockCount, channelCount;
+  int64_t timeoutNs;
+  volatile uint32_t* abortFlag;    ///< Mapped host memory: non-zero ends every wait.
+  PlanStatus* status;              ///< Mapped host memory.
+};
+
+}  // namespace plugboard::gpuplan

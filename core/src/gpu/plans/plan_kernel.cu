@@ -1,0 +1,213 @@
+// The GPU plan executor's kernels. The handshake kernel signals and waits
+// once on every (channel, slice); the plan kernel then runs plan thread
+// block t, slice s as CUDA block t * slices + s, operation by operation,
+// with a block barrier after each (so an operation sees the earlier ones'
+// data, and a signal publishes every thread's writes: its release at system
+// scope follows the barrier, and is cumulative).
+//
+// Waits are done by thread 0 alone (one waiting thread per counter); a wait
+// that times out or is aborted records the first failure in PlanStatus and
+// ends its block. Loads that may read what a peer wrote bypass L1 (__ldcg
+// in copyBytes and reduceElems).
+#include <cuda/atomic>
+
+#include "gpu/collectives/pipe_device.cuh"  // copyBytes
+#include "gpu/collectives/reduce_ops.cuh"
+#include "gpu/collectives/type_dispatch.cuh"
+#include "gpu/cuda_check.hpp"
+#include "gpu/plans/plan_kernel.hpp"
+
+namespace plugboard::gpuplan {
+namespace {
+
+using gpucoll::copyBytes;
+
+__device__ void recordFailure(const PlanArgs& a, uint32_t code, int tb, int op, int channel, int slice) {
+  if (atomicCAS(&a.status->code, 0u, code) != 0u) return;
+  a.status->threadBlock = tb;
+  a.status->op = op;
+  a.status->channel = channel;
+  a.status->slice = slice;
+  __threadfence_system();
+}
+
+/// Waits until counter reaches ++expected; kPlanOk, or why it gave up.
+__device__ uint32_t waitCounter(const PlanArgs& a, uint64_t* counter, uint64_t* expected) {
+  const uint64_t target = ++*expected;
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> in(*counter);
+  WaitClock clock(a.timeoutNs);
+  for (int64_t spins = 0; in.load(cuda::memory_order_relaxed) < target; ++spins) {
+    if (!WaitClock::checkNow(spins)) continue;
+    if (*a.abortFlag) return kPlanAborted;
+    if (clock.expired()) return kPlanWaitTimeout;
+  }
+  cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
+  return kPlanOk;
+}
+
+__device__ void signalCounter(uint64_t* remote) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> out(*remote);
+  out.fetch_add(1, cuda::memory_order_release);
+}
+
+/// Signal on (channel, slice): thread 0 only.
+__device__ uint32_t signalOn(const PlanArgs& a, int c, uint32_t s) {
+  const DevChannel& ch = a.channels[c];
+  if (ch.port < 0) {
+    signalCounter(ch.remoteInbound + s);
+    return kPlanOk;
+  }
+  return a.ports[ch.port + s].signal() ? kPlanOk : kPlanFifoFailed;
+}
+
+/// Wait on (channel, slice): thread 0 only.
+__device__ uint32_t waitOn(const PlanArgs& a, int c, uint32_t s) {
+  const DevChannel& ch = a.channels[c];
+  if (ch.port < 0) {
+    const uint64_t i = static_cast<uint64_t>(c) * a.slices + s;
+    return waitCounter(a, a.inbound + i, a.expected + i);
+  }
+  const PortChannelDeviceHandle& p = a.ports[ch.port + s];
+  if (p.wait(a.timeoutNs)) return kPlanOk;
+  return *a.abortFlag ? kPlanAborted : kPlanWaitTimeout;
+}
+
+/// Byte range [lo, lo + len) of slice s within a chunk.
+struct SliceRange {
+  uint64_t lo, len;
+};
+__device__ __forceinline__ SliceRange sliceOf(const PlanArgs& a, uint32_t s) {
+  const uint64_t lo = s * a.sliceBytes;
+  if (lo >= a.chunkBytes) return {0, 0};
+  const uint64_t hi = lo + a.sliceBytes < a.chunkBytes ? lo + a.sliceBytes : a.chunkBytes;
+  return {lo, hi - lo};
+}
+
+__device__ __forceinline__ char* at(const PlanArgs& a, const DevChunk& c, uint32_t k, uint64_t lo) {
+  return a.local[c.buffer] + (c.index + k) * a.chunkBytes + lo;
+}
+
+/// A put's data: mapped stores (memory channel) or one proxy request per chunk (port).
+__device__ uint32_t put(const PlanArgs& a, const DevOp& o, uint32_t s, SliceRange r) {
+  const DevChannel& ch = a.channels[o.channel];
+  if (ch.port < 0) {
+    for (uint32_t k = 0; k < o.src.size; ++k)
+      copyBytes(ch.remote[o.dst.buffer] + (o.dst.index + k) * a.chunkBytes + r.lo, at(a, o.src, k, r.lo), r.len,
+                threadIdx.x, blockDim.x);
+    return kPlanOk;
+  }
+  // The proxy's transport reads the source outside the GPU's memory model:
+  // every thread's earlier writes are made visible to it before the request.
+  __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x != 0 || r.len == 0) return kPlanOk;
+  const PortChannelDeviceHandle& p = a.ports[ch.port + s];
+  for (uint32_t k = 0; k < o.src.size; ++k) {
+    const uint64_t dst = a.storageOffset[o.dst.buffer] + (o.dst.index + k) * a.chunkBytes + r.lo;
+    const uint64_t src = a.storageOffset[o.src.buffer] + (o.src.index + k) * a.chunkBytes + r.lo;
+    if (!p.put(dst, src, r.len)) return kPlanFifoFailed;
+  }
+  return kPlanOk;
+}
+
+template <typename T, typename Op>
+__device__ void reduce(const PlanArgs& a, const DevOp& o, SliceRange r) {
+  const char* src[kMaxReduceSources];
+  for (uint32_t k = 0; k < o.dst.size; ++k) {
+    for (uint32_t i = 0; i < o.nsrcs; ++i) src[i] = at(a, a.srcs[o.srcsAt + i], k, r.lo);
+    char* dst = at(a, o.dst, k, r.lo);
+    gpucoll::reduceElems<T, Op>(&dst, 1, src, static_cast<int>(o.nsrcs), r.len / sizeof(T), threadIdx.x, blockDim.x, 1);
+  }
+}
+
+/// One operation of this block; kPlanOk or the failure (thread 0's view).
+template <typename T, typename Op>
+__device__ uint32_t runOp(const PlanArgs& a, const DevOp& o, uint32_t s, SliceRange r) {
+  switch (o.kind) {
+    case OpKind::Put: return put(a, o, s, r);
+    case OpKind::Signal:
+      // Puts of a port channel go before its signal in the Fifo: the proxy
+      // keeps a channel's order. Mapped stores: the barrier before this op.
+      return threadIdx.x == 0 ? signalOn(a, o.channel, s) : kPlanOk;
+    case OpKind::Wait: return threadIdx.x == 0 ? waitOn(a, o.channel, s) : kPlanOk;
+    case OpKind::Flush: {
+      if (threadIdx.x != 0) return kPlanOk;
+      const PortChannelDeviceHandle& p = a.ports[a.channels[o.channel].port + s];
+      return p.flush(a.timeoutNs) ? kPlanOk : (*a.abortFlag ? kPlanAborted : kPlanWaitTimeout);
+    }
+    case OpKind::Copy:
+      for (uint32_t k = 0; k < o.src.size; ++k)
+        copyBytes(at(a, o.dst, k, r.lo), at(a, o.src, k, r.lo), r.len, threadIdx.x, blockDim.x);
+      return kPlanOk;
+    case OpKind::Reduce: reduce<T, Op>(a, o, r); return kPlanOk;
+  }
+  return kPlanOk;
+}
+
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kMaxThreads, 1) planKernel(PlanArgs a) {
+  const uint32_t tb = blockIdx.x / a.slices, s = blockIdx.x % a.slices;
+  const DevThreadBlock t = a.threadBlocks[tb];
+  const SliceRange r = sliceOf(a, s);
+  __shared__ uint32_t failed;
+  for (uint32_t i = 0; i < t.opCount; ++i) {
+    const DevOp& o = a.ops[t.opStart + i];
+    const uint32_t code = runOp<T, Op>(a, o, s, r);
+    if (threadIdx.x == 0) {
+      failed = code;
+      if (code != kPlanOk) recordFailure(a, code, static_cast<int>(tb), static_cast<int>(i), o.channel, static_cast<int>(s));
+    }
+    __syncthreads();
+    if (failed != kPlanOk) return;
+  }
+}
+
+/// Thread i signals, then waits on, (channel, slice) i: no peer writes into
+/// this rank's buffers before this launch (and the stream work before it)
+/// has begun.
+__global__ void handshakeKernel(PlanArgs a) {
+  const uint32_t n = a.channelCount * a.slices;
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const int c = static_cast<int>(i / a.slices);
+    const uint32_t s = i % a.slices;
+    uint32_t code = signalOn(a, c, s);
+    if (code == kPlanOk) code = waitOn(a, c, s);
+    if (code != kPlanOk) recordFailure(a, code, -1, -1, c, static_cast<int>(s));
+  }
+}
+
+/// out[i] = out[i] / divisor (avg), in the element type's accumulator.
+template <typename T>
+__global__ void divideKernel(char* out, uint64_t elems, uint32_t divisor) {
+  T* v = reinterpret_cast<T*>(out);
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < elems; i += uint64_t(gridDim.x) * blockDim.x)
+    v[i] = gpucoll::finish<T>(gpucoll::Acc<T>::in(v[i]), divisor);
+}
+
+}  // namespace
+
+void launchHandshake(const PlanArgs& a, cudaStream_t stream) {
+  const uint32_t n = a.channelCount * a.slices;
+  const uint32_t threads = n < 32 ? 32 : (n > 1024 ? 1024 : (n + 31) / 32 * 32);
+  handshakeKernel<<<1, threads, 0, stream>>>(a);
+  PB_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchPlan(const PlanArgs& a, DataType type, ReduceOp op, uint32_t threads, cudaStream_t stream) {
+  const uint32_t blocks = a.threadBlockCount * a.slices;
+  gpucoll::dispatchTypeOp(type, op, [&](auto t, auto o) {
+    planKernel<decltype(t), decltype(o)><<<blocks, threads, 0, stream>>>(a);
+  });
+  PB_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchDivide(char* out, uint64_t elems, DataType type, uint32_t divisor, cudaStream_t stream) {
+  if (elems == 0) return;
+  const uint32_t blocks = static_cast<uint32_t>(elems / 512 + 1 < 1024 ? elems / 512 + 1 : 1024);
+  gpucoll::dispatchTypeOp(type, ReduceOp::Sum, [&](auto t, auto) {
+    divideKernel<decltype(t)><<<blocks, 512, 0, stream>>>(out, elems, divisor);
+  });
+  PB_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace plugboard::gpuplan

@@ -1,0 +1,18 @@
+// Launchers of the GPU plan executor's kernels (plan_kernel.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "gpu/plans/plan_device.hpp"
+#include "plugboard/datatype.hpp"
+
+namespace plugboard::gpuplan {
+
+/// One block: every (channel, slice) signals once, then waits once.
+void launchHandshake(const PlanArgs& args, cudaStream_t stream);
+/// threadBlockCount * slices blocks of `threads` threads; reduces as (type, op) (Avg as Sum).
+void launchPlan(const PlanArgs& args, DataType type, ReduceOp op, uint32_t threads, cudaStream_t stream);
+/// Divides elems elements of type at out by divisor (avg's last step).
+void launchDivide(char* out, uint64_t elems, DataType type, uint32_t divisor, cudaStream_t stream);
+
+}  // namespace plugboard::gpuplan

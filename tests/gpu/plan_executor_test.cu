@@ -1,0 +1,224 @@
+// GpuPlanExecutor: every shipped plan (plans/) on device buffers, results
+// checked exactly against a host reference: memory channels (cudaipc) at 2-4
+// ranks, port channels over ethernet at 2 and 3 ranks; float sum and avg,
+// int32 max; counts with odd chunks, slices wider than small chunks, and
+// chunks larger than one block's share; three calls in a row on one
+// executor, a CUDA graph replayed with fresh inputs; refusals by name; a
+// rank that skips a call ends the others' call in a reported timeout that
+// names the thread block, operation and peer.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "comm_fixture.hpp"
+#include "gpu_test_util.hpp"
+#include "multiproc.hpp"
+#include "plugboard/gpu/plan_executor.hpp"
+
+using namespace plugboard;
+using namespace plugboard::test;
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+Plan shipped(const std::string& name, int n, bool port = false) {
+  return loadPlan(std::string(PLUGBOARD_TEST_SOURCE_DIR) + "/../plans/" + name + "/" + (port ? "port-" : "") +
+                  std::to_string(n) + "ranks.json");
+}
+
+double input(int rank, size_t i, int round) { return (rank + 1) * 7 + static_cast<int>(i % 17) + round; }
+
+/// What rank r's output element j holds after the plan's collective.
+double want(const std::string& collective, ReduceOp op, int r, int n, size_t count, size_t j, int round) {
+  if (collective == "allgather") return input(static_cast<int>(j / count), j % count, round);
+  if (collective == "alltoall") {
+    const size_t block = count / n;
+    return input(static_cast<int>(j / block), r * block + j % block, round);
+  }
+  double acc = input(0, j, round);
+  for (int q = 1; q < n; ++q) acc = op == ReduceOp::Max ? std::max(acc, input(q, j, round)) : acc + input(q, j, round);
+  return op == ReduceOp::Avg ? acc / n : acc;
+}
+
+template <typename T>
+std::vector<T> inputs(int rank, size_t count, int round) {
+  std::vector<T> h(count);
+  for (size_t i = 0; i < count; ++i) h[i] = static_cast<T>(input(rank, i, round));
+  return h;
+}
+
+template <typename T>
+void expectOutput(const GpuPlanExecutor& ex, const std::vector<T>& out, ReduceOp op, int rank, int n, size_t count,
+                  int round, const std::string& what) {
+  const Plan& p = ex.plan();
+  for (size_t j = 0; j < out.size(); ++j) {
+    const double w = want(p.collective, op, rank, n, count, j, round);
+    const double tolerance = op == ReduceOp::Avg ? 1e-6 * std::fabs(w) : 0;
+    if (std::fabs(static_cast<double>(out[j]) - w) > tolerance)
+      throw std::runtime_error(p.name + " " + what + " rank " + std::to_string(rank) + " count " + std::to_string(count) +
+                               " round " + std::to_string(round) + ": element " + std::to_string(j) + " is " +
+                               std::to_string(static_cast<double>(out[j])) + ", want " + std::to_string(w));
+  }
+}
+
+/// Three calls in a row on device buffers, each checked.
+template <typename T>
+void runChecked(GpuPlanExecutor& ex, int rank, int n, size_t count, DataType type, ReduceOp op, cudaStream_t s) {
+  const Plan& p = ex.plan();
+  const size_t outCount = count / p.inputChunks * p.outputChunks;
+  T *in = nullptr, *out = nullptr;
+  check(cudaMalloc(&in, count * sizeof(T) + 1), "cudaMalloc");
+  check(cudaMalloc(&out, outCount * sizeof(T) + 1), "cudaMalloc");
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<T> h = inputs<T>(rank, count, round);
+    check(cudaMemcpy(in, h.data(), count * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy in");
+    check(cudaMemset(out, 0xff, outCount * sizeof(T)), "cudaMemset");
+    ex.run(in, out, count, type, op, s);
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    ex.checkErrors();
+    std::vector<T> got(outCount);
+    check(cudaMemcpy(got.data(), out, outCount * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy out");
+    expectOutput(ex, got, op, rank, n, count, round, std::string(dataTypeName(type)) + " " + reduceOpName(op));
+  }
+  cudaFree(in);
+  cudaFree(out);
+}
+
+using RankFn = std::function<void(Communicator&, int rank, int n, cudaStream_t)>;
+
+void runGpuPlanRanks(int n, const std::string& transports, const RankFn& fn,
+                     std::map<std::string, std::string> overrides = {}) {
+  expectAllPassed(runRanks(n, std::chrono::seconds(110), [&](int rank, int nranks, const UniqueId& id) {
+    int devices = 0;
+    check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+    check(cudaSetDevice(rank % devices), "cudaSetDevice");
+    setenv("PLUGBOARD_TRANSPORTS", transports.c_str(), 1);
+    CommunicatorOptions options;
+    options.overrides = overrides;
+    Communicator comm(loopbackBootstrap(rank, nranks, id), options);
+    cudaStream_t s;
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    fn(comm, rank, nranks, s);
+    cudaStreamDestroy(s);
+  }));
+}
+
+void runShipped(const std::string& name, int n, bool port) {
+  runGpuPlanRanks(n, port ? "ethernet" : "cudaipc,ethernet", [&](Communicator& comm, int rank, int nranks, cudaStream_t s) {
+    // 7 elements per chunk: slices of 16 bytes, most of them empty; 1001: odd
+    // chunk sizes; 100003: chunks larger than a slice's block share.
+    const std::vector<size_t> perChunk = port ? std::vector<size_t>{7, 1001} : std::vector<size_t>{7, 1001, 100003};
+    const Plan plan = shipped(name, nranks, port);
+    GpuPlanExecutor ex(comm, plan, plan.inputChunks * 100003 * 8);
+    for (size_t k : perChunk) {
+      const size_t count = plan.inputChunks * k;
+      runChecked<float>(ex, rank, nranks, count, DataType::Float32, ReduceOp::Sum, s);
+      if (plan.collective == "allreduce") {
+        runChecked<int32_t>(ex, rank, nranks, count, DataType::Int32, ReduceOp::Max, s);
+        runChecked<float>(ex, rank, nranks, count, DataType::Float32, ReduceOp::Avg, s);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+class GpuPlanTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(GpuPlanTest, ShippedPlanOverMemoryChannels) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runShipped(std::get<0>(GetParam()), std::get<1>(GetParam()), false);
+}
+
+TEST_P(GpuPlanTest, ShippedPlanOverPortChannelsAndEthernet) {
+  PB_REQUIRE_GPU_NO_INIT();
+  if (std::get<1>(GetParam()) > 3) GTEST_SKIP() << "port plans run at 2 and 3 ranks (time)";
+  runShipped(std::get<0>(GetParam()), std::get<1>(GetParam()), true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, GpuPlanTest,
+                         ::testing::Combine(::testing::Values("allgather_allpairs", "allgather_ring", "allreduce_allpairs",
+                                                              "allreduce_ring", "alltoall_allpairs"),
+                                            ::testing::Values(2, 3, 4)),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)); });
+
+TEST(GpuPlan, CapturedGraphReplaysWithFreshInputs) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuPlanRanks(2, "cudaipc,ethernet", [](Communicator& comm, int rank, int n, cudaStream_t s) {
+    GpuPlanExecutor ex(comm, shipped("allreduce_ring", n), 1 << 20);
+    const size_t count = 2 * 4099;
+    float *in = nullptr, *out = nullptr;
+    check(cudaMalloc(&in, count * sizeof(float)), "cudaMalloc");
+    check(cudaMalloc(&out, count * sizeof(float)), "cudaMalloc");
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    ex.run(in, out, count, DataType::Float32, ReduceOp::Sum, s);
+    check(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
+    check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    for (int round = 0; round < 3; ++round) {
+      const std::vector<float> h = inputs<float>(rank, count, round);
+      check(cudaMemcpyAsync(in, h.data(), count * sizeof(float), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+      check(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
+      check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+      ex.checkErrors();
+      std::vector<float> got(count);
+      check(cudaMemcpy(got.data(), out, count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+      expectOutput(ex, got, ReduceOp::Sum, rank, n, count, round, "graph");
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaFree(in);
+    cudaFree(out);
+  });
+}
+
+TEST(GpuPlan, BadPlansAndArgumentsAreRefusedByName) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuPlanRanks(2, "ethernet", [](Communicator& comm, int, int, cudaStream_t s) {
+    requireError([&] { GpuPlanExecutor(comm, shipped("allreduce_ring", 3), 1024); }, ErrorCode::InvalidUsage,
+                 {"the plan is for 3 ranks, the communicator has 2"});
+    requireError([&] { GpuPlanExecutor(comm, shipped("allgather_ring", 2), 1024); }, ErrorCode::InvalidUsage,
+                 {"is a memory channel", "does not map peer memory", "ethernet"});
+    GpuPlanExecutor ex(comm, shipped("allreduce_ring", 2, true), 1024);
+    float* buf = nullptr;
+    check(cudaMalloc(&buf, 4096), "cudaMalloc");
+    requireError([&] { ex.run(buf, buf, 5, DataType::Float32, ReduceOp::Sum, s); }, ErrorCode::InvalidUsage,
+                 {"5 elements do not cut into 2 equal input chunks"});
+    requireError([&] { ex.run(buf, buf, 1000, DataType::Float32, ReduceOp::Sum, s); }, ErrorCode::InvalidUsage,
+                 {"4000 bytes of input, more than the 1024"});
+    requireError([&] { ex.run(ex.outputBuffer(), buf, 2, DataType::Float32, ReduceOp::Sum, s); }, ErrorCode::InvalidUsage,
+                 {"outputBuffer() cannot be the input"});
+    cudaFree(buf);
+  });
+}
+
+TEST(GpuPlan, RankSkippingACallEndsInATimeoutNamingTheWait) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuPlanRanks(
+      2, "cudaipc,ethernet",
+      [](Communicator& comm, int rank, int, cudaStream_t s) {
+        GpuPlanExecutor ex(comm, shipped("allgather_ring", 2), 4096);
+        float *in = nullptr, *out = nullptr;
+        check(cudaMalloc(&in, 4096), "cudaMalloc");
+        check(cudaMalloc(&out, 8192), "cudaMalloc");
+        ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s);
+        check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+        ex.checkErrors();
+        if (rank == 0) {
+          ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s);  // rank 1 skips it
+          check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+          requireError([&] { ex.checkErrors(); }, ErrorCode::Timeout,
+                       {"rank 0 (GPU plan allgather_ring", "the start handshake", "to rank 1", "gave up after gpu_wait_timeout"});
+        }
+        comm.bootstrap().barrier();
+        cudaFree(in);
+        cudaFree(out);
+      },
+      {{"gpu_wait_timeout", "0.5"}});
+}
