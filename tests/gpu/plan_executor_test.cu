@@ -1,6 +1,7 @@
 // GpuPlanExecutor: every shipped plan (plans/) on device buffers, results
 // checked exactly against a host reference: memory channels (cudaipc) at 2-4
-// ranks, port channels over ethernet at 2 and 3 ranks; float sum and avg,
+// ranks, port channels over ethernet at 2 and 3 ranks (buffers in pinned
+// host memory, each kernel flushing its puts before it ends); float sum and avg,
 // int32 max; counts with odd chunks, slices wider than small chunks, and
 // chunks larger than one block's share; three calls in a row on one
 // executor, a CUDA graph replayed with fresh inputs; refusals by name; a
@@ -123,7 +124,7 @@ void runShipped(const std::string& name, int n, bool port) {
         runChecked<float>(ex, rank, nranks, count, DataType::Float32, ReduceOp::Avg, s);
       }
     }
-  });
+  }, {{"gpu_wait_timeout", "15"}});
 }
 
 }  // namespace

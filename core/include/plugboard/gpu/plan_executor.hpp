@@ -20,7 +20,11 @@ namespace plugboard {
 /// storage (output and scratch chunks for inputs of up to maxInputBytes,
 /// the same on every rank) and exchanges it. Memory channels need a pair
 /// whose transport maps peer memory (cudaipc); port channels go through a
-/// proxy thread over whatever transport the pair selected.
+/// proxy thread over whatever transport the pair selected. Where that
+/// transport does not map peer memory (ethernet, libfabric, ucx) the
+/// storage is pinned host memory mapped into the device (the transport
+/// reads and writes it itself), so such plans cannot also use memory
+/// channels, and their kernels reach their buffers over PCIe.
 ///
 /// Each plan thread block runs as `slices` CUDA blocks, each moving one
 /// slice of every chunk with semaphores of its own (plan_device.hpp says
@@ -50,8 +54,9 @@ class GpuPlanExecutor {
   /// bad arguments and the first recorded device failure (checkErrors()).
   void run(const void* input, void* output, size_t count, DataType type, ReduceOp op, cudaStream_t stream);
 
-  /// The device buffer where outputs land (outputChunks chunks of the
-  /// largest input); valid until destruction.
+  /// The buffer where outputs land (outputChunks chunks of the largest
+  /// input; a device address, of mapped host memory for port plans over
+  /// host-only transports); valid until destruction.
   void* outputBuffer() const;
   /// Throws Error(Timeout/Remote) naming rank, plan, thread block,
   /// operation, channel and peer for the first device wait that gave up,

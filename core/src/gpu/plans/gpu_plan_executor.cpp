@@ -1,5 +1,5 @@
 // GpuPlanExecutor: a rank's plan flattened into device arrays (plan_device.hpp)
-// and run by plan_kernel.cu. This rank's device storage, registered once and
+// and run by plan_kernel.cu. This rank's storage, registered once and
 // mapped (memory channels) or imported (port channels) by its peers:
 //   [0, counters)  inbound counters, uint64 per [channel][slice]: a peer's
 //                  signal on its matching channel adds 1 to ours
@@ -7,6 +7,12 @@
 //                  memory only), each chunk of up to maxChunkBytes
 // The layout is a function of the plan, slices and maxInputBytes, which
 // every rank shares, so a peer computes where to signal and put.
+//
+// The storage is device memory, except where a port channel's transport
+// does not map peer memory (ethernet, libfabric, ucx): there it is pinned
+// host memory mapped into the device, as GpuCollectives' port area is, so
+// the transport writes it by its own hand. Landing in device memory would
+// take a CUDA copy that can queue behind the very kernel waiting for it.
 #include <algorithm>
 #include <cstring>
 #include <tuple>
@@ -54,9 +60,11 @@ struct GpuPlanExecutor::Impl {
   // Storage layout (same on every rank).
   uint64_t maxChunkBytes = 0, outputAt = 0, scratchAt = 0, inputAt = 0, total = 0;
   bool copiesInput = false;  // a port channel puts from the input: it must be in the storage
+  bool hostStorage = false;  // see the top of this file
   bool reduces = false;      // some operation reduces (avg divides its output)
 
-  char* storage = nullptr;
+  char* storage = nullptr;      // device address (of the host allocation, with hostStorage)
+  char* storageHost = nullptr;  // the pinned host allocation, with hostStorage
   uint64_t* expected = nullptr;
   gpuplan::DevOp* ops = nullptr;
   gpuplan::DevThreadBlock* threadBlocks = nullptr;
@@ -91,6 +99,7 @@ struct GpuPlanExecutor::Impl {
   void exchange();
   void makePorts();
   void uploadPlan();
+  void appendFinalFlushes(const PlanThreadBlock& tb, std::vector<gpuplan::DevOp>& ops) const;
   /// Why this rank's plan cannot run here as to waits, or "".
   std::string waitsProblem() const;
   std::vector<gpuplan::DevChannel> deviceChannels() const;
@@ -116,7 +125,9 @@ GpuPlanExecutor::Impl::~Impl() {
   service.reset();
   remotes.clear();
   local = RegisteredMemory();
-  for (void* p : {static_cast<void*>(storage), static_cast<void*>(expected), static_cast<void*>(ops),
+  if (storageHost) cudaFreeHost(storageHost);
+  else if (storage) cudaFree(storage);
+  for (void* p : {static_cast<void*>(expected), static_cast<void*>(ops),
                   static_cast<void*>(threadBlocks), static_cast<void*>(srcs), static_cast<void*>(channels),
                   static_cast<void*>(ports)})
     if (p) cudaFree(p);
@@ -207,7 +218,20 @@ void GpuPlanExecutor::Impl::connect() {
                 comm.hostOf(chans[i].peer) + ") is a memory channel, but the pair's transport " + conn->transport() +
                 " does not map peer memory: use port channels (plugboard_dsl channel=\"port\") or a mapping transport (cudaipc)";
     if (chans[i].type == PlanChannel::Type::Port) copiesInput = true;
+    if (chans[i].type == PlanChannel::Type::Port && !conn->mapsPeerMemory()) hostStorage = true;
   }
+  // Every rank stores alike (the layout is shared); memory channels need device storage.
+  int32_t host = hostStorage ? 1 : 0;
+  std::vector<int32_t> hosts(comm.size(), 0);
+  hosts[comm.rank()] = host;
+  if (comm.size() > 1) comm.bootstrap().allGather(hosts.data(), sizeof(int32_t));
+  for (int32_t h : hosts) hostStorage = hostStorage || h;
+  for (size_t i = 0; i < chans.size() && problem.empty(); ++i)
+    if (hostStorage && chans[i].type == PlanChannel::Type::Memory)
+      problem = "channel " + std::to_string(i) + " to rank " + std::to_string(chans[i].peer) +
+                " is a memory channel, but the plan's port channels go over a transport that does not map peer "
+                "memory (its buffers are then pinned host memory, which memory channels cannot map): use one "
+                "channel type per plan";
   agree(problem);
 }
 
@@ -220,11 +244,17 @@ void GpuPlanExecutor::Impl::allocate() {
   // Port channels put from the input: with an out-of-place plan it is copied in.
   total = inputAt + (copiesInput && !plan.inPlace ? roundUp(plan.inputChunks * maxChunkBytes, 256) : 0);
   if (copiesInput && total > 0xffffffffull)
-    throw Error(ErrorCode::InvalidUsage, who() + ": " + std::to_string(total) + " bytes of device storage for inputs of " +
+    throw Error(ErrorCode::InvalidUsage, who() + ": " + std::to_string(total) + " bytes of storage for inputs of " +
                                              std::to_string(maxInputBytes) +
                                              " bytes; port channels address at most 4 GiB - 1: make the executor for smaller inputs");
-  PB_CUDA_CHECK(cudaMalloc(&storage, total));
-  PB_CUDA_CHECK(cudaMemset(storage, 0, total));
+  if (hostStorage) {
+    PB_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&storageHost), total, cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memset(storageHost, 0, total);
+    PB_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&storage), storageHost, 0));
+  } else {
+    PB_CUDA_CHECK(cudaMalloc(&storage, total));
+    PB_CUDA_CHECK(cudaMemset(storage, 0, total));
+  }
   PB_CUDA_CHECK(cudaMalloc(&expected, std::max<uint64_t>(n * slices, 1) * sizeof(uint64_t)));
   PB_CUDA_CHECK(cudaMemset(expected, 0, std::max<uint64_t>(n * slices, 1) * sizeof(uint64_t)));
   PB_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&flags), 64, cudaHostAllocMapped));
@@ -233,7 +263,8 @@ void GpuPlanExecutor::Impl::allocate() {
 }
 
 void GpuPlanExecutor::Impl::exchange() {
-  local = comm.registerMemory(storage, total, MemoryKind::Cuda);
+  local = hostStorage ? comm.registerMemory(storageHost, total, MemoryKind::Host)
+                      : comm.registerMemory(storage, total, MemoryKind::Cuda);
   for (const auto& [p, conn] : connections) comm.sendMemory(local, p, kStorageTag);  // buffered: no order needed
   for (const auto& [p, conn] : connections) {
     remotes[p] = comm.recvMemory(p, kStorageTag);
@@ -319,6 +350,23 @@ std::string GpuPlanExecutor::Impl::waitsProblem() const {
   return "";
 }
 
+// A thread block ends with a flush of every port channel it put on: the
+// proxy has read its sources before the kernel ends, so the next call's
+// input copy and operations cannot change bytes still on their way out.
+void GpuPlanExecutor::Impl::appendFinalFlushes(const PlanThreadBlock& tb, std::vector<gpuplan::DevOp>& ops) const {
+  std::vector<int> putOn;
+  for (const auto& op : tb.ops)
+    if (op.kind == PlanOp::Kind::Put && mine().channels[op.channel].type == PlanChannel::Type::Port &&
+        std::find(putOn.begin(), putOn.end(), op.channel) == putOn.end())
+      putOn.push_back(op.channel);
+  for (int c : putOn) {
+    gpuplan::DevOp d{};
+    d.kind = gpuplan::OpKind::Flush;
+    d.channel = c;
+    ops.push_back(d);
+  }
+}
+
 void GpuPlanExecutor::Impl::uploadPlan() {
   std::vector<gpuplan::DevOp> o;
   std::vector<gpuplan::DevThreadBlock> t;
@@ -343,6 +391,8 @@ void GpuPlanExecutor::Impl::uploadPlan() {
       reduces = reduces || p.kind == PlanOp::Kind::Reduce;
       o.push_back(d);
     }
+    appendFinalFlushes(tb, o);
+    t.back().opCount = static_cast<uint32_t>(o.size()) - t.back().opStart;
   }
   upload(&ops, o);
   upload(&threadBlocks, t);
@@ -383,6 +433,7 @@ std::string GpuPlanExecutor::Impl::describeFailure(const gpuplan::PlanStatus& s)
     const auto& tb = mine().threadblocks[s.threadBlock];
     where = "thread block " + std::to_string(tb.id) + " operation " + std::to_string(s.op);
     if (s.op >= 0 && size_t(s.op) < tb.ops.size()) where += " (" + std::string(opName(tb.ops[s.op].kind)) + ")";
+    if (size_t(s.op) >= tb.ops.size()) where += " (the flush of its puts after its last operation)";
   } else {
     where = "the start handshake";
   }
