@@ -69,6 +69,9 @@ struct GpuPlanExecutor::Impl {
   gpuplan::DevOp* ops = nullptr;
   gpuplan::DevThreadBlock* threadBlocks = nullptr;
   gpuplan::DevChunk* srcs = nullptr;
+  int32_t* handshakes = nullptr;
+  uint32_t* sliceDone = nullptr;
+  bool blocksHandshake = false;  // every channel's operations are in one thread block (see assignHandshakes)
   gpuplan::DevChannel* channels = nullptr;
   PortChannelDeviceHandle* ports = nullptr;
   uint32_t* flags = nullptr;  // mapped host: [0] abort, then a PlanStatus
@@ -99,6 +102,7 @@ struct GpuPlanExecutor::Impl {
   void exchange();
   void makePorts();
   void uploadPlan();
+  std::vector<std::vector<int32_t>> assignHandshakes();
   void appendFinalFlushes(const PlanThreadBlock& tb, std::vector<gpuplan::DevOp>& ops) const;
   /// Why this rank's plan cannot run here as to waits, or "".
   std::string waitsProblem() const;
@@ -127,7 +131,7 @@ GpuPlanExecutor::Impl::~Impl() {
   local = RegisteredMemory();
   if (storageHost) cudaFreeHost(storageHost);
   else if (storage) cudaFree(storage);
-  for (void* p : {static_cast<void*>(expected), static_cast<void*>(ops),
+  for (void* p : {static_cast<void*>(handshakes), static_cast<void*>(sliceDone), static_cast<void*>(expected), static_cast<void*>(ops),
                   static_cast<void*>(threadBlocks), static_cast<void*>(srcs), static_cast<void*>(channels),
                   static_cast<void*>(ports)})
     if (p) cudaFree(p);
@@ -367,12 +371,39 @@ void GpuPlanExecutor::Impl::appendFinalFlushes(const PlanThreadBlock& tb, std::v
   }
 }
 
+// The plan kernel's blocks make the start handshake themselves (no
+// handshake kernel, one launch per call) when each channel's operations are
+// all in one thread block: that block handshakes it, and a block then never
+// touches a channel whose peer has not started this call. A channel without
+// operations here is thread block 0's (its peer may still put through it).
+// Otherwise the handshake kernel makes every channel's first.
+std::vector<std::vector<int32_t>> GpuPlanExecutor::Impl::assignHandshakes() {
+  const auto& tbs = mine().threadblocks;
+  std::vector<int64_t> owner(mine().channels.size(), -1);
+  blocksHandshake = !tbs.empty();
+  for (size_t t = 0; t < tbs.size(); ++t)
+    for (const auto& op : tbs[t].ops) {
+      if (op.channel < 0) continue;
+      if (owner[op.channel] >= 0 && owner[op.channel] != int64_t(t)) blocksHandshake = false;
+      owner[op.channel] = static_cast<int64_t>(t);
+    }
+  std::vector<std::vector<int32_t>> lists(tbs.size());
+  if (!blocksHandshake) return lists;
+  for (size_t c = 0; c < owner.size(); ++c) lists[owner[c] < 0 ? 0 : owner[c]].push_back(static_cast<int32_t>(c));
+  return lists;
+}
+
 void GpuPlanExecutor::Impl::uploadPlan() {
   std::vector<gpuplan::DevOp> o;
   std::vector<gpuplan::DevThreadBlock> t;
   std::vector<gpuplan::DevChunk> s;
-  for (const auto& tb : mine().threadblocks) {
-    t.push_back({static_cast<uint32_t>(o.size()), static_cast<uint32_t>(tb.ops.size())});
+  std::vector<int32_t> h;
+  const auto lists = assignHandshakes();
+  for (size_t i = 0; i < mine().threadblocks.size(); ++i) {
+    const auto& tb = mine().threadblocks[i];
+    t.push_back({static_cast<uint32_t>(o.size()), static_cast<uint32_t>(tb.ops.size()),
+                 static_cast<uint32_t>(h.size()), static_cast<uint32_t>(lists[i].size())});
+    h.insert(h.end(), lists[i].begin(), lists[i].end());
     for (size_t i = 0; i < tb.ops.size(); ++i) {
       const PlanOp& p = tb.ops[i];
       if (p.srcs.size() > gpuplan::kMaxReduceSources)
@@ -396,6 +427,8 @@ void GpuPlanExecutor::Impl::uploadPlan() {
   }
   upload(&ops, o);
   upload(&threadBlocks, t);
+  upload(&handshakes, h);
+  upload(&sliceDone, std::vector<uint32_t>(slices, 0));
   upload(&srcs, s);
   upload(&channels, deviceChannels());
 }
@@ -415,6 +448,10 @@ gpuplan::PlanArgs GpuPlanExecutor::Impl::args(const void* input, size_t bytes) c
   a.storageOffset[gpuplan::kInput] = plan.inPlace ? outputAt : inputAt;
   a.storageOffset[gpuplan::kOutput] = outputAt;
   a.storageOffset[gpuplan::kScratch] = scratchAt;
+  a.handshakes = handshakes;
+  a.blocksHandshake = blocksHandshake ? 1 : 0;
+  a.sliceDone = sliceDone;
+  a.outputChunks = static_cast<uint32_t>(plan.outputChunks);
   a.chunkBytes = bytes / plan.inputChunks;
   a.sliceBytes = std::max<uint64_t>(roundUp((a.chunkBytes + slices - 1) / slices, 16), 16);
   a.slices = static_cast<uint32_t>(slices);
@@ -500,15 +537,13 @@ void GpuPlanExecutor::run(const void* input, void* output, size_t count, DataTyp
     throw Error(ErrorCode::InvalidUsage, m.who() + ": set up on device " + std::to_string(m.device) + " but device " +
                                              std::to_string(current) + " is current");
   if (bytes == 0) return;  // every rank passes the same count: none runs
-  const gpuplan::PlanArgs a = m.args(input, bytes);
+  gpuplan::PlanArgs a = m.args(input, bytes);
+  a.userOutput = output != a.local[gpuplan::kOutput] ? static_cast<char*>(output) : nullptr;
+  a.divisor = op == ReduceOp::Avg && m.reduces ? static_cast<uint32_t>(m.comm.size()) : 1;
   if (a.local[gpuplan::kInput] != input)
-    PB_CUDA_CHECK(cudaMemcpyAsync(a.local[gpuplan::kInput], input, bytes, cudaMemcpyDeviceToDevice, stream));
-  gpuplan::launchHandshake(a, stream);
+    PB_CUDA_CHECK(cudaMemcpyAsync(a.local[gpuplan::kInput], input, bytes, cudaMemcpyDefault, stream));
+  if (!a.blocksHandshake) gpuplan::launchHandshake(a, stream);
   gpuplan::launchPlan(a, type, op, m.threads, stream);
-  const uint64_t outBytes = m.plan.outputChunks * a.chunkBytes;
-  if (op == ReduceOp::Avg && m.reduces) gpuplan::launchDivide(a.local[gpuplan::kOutput], outBytes / es, type, m.comm.size(), stream);
-  if (output != a.local[gpuplan::kOutput])
-    PB_CUDA_CHECK(cudaMemcpyAsync(output, a.local[gpuplan::kOutput], outBytes, cudaMemcpyDeviceToDevice, stream));
 }
 
 }  // namespace plugboard

@@ -41,9 +41,12 @@ struct DevOp {
   uint32_t srcsAt, nsrcs;
 };
 
-/// A plan thread block: ops[opStart, opStart + opCount).
+/// A plan thread block: ops[opStart, opStart + opCount), and the channels
+/// whose start handshake it makes (PlanArgs::handshakes[handshakeStart, +
+/// handshakeCount)) when the plan kernel makes them itself.
 struct DevThreadBlock {
   uint32_t opStart, opCount;
+  uint32_t handshakeStart, handshakeCount;
 };
 
 /// One plan channel of this rank.
@@ -68,7 +71,7 @@ struct PlanStatus {
   int32_t threadBlock, op, channel, slice;
 };
 
-/// Everything both kernels need.
+/// Everything the kernels need.
 struct PlanArgs {
   const DevOp* ops;
   const DevThreadBlock* threadBlocks;
@@ -80,6 +83,18 @@ struct PlanArgs {
   char* local[3];                  ///< This call's input, output and scratch on this rank.
   uint64_t storageOffset[3];       ///< Where output and scratch ([kInput]: the input copy) start in the
                                    ///< registered storage, the same on every rank (port channel offsets).
+  const int32_t* handshakes;       ///< Channel lists of DevThreadBlock::handshake*.
+  /// True: each block makes its channels' start handshake (every channel's
+  /// operations are in one thread block); false: the handshake kernel ran.
+  uint32_t blocksHandshake;
+  /// Where the output goes after the plan: slice s of every output chunk is
+  /// copied (divided by divisor first, for avg) by the last block of slice s
+  /// to finish, counted in sliceDone[s] (reset by that block). Null: the
+  /// output stays in local[kOutput] (divided in place when divisor > 1).
+  char* userOutput;
+  uint32_t* sliceDone;
+  uint32_t divisor;
+  uint32_t outputChunks;
   uint64_t chunkBytes;             ///< Bytes per chunk in this call.
   uint64_t sliceBytes;             ///< Bytes per slice of a chunk (a multiple of 16).
   uint32_t slices, threadBlockCount, channelCount;

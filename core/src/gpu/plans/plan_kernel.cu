@@ -1,14 +1,21 @@
-// The GPU plan executor's kernels. The handshake kernel signals and waits
-// once on every (channel, slice); the plan kernel then runs plan thread
-// block t, slice s as CUDA block t * slices + s, operation by operation,
-// with a block barrier after each (so an operation sees the earlier ones'
-// data, and a signal publishes every thread's writes: its release at system
-// scope follows the barrier, and is cumulative).
+// The GPU plan executor's kernels: one plan kernel per call, where plan
+// thread block t, slice s runs as CUDA block t * slices + s, operation by
+// operation, with a block barrier after each (so an operation sees the
+// earlier ones' data, and a signal publishes every thread's writes: its
+// release at system scope follows the barrier, and is cumulative).
 //
-// Waits are done by thread 0 alone (one waiting thread per counter); a wait
-// that times out or is aborted records the first failure in PlanStatus and
-// ends its block. Loads that may read what a peer wrote bypass L1 (__ldcg
-// in copyBytes and reduceElems).
+// Start handshake (no peer writes into this rank's buffers before this
+// call's kernel has begun, hence before the stream work ahead of it): each
+// block signals and waits once on its channels' (c, s) before its first
+// operation; plans whose channels are shared by thread blocks get a
+// handshake kernel first instead. End: the last block of slice s to finish
+// copies slice s of every output chunk to the caller's output (an
+// operation only ever maps slice s to slice s, so the slice is complete).
+//
+// Waits are done by one thread per counter; a wait that times out or is
+// aborted records the first failure in PlanStatus and ends its block. Loads
+// that may read what a peer wrote bypass L1 (__ldcg in copyBytes,
+// reduceElems and loadElem).
 #include <cuda/atomic>
 
 #include "gpu/collectives/pipe_device.cuh"  // copyBytes
@@ -144,12 +151,63 @@ __device__ uint32_t runOp(const PlanArgs& a, const DevOp& o, uint32_t s, SliceRa
   return kPlanOk;
 }
 
+/// Thread i signals, then waits on, this block's i-th handshake channel
+/// (slice s): each counter has one waiting thread.
+__device__ void blockHandshake(const PlanArgs& a, const DevThreadBlock& t, uint32_t tb, uint32_t s, uint32_t* failed) {
+  for (uint32_t i = threadIdx.x; i < t.handshakeCount; i += blockDim.x) {
+    const int c = a.handshakes[t.handshakeStart + i];
+    uint32_t code = signalOn(a, c, s);
+    if (code == kPlanOk) code = waitOn(a, c, s);
+    if (code != kPlanOk) {
+      recordFailure(a, code, -1, -1, c, static_cast<int>(s));
+      *failed = code;
+    }
+  }
+}
+
+/// The last block of slice s to finish moves slice s of every output chunk
+/// to the caller's output (dividing for avg).
+template <typename T>
+__device__ void finishSlice(const PlanArgs& a, uint32_t s, SliceRange r) {
+  __shared__ bool last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();  // this block's writes (and the peers' data it waited for) before the count
+    cuda::atomic_ref<uint32_t, cuda::thread_scope_device> done(a.sliceDone[s]);
+    last = done.fetch_add(1, cuda::memory_order_acq_rel) == a.threadBlockCount - 1;
+    if (last) done.store(0, cuda::memory_order_relaxed);  // no other block of this launch counts it again
+  }
+  __syncthreads();
+  if (!last || r.len == 0) return;
+  __threadfence();
+  char* to = a.userOutput ? a.userOutput : a.local[kOutput];
+  for (uint32_t k = 0; k < a.outputChunks; ++k) {
+    const char* src = a.local[kOutput] + k * a.chunkBytes + r.lo;
+    char* dst = to + k * a.chunkBytes + r.lo;
+    if (a.divisor == 1) {
+      copyBytes(dst, src, r.len, threadIdx.x, blockDim.x);
+      continue;
+    }
+    for (uint64_t i = threadIdx.x; i < r.len / sizeof(T); i += blockDim.x) {
+      const T v = gpucoll::loadElem<T>(src, i);
+      reinterpret_cast<T*>(dst)[i] = gpucoll::finish<T>(gpucoll::Acc<T>::in(v), a.divisor);
+    }
+  }
+}
+
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kMaxThreads, 1) planKernel(PlanArgs a) {
   const uint32_t tb = blockIdx.x / a.slices, s = blockIdx.x % a.slices;
   const DevThreadBlock t = a.threadBlocks[tb];
   const SliceRange r = sliceOf(a, s);
   __shared__ uint32_t failed;
+  if (threadIdx.x == 0) failed = kPlanOk;
+  __syncthreads();
+  if (a.blocksHandshake) {
+    blockHandshake(a, t, tb, s, &failed);
+    __syncthreads();
+    if (failed != kPlanOk) return;
+  }
   for (uint32_t i = 0; i < t.opCount; ++i) {
     const DevOp& o = a.ops[t.opStart + i];
     const uint32_t code = runOp<T, Op>(a, o, s, r);
@@ -160,6 +218,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) planKernel(PlanArgs a) {
     __syncthreads();
     if (failed != kPlanOk) return;
   }
+  if (a.userOutput || a.divisor != 1) finishSlice<T>(a, s, r);
 }
 
 /// Thread i signals, then waits on, (channel, slice) i: no peer writes into
@@ -176,14 +235,6 @@ __global__ void handshakeKernel(PlanArgs a) {
   }
 }
 
-/// out[i] = out[i] / divisor (avg), in the element type's accumulator.
-template <typename T>
-__global__ void divideKernel(char* out, uint64_t elems, uint32_t divisor) {
-  T* v = reinterpret_cast<T*>(out);
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < elems; i += uint64_t(gridDim.x) * blockDim.x)
-    v[i] = gpucoll::finish<T>(gpucoll::Acc<T>::in(v[i]), divisor);
-}
-
 }  // namespace
 
 void launchHandshake(const PlanArgs& a, cudaStream_t stream) {
@@ -197,15 +248,6 @@ void launchPlan(const PlanArgs& a, DataType type, ReduceOp op, uint32_t threads,
   const uint32_t blocks = a.threadBlockCount * a.slices;
   gpucoll::dispatchTypeOp(type, op, [&](auto t, auto o) {
     planKernel<decltype(t), decltype(o)><<<blocks, threads, 0, stream>>>(a);
-  });
-  PB_CUDA_CHECK(cudaGetLastError());
-}
-
-void launchDivide(char* out, uint64_t elems, DataType type, uint32_t divisor, cudaStream_t stream) {
-  if (elems == 0) return;
-  const uint32_t blocks = static_cast<uint32_t>(elems / 512 + 1 < 1024 ? elems / 512 + 1 : 1024);
-  gpucoll::dispatchTypeOp(type, ReduceOp::Sum, [&](auto t, auto) {
-    divideKernel<decltype(t)><<<blocks, 512, 0, stream>>>(out, elems, divisor);
   });
   PB_CUDA_CHECK(cudaGetLastError());
 }

@@ -8,11 +8,11 @@
 
 namespace plugboard::gpuplan {
 
-/// One block: every (channel, slice) signals once, then waits once.
+/// One block: every (channel, slice) signals once, then waits once (for
+/// plans whose channels are shared by thread blocks; else the plan kernel's
+/// blocks make their own handshakes).
 void launchHandshake(const PlanArgs& args, cudaStream_t stream);
 /// threadBlockCount * slices blocks of `threads` threads; reduces as (type, op) (Avg as Sum).
 void launchPlan(const PlanArgs& args, DataType type, ReduceOp op, uint32_t threads, cudaStream_t stream);
-/// Divides elems elements of type at out by divisor (avg's last step).
-void launchDivide(char* out, uint64_t elems, DataType type, uint32_t divisor, cudaStream_t stream);
 
 }  // namespace plugboard::gpuplan
