@@ -167,9 +167,12 @@ void GpuPlanExecutor::Impl::chooseShape(int slicesArg) {
   const int tbs = std::max<int>(1, static_cast<int>(mine().threadblocks.size()));
   if (setting < 0 || setting > 1024)
     throw Error(ErrorCode::Config, who() + ": gpu_plan_slices must be 0 (automatic) to 1024, got " + std::to_string(setting));
-  // Automatic: fill the GPU, at most 16 slices (beyond that a slice of a
-  // small chunk is a few hundred bytes).
-  slices = slicesArg > 0 ? slicesArg : setting > 0 ? static_cast<int>(setting) : std::clamp(sms / tbs, 1, 16);
+  // Automatic: fill the GPU, at most 64 slices (measured on 2 x H200:
+  // 16 left bandwidth unused, docs/perf/2026-11-26-gpu-plans-2xh200.md);
+  // with buffers in host memory as many as gpu_port_blocks (each slice's
+  // put is a proxy request, a network message: few and large).
+  const int cap = hostStorage ? static_cast<int>(std::clamp<int64_t>(cfg.getInt("gpu_port_blocks"), 1, 128)) : 64;
+  slices = slicesArg > 0 ? slicesArg : setting > 0 ? static_cast<int>(setting) : std::clamp(sms / tbs, 1, cap);
   // Thread blocks of one rank wait on each other through the peers: all of
   // them must be resident at once, one per SM at most.
   if (int64_t(slices) * tbs > sms)
@@ -186,7 +189,6 @@ void GpuPlanExecutor::Impl::setup(int slicesArg) {
     problem = "the plan is for " + std::to_string(plan.nranks) + " ranks, the communicator has " + std::to_string(comm.size());
   if (problem.empty()) problem = waitsProblem();
   agree(problem);
-  chooseShape(slicesArg);
   std::vector<uint64_t> sizes(comm.size(), 0);
   sizes[comm.rank()] = maxInputBytes;
   if (comm.size() > 1) comm.bootstrap().allGather(sizes.data(), sizeof(uint64_t));
@@ -196,6 +198,7 @@ void GpuPlanExecutor::Impl::setup(int slicesArg) {
                                                " bytes, rank " + std::to_string(r) + " for " + std::to_string(sizes[r]) +
                                                " (every rank must pass the same)");
   connect();
+  chooseShape(slicesArg);
   allocate();
   exchange();
   makePorts();
