@@ -173,6 +173,12 @@ void GpuPlanExecutor::Impl::chooseShape(int slicesArg) {
   // put is a proxy request, a network message: few and large).
   const int cap = hostStorage ? static_cast<int>(std::clamp<int64_t>(cfg.getInt("gpu_port_blocks"), 1, 128)) : 64;
   slices = slicesArg > 0 ? slicesArg : setting > 0 ? static_cast<int>(setting) : std::clamp(sms / tbs, 1, cap);
+  // Every rank uses the same count (the storage layout depends on it): the
+  // smallest (ranks may see different SM counts, e.g. under MPS).
+  std::vector<int32_t> all(comm.size(), 0);
+  all[comm.rank()] = slices;
+  if (comm.size() > 1) comm.bootstrap().allGather(all.data(), sizeof(int32_t));
+  slices = *std::min_element(all.begin(), all.end());
   // Thread blocks of one rank wait on each other through the peers: all of
   // them must be resident at once, one per SM at most.
   if (int64_t(slices) * tbs > sms)
