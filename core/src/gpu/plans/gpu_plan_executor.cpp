@@ -15,6 +15,7 @@
 // take a CUDA copy that can queue behind the very kernel waiting for it.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <tuple>
 
 #include "communicator/communicator_impl.hpp"
@@ -96,6 +97,7 @@ struct GpuPlanExecutor::Impl {
 
   void setup(int slicesArg);
   void chooseShape(int slicesArg);
+  int ranksOnThisGpu() const;
   void agree(const std::string& problem);
   void connect();
   void allocate();
@@ -151,6 +153,17 @@ void GpuPlanExecutor::Impl::agree(const std::string& problem) {
                                                " could not set up the plan (its error says why)");
 }
 
+// Ranks of this communicator on this rank's GPU (same host, same PCI bus id).
+int GpuPlanExecutor::Impl::ranksOnThisGpu() const {
+  char bus[64] = {};
+  PB_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), device));
+  const uint64_t mine = std::hash<std::string>{}(comm.hostOf(comm.rank()) + "/" + bus);
+  std::vector<uint64_t> all(comm.size(), 0);
+  all[comm.rank()] = mine;
+  if (comm.size() > 1) comm.bootstrap().allGather(all.data(), sizeof(uint64_t));
+  return static_cast<int>(std::count(all.begin(), all.end(), mine));
+}
+
 void GpuPlanExecutor::Impl::chooseShape(int slicesArg) {
   const Config& cfg = comm.config();
   const int64_t setting = cfg.getInt("gpu_plan_slices");
@@ -172,20 +185,21 @@ void GpuPlanExecutor::Impl::chooseShape(int slicesArg) {
   // with buffers in host memory as many as gpu_port_blocks (each slice's
   // put is a proxy request, a network message: few and large).
   const int cap = hostStorage ? static_cast<int>(std::clamp<int64_t>(cfg.getInt("gpu_port_blocks"), 1, 128)) : 64;
-  slices = slicesArg > 0 ? slicesArg : setting > 0 ? static_cast<int>(setting) : std::clamp(sms / tbs, 1, cap);
+  const int sharing = ranksOnThisGpu();
+  slices = slicesArg > 0 ? slicesArg : setting > 0 ? static_cast<int>(setting) : std::clamp(sms / (tbs * sharing), 1, cap);
   // Every rank uses the same count (the storage layout depends on it): the
   // smallest (ranks may see different SM counts, e.g. under MPS).
   std::vector<int32_t> all(comm.size(), 0);
   all[comm.rank()] = slices;
   if (comm.size() > 1) comm.bootstrap().allGather(all.data(), sizeof(int32_t));
   slices = *std::min_element(all.begin(), all.end());
-  // Thread blocks of one rank wait on each other through the peers: all of
-  // them must be resident at once, one per SM at most.
-  if (int64_t(slices) * tbs > sms)
+  // Thread blocks wait on each other through the peers: all of them, of
+  // every rank on this GPU, must be resident at once, one per SM at most.
+  if (int64_t(slices) * tbs * sharing > sms)
     throw Error(ErrorCode::Config, who() + ": " + std::to_string(tbs) + " thread blocks x " + std::to_string(slices) +
                                        " slices = " + std::to_string(int64_t(slices) * tbs) + " CUDA blocks, more than the " +
-                                       std::to_string(sms) + " SMs of device " + std::to_string(device) +
-                                       " (every block must be resident): lower gpu_plan_slices");
+                                       std::to_string(sms) + " SMs of device " + std::to_string(device) + " shared by " +
+                                       std::to_string(sharing) + " rank(s) (every block must be resident): lower gpu_plan_slices");
 }
 
 void GpuPlanExecutor::Impl::setup(int slicesArg) {
