@@ -196,11 +196,13 @@ void GpuPlanExecutor::Impl::chooseShape(int slicesArg) {
   slices = *std::min_element(all.begin(), all.end());
   // Thread blocks wait on each other through the peers: all of them, of
   // every rank on this GPU, must be resident at once, one per SM at most.
+  std::string problem;
   if (int64_t(slices) * tbs * sharing > sms)
-    throw Error(ErrorCode::Config, who() + ": " + std::to_string(tbs) + " thread blocks x " + std::to_string(slices) +
-                                       " slices = " + std::to_string(int64_t(slices) * tbs) + " CUDA blocks, more than the " +
-                                       std::to_string(sms) + " SMs of device " + std::to_string(device) + " shared by " +
-                                       std::to_string(sharing) + " rank(s) (every block must be resident): lower gpu_plan_slices");
+    problem = std::to_string(tbs) + " thread blocks x " + std::to_string(slices) + " slices = " +
+              std::to_string(int64_t(slices) * tbs) + " CUDA blocks, more than the " + std::to_string(sms) +
+              " SMs of device " + std::to_string(device) + " shared by " + std::to_string(sharing) +
+              " rank(s) allow (every block must be resident): lower gpu_plan_slices";
+  agree(problem);  // every rank leaves here together, none waits in the exchange for one that gave up
 }
 
 void GpuPlanExecutor::Impl::setup(int slicesArg) {
