@@ -584,6 +584,83 @@ TEST_F(EthernetTest, ReceiverParsesFramesHoweverTheStreamIsCut) {
   EXPECT_EQ(t_->proxy_progress(c1, &done), PB_OK) << error(ctx1);
 }
 
+// Stream fuzzing: valid frame streams (writes, signals, write-signals into
+// one region) mutated at random (bytes flipped, cut short, random bytes
+// inserted, a piece repeated), sent in random pieces, then the peer hangs
+// up. Whatever the mutation, the connection ends in PB_ERR_REMOTE naming
+// the peer (a bad message, or the close), nothing lands outside the
+// registered region, and nothing crashes (ASan/UBSan in CI).
+TEST_F(EthernetTest, MutatedFrameStreamsFailByNameAndNeverStoreOutsideTheRegion) {
+  constexpr size_t kGuard = 4096, kData = 2048;
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  auto next = [&rng](uint64_t n) { rng = rng * 6364136223846793005ull + 1442695040888963407ull; return (rng >> 33) % n; };
+  for (int round = 0; round < 40; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    pb_plugin_ctx* ctx1 = makeContext(1);
+    RawPeer peer;
+    pb_conn* c1 = nullptr;
+    ASSERT_NO_FATAL_FAILURE(connectRawPeer(ctx1, peer, &c1));
+    std::vector<uint8_t> mem(kGuard + kData + 8 + kGuard, 0xa5);
+    pb_mr* mr = reg(ctx1, mem.data() + kGuard, kData + 8);
+    uint8_t key[64];
+    size_t keyLen = sizeof(key);
+    ASSERT_EQ(t_->pack_rkey(ctx1, mr, key, &keyLen), PB_OK);
+    const uint64_t region = getLE<uint64_t>(key + 8), secret = getLE<uint64_t>(key + 16);
+
+    std::vector<uint8_t> stream;
+    uint64_t seq = 0;
+    for (int i = 0; i < 12; ++i) {
+      const size_t size = next(400), offset = next(kData - size);
+      std::vector<uint8_t> payload(size, uint8_t(i));
+      if (i % 4 == 3) {
+        RawPeer::encodeFrame(stream, 2, ++seq, region, secret, kData, 1);
+      } else if (i % 4 == 2) {
+        RawPeer::encodeFrame(stream, 4, ++seq, region, secret, offset, size);
+        for (uint64_t v : {region, secret, uint64_t(kData), uint64_t(1)}) putLE<uint64_t>(stream, v);
+        stream.insert(stream.end(), payload.begin(), payload.end());
+      } else {
+        RawPeer::encodeFrame(stream, 1, ++seq, region, secret, offset, size, payload);
+      }
+    }
+    switch (round % 4) {
+      case 0:  // flip bytes (headers, extensions or payloads)
+        for (int k = 0; k < 1 + int(next(6)); ++k) stream[next(stream.size())] ^= uint8_t(1 + next(255));
+        break;
+      case 1: stream.resize(next(stream.size())); break;  // cut short
+      case 2: {  // random bytes inserted
+        std::vector<uint8_t> junk(1 + next(100));
+        for (auto& b : junk) b = uint8_t(next(256));
+        stream.insert(stream.begin() + long(next(stream.size())), junk.begin(), junk.end());
+        break;
+      }
+      default: {  // a piece repeated (a replayed frame has a stale sequence number)
+        const size_t at = next(stream.size()), n = 1 + next(std::min<size_t>(200, stream.size() - at));
+        std::vector<uint8_t> piece(stream.begin() + long(at), stream.begin() + long(at + n));
+        stream.insert(stream.begin() + long(at), piece.begin(), piece.end());
+        break;
+      }
+    }
+    for (size_t at = 0; at < stream.size();) {
+      const size_t n = std::min(stream.size() - at, size_t(1 + next(300)));
+      ASSERT_NO_FATAL_FAILURE(peer.sendBytes(stream.data() + at, n));
+      at += n;
+    }
+    peer.hangUp();
+    uint64_t done = 0;
+    pb_status st = PB_OK;
+    const auto deadline = Clock::now() + kTimeout;
+    while (st == PB_OK && Clock::now() < deadline) st = t_->proxy_progress(c1, &done);
+    EXPECT_EQ(st, PB_ERR_REMOTE) << error(ctx1);
+    EXPECT_NE(error(ctx1).find("rank 0 (host testhost)"), std::string::npos) << error(ctx1);
+    for (size_t i = 0; i < kGuard; ++i) {
+      ASSERT_EQ(mem[i], 0xa5) << "a byte before the region changed, at " << i;
+      ASSERT_EQ(mem[kGuard + kData + 8 + i], 0xa5) << "a byte after the region changed, at " << i;
+    }
+    freeConn(c1);  // before mem goes: no thread of the connection is left to touch it
+    deregister(ctx1, mr);
+  }
+}
+
 /// Reads a byte the plugin may be storing right now, with no signal to
 /// synchronize on: only to learn that a payload started to land.
 __attribute__((no_sanitize("thread"))) uint8_t peekByte(const uint8_t* p) {
