@@ -77,8 +77,12 @@ void runChecked(GpuPlanExecutor& ex, int rank, int n, size_t count, DataType typ
   check(cudaMalloc(&out, outCount * sizeof(T) + 1), "cudaMalloc");
   for (int round = 0; round < 3; ++round) {
     const std::vector<T> h = inputs<T>(rank, count, round);
+    // The plan runs on a non-blocking stream, which does not wait for the
+    // legacy stream: a pageable cudaMemcpy or a cudaMemset may still be in
+    // flight when it returns (the wrong values of the 64-slice runs).
     check(cudaMemcpy(in, h.data(), count * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy in");
     check(cudaMemset(out, 0xff, outCount * sizeof(T)), "cudaMemset");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     ex.run(in, out, count, type, op, s);
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     ex.checkErrors();

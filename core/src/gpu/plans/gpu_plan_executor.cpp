@@ -182,9 +182,9 @@ void GpuPlanExecutor::Impl::chooseShape(int slicesArg) {
     throw Error(ErrorCode::Config, who() + ": gpu_plan_slices must be 0 (automatic) to 1024, got " + std::to_string(setting));
   // Automatic: fill the GPU, at most 16 slices; with buffers in host memory
   // as many as gpu_port_blocks (each slice's put is a proxy request, a
-  // network message: few and large). 64 slices were faster on 2 x H200 but
-  // returned wrong values in 3- and 4-rank tests (cause not found yet:
-  // docs/perf/2026-11-26-gpu-plans-2xh200.md), 16 passed every run.
+  // network message: few and large). 64 slices measured faster on 2 x H200
+  // (docs/perf/2026-11-26-gpu-plans-2xh200.md); their test failures were the
+  // test's own unordered uploads, but the fixed tests have not run at 64 yet.
   const int cap = hostStorage ? static_cast<int>(std::clamp<int64_t>(cfg.getInt("gpu_port_blocks"), 1, 128)) : 16;
   const int sharing = ranksOnThisGpu();
   slices = slicesArg > 0 ? slicesArg : setting > 0 ? static_cast<int>(setting) : std::clamp(sms / (tbs * sharing), 1, cap);
