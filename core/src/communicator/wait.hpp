@@ -27,13 +27,18 @@ inline std::atomic<unsigned> gWaitYieldPolls{300};
 ///   for (;;) { b.arm(); if (condition) break; if (b.expired()) fail; b.pause(); }
 class Backoff {
  public:
-  /// Deadline timeout from now; eventDriven: wake-ups are promised.
+  /// Deadline timeout from the first look at the clock (expired() or
+  /// elapsedText(), so a wait that ends in its first polls never reads the
+  /// clock); eventDriven: wake-ups are promised.
   explicit Backoff(std::chrono::milliseconds timeout, bool eventDriven = false)
-      : start_(std::chrono::steady_clock::now()), deadline_(start_ + timeout), eventDriven_(eventDriven) {}
+      : timeout_(timeout), eventDriven_(eventDriven) {}
   /// Call before each check of the condition.
   void arm() { seen_ = SignalEvent::instance().epoch(); }
   /// True once the deadline passed.
-  bool expired() const { return std::chrono::steady_clock::now() >= deadline_; }
+  bool expired() { return std::chrono::steady_clock::now() >= start() + timeout_; }
+  /// True on the polls where a loop should also look for failures and the
+  /// deadline: every 16th while spinning, every one once it yields or sleeps.
+  bool checkDue() const { return rounds_ >= kSpinPolls || rounds_ % 16 == 0; }
   /// Waits a little, as described above.
   void pause() {
     ++rounds_;
@@ -49,8 +54,8 @@ class Backoff {
     std::this_thread::sleep_for(std::chrono::microseconds(rounds_ < 2000 ? 5 : 100));
   }
   /// Time since construction as "2.0 s".
-  std::string elapsedText() const {
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::string elapsedText() {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start()).count();
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%.1f s", s);
     return buf;
@@ -58,7 +63,13 @@ class Backoff {
 
  private:
   static constexpr unsigned kSpinPolls = 20;  ///< Polls before the first yield.
-  std::chrono::steady_clock::time_point start_, deadline_;
+  std::chrono::steady_clock::time_point start() {
+    if (!started_) start_ = std::chrono::steady_clock::now(), started_ = true;
+    return start_;
+  }
+  std::chrono::milliseconds timeout_;
+  std::chrono::steady_clock::time_point start_{};
+  bool started_ = false;
   bool eventDriven_;
   uint32_t seen_ = 0;
   unsigned rounds_ = 0;
