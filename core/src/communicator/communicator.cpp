@@ -2,9 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "communicator/communicator_impl.hpp"
 #include "communicator/proxy_service.hpp"
 #include "communicator/signal_event.hpp"
+#include "communicator/wait.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/logger.hpp"
 
@@ -44,8 +48,18 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
     localError = e.what();
   }
   impl_->exchangeIdentity(localError, localCode);
+  impl_->paceWaits();
   impl_->exchangeReach();
   impl_->proxy = std::make_unique<ProxyService>();
+}
+
+void Communicator::Impl::paceWaits() {
+  int here = 0;
+  for (const auto& v : views) here += v.host == self.host ? 1 : 0;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  gWaitSpinPolls.store(unsigned(here) >= cores ? 0u : 20u, std::memory_order_relaxed);
+  PB_LOG(Info, "INIT", here << " rank(s) on this host of " << cores << " core(s): waits "
+                            << (unsigned(here) >= cores ? "yield at once" : "spin 20 polls before they yield"));
 }
 
 void Communicator::Impl::shutdown() {

@@ -170,6 +170,8 @@ struct Communicator::Impl {
                                                        const std::string& only = "");
   /// The live registration with this id, or null.
   std::shared_ptr<RegisteredMemoryImpl> findRegion(uint64_t id);
+  /// Sets how waits spin (gWaitSpinPolls) from this host's ranks and cores.
+  void paceWaits();
   /// A registration's descriptor, as peers import it.
   std::vector<char> describeMemory(RegisteredMemoryImpl& mem);
   /// Imports a descriptor from peer on conn, or (conn null) on the
