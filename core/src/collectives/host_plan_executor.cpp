@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "collectives/reduce_kernels.hpp"
+#include "plans/plan_call.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/host_plan.hpp"
 
@@ -205,15 +206,8 @@ const Plan& HostPlanExecutor::plan() const { return impl_->plan; }
 
 void HostPlanExecutor::run(const void* input, void* output, size_t count, DataType type, ReduceOp op) {
   Impl& m = *impl_;
-  const size_t es = dataTypeSize(type), bytes = count * es;
-  if (count % m.plan.inputChunks)
-    throw Error(ErrorCode::InvalidUsage, m.who() + ": " + std::to_string(count) + " elements do not cut into " +
-                                             std::to_string(m.plan.inputChunks) + " equal input chunks");
-  if (bytes > m.maxInputBytes)
-    throw Error(ErrorCode::InvalidUsage, m.who() + ": " + std::to_string(bytes) + " bytes of input, more than the " +
-                                             std::to_string(m.maxInputBytes) + " the executor was made for");
-  if (m.plan.inPlace && input != output)
-    throw Error(ErrorCode::InvalidUsage, m.who() + ": an in-place plan takes input == output");
+  const size_t es = dataTypeSize(type);
+  const size_t bytes = checkPlanCall(m.plan, m.who(), count, type, m.maxInputBytes, input, output);
   m.chunkBytes = bytes / m.plan.inputChunks;
   m.type = type;
   m.op = op;

@@ -21,6 +21,7 @@
 #include "communicator/communicator_impl.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/plans/plan_kernel.hpp"
+#include "plans/plan_call.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/gpu/plan_executor.hpp"
 #include "plugboard/gpu/port_channel.hpp"
@@ -543,15 +544,7 @@ void GpuPlanExecutor::run(const void* input, void* output, size_t count, DataTyp
                           cudaStream_t stream) {
   Impl& m = *impl_;
   checkErrors();
-  const size_t es = dataTypeSize(type), bytes = count * es;
-  if (count % m.plan.inputChunks)
-    throw Error(ErrorCode::InvalidUsage, m.who() + ": " + std::to_string(count) + " elements do not cut into " +
-                                             std::to_string(m.plan.inputChunks) + " equal input chunks");
-  if (bytes > m.maxInputBytes)
-    throw Error(ErrorCode::InvalidUsage, m.who() + ": " + std::to_string(bytes) + " bytes of input, more than the " +
-                                             std::to_string(m.maxInputBytes) + " the executor was made for");
-  if (m.plan.inPlace && input != output)
-    throw Error(ErrorCode::InvalidUsage, m.who() + ": an in-place plan takes input == output");
+  const size_t bytes = checkPlanCall(m.plan, m.who(), count, type, m.maxInputBytes, input, output);
   if (!m.plan.inPlace && input == outputBuffer())
     throw Error(ErrorCode::InvalidUsage, m.who() + ": outputBuffer() cannot be the input of an out-of-place plan "
                                                    "(peers write into it while the input is read)");
