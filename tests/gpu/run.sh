@@ -54,6 +54,9 @@ source tests/gpu/mps.sh
 step gpu-tests-mps with_mps ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
 # The execution-plan executor's GPU suite alone (also part of gpu-tests-mps).
 step plan-tests-mps with_mps ctest --test-dir "$build" -R "GpuPlan" --output-on-failure --timeout 120
+# The same with every rank on GPU 0 (ranks share its SMs: the slice count and residency checks).
+step plan-tests-shared-mps env CUDA_VISIBLE_DEVICES=0 bash -c "source tests/gpu/mps.sh && with_mps ctest --test-dir $build \
+  -R GpuPlan --output-on-failure --timeout 120"
 # The NCCL API library's GPU suite alone (also part of gpu-tests-mps).
 step nccl-tests-mps with_mps ctest --test-dir "$build" -R "NcclApi" --output-on-failure --timeout 200
 step check-sweep-mps with_mps bash tests/gpu/check-sweep.sh "$build" 2
@@ -90,11 +93,14 @@ for n in 2 4; do
     bash bench/transports-host.sh "$build" "$n" 16M 100
 done
 perf="$build/bin/plugboard-perf"
-if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+ngpu=$(nvidia-smi -L | wc -l)
+# Ranks of the several-GPU runs: one per GPU (at most 8) unless PERF_NRANKS says.
+nr=${PERF_NRANKS:-$(( ngpu < 8 ? ngpu : 8 ))}
+if [ "$ngpu" -ge 2 ]; then
   # Several GPUs (one rank per GPU; docs/perf/*-2xh100.md): every
   # collective beside NCCL in the same run, 8 B - 1 GiB, results checked.
   step channels "$build/bin/plugboard-bench-channels"
-  cmp=(--mem gpu --nranks 2 --compare nccl)
+  cmp=(--mem gpu --nranks "$nr" --compare nccl)
   for c in allreduce allgather reducescatter broadcast reduce alltoall sendrecv; do
     step "perf-$c" "$perf" "${cmp[@]}" -C "$c" -b 8 -e 1G -f 2 -n 20 -w 5 --csv "$LOGS/$c.csv"
     step "perf-$c-graph" "$perf" "${cmp[@]}" -C "$c" -b 8 -e 64M -f 2 -n 20 -w 5 -G 5 --csv "$LOGS/$c-graph.csv"
@@ -106,7 +112,7 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   done
   for p in allgather_allpairs:allgather allgather_ring:allgather allreduce_allpairs:allreduce allreduce_ring:allreduce \
            alltoall_allpairs:alltoall; do
-    step "perf-plan-${p%%:*}" "$perf" "${cmp[@]}" --plan "plans/${p%%:*}/2ranks.json" -C "${p#*:}" -b 1K -e 256M -f 4 \
+    step "perf-plan-${p%%:*}" "$perf" "${cmp[@]}" --plan "plans/${p%%:*}/${nr}ranks.json" -C "${p#*:}" -b 1K -e 256M -f 4 \
       -n 20 -w 5 --csv "$LOGS/plan-${p%%:*}.csv"
   done
   # NCCL at its best: its symmetric-memory kernels (2.27+), with and without graphs.
@@ -131,8 +137,9 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   done
   # Every collective at odd sizes, types and ops over the mappings, checked:
   # one rank per GPU, then two per GPU under MPS.
-  step odd-cudaipc env NRANKS=2 PLUGBOARD_TRANSPORTS=cudaipc bash tests/gpu/staged-mps.sh "$build"
-  step odd-cudaipc-4-mps with_mps env NRANKS=4 PLUGBOARD_TRANSPORTS=cudaipc bash tests/gpu/staged-mps.sh "$build"
+  step odd-cudaipc env NRANKS="$nr" PLUGBOARD_TRANSPORTS=cudaipc bash tests/gpu/staged-mps.sh "$build"
+  step odd-cudaipc-2x-mps with_mps env NRANKS=$(( 2 * nr < 8 ? 2 * nr : 8 )) PLUGBOARD_TRANSPORTS=cudaipc \
+    bash tests/gpu/staged-mps.sh "$build"
   # Mixed pairs: 4 ranks (2 per GPU, under MPS), half the pairs over
   # cudaipc and half forced onto ethernet by rules; every collective checked.
   step mixed-pairs-mps with_mps env NRANKS=4 PLUGBOARD_TRANSPORTS=cudaipc,ethernet \
@@ -143,19 +150,18 @@ fi
 # PyTorch's ProcessGroupNCCL on it (LD_PRELOAD by SONAME), with the NCCL
 # symbols this torch needs listed first.
 if [ -e "$build/lib/libplugboard-nccl.so" ]; then
-  ngpu=$(nvidia-smi -L | wc -l)
-  shim=(--mem gpu --nranks 2 --compare nccl --nccl-lib "$PWD/$build/lib/libplugboard-nccl.so")
+  shim=(--mem gpu --nranks "$(( nr > 2 ? nr : 2 ))" --compare nccl --nccl-lib "$PWD/$build/lib/libplugboard-nccl.so")
   step perf-nccl-shim "$perf" "${shim[@]}" -C allreduce -b 8 -e 64M -f 4 -n 50 -w 10 --csv "$LOGS/nccl-shim.csv"
   step perf-nccl-shim-graph "$perf" "${shim[@]}" -C allreduce -b 8 -e 64M -f 4 -n 50 -w 10 -G 5 \
     --csv "$LOGS/nccl-shim-graph.csv"
   step perf-nccl-shim-sendrecv "$perf" "${shim[@]}" -C sendrecv -b 8 -e 64M -f 4 -n 50 -w 10 --csv "$LOGS/nccl-shim-sendrecv.csv"
   step torch-nccl-symbols bash -c "nm -D --undefined-only \$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib/libtorch_cuda.so | grep -i ' nccl' | sort"
   if [ "$ngpu" -ge 2 ]; then
-    step torch-nccl-shim env LD_PRELOAD="$PWD/$build/lib/plugboard-nccl/libnccl.so.2" python3 tests/nccl/torch_nccl_shim.py 2
+    step torch-nccl-shim env LD_PRELOAD="$PWD/$build/lib/plugboard-nccl/libnccl.so.2" python3 tests/nccl/torch_nccl_shim.py "$nr"
   else
     step torch-nccl-shim-mps with_mps env LD_PRELOAD="$PWD/$build/lib/plugboard-nccl/libnccl.so.2" python3 tests/nccl/torch_nccl_shim.py 2
   fi
-  step torch-nccl-real python3 tests/nccl/torch_nccl_shim.py 2
+  step torch-nccl-real python3 tests/nccl/torch_nccl_shim.py "$(( nr > 2 ? nr : 2 ))"
 fi
 # GPU buffers over the ethernet plugin (staged through pinned host memory).
 step perf-staged-ethernet env PLUGBOARD_TRANSPORTS=ethernet "$perf" --mem gpu --nranks 2 -C allreduce -b 1K -e 64M -f 8 -n 10 \
@@ -175,7 +181,7 @@ done
 for t in libfabric ucx; do
   [ -f "$LOGS/staged-mps-$t.log" ] && { echo "== staged-mps-$t"; cat "$LOGS/staged-mps-$t.log"; }
 done
-for f in odd-cudaipc odd-cudaipc-4-mps mixed-pairs-mps; do
+for f in odd-cudaipc odd-cudaipc-2x-mps mixed-pairs-mps; do
   [ -f "$LOGS/$f.log" ] && { echo "== $f"; grep -v "^ " "$LOGS/$f.log"; }
 done
 [ -f "$LOGS/faulty-mps.log" ] && { echo "== faulty-mps"; cat "$LOGS/faulty-mps.log"; }

@@ -181,12 +181,11 @@ void GpuPlanExecutor::Impl::chooseShape(int slicesArg) {
   const int tbs = std::max<int>(1, static_cast<int>(mine().threadblocks.size()));
   if (setting < 0 || setting > 1024)
     throw Error(ErrorCode::Config, who() + ": gpu_plan_slices must be 0 (automatic) to 1024, got " + std::to_string(setting));
-  // Automatic: fill the GPU, at most 16 slices; with buffers in host memory
-  // as many as gpu_port_blocks (each slice's put is a proxy request, a
-  // network message: few and large). 64 slices measured faster on 2 x H200
-  // (docs/perf/2026-11-26-gpu-plans-2xh200.md); their test failures were the
-  // test's own unordered uploads, but the fixed tests have not run at 64 yet.
-  const int cap = hostStorage ? static_cast<int>(std::clamp<int64_t>(cfg.getInt("gpu_port_blocks"), 1, 128)) : 16;
+  // Automatic: fill the GPU, at most 64 slices (1.05-1.40x NCCL's time on
+  // 2 x H200 where 16 gave 1.21-1.64x, docs/perf/2026-11-26-gpu-plans-2xh200.md);
+  // with buffers in host memory as many as gpu_port_blocks (each slice's put
+  // is a proxy request, a network message: few and large).
+  const int cap = hostStorage ? static_cast<int>(std::clamp<int64_t>(cfg.getInt("gpu_port_blocks"), 1, 128)) : 64;
   const int sharing = ranksOnThisGpu();
   slices = slicesArg > 0 ? slicesArg : setting > 0 ? static_cast<int>(setting) : std::clamp(sms / (tbs * sharing), 1, cap);
   // Every rank uses the same count (the storage layout depends on it): the
