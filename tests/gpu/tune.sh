@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tuning sweep of the GPU collectives' launch settings on the lent 2-GPU
+# Tuning sweep of the GPU collectives' launch settings on the lent several-GPU
 # machine: busbw of allreduce, allgather and sendrecv for every
 # (gpu_blocks, gpu_chunk_bytes) pair; allreduce time at 32 KiB - 4 MiB for each
 # gpu_allreduce_small_bytes in TUNE_SMALL (LL below it, the one-shot pipeline
@@ -18,7 +18,7 @@ for blocks in ${TUNE_BLOCKS-16 32 64 128}; do
       set -- $spec
       log="$OUT/tune-$1-$blocks-$chunk.log"
       PLUGBOARD_GPU_BLOCKS=$blocks PLUGBOARD_GPU_CHUNK_BYTES=$chunk PLUGBOARD_GPU_SCRATCH_BYTES=$scratch \
-        timeout 120 "$perf" --mem gpu --nranks 2 -C "$1" -b "$2" -e "$2" -n 10 -w 3 -c 0 > "$log" 2>&1
+        timeout 120 "$perf" --mem gpu --nranks "${TUNE_NRANKS:-2}" -C "$1" -b "$2" -e "$2" -n 10 -w 3 -c 0 > "$log" 2>&1
       bw=$(awk '!/^#/ && NF > 8 {print $8}' "$log" | tail -1)
       printf "%s\t%s\t%s\t%s\t%s\n" "$blocks" "$chunk" "$1" "$2" "${bw:-FAIL}" >> "$table"
     done
@@ -30,7 +30,7 @@ small="$OUT/tune-small.tsv"
 printf "small_bytes\tbytes\ttime_us\n" > "$small"
 for t in ${TUNE_SMALL-65536 1048576 4194304}; do
   log="$OUT/tune-small-$t.log"
-  PLUGBOARD_GPU_ALLREDUCE_SMALL_BYTES=$t timeout 120 "$perf" --mem gpu --nranks 2 -C allreduce -b 32K -e 4M -f 2 \
+  PLUGBOARD_GPU_ALLREDUCE_SMALL_BYTES=$t timeout 120 "$perf" --mem gpu --nranks "${TUNE_NRANKS:-2}" -C allreduce -b 32K -e 4M -f 2 \
     -n 100 -w 10 -c 0 > "$log" 2>&1
   awk -v t="$t" '!/^#/ && NF > 8 {printf "%s\t%s\t%s\n", t, $1, $6}' "$log" >> "$small"
 done
@@ -42,7 +42,7 @@ for pair in ${TUNE_MID-128:0 128:1073741824}; do
   blocks=${pair%%:*} oneshot=${pair#*:}
   log="$OUT/tune-mid-$blocks-$oneshot.log"
   PLUGBOARD_GPU_BLOCKS=$blocks PLUGBOARD_GPU_SCRATCH_BYTES=$(( blocks * 4 * 524288 )) \
-    PLUGBOARD_GPU_ALLREDUCE_ONESHOT_BYTES=$oneshot timeout 120 "$perf" --mem gpu --nranks 2 --compare nccl \
+    PLUGBOARD_GPU_ALLREDUCE_ONESHOT_BYTES=$oneshot timeout 120 "$perf" --mem gpu --nranks "${TUNE_NRANKS:-2}" --compare nccl \
     -C allreduce -b 256K -e 64M -f 2 -n 50 -w 10 -c 0 > "$log" 2>&1
   awk -v b="$blocks" -v o="$oneshot" '!/^#/ && NF > 8 {printf "%s\t%s\t%s\t%s\t%s\t%s\n", b, o, $1, $6, $14, $17}' \
     "$log" >> "$mid"
