@@ -95,12 +95,37 @@ TEST(GpuCollectivesPath, DefaultsOnTwoRanksFollowTheMeasuredCrossovers) {
   EXPECT_FALSE(gpucoll::blocksUseLL(s, two, 4 << 20));
 }
 
+TEST(GpuCollectivesPath, OneShotBeyondTwoRanksOnlyWhileItsExtraBytesAreFew) {
+  using gpucoll::ReducePath;
+  const GpuCollSettings s = readFrom("gpu_allreduce_small_bytes: 0\n");
+  const gpucoll::CommShape four{4, false}, fourPorted{4, true};
+  // Four ranks: one-shot sends 3 x bytes, two-shot 1.5 x: extra 1.5 x bytes.
+  EXPECT_EQ(gpucoll::reducePath(s, four, 680 << 10), ReducePath::OneShot);   // extra 1020 KiB
+  EXPECT_EQ(gpucoll::reducePath(s, four, 684 << 10), ReducePath::TwoShot);   // extra 1026 KiB
+  EXPECT_EQ(gpucoll::reducePath(s, fourPorted, 64 << 10), ReducePath::OneShot);
+  EXPECT_EQ(gpucoll::reducePath(s, fourPorted, 4 << 20), ReducePath::TwoShot);
+  // Two ranks send the same bytes either way: only gpu_allreduce_oneshot_bytes decides.
+  EXPECT_EQ(gpucoll::reducePath(s, {2, false}, 16 << 20), ReducePath::OneShot);
+}
+
+TEST(GpuCollectivesPath, ChunkCapSplitsOneSlotAmongTheStepsPeers) {
+  const GpuCollSettings s = readFrom("");  // gpu_chunk_bytes 512 KiB
+  EXPECT_EQ(gpucoll::pipelineChunkCap(s, {2, false}, 1), 512u << 10);
+  EXPECT_EQ(gpucoll::pipelineChunkCap(s, {4, false}, 1), 512u << 10);   // send / recv: one peer a step
+  EXPECT_EQ(gpucoll::pipelineChunkCap(s, {4, false}, 3), 128u << 10);   // 170 KiB down to a power of two
+  EXPECT_EQ(gpucoll::pipelineChunkCap(s, {8, false}, 7), 64u << 10);
+  EXPECT_EQ(gpucoll::pipelineChunkCap(s, {4, true}, 3), 512u << 10);    // network messages stay large
+  const GpuCollSettings odd = readFrom("gpu_chunk_bytes: 1040\n");
+  EXPECT_EQ(gpucoll::pipelineChunkCap(odd, {2, false}, 1), 1040u);
+  EXPECT_EQ(gpucoll::pipelineChunkCap(odd, {8, false}, 7), 1024u);      // never below 1 KiB
+}
+
 TEST(GpuCollectivesPath, ThresholdsScaleWithRanksAndUnmappedPairsNeverTakeLL) {
   using gpucoll::ReducePath;
   const GpuCollSettings s = readFrom("");
   const gpucoll::CommShape eight{8, false}, ported{2, true};
   EXPECT_EQ(gpucoll::reducePath(s, eight, 512 << 10), ReducePath::LL);        // 7 x 512 KiB < 4 MiB
-  EXPECT_EQ(gpucoll::reducePath(s, eight, 1 << 20), ReducePath::OneShot);     // 7 MiB
+  EXPECT_EQ(gpucoll::reducePath(s, eight, 1 << 20), ReducePath::TwoShot);     // one-shot's extra 5.25 MiB > 1 MiB
   EXPECT_EQ(gpucoll::reducePath(s, eight, 5 << 20), ReducePath::TwoShot);     // 35 MiB
   EXPECT_EQ(gpucoll::reducePath(s, ported, 8), ReducePath::OneShot);
   EXPECT_EQ(gpucoll::reducePath(s, ported, 32 << 20), ReducePath::TwoShot);

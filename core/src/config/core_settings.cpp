@@ -56,7 +56,8 @@ const std::vector<SettingDecl>& coreSettingDecls() {
        "when every pair is peer-mapped (0-16777216; 0: always the pipeline)", false},
       {"gpu_allreduce_oneshot_bytes", SettingType::Int, "33554432",
        "GPU collectives: allreduce and reduce calls (not LL) whose bytes times (ranks - 1) are fewer send the whole "
-       "buffer to every receiver (one hop) instead of the two-shot reduce-scatter + all-gather", false},
+       "buffer to every receiver (one hop) instead of the two-shot reduce-scatter + all-gather; beyond 2 ranks "
+       "only while one-shot sends less than 1 MiB more than two-shot would", false},
       // Defaults measured on 2 x H200 (tests/gpu/tune.sh, docs/perf/gpu-collectives-2xh200.md):
       // 16 blocks x 128 KiB reached 93 GB/s allreduce busbw at 256 MiB, 128 x 512 KiB 333 GB/s.
       {"gpu_scratch_bytes", SettingType::Int, "268435456",
@@ -70,7 +71,8 @@ const std::vector<SettingDecl>& coreSettingDecls() {
        "host port area (2 x ranks x gpu_port_blocks x slots x gpu_chunk_bytes) (2-1024)", false},
       {"gpu_threads", SettingType::Int, "512", "GPU collectives: threads per block (multiple of 32, 64-512)", false},
       {"gpu_chunk_bytes", SettingType::Int, "524288",
-       "GPU collectives: largest pipeline chunk (one scratch slot) in bytes (multiple of 16, at least 1024)", false},
+       "GPU collectives: largest pipeline chunk (one scratch slot) in bytes (multiple of 16, at least 1024); over "
+       "mappings a step that sends to k peers sends each at most this over k, rounded down to a power of two", false},
       {"gpu_plan_slices", SettingType::Int, "0",
        "GPU plan executor: CUDA blocks per plan thread block, each moving one slice of every chunk (0: fill the "
        "GPU's SMs, at most 64, or gpu_port_blocks for plans whose buffers are in host memory; 1-1024)", false},

@@ -15,7 +15,19 @@ uint64_t oneShotBytes(CommShape shape, uint64_t bytes) { return bytes * static_c
 ReducePath reducePath(const GpuCollSettings& s, CommShape shape, uint64_t bytes) {
   const uint64_t sent = oneShotBytes(shape, bytes);
   if (!shape.portPairs && sent < s.smallBytes) return ReducePath::LL;
-  return sent < s.oneShotBytes ? ReducePath::OneShot : ReducePath::TwoShot;
+  // Per rank one-shot sends (n-1) x bytes, two-shot 2 (n-1) / n x bytes: the
+  // same on 2 ranks; beyond, one-shot's saved hop pays only while its extra
+  // bytes are few.
+  const uint64_t n = static_cast<uint64_t>(shape.nranks);
+  const uint64_t extra = sent - 2 * sent / n;
+  return sent < s.oneShotBytes && extra < kOneShotMaxExtraBytes ? ReducePath::OneShot : ReducePath::TwoShot;
+}
+
+uint64_t pipelineChunkCap(const GpuCollSettings& s, CommShape shape, int fanout) {
+  if (shape.portPairs || fanout <= 1) return s.chunkBytes;
+  uint64_t cap = 1024;
+  while (cap * 2 <= s.chunkBytes / static_cast<uint64_t>(fanout)) cap *= 2;
+  return std::min<uint64_t>(cap, s.chunkBytes);
 }
 
 bool broadcastUsesLL(const GpuCollSettings& s, CommShape shape, uint64_t bytes) {

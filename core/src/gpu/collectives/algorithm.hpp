@@ -24,10 +24,24 @@ struct CommShape {
   bool portPairs;  ///< Some pair of the communicator is unmapped (no LL there).
 };
 
+/// One-shot sends (n - 1)(n - 2) / n x bytes more per rank than two-shot:
+/// it is taken only while that is below this (4 x H200: two-shot is ahead
+/// from 1-2 MiB on 4 ranks; docs/perf/2026-11-26-collectives-4xh200.md).
+constexpr uint64_t kOneShotMaxExtraBytes = 1 << 20;
+
 /// Allreduce / reduce of `bytes`: LL below gpu_allreduce_small_bytes,
-/// one-shot below gpu_allreduce_oneshot_bytes, two-shot above; both
-/// thresholds compare bytes x (nranks - 1), what one-shot sends per rank.
+/// one-shot below gpu_allreduce_oneshot_bytes (and kOneShotMaxExtraBytes
+/// above two-shot's bytes), two-shot above; both thresholds compare
+/// bytes x (nranks - 1), what one-shot sends per rank.
 ReducePath reducePath(const GpuCollSettings& s, CommShape shape, uint64_t bytes);
+
+/// Largest chunk a pipeline block sends each peer per step when a step
+/// sends to `fanout` peers: gpu_chunk_bytes with one peer or any unmapped
+/// pair (each chunk a network message); over mappings gpu_chunk_bytes /
+/// fanout rounded down to a power of two (at least 1 KiB), so a step moves
+/// about one slot in all and a block keeps several steps in flight
+/// (4 x H200, allreduce 256 MiB: 128 KiB chunks 281 GB/s busbw, 512 KiB 224).
+uint64_t pipelineChunkCap(const GpuCollSettings& s, CommShape shape, int fanout);
 
 /// Broadcast of `bytes` takes the LL kernel (else the moving pipeline):
 /// bytes x (nranks - 1) below gpu_broadcast_small_bytes, every pair mapped.

@@ -61,13 +61,15 @@ uint64_t roundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 /// peer) rather than being split into messages of a few KiB.
 static constexpr uint64_t kPortMinChunk = 64 << 10;
 
-/// Chunk for `bytes` per peer: spread over the call's blocks, within
-/// [1 KiB (kPortMinChunk over the proxy), one slot].
-static uint64_t chunkFor(const GpuCollectives::Impl& m, uint64_t bytes) {
+/// Chunk for `bytes` per peer of a pipeline whose steps send to `fanout`
+/// peers: spread over the call's blocks, within [1 KiB (kPortMinChunk over
+/// the proxy), pipelineChunkCap].
+static uint64_t chunkFor(const GpuCollectives::Impl& m, uint64_t bytes, int fanout) {
   uint64_t c = roundUp((bytes + m.blocks - 1) / m.blocks, 16);
   const uint64_t least = m.portPairs ? kPortMinChunk : 1024;
+  const uint64_t cap = gpucoll::pipelineChunkCap(m.settings, {m.nranks, m.portPairs}, fanout);
   if (c < least) c = least;
-  return c < m.settings.chunkBytes ? c : m.settings.chunkBytes;
+  return c < cap ? c : cap;
 }
 
 /// Same-rank copy for a single-rank communicator (or a local block).
@@ -87,7 +89,7 @@ static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv
   if (coll != Coll::ReduceScatter && !oneShot) longest = (roundUp(count, unit) / unit + m.nranks - 1) / m.nranks * unit;
   if (longest > count) longest = count;
   gpucoll::ReduceArgs a{static_cast<const char*>(send), static_cast<char*>(recv), count,
-                        chunkFor(m, longest * E) / E, unit, coll, root, oneShot,
+                        chunkFor(m, longest * E, m.nranks - 1) / E, unit, coll, root, oneShot,
                         gpucoll::resultDivisor(op, m.nranks)};
   gpucoll::launchReduce(m.ctx, a, type, op, m.settings.threads, stream);
 }
@@ -114,7 +116,9 @@ static bool startCall(GpuCollectives::Impl& m, size_t count) {
 
 static void movePipeline(GpuCollectives::Impl& m, const void* src, void* dst, uint64_t bytes, Coll coll, int peer,
                          cudaStream_t stream) {
-  gpucoll::MoveArgs a{static_cast<const char*>(src), static_cast<char*>(dst), bytes, chunkFor(m, bytes), coll,
+  // Allgather, alltoall and a broadcast's root send to every peer per step; send / recv to one.
+  const int fanout = coll == Coll::Send || coll == Coll::Recv ? 1 : m.nranks - 1;
+  gpucoll::MoveArgs a{static_cast<const char*>(src), static_cast<char*>(dst), bytes, chunkFor(m, bytes, fanout), coll,
                       peer};
   gpucoll::launchMove(m.ctx, a, m.settings.threads, stream);
 }
@@ -267,7 +271,7 @@ void GpuCollectives::sendRecv(const void* sendBuf, size_t sendCount, int sendPee
                                 stream);
   if (sendLL) gpucoll::launchP2PLL(m.ctx, {src, nullptr, sendBytes, 0, sendPeer, recvPeer, Coll::SendRecv}, threads, stream);
   const uint64_t pipeSend = sendLL ? 0 : sendBytes, pipeRecv = recvLL ? 0 : recvBytes;
-  gpucoll::SendRecvArgs a{src, dst, pipeSend, chunkFor(m, pipeSend), pipeRecv, chunkFor(m, pipeRecv), sendPeer, recvPeer};
+  gpucoll::SendRecvArgs a{src, dst, pipeSend, chunkFor(m, pipeSend, 1), pipeRecv, chunkFor(m, pipeRecv, 1), sendPeer, recvPeer};
   gpucoll::launchSendRecv(m.ctx, a, threads, stream);
   if (recvLL) gpucoll::launchP2PLL(m.ctx, {nullptr, dst, 0, recvBytes, sendPeer, recvPeer, Coll::SendRecv}, threads, stream);
 }
