@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "completion.hpp"
+#include "device.hpp"
 #include "error.hpp"
 #include "gid.hpp"
 #include "hca_filter.hpp"
@@ -328,4 +329,49 @@ TEST(IbQpPlan, TransitionsCarryTheRightAttributesAndMasks) {
   EXPECT_EQ(rts.attr.retry_cnt, 5);
   EXPECT_EQ(rts.mask, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                           IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+TEST(IbDevice, PortSpeedFromTheSpeedAndWidthCodes) {
+  EXPECT_DOUBLE_EQ(portGbps(32, 2), 103.125);  // EDR 4x
+  EXPECT_DOUBLE_EQ(portGbps(64, 2), 200.0);    // HDR 4x
+  EXPECT_DOUBLE_EQ(portGbps(128, 2), 400.0);   // NDR 4x
+  EXPECT_DOUBLE_EQ(portGbps(128, 16), 200.0);  // NDR 2x
+  EXPECT_DOUBLE_EQ(portGbps(1, 1), 2.5);       // SDR 1x
+  EXPECT_EQ(portGbps(3, 2), 0.0);              // unknown speed code
+  EXPECT_EQ(portGbps(32, 3), 0.0);             // unknown width code
+}
+
+TEST(IbDevice, NamesOfLinkLayersStatesAndMtus) {
+  EXPECT_EQ(linkLayerName(IBV_LINK_LAYER_INFINIBAND), "InfiniBand");
+  EXPECT_EQ(linkLayerName(IBV_LINK_LAYER_ETHERNET), "RoCE");
+  EXPECT_EQ(linkLayerName(9), "unknown link layer 9");
+  EXPECT_EQ(portStateName(IBV_PORT_ACTIVE), "ACTIVE");
+  EXPECT_EQ(portStateName(IBV_PORT_DOWN), "DOWN");
+  EXPECT_EQ(mtuBytes(IBV_MTU_256), 256);
+  EXPECT_EQ(mtuBytes(IBV_MTU_4096), 4096);
+  PortInfo p;
+  p.device = "mlx5_0";
+  p.linkLayer = IBV_LINK_LAYER_ETHERNET;
+  p.gbps = 100;
+  p.gid.index = 3;
+  p.gid.gid = gidOf({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 1});
+  p.gid.reason = "RoCE v2, IPv4-mapped";
+  EXPECT_EQ(p.describe(), "mlx5_0 port 1: RoCE, 100 Gb/s, MTU 4096, GID 3 ::ffff:192.0.2.1 (RoCE v2, IPv4-mapped)");
+}
+
+TEST(IbDevice, DiscoveryOnThisHostSaysWhyNothingIsUsable) {
+  IbSettings s;
+  const Discovery d = discoverPorts(s);
+  if (!d.usable.empty()) GTEST_SKIP() << "this host has a usable RDMA port: " << d.usable.front().describe();
+  EXPECT_FALSE(d.whyNone().empty());
+  if (d.skipped.empty()) {
+    EXPECT_EQ(d.whyNone(), "ibv_get_device_list found no RDMA device on this host");
+  }
+  // With a filter that selects no device, every port found is named with the filter.
+  s.hca = HcaFilter::parse("=no_such_hca", "test");
+  for (const auto& line : discoverPorts(s).skipped) {
+    if (line.find(" port ") != std::string::npos) {
+      EXPECT_NE(line.find("ib_verbs.hca"), std::string::npos) << line;
+    }
+  }
 }

@@ -20,6 +20,8 @@ struct LoadedPlugin {
   bool propsOk = false;                       ///< properties() worked.
   bool sameHostReachable = false;             ///< can_connect accepted a same-host peer.
   std::string unreachableReason;              ///< Why not, when it did not.
+  std::string unsupported;                    ///< init's reason when it said PB_ERR_UNSUPPORTED
+                                              ///< (this machine lacks what the transport needs).
 };
 
 /// exports.*: the ELF dynamic symbol table holds the entry symbol only.

@@ -20,6 +20,9 @@ using namespace plugboard::check;
 
 namespace {
 
+/// Exit status when init said PB_ERR_UNSUPPORTED and nothing failed (ctest's SKIP_RETURN_CODE).
+constexpr int kExitUnsupported = 77;
+
 /// Runs every group in order; groups that need a working table are skipped
 /// (with the reason) when an earlier group found it unusable.
 int runAll(const Options& o) {
@@ -28,9 +31,11 @@ int runAll(const Options& o) {
   std::printf("plugboard-plugin-check: %s\n", o.plugin.c_str());
   runExportChecks(o, report);
   bool usable = false;
+  std::string unsupported;
   {
     LoadedPlugin p;
     runAbiChecks(o, report, p);
+    unsupported = p.unsupported;
     usable = p.table != nullptr;
     if (usable) {
       runPropertyChecks(o, report, p);
@@ -39,10 +44,14 @@ int runAll(const Options& o) {
     }
   }  // the library is closed here, so the reload cycles really reload it
   if (usable) runLifecycleChecks(o, report);
+  else if (!unsupported.empty())
+    report.skip("abi.init_*, properties.*, settings.*, connection and lifecycle checks",
+                "init says this machine lacks what the transport needs: " + unsupported);
   else report.skip("properties.*, settings.*, connection and lifecycle checks", "the plugin's table is not usable (see abi.*)");
   report.summary();
   markReported();
-  return report.failures() == 0 ? 0 : 1;
+  if (report.failures() > 0) return 1;
+  return unsupported.empty() ? 0 : kExitUnsupported;
 }
 
 /// Runs runAll in a child and waits for it: a plugin that ends the process
@@ -62,7 +71,9 @@ int superviseChecks(const Options& o) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (reportAbruptEnd(status)) return 1;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  if (!WIFEXITED(status)) return 1;
+  const int rc = WEXITSTATUS(status);
+  return rc == 0 || rc == kExitUnsupported ? rc : 1;
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ double number(const std::string& flag, const std::string& text, double lo, doubl
 const char* usageText() {
   return "usage: plugboard-plugin-check [options] path/to/libplugboard-<name>.so\n"
          "Runs the Plugboard transport conformance checks against one plugin and prints\n"
-         "PASS/FAIL/SKIP per check; exits 1 if any check fails, 2 on a usage error.\n"
+         "PASS/FAIL/SKIP per check; exits 1 if any check fails, 2 on a usage error, 77 when\n"
+         "init says PB_ERR_UNSUPPORTED (this machine lacks the transport's hardware) and nothing failed.\n"
          "  --set KEY=VALUE           serve this plugin setting (repeatable), e.g. --set ifname=lo\n"
          "  --provider-settings K=V.. the same, several at once\n"
          "  --timeout SECONDS         bound of every wait (default 30)\n"

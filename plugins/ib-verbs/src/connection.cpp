@@ -1,0 +1,280 @@
+#include "connection.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include "completion.hpp"
+#include "striping.hpp"
+
+namespace plugboard::ibverbs {
+namespace {
+
+uint32_t randomPsn() {
+  static thread_local std::mt19937 random{std::random_device{}()};
+  return random() & 0xffffff;
+}
+
+}  // namespace
+
+Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen) : ctx_(ctx), peer_(peer) {
+  const IbSettings& s = ctx.settings();
+  inlineLimit_ = s.inlineBytes;
+  const size_t nqps = static_cast<size_t>(s.qpsPerConnection);
+  const std::string to = "ib-verbs: connection to " + peer_.describe() + " on " + ctx.port().name() + ": ";
+  cq_.reset(ibv_create_cq(ctx.verbs(), static_cast<int>(nqps * kSendDepth), nullptr, nullptr, 0));
+  if (!cq_) verbsNullFailure(to + "ibv_create_cq", PB_ERR_SYSTEM);
+  const QpStep init = initStep(localPort());
+  for (size_t i = 0; i < nqps; ++i) {
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = cq_.get();
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = kSendDepth;
+    a.cap.max_recv_wr = 1;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    a.cap.max_inline_data = s.inlineBytes;
+    qps_.emplace_back(ibv_create_qp(ctx.pd(), &a));
+    if (!qps_.back())
+      verbsNullFailure(to + "ibv_create_qp (RC, " + std::to_string(kSendDepth) + " send requests, " +
+                           std::to_string(s.inlineBytes) + " inline bytes: lower ib_verbs.inline_bytes if the device "
+                           "allows less)",
+                       PB_ERR_SYSTEM);
+    inlineLimit_ = std::min<uint32_t>(inlineLimit_, a.cap.max_inline_data);  // what the device granted
+    QpStep step = init;
+    verbsCheck(ibv_modify_qp(qps_.back().get(), &step.attr, step.mask), to + "queue pair RESET -> INIT", PB_ERR_SYSTEM);
+    psns_.push_back(randomPsn());
+  }
+  inFlight_.assign(nqps, 0);
+  fetched_.reset(new uint64_t[1]());
+  fetchedMr_.reset(ibv_reg_mr(ctx.pd(), fetched_.get(), sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE));
+  if (!fetchedMr_) verbsNullFailure(to + "ibv_reg_mr of the atomics' result word", PB_ERR_SYSTEM);
+
+  wire::AddressBlob blob;
+  blob.rank = ctx.host().rank();
+  blob.lid = ctx.port().lid;
+  blob.mtu = static_cast<uint8_t>(ctx.port().activeMtu);
+  blob.linkLayer = static_cast<uint8_t>(ctx.port().linkLayer);
+  blob.gid = ctx.port().gid.gid;
+  for (size_t i = 0; i < nqps; ++i) blob.qps.push_back({qps_[i]->qp_num, psns_[i]});
+  IBV_CHECK(*addrLen >= blob.size(), PB_ERR_INVALID,
+            "ib-verbs setup: the address buffer has " + std::to_string(*addrLen) + " bytes, the address needs " +
+                std::to_string(blob.size()));
+  blob.encode(static_cast<uint8_t*>(addr));
+  *addrLen = blob.size();
+  ++ctx_.connections();
+}
+
+Connection::~Connection() { --ctx_.connections(); }
+
+LocalPort Connection::localPort() const {
+  LocalPort p;
+  p.port = ctx_.port().port;
+  p.activeMtu = ctx_.port().activeMtu;
+  p.linkLayer = ctx_.port().linkLayer;
+  p.gid = ctx_.port().gid;
+  return p;
+}
+
+bool Connection::connect(const void* peerAddr, size_t len) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (connected_) return true;
+  const std::string from = peer_.describe();
+  const auto blob = wire::AddressBlob::decode(static_cast<const uint8_t*>(peerAddr), len, from);
+  IBV_CHECK(blob.rank == peer_.rank, PB_ERR_INVALID,
+            "ib-verbs: the address from " + from + " says it is rank " + std::to_string(blob.rank));
+  IBV_CHECK(blob.qps.size() == qps_.size(), PB_ERR_INVALID,
+            "ib-verbs: " + from + " uses " + std::to_string(blob.qps.size()) + " queue pair(s) per connection, rank " +
+                std::to_string(ctx_.host().rank()) + " uses " + std::to_string(qps_.size()) +
+                ": set ib_verbs.qps_per_connection alike on every rank");
+  IBV_CHECK(blob.linkLayer == ctx_.port().linkLayer, PB_ERR_UNSUPPORTED,
+            "ib-verbs: " + from + "'s port is " + linkLayerName(blob.linkLayer) + ", " + ctx_.port().name() + " is " +
+                linkLayerName(ctx_.port().linkLayer) + ": no RDMA path between them");
+  const LocalPort local = localPort();
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    const std::string what = "ib-verbs: queue pair " + std::to_string(i) + " to " + from + " on " + ctx_.port().name();
+    QpStep rtr = rtrStep(local, blob, blob.qps[i], ctx_.settings());
+    verbsCheck(ibv_modify_qp(qps_[i].get(), &rtr.attr, rtr.mask), what + ": INIT -> RTR", PB_ERR_REMOTE);
+    QpStep rts = rtsStep(psns_[i], ctx_.settings());
+    verbsCheck(ibv_modify_qp(qps_[i].get(), &rts.attr, rts.mask), what + ": RTR -> RTS", PB_ERR_REMOTE);
+  }
+  connected_ = true;
+  ctx_.log(PB_LOG_INFO, "ib-verbs connected to " + from + " over " + ctx_.port().name() + " with " +
+                            std::to_string(qps_.size()) + " queue pair(s)");
+  return true;
+}
+
+void Connection::throwIfFailed() const {
+  if (failure_) throw *failure_;
+}
+
+void Connection::checkConnected(const char* op) const {
+  throwIfFailed();
+  IBV_CHECK(connected_, PB_ERR_INVALID,
+            std::string("ib-verbs ") + op + " to " + peer_.describe() + " before proxy_connect finished");
+}
+
+void Connection::checkWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset,
+                            size_t size) const {
+  IBV_CHECK(rangeFits(srcOffset, size, src.size), PB_ERR_INVALID,
+            "ib-verbs write to " + peer_.describe() + ": source range [" + std::to_string(srcOffset) + ", +" +
+                std::to_string(size) + ") overruns the local region of " + std::to_string(src.size) + " bytes");
+  IBV_CHECK(rangeFits(dstOffset, size, dst.key.size), PB_ERR_INVALID,
+            "ib-verbs write to " + peer_.describe() + ": destination range [" + std::to_string(dstOffset) + ", +" +
+                std::to_string(size) + ") overruns its region " + std::to_string(dst.key.region) + " of " +
+                std::to_string(dst.key.size) + " bytes");
+}
+
+void Connection::checkSignal(const RemoteRegion& dst, size_t dstOffset) const {
+  IBV_CHECK(rangeFits(dstOffset, sizeof(uint64_t), dst.key.size), PB_ERR_INVALID,
+            "ib-verbs signal to " + peer_.describe() + ": offset " + std::to_string(dstOffset) + " overruns its region " +
+                std::to_string(dst.key.region) + " of " + std::to_string(dst.key.size) + " bytes");
+  IBV_CHECK((dst.key.base + dstOffset) % alignof(uint64_t) == 0, PB_ERR_INVALID,
+            "ib-verbs signal to " + peer_.describe() + ": the counter at offset " + std::to_string(dstOffset) +
+                " is not 8-byte aligned");
+}
+
+uint64_t Connection::beginOp(Kind kind, uint32_t requests) {
+  const uint64_t seq = ++posted_;
+  ops_.push_back({seq, kind, requests});
+  return seq;
+}
+
+void Connection::queueWrite(uint64_t seq, LocalRegion& src, size_t srcOffset, RemoteRegion& dst, size_t dstOffset,
+                            size_t size) {
+  const IbSettings& s = ctx_.settings();
+  for (const Stripe& st : stripeWrite(size, qps_.size(), s.stripeMinBytes)) {
+    Request r;
+    r.qp = st.qp;
+    r.sge.addr = reinterpret_cast<uint64_t>(src.base + srcOffset + st.offset);
+    r.sge.length = static_cast<uint32_t>(st.length);
+    r.sge.lkey = src.mr->lkey;
+    r.wr.wr_id = seq;
+    r.wr.opcode = IBV_WR_RDMA_WRITE;
+    r.wr.num_sge = st.length ? 1 : 0;
+    r.wr.send_flags = IBV_SEND_SIGNALED | (st.length && st.length <= inlineLimit_ ? IBV_SEND_INLINE : 0);
+    r.wr.wr.rdma.remote_addr = dst.key.base + dstOffset + st.offset;
+    r.wr.wr.rdma.rkey = dst.key.rkey;
+    backlog_.push_back(r);
+  }
+}
+
+void Connection::queueSignal(uint64_t seq, RemoteRegion& dst, size_t dstOffset, uint64_t value) {
+  Request r;
+  r.qp = 0;
+  r.sge.addr = reinterpret_cast<uint64_t>(fetched_.get());
+  r.sge.length = sizeof(uint64_t);
+  r.sge.lkey = fetchedMr_->lkey;
+  r.wr.wr_id = seq;
+  r.wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+  r.wr.num_sge = 1;
+  r.wr.send_flags = IBV_SEND_SIGNALED;
+  r.wr.wr.atomic.remote_addr = dst.key.base + dstOffset;
+  r.wr.wr.atomic.compare_add = value;
+  r.wr.wr.atomic.rkey = dst.key.rkey;
+  r.drain = qps_.size() > 1;
+  backlog_.push_back(r);
+}
+
+void Connection::postWrite(LocalRegion& src, size_t srcOffset, RemoteRegion& dst, size_t dstOffset, size_t size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  checkConnected("write");
+  checkWrite(src, srcOffset, dst, dstOffset, size);
+  const auto stripes = stripeWrite(size, qps_.size(), ctx_.settings().stripeMinBytes).size();
+  queueWrite(beginOp(Kind::Write, static_cast<uint32_t>(stripes)), src, srcOffset, dst, dstOffset, size);
+  pump();
+}
+
+void Connection::postSignal(RemoteRegion& dst, size_t dstOffset, uint64_t value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  checkConnected("signal");
+  checkSignal(dst, dstOffset);
+  queueSignal(beginOp(Kind::Signal, 1), dst, dstOffset, value);
+  pump();
+}
+
+void Connection::postWriteSignal(LocalRegion& src, size_t srcOffset, RemoteRegion& dst, size_t dstOffset, size_t size,
+                                 RemoteRegion& signalDst, size_t signalOffset, uint64_t value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  checkConnected("write_signal");
+  checkWrite(src, srcOffset, dst, dstOffset, size);
+  checkSignal(signalDst, signalOffset);
+  const auto stripes = stripeWrite(size, qps_.size(), ctx_.settings().stripeMinBytes).size();
+  const uint64_t seq = beginOp(Kind::WriteSignal, static_cast<uint32_t>(stripes + 1));
+  queueWrite(seq, src, srcOffset, dst, dstOffset, size);
+  queueSignal(seq, signalDst, signalOffset, value);
+  pump();
+}
+
+bool Connection::otherQueuesBusy(size_t qp) const {
+  for (size_t i = 0; i < inFlight_.size(); ++i)
+    if (i != qp && inFlight_[i] > 0) return true;
+  return false;
+}
+
+void Connection::pump() {
+  while (!backlog_.empty()) {
+    Request& r = backlog_.front();
+    if (inFlight_[r.qp] >= kSendDepth || (r.drain && otherQueuesBusy(r.qp))) return;
+    r.wr.sg_list = r.wr.num_sge ? &r.sge : nullptr;
+    r.wr.next = nullptr;
+    ibv_send_wr* bad = nullptr;
+    if (int rc = ibv_post_send(qps_[r.qp].get(), &r.wr, &bad); rc != 0) {
+      try {
+        verbsCheck(rc, "ib-verbs: ibv_post_send to " + peer_.describe() + " on " + ctx_.port().name(), PB_ERR_SYSTEM);
+      } catch (const Error& e) {
+        fail(e.status(), e.what());
+      }
+    }
+    ++inFlight_[r.qp];
+    backlog_.pop_front();
+  }
+}
+
+std::string Connection::opText(Kind kind) const {
+  const char* what = kind == Kind::Write ? "RDMA write" : kind == Kind::Signal ? "signal (RDMA atomic add)"
+                                                                               : "write with signal";
+  return std::string(what) + " to " + peer_.describe();
+}
+
+void Connection::complete(const ibv_wc& wc) {
+  for (size_t i = 0; i < qps_.size(); ++i)
+    if (qps_[i]->qp_num == wc.qp_num && inFlight_[i] > 0) --inFlight_[i];
+  Op* op = nullptr;
+  if (!ops_.empty() && wc.wr_id >= ops_.front().seq && wc.wr_id - ops_.front().seq < ops_.size())
+    op = &ops_[wc.wr_id - ops_.front().seq];
+  if (wc.status != IBV_WC_SUCCESS)
+    fail(statusForCompletion(wc.status), completionText(wc.status, opText(op ? op->kind : Kind::Write), ctx_.port().name()));
+  if (!op || op->pending == 0)
+    fail(PB_ERR_INTERNAL, "ib-verbs: a completion for operation " + std::to_string(wc.wr_id) + " on the connection to " +
+                              peer_.describe() + ", which has none outstanding");
+  --op->pending;
+  while (!ops_.empty() && ops_.front().pending == 0) {
+    completed_ = ops_.front().seq;
+    ops_.pop_front();
+  }
+}
+
+void Connection::progress(uint64_t* completed) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  throwIfFailed();
+  pump();
+  ibv_wc wcs[16];
+  int n = 0;
+  while ((n = ibv_poll_cq(cq_.get(), 16, wcs)) > 0)
+    for (int i = 0; i < n; ++i) complete(wcs[i]);
+  if (n < 0) fail(PB_ERR_SYSTEM, "ib-verbs: ibv_poll_cq failed on the connection to " + peer_.describe());
+  pump();
+  *completed = completed_;
+}
+
+void Connection::flush() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  throwIfFailed();
+  pump();
+}
+
+void Connection::fail(pb_status status, const std::string& message) {
+  failure_.emplace(status, message);
+  throw *failure_;
+}
+
+}  // namespace plugboard::ibverbs

@@ -1,0 +1,108 @@
+// One connection to a peer: a completion queue and ib_verbs.qps_per_connection
+// reliable-connected queue pairs. Writes are RDMA writes striped over the
+// queue pairs; signals are RDMA atomic fetch-and-adds on queue pair 0,
+// posted only once every earlier write on the other queue pairs completed
+// (queue pairs do not order among themselves; on one queue pair the
+// responder applies requests in order). Every work request is signalled;
+// an operation is complete when all of its work requests are, and
+// operations complete in posting order. Work requests wait in a backlog
+// while their queue pair's send queue is full. The first failed completion
+// ends the connection: every later call throws it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "context.hpp"
+#include "error.hpp"
+#include "memory.hpp"
+#include "qp_plan.hpp"
+#include "verbs.hpp"
+
+namespace plugboard::ibverbs {
+
+/// The far end of a connection (the adapter's).
+using PeerInfo = transport_cxx::PeerInfo;
+
+/// A connection to one peer (the core's pb_conn*).
+class Connection {
+ public:
+  /// Work requests one queue pair keeps in flight.
+  static constexpr uint32_t kSendDepth = 256;
+
+  /// Creates the completion queue and queue pairs (moved to INIT) and
+  /// writes this end's address blob into addr (*addrLen bytes at most).
+  Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  Context& context() { return ctx_; }
+  const PeerInfo& peer() const { return peer_; }
+
+  /// Applies the peer's address: every queue pair to RTR then RTS. Done at
+  /// the first call; later calls (the core repeats them) return true.
+  bool connect(const void* peerAddr, size_t len);
+  void postWrite(LocalRegion& src, size_t srcOffset, RemoteRegion& dst, size_t dstOffset, size_t size);
+  void postSignal(RemoteRegion& dst, size_t dstOffset, uint64_t value);
+  void postWriteSignal(LocalRegion& src, size_t srcOffset, RemoteRegion& dst, size_t dstOffset, size_t size,
+                       RemoteRegion& signalDst, size_t signalOffset, uint64_t value);
+  /// Posts what the backlog holds, polls the completion queue, and reports
+  /// the sequence number of the last completed operation.
+  void progress(uint64_t* completed);
+  /// Posts what the backlog holds (nothing is batched otherwise).
+  void flush();
+
+ private:
+  enum class Kind : uint8_t { Write, Signal, WriteSignal };
+  /// A posted operation: its sequence number and work requests not yet complete.
+  struct Op {
+    uint64_t seq = 0;
+    Kind kind = Kind::Write;
+    uint32_t pending = 0;
+  };
+  /// A work request waiting for room on its queue pair.
+  struct Request {
+    size_t qp = 0;
+    ibv_send_wr wr{};
+    ibv_sge sge{};
+    bool drain = false;  ///< Only once no other queue pair has work in flight.
+  };
+
+  void throwIfFailed() const;
+  void checkConnected(const char* op) const;
+  uint64_t beginOp(Kind kind, uint32_t requests);
+  void queueWrite(uint64_t seq, LocalRegion& src, size_t srcOffset, RemoteRegion& dst, size_t dstOffset, size_t size);
+  void queueSignal(uint64_t seq, RemoteRegion& dst, size_t dstOffset, uint64_t value);
+  void checkWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset, size_t size) const;
+  void checkSignal(const RemoteRegion& dst, size_t dstOffset) const;
+  void pump();
+  bool otherQueuesBusy(size_t qp) const;
+  void complete(const ibv_wc& wc);
+  [[noreturn]] void fail(pb_status status, const std::string& message);
+  std::string opText(Kind kind) const;
+  LocalPort localPort() const;
+
+  Context& ctx_;
+  PeerInfo peer_;
+  std::mutex mutex_;
+  CompletionQueue cq_;
+  std::vector<QueuePair> qps_;  // destroyed before cq_
+  std::vector<uint32_t> psns_;
+  std::vector<uint32_t> inFlight_;          // work requests per queue pair
+  uint32_t inlineLimit_ = 0;                // largest inline write every queue pair takes
+  std::unique_ptr<uint64_t[]> fetched_;     // where atomics put the old value (unused)
+  MemoryRegion fetchedMr_;                  // destroyed before fetched_
+  std::deque<Request> backlog_;
+  std::deque<Op> ops_;
+  uint64_t posted_ = 0, completed_ = 0;
+  bool connected_ = false;
+  std::optional<Error> failure_;
+};
+
+}  // namespace plugboard::ibverbs

@@ -1,0 +1,75 @@
+// The plugin context: host services, settings, the port discovery chose,
+// the opened device and protection domain, and the registry of local
+// regions. One per loaded plugin per communicator (the core's
+// pb_plugin_ctx*). Every connection has its own queue pairs and completion
+// queue, so connections never share mutable state beyond the counters here.
+#pragma once
+
+#include <plugboard/transport_cxx.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "device.hpp"
+#include "memory.hpp"
+#include "settings.hpp"
+#include "verbs.hpp"
+
+namespace plugboard::ibverbs {
+
+/// State shared by every connection and region of one plugin instance.
+class Context : public transport_cxx::ErrorSlot {
+ public:
+  /// Checks the host table, declares and reads the settings, discovers the
+  /// ports and opens the first usable one with a protection domain. Throws
+  /// Error(PB_ERR_UNSUPPORTED) naming every device and port skipped (and
+  /// why) when none is usable, e.g. on a host without RDMA devices.
+  explicit Context(const pb_host_services_v1* host);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const transport_cxx::HostServices& host() const { return host_; }
+  const IbSettings& settings() const { return settings_; }
+  /// The port every connection of this context uses.
+  const PortInfo& port() const { return port_; }
+  ibv_context* verbs() const { return device_.get(); }
+  ibv_pd* pd() const { return pd_.get(); }
+  /// True when ibv_reg_mr can take CUDA memory (nvidia-peermem is loaded).
+  bool cudaMemory() const { return cudaMemory_; }
+
+  /// Registers [ptr, ptr + size) with remote write, read and atomic access.
+  LocalRegion* registerMemory(void* ptr, size_t size, pb_mem_type type);
+  /// Deregisters a region of this context (Error(PB_ERR_INVALID) for another's).
+  void deregisterMemory(LocalRegion* region);
+  size_t regionCount() const;
+
+  /// Open connections, for finalize's check.
+  std::atomic<int>& connections() { return connections_; }
+  /// Logs through the core, prefixed with this rank.
+  void log(pb_log_level level, const std::string& message) const;
+
+ private:
+  void declareSettings() const;
+
+  transport_cxx::HostServices host_;
+  IbSettings settings_;
+  PortInfo port_;
+  DeviceContext device_;
+  ProtectionDomain pd_;
+  bool cudaMemory_ = false;
+  mutable std::mutex mutex_;  // guards regions_ and nextRegion_
+  std::set<LocalRegion*> regions_;
+  uint64_t nextRegion_ = 1;
+  std::atomic<int> connections_{0};
+};
+
+/// True when a kernel module that lets the HCA register CUDA memory
+/// (nvidia_peermem, or the older nv_peer_mem) is loaded.
+bool peerMemoryModuleLoaded();
+
+}  // namespace plugboard::ibverbs

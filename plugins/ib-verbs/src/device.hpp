@@ -1,0 +1,57 @@
+// Which RDMA port the transport uses: every device ibv_get_device_list
+// finds, every port of it, kept when it is active, matches ib_verbs.hca,
+// has a usable GID and RDMA atomics (signals are atomic adds); the rest are
+// listed with the reason they were skipped, for plugboard-info and errors.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <string>
+#include <vector>
+
+#include "gid.hpp"
+#include "settings.hpp"
+
+namespace plugboard::ibverbs {
+
+/// One usable port, as discovery found it.
+struct PortInfo {
+  std::string device;  ///< "mlx5_0"
+  uint8_t port = 1;
+  int linkLayer = IBV_LINK_LAYER_INFINIBAND;
+  uint16_t lid = 0;
+  ibv_mtu activeMtu = IBV_MTU_4096;
+  double gbps = 0;  ///< Link speed (lanes x lane rate), 0 when unknown.
+  GidChoice gid;
+
+  /// "mlx5_0 port 1"
+  std::string name() const;
+  /// "mlx5_0 port 1: RoCE, 100 Gb/s, MTU 4096, GID 3 ::ffff:10.0.0.1 (RoCE v2, IPv4-mapped (first such))"
+  std::string describe() const;
+};
+
+/// What discovery found.
+struct Discovery {
+  std::vector<PortInfo> usable;      ///< In device order, then port order.
+  std::vector<std::string> skipped;  ///< "mlx5_1 port 1: state DOWN", one line each.
+  /// Why nothing is usable: the skipped lines, or that there is no device.
+  std::string whyNone() const;
+};
+
+/// Enumerates devices and ports with the settings' HCA filter and GID index.
+Discovery discoverPorts(const IbSettings& settings);
+
+/// Link speed in Gb/s from ibv_port_attr's active_speed and active_width
+/// codes (0 for codes it does not know).
+double portGbps(uint8_t activeSpeed, uint8_t activeWidth);
+
+/// "InfiniBand", "RoCE" or "unknown link layer N".
+std::string linkLayerName(int linkLayer);
+
+/// "ACTIVE", "DOWN", "INIT", ... from ibv_port_state_str.
+std::string portStateName(ibv_port_state state);
+
+/// Bytes of an ibv_mtu code (IBV_MTU_1024 -> 1024).
+int mtuBytes(ibv_mtu mtu);
+
+}  // namespace plugboard::ibverbs

@@ -1,0 +1,108 @@
+// Tests of libplugboard-ib-verbs.so through its C ABI only, as the core
+// uses it: dlopen, a fake host-services table, two plugin contexts (ranks 0
+// and 1 of one host) in this process, looped back through the first usable
+// RDMA port. Where ibv_get_device_list finds no usable port (CI, the GPU
+// machines) the tests that need one skip with init's reason, and what can
+// be checked without a device is: init's refusal naming the rank and host,
+// settings refused before any device is touched.
+#include "plugin_test_support.hpp"
+#include "transport_pair_suite.hpp"
+#include <plugboard/transport.h>
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#ifndef PLUGBOARD_IB_VERBS_PLUGIN
+#error "PLUGBOARD_IB_VERBS_PLUGIN must name libplugboard-ib-verbs.so"
+#endif
+
+namespace {
+
+using plugboard::test::FakeHost;
+
+const pb_transport_v1* plugin() {
+  static const pb_transport_v1* table = plugboard::test::loadPluginTable(PLUGBOARD_IB_VERBS_PLUGIN);
+  return table;
+}
+
+/// Why no context can be made here ("" when one can), found once.
+const std::string& unusableReason() {
+  static const std::string reason = [] {
+    const pb_transport_v1* t = plugin();
+    if (!t) return std::string("the plugin does not load");
+    FakeHost host(0, "testhost", {});
+    pb_plugin_ctx* ctx = nullptr;
+    if (t->init(&host.services, &ctx) != PB_OK) return std::string("no usable RDMA port: ") + t->last_error(nullptr);
+    t->finalize(ctx);
+    return std::string();
+  }();
+  return reason;
+}
+
+/// ib-verbs as the shared suites see it: RDMA needs no target-side polling,
+/// but completions arrive only through proxy_progress, so waits poll.
+const plugboard::test::TransportUnderTest* ibVerbsTransport() {
+  static const plugboard::test::TransportUnderTest t = [] {
+    plugboard::test::TransportUnderTest d;
+    d.label = "ib_verbs";
+    d.name = "ib-verbs";
+    d.pluginPath = PLUGBOARD_IB_VERBS_PLUGIN;
+    d.table = &plugin;
+    d.firstSettingKey = "hca";
+    d.whyUnusable = [] { return unusableReason(); };
+    d.progressWhileWaiting = &plugboard::test::pollTheOtherConnections;
+    return d;
+  }();
+  return &t;
+}
+
+using plugboard::test::TransportDeclareTest;
+using plugboard::test::TransportLoadTest;
+using plugboard::test::TransportPairTest;
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportLoadTest, ibVerbsTransport());
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportDeclareTest, ibVerbsTransport());
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportPairTest, ibVerbsTransport());
+
+/// init with these settings; returns its status and last_error(NULL).
+std::pair<pb_status, std::string> initWith(std::map<std::string, std::string> settings) {
+  const pb_transport_v1* t = plugin();
+  FakeHost host(3, "hostx", std::move(settings));
+  pb_plugin_ctx* ctx = nullptr;
+  const pb_status st = t->init(&host.services, &ctx);
+  std::string why = st == PB_OK ? "" : t->last_error(nullptr);
+  if (st == PB_OK) t->finalize(ctx);
+  return {st, why};
+}
+
+TEST(IbVerbsPlugin, WithoutAnRdmaPortInitRefusesNamingRankHostAndWhy) {
+  ASSERT_NE(plugin(), nullptr);
+  if (unusableReason().empty()) GTEST_SKIP() << "this host has a usable RDMA port";
+  const auto [st, why] = initWith({});
+  EXPECT_EQ(st, PB_ERR_UNSUPPORTED);
+  EXPECT_NE(why.find("ib-verbs: rank 3 (host hostx)"), std::string::npos) << why;
+  EXPECT_TRUE(why.find("no RDMA device") != std::string::npos || why.find("no usable RDMA port") != std::string::npos)
+      << why;
+}
+
+TEST(IbVerbsPlugin, BadSettingsAreRefusedBeforeAnyDeviceIsTouched) {
+  ASSERT_NE(plugin(), nullptr);
+  const std::map<std::string, std::string> cases[] = {
+      {{"qps_per_connection", "0"}}, {{"mtu", "1000"}}, {{"timeout", "40"}}, {{"hca", "mlx5_0:x"}}};
+  const char* names[] = {"ib_verbs.qps_per_connection", "ib_verbs.mtu", "ib_verbs.timeout", "mlx5_0:x"};
+  for (size_t i = 0; i < 4; ++i) {
+    const auto [st, why] = initWith(cases[i]);
+    EXPECT_EQ(st, PB_ERR_INVALID) << why;
+    EXPECT_NE(why.find(names[i]), std::string::npos) << why;
+  }
+}
+
+TEST(IbVerbsPlugin, AnHcaFilterThatSelectsNothingSaysSo) {
+  ASSERT_NE(plugin(), nullptr);
+  const auto [st, why] = initWith({{"hca", "=no_such_hca"}});
+  EXPECT_EQ(st, PB_ERR_UNSUPPORTED) << why;
+  EXPECT_NE(why.find("rank 3 (host hostx)"), std::string::npos) << why;
+}
+
+}  // namespace
