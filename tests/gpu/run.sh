@@ -87,6 +87,8 @@ done
 # Issue 15: GPU buffers over the faulty transport (delays: correct results;
 # failures, an exit, lost signals: named errors, no hang).
 step faulty-mps with_mps bash tests/gpu/faulty-mps.sh "$build"
+# Issue 16: the ib-verbs transport over Soft-RoCE where the machine's kernel allows it (else skipped, 77).
+step soft-roce bash tests/rdma/soft_roce.sh "$build"
 step net-plugin-tests ctest --test-dir "$build" -R "ucx|Ucx|libfabric|Libfabric" -j 8 --output-on-failure --timeout 300
 for n in 2 4; do
   step "transports-host-$n" env PLUGBOARD_COMMIT="${RUN_COMMIT:-}" LOG_DIR="$LOGS/transports-host-$n" \

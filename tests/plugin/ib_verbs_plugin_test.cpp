@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -22,6 +23,14 @@ namespace {
 
 using plugboard::test::FakeHost;
 
+/// Settings every test context starts from: ib_verbs.hca from
+/// PB_TEST_IB_VERBS_HCA when set (tests/rdma/soft_roce.sh names its device).
+std::map<std::string, std::string> baseSettings() {
+  const char* hca = std::getenv("PB_TEST_IB_VERBS_HCA");
+  if (hca && *hca) return {{"hca", hca}};
+  return {};
+}
+
 const pb_transport_v1* plugin() {
   static const pb_transport_v1* table = plugboard::test::loadPluginTable(PLUGBOARD_IB_VERBS_PLUGIN);
   return table;
@@ -32,7 +41,7 @@ const std::string& unusableReason() {
   static const std::string reason = [] {
     const pb_transport_v1* t = plugin();
     if (!t) return std::string("the plugin does not load");
-    FakeHost host(0, "testhost", {});
+    FakeHost host(0, "testhost", baseSettings());
     pb_plugin_ctx* ctx = nullptr;
     if (t->init(&host.services, &ctx) != PB_OK) return std::string("no usable RDMA port: ") + t->last_error(nullptr);
     t->finalize(ctx);
@@ -50,6 +59,7 @@ const plugboard::test::TransportUnderTest* ibVerbsTransport() {
     d.name = "ib-verbs";
     d.pluginPath = PLUGBOARD_IB_VERBS_PLUGIN;
     d.table = &plugin;
+    d.settings = baseSettings();
     d.firstSettingKey = "hca";
     d.whyUnusable = [] { return unusableReason(); };
     d.progressWhileWaiting = &plugboard::test::pollTheOtherConnections;
