@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "communicator/signal_event.hpp"
+#include "plugins/cuda_dmabuf.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/logger.hpp"
 
@@ -49,6 +50,10 @@ pb_status hostDeclare(void* core, const pb_setting_decl_v1* d) {
   return PB_OK;
 }
 
+pb_status hostCudaDmabuf(void*, void* ptr, size_t size, int* fd, uint64_t* offset) noexcept {
+  return exportCudaDmabuf(ptr, size, fd, offset);
+}
+
 pb_status hostGet(void* core, const char* key, char* buf, size_t len, size_t* needed) noexcept {
   auto* b = static_cast<TransportPlugin::Binding*>(core);
   if (!key || !needed) return PB_ERR_INVALID;
@@ -92,6 +97,7 @@ TransportPlugin::TransportPlugin(const std::string& path, Config& config, const 
   s.declare_setting = hostDeclare;
   s.get_setting = hostGet;
   s.signal_landed = hostSignalLanded;
+  s.cuda_dmabuf_fd = hostCudaDmabuf;
   s.rank = self.rank;
   s.nranks = self.nranks;
   binding_->host = self.host;

@@ -51,7 +51,7 @@ extern "C" {
 /** ABI major version described by this header. */
 #define PB_TRANSPORT_ABI_MAJOR 1
 /** ABI minor version described by this header (grows with struct fields). */
-#define PB_TRANSPORT_ABI_MINOR 2
+#define PB_TRANSPORT_ABI_MINOR 3
 /** Name of the exported entry symbol for ABI major 1. */
 #define PB_TRANSPORT_ENTRY_SYMBOL_V1 "plugboard_transport_v1"
 
@@ -162,6 +162,21 @@ typedef struct pb_host_services_v1 {
    * cores lack it.
    */
   void (*signal_landed)(void* core);
+
+  /* ---- minor 3 ---- */
+  /**
+   * A dma-buf file descriptor covering CUDA device memory [ptr, ptr + size),
+   * so a plugin can register GPU memory with its NIC (ibv_reg_dmabuf_mr,
+   * FI_HMEM with a dma-buf) without linking CUDA. The exported range is
+   * widened to whole host pages; *offset receives ptr's offset in it. The
+   * caller owns *fd and closes it once registered. PB_ERR_UNSUPPORTED when
+   * the core has no CUDA, the device or driver cannot export dma-bufs, or
+   * ptr is not device memory. With ptr NULL and size 0 it only answers
+   * whether the calling thread's CUDA device can export dma-bufs (PB_OK)
+   * or not (PB_ERR_UNSUPPORTED), leaving *fd and *offset alone. Check
+   * PB_HAS_FIELD first: older cores lack it.
+   */
+  pb_status (*cuda_dmabuf_fd)(void* core, void* ptr, size_t size, int* fd, uint64_t* offset);
 } pb_host_services_v1;
 
 /** Static facts about a transport, filled in by properties(). */

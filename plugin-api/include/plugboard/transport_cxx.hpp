@@ -229,6 +229,31 @@ class HostServices {
     if (takesWakeUps()) table_.signal_landed(table_.core);
   }
 
+  /// True when the core can export the calling thread's CUDA device memory
+  /// as dma-bufs (cuda_dmabuf_fd, minor >= 3, answers its probe with PB_OK).
+  bool exportsCudaDmabuf() const {
+    if (!PB_HAS_FIELD(&table_, pb_host_services_v1, cuda_dmabuf_fd) || !table_.cuda_dmabuf_fd) return false;
+    int fd = -1;
+    uint64_t offset = 0;
+    return call(name_ + ": asking the core about dma-buf export",
+                [&] { return table_.cuda_dmabuf_fd(table_.core, nullptr, 0, &fd, &offset); }) == PB_OK;
+  }
+  /// A dma-buf fd (the caller's to close) covering CUDA memory [ptr, ptr +
+  /// size) and ptr's offset in it; Failure with the core's status otherwise.
+  int cudaDmabufFd(void* ptr, size_t size, uint64_t* offset) const {
+    if (!PB_HAS_FIELD(&table_, pb_host_services_v1, cuda_dmabuf_fd) || !table_.cuda_dmabuf_fd)
+      throw Failure(PB_ERR_UNSUPPORTED, name_ + ": the core (ABI 1." + std::to_string(table_.abi_minor) +
+                                            ") cannot export CUDA memory as dma-bufs");
+    int fd = -1;
+    const pb_status st = call(name_ + ": exporting CUDA memory as a dma-buf",
+                              [&] { return table_.cuda_dmabuf_fd(table_.core, ptr, size, &fd, offset); });
+    if (st != PB_OK || fd < 0)
+      throw Failure(st != PB_OK ? st : PB_ERR_INTERNAL,
+                    name_ + ": the core could not export " + std::to_string(size) +
+                        " bytes of CUDA memory as a dma-buf (status " + std::to_string(st) + ")");
+    return fd;
+  }
+
  private:
   /// Calls a host service. The ABI is C, but should the host let a C++
   /// exception out (e.g. a badly typed env value), report it as the user

@@ -20,7 +20,7 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
   const IbSettings& s = ctx.settings();
   inlineLimit_ = s.inlineBytes;
   const size_t nqps = static_cast<size_t>(s.qpsPerConnection);
-  const std::string to = "ib-verbs: connection to " + peer_.describe() + " on " + ctx.port().name() + ": ";
+  const std::string to = "ib-verbs: " + ctx.where() + ": connection to " + peer_.describe() + ": ";
   cq_.reset(ibv_create_cq(ctx.verbs(), static_cast<int>(nqps * kSendDepth), nullptr, nullptr, 0));
   if (!cq_) verbsNullFailure(to + "ibv_create_cq", PB_ERR_SYSTEM);
   const QpStep init = initStep(localPort());
@@ -55,15 +55,24 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
   blob.linkLayer = static_cast<uint8_t>(ctx.port().linkLayer);
   blob.gid = ctx.port().gid.gid;
   for (size_t i = 0; i < nqps; ++i) blob.qps.push_back({qps_[i]->qp_num, psns_[i]});
-  IBV_CHECK(*addrLen >= blob.size(), PB_ERR_INVALID,
-            "ib-verbs setup: the address buffer has " + std::to_string(*addrLen) + " bytes, the address needs " +
+  const size_t room = *addrLen;
+  *addrLen = blob.size();
+  IBV_CHECK(room >= blob.size(), PB_ERR_INVALID,
+            "ib-verbs setup: the address buffer has " + std::to_string(room) + " bytes, the address needs " +
                 std::to_string(blob.size()));
   blob.encode(static_cast<uint8_t*>(addr));
-  *addrLen = blob.size();
   ++ctx_.connections();
 }
 
-Connection::~Connection() { --ctx_.connections(); }
+Connection::~Connection() {
+  // Queue pairs first (nothing in flight touches a buffer after this), then
+  // the completion queue and the atomics' word; only then may finalize free
+  // the protection domain.
+  qps_.clear();
+  cq_.reset();
+  fetchedMr_.reset();
+  --ctx_.connections();
+}
 
 LocalPort Connection::localPort() const {
   LocalPort p;
@@ -76,7 +85,24 @@ LocalPort Connection::localPort() const {
 
 bool Connection::connect(const void* peerAddr, size_t len) {
   std::lock_guard<std::mutex> lock(mutex_);
+  throwIfFailed();
   if (connected_) return true;
+  try {
+    applyPeerAddress(peerAddr, len);
+  } catch (const Error& e) {
+    fail(e.status(), e.what());  // a half-moved queue pair cannot be retried: every later call says why
+  }
+  connected_ = true;
+  ctx_.log(PB_LOG_INFO, "ib-verbs connected to " + peer_.describe() + " over " + ctx_.port().name() + " with " +
+                            std::to_string(qps_.size()) + " queue pair(s)");
+  return true;
+}
+
+// Both ends reach RTS here without waiting for each other. A write that
+// reached the peer's queue pair before its RTR would wait out the ack
+// timeout, but none can: the core exchanges the regions' keys through the
+// bootstrap after every proxy_connect returned, and posts nothing before.
+void Connection::applyPeerAddress(const void* peerAddr, size_t len) {
   const std::string from = peer_.describe();
   const auto blob = wire::AddressBlob::decode(static_cast<const uint8_t*>(peerAddr), len, from);
   IBV_CHECK(blob.rank == peer_.rank, PB_ERR_INVALID,
@@ -90,16 +116,12 @@ bool Connection::connect(const void* peerAddr, size_t len) {
                 linkLayerName(ctx_.port().linkLayer) + ": no RDMA path between them");
   const LocalPort local = localPort();
   for (size_t i = 0; i < qps_.size(); ++i) {
-    const std::string what = "ib-verbs: queue pair " + std::to_string(i) + " to " + from + " on " + ctx_.port().name();
+    const std::string what = "ib-verbs: " + ctx_.where() + ": queue pair " + std::to_string(i) + " to " + from;
     QpStep rtr = rtrStep(local, blob, blob.qps[i], ctx_.settings());
     verbsCheck(ibv_modify_qp(qps_[i].get(), &rtr.attr, rtr.mask), what + ": INIT -> RTR", PB_ERR_REMOTE);
     QpStep rts = rtsStep(psns_[i], ctx_.settings());
     verbsCheck(ibv_modify_qp(qps_[i].get(), &rts.attr, rts.mask), what + ": RTR -> RTS", PB_ERR_REMOTE);
   }
-  connected_ = true;
-  ctx_.log(PB_LOG_INFO, "ib-verbs connected to " + from + " over " + ctx_.port().name() + " with " +
-                            std::to_string(qps_.size()) + " queue pair(s)");
-  return true;
 }
 
 void Connection::throwIfFailed() const {
@@ -138,23 +160,32 @@ uint64_t Connection::beginOp(Kind kind, uint32_t requests) {
   return seq;
 }
 
-void Connection::queueWrite(uint64_t seq, LocalRegion& src, size_t srcOffset, RemoteRegion& dst, size_t dstOffset,
-                            size_t size) {
-  const IbSettings& s = ctx_.settings();
-  for (const Stripe& st : stripeWrite(size, qps_.size(), s.stripeMinBytes)) {
-    Request r;
-    r.qp = st.qp;
-    r.sge.addr = reinterpret_cast<uint64_t>(src.base + srcOffset + st.offset);
-    r.sge.length = static_cast<uint32_t>(st.length);
-    r.sge.lkey = src.mr->lkey;
-    r.wr.wr_id = seq;
-    r.wr.opcode = IBV_WR_RDMA_WRITE;
-    r.wr.num_sge = st.length ? 1 : 0;
-    r.wr.send_flags = IBV_SEND_SIGNALED | (st.length && st.length <= inlineLimit_ ? IBV_SEND_INLINE : 0);
-    r.wr.wr.rdma.remote_addr = dst.key.base + dstOffset + st.offset;
-    r.wr.wr.rdma.rkey = dst.key.rkey;
-    backlog_.push_back(r);
+std::vector<Connection::Request> Connection::writeRequests(uint64_t seq, LocalRegion& src, size_t srcOffset,
+                                                           RemoteRegion& dst, size_t dstOffset, size_t size) const {
+  const uint64_t most = ctx_.port().maxMessageBytes;
+  std::vector<Request> out;
+  for (const Stripe& st : stripeWrite(size, qps_.size(), ctx_.settings().stripeMinBytes)) {
+    // A work request moves at most the port's max_msg_sz (and an sge length is 32 bits).
+    for (uint64_t done = 0; done == 0 || done < st.length; done += most) {
+      const uint64_t offset = st.offset + done, length = std::min<uint64_t>(st.length - done, most);
+      Request r;
+      r.qp = st.qp;
+      r.sge.addr = reinterpret_cast<uint64_t>(src.base + srcOffset + offset);
+      r.sge.length = static_cast<uint32_t>(length);
+      r.sge.lkey = src.mr->lkey;
+      r.wr.wr_id = seq;
+      r.wr.opcode = IBV_WR_RDMA_WRITE;
+      r.wr.num_sge = length ? 1 : 0;
+      // Inline copies the bytes with the CPU at post time: host memory only.
+      const bool inlined = length && length <= inlineLimit_ && src.type == PB_MEM_HOST;
+      r.wr.send_flags = IBV_SEND_SIGNALED | (inlined ? IBV_SEND_INLINE : 0);
+      r.wr.wr.rdma.remote_addr = dst.key.base + dstOffset + offset;
+      r.wr.wr.rdma.rkey = dst.key.rkey;
+      out.push_back(r);
+      if (st.length == 0) break;
+    }
   }
+  return out;
 }
 
 void Connection::queueSignal(uint64_t seq, RemoteRegion& dst, size_t dstOffset, uint64_t value) {
@@ -178,8 +209,9 @@ void Connection::postWrite(LocalRegion& src, size_t srcOffset, RemoteRegion& dst
   std::lock_guard<std::mutex> lock(mutex_);
   checkConnected("write");
   checkWrite(src, srcOffset, dst, dstOffset, size);
-  const auto stripes = stripeWrite(size, qps_.size(), ctx_.settings().stripeMinBytes).size();
-  queueWrite(beginOp(Kind::Write, static_cast<uint32_t>(stripes)), src, srcOffset, dst, dstOffset, size);
+  std::vector<Request> writes = writeRequests(posted_ + 1, src, srcOffset, dst, dstOffset, size);
+  beginOp(Kind::Write, static_cast<uint32_t>(writes.size()));
+  backlog_.insert(backlog_.end(), writes.begin(), writes.end());
   pump();
 }
 
@@ -197,9 +229,9 @@ void Connection::postWriteSignal(LocalRegion& src, size_t srcOffset, RemoteRegio
   checkConnected("write_signal");
   checkWrite(src, srcOffset, dst, dstOffset, size);
   checkSignal(signalDst, signalOffset);
-  const auto stripes = stripeWrite(size, qps_.size(), ctx_.settings().stripeMinBytes).size();
-  const uint64_t seq = beginOp(Kind::WriteSignal, static_cast<uint32_t>(stripes + 1));
-  queueWrite(seq, src, srcOffset, dst, dstOffset, size);
+  std::vector<Request> writes = writeRequests(posted_ + 1, src, srcOffset, dst, dstOffset, size);
+  const uint64_t seq = beginOp(Kind::WriteSignal, static_cast<uint32_t>(writes.size() + 1));
+  backlog_.insert(backlog_.end(), writes.begin(), writes.end());
   queueSignal(seq, signalDst, signalOffset, value);
   pump();
 }
@@ -219,7 +251,7 @@ void Connection::pump() {
     ibv_send_wr* bad = nullptr;
     if (int rc = ibv_post_send(qps_[r.qp].get(), &r.wr, &bad); rc != 0) {
       try {
-        verbsCheck(rc, "ib-verbs: ibv_post_send to " + peer_.describe() + " on " + ctx_.port().name(), PB_ERR_SYSTEM);
+        verbsCheck(rc, "ib-verbs: " + ctx_.where() + ": ibv_post_send to " + peer_.describe(), PB_ERR_SYSTEM);
       } catch (const Error& e) {
         fail(e.status(), e.what());
       }
@@ -242,10 +274,13 @@ void Connection::complete(const ibv_wc& wc) {
   if (!ops_.empty() && wc.wr_id >= ops_.front().seq && wc.wr_id - ops_.front().seq < ops_.size())
     op = &ops_[wc.wr_id - ops_.front().seq];
   if (wc.status != IBV_WC_SUCCESS)
-    fail(statusForCompletion(wc.status), completionText(wc.status, opText(op ? op->kind : Kind::Write), ctx_.port().name()));
+    fail(statusForCompletion(wc.status),
+         completionText(wc.status, opText(op ? op->kind : Kind::Write),
+                        ctx_.port().name() + " of rank " + std::to_string(ctx_.host().rank()) + " (host " +
+                            ctx_.host().hostname() + ")"));
   if (!op || op->pending == 0)
-    fail(PB_ERR_INTERNAL, "ib-verbs: a completion for operation " + std::to_string(wc.wr_id) + " on the connection to " +
-                              peer_.describe() + ", which has none outstanding");
+    fail(PB_ERR_INTERNAL, "ib-verbs: " + ctx_.where() + ": a completion for operation " + std::to_string(wc.wr_id) +
+                              " on the connection to " + peer_.describe() + ", which has none outstanding");
   --op->pending;
   while (!ops_.empty() && ops_.front().pending == 0) {
     completed_ = ops_.front().seq;
@@ -261,7 +296,9 @@ void Connection::progress(uint64_t* completed) {
   int n = 0;
   while ((n = ibv_poll_cq(cq_.get(), 16, wcs)) > 0)
     for (int i = 0; i < n; ++i) complete(wcs[i]);
-  if (n < 0) fail(PB_ERR_SYSTEM, "ib-verbs: ibv_poll_cq failed on the connection to " + peer_.describe());
+  if (n < 0)
+    fail(PB_ERR_SYSTEM, "ib-verbs: " + ctx_.where() + ": ibv_poll_cq failed (" + std::to_string(n) +
+                            ") on the connection to " + peer_.describe());
   pump();
   *completed = completed_;
 }

@@ -77,7 +77,11 @@ class Connection {
   void throwIfFailed() const;
   void checkConnected(const char* op) const;
   uint64_t beginOp(Kind kind, uint32_t requests);
-  void queueWrite(uint64_t seq, LocalRegion& src, size_t srcOffset, RemoteRegion& dst, size_t dstOffset, size_t size);
+  /// The work requests of a write: its stripes, each cut to the port's max_msg_sz.
+  std::vector<Request> writeRequests(uint64_t seq, LocalRegion& src, size_t srcOffset, RemoteRegion& dst,
+                                     size_t dstOffset, size_t size) const;
+  /// proxy_connect's work: the peer's blob checked, every queue pair to RTR and RTS.
+  void applyPeerAddress(const void* peerAddr, size_t len);
   void queueSignal(uint64_t seq, RemoteRegion& dst, size_t dstOffset, uint64_t value);
   void checkWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset, size_t size) const;
   void checkSignal(const RemoteRegion& dst, size_t dstOffset) const;

@@ -1,6 +1,10 @@
 #include "context.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <random>
 #include <vector>
@@ -28,13 +32,18 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "ib-verbs") {
 
   int n = 0;
   DeviceList list(ibv_get_device_list(&n));
-  for (int i = 0; list && i < n && !device_; ++i)
-    if (port_.device == ibv_get_device_name(list.get()[i])) device_.reset(ibv_open_device(list.get()[i]));
-  if (!device_) verbsNullFailure("ib-verbs: ibv_open_device(" + port_.device + ")", PB_ERR_SYSTEM);
+  ibv_device* chosen = nullptr;
+  for (int i = 0; list && i < n && !chosen; ++i)
+    if (port_.device == ibv_get_device_name(list.get()[i])) chosen = list.get()[i];
+  IBV_CHECK(chosen, PB_ERR_SYSTEM, "ib-verbs: " + where() + ": the device disappeared since it was discovered");
+  device_.reset(ibv_open_device(chosen));
+  if (!device_) verbsNullFailure("ib-verbs: " + where() + ": ibv_open_device", PB_ERR_SYSTEM);
   pd_.reset(ibv_alloc_pd(device_.get()));
-  if (!pd_) verbsNullFailure("ib-verbs: ibv_alloc_pd on " + port_.device, PB_ERR_SYSTEM);
-  cudaMemory_ = peerMemoryModuleLoaded();
-  log(PB_LOG_INFO, "ib-verbs uses " + port_.describe() + (cudaMemory_ ? "; CUDA memory through nvidia-peermem" : ""));
+  if (!pd_) verbsNullFailure("ib-verbs: " + where() + ": ibv_alloc_pd", PB_ERR_SYSTEM);
+  dmabuf_ = host_.exportsCudaDmabuf();
+  peerMemory_ = peerMemoryModuleLoaded();
+  log(PB_LOG_INFO, "ib-verbs uses " + port_.describe() +
+                       (dmabuf_ ? "; CUDA memory as dma-bufs" : peerMemory_ ? "; CUDA memory through nvidia-peermem" : ""));
 }
 
 Context::~Context() {
@@ -54,21 +63,51 @@ void Context::declareSettings() const {
   host_.declare(decls.data(), decls.size());
 }
 
+ibv_mr* Context::registerCuda(void* ptr, size_t size, int access) {
+  std::string dmabufProblem;
+  if (dmabuf_) {
+    try {
+      uint64_t offset = 0;
+      const int fd = host_.cudaDmabufFd(ptr, size, &offset);
+      // iova = ptr: peers address the region by the pointer the key carries.
+      ibv_mr* mr = ibv_reg_dmabuf_mr(pd_.get(), offset, size, reinterpret_cast<uint64_t>(ptr), fd, access);
+      const int err = errno;
+      ::close(fd);  // the registration holds its own reference to the dma-buf
+      if (mr) return mr;
+      dmabufProblem = std::string("ibv_reg_dmabuf_mr failed: ") + (err ? std::strerror(err) : "no reason given");
+    } catch (const transport_cxx::Failure& e) {
+      dmabufProblem = e.what();
+    }
+  }
+  if (peerMemory_) {
+    if (ibv_mr* mr = ibv_reg_mr(pd_.get(), ptr, size, access)) return mr;
+    verbsNullFailure("ib-verbs: " + where() + ": ibv_reg_mr of " + std::to_string(size) + " bytes of CUDA memory" +
+                         " (nvidia-peermem)" + (dmabufProblem.empty() ? "" : "; as a dma-buf: " + dmabufProblem),
+                     PB_ERR_SYSTEM);
+  }
+  throw Error(PB_ERR_UNSUPPORTED, "ib-verbs register_memory: " + where() + ": " + std::to_string(size) +
+                                      " bytes of CUDA memory: " + dmabufProblem);
+}
+
 LocalRegion* Context::registerMemory(void* ptr, size_t size, pb_mem_type type) {
-  IBV_CHECK(type == PB_MEM_HOST || (type == PB_MEM_CUDA && cudaMemory_), PB_ERR_UNSUPPORTED,
+  IBV_CHECK(type == PB_MEM_HOST || (type == PB_MEM_CUDA && cudaMemory()), PB_ERR_UNSUPPORTED,
             std::string("ib-verbs register_memory: ") +
-                (type == PB_MEM_CUDA ? "CUDA memory needs the nvidia_peermem kernel module, which is not loaded "
-                                       "(the core stages such buffers through host memory)"
+                (type == PB_MEM_CUDA ? "CUDA memory needs the core's dma-buf export or the nvidia_peermem kernel "
+                                       "module, and neither is there (the core stages such buffers through host "
+                                       "memory)"
                                      : "unknown memory type " + std::to_string(type)));
   IBV_CHECK(ptr && size > 0, PB_ERR_INVALID, "ib-verbs register_memory: an empty or NULL region");
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                      IBV_ACCESS_REMOTE_ATOMIC;
   auto region = std::make_unique<LocalRegion>();
-  region->mr.reset(ibv_reg_mr(pd_.get(), ptr, size, access));
-  if (!region->mr)
-    verbsNullFailure("ib-verbs: ibv_reg_mr of " + std::to_string(size) + " bytes of " +
-                         (type == PB_MEM_CUDA ? "CUDA" : "host") + " memory on " + port_.device,
-                     PB_ERR_SYSTEM);
+  if (type == PB_MEM_CUDA) {
+    region->mr.reset(registerCuda(ptr, size, access));
+  } else {
+    region->mr.reset(ibv_reg_mr(pd_.get(), ptr, size, access));
+    if (!region->mr)
+      verbsNullFailure("ib-verbs: " + where() + ": ibv_reg_mr of " + std::to_string(size) + " bytes of host memory",
+                       PB_ERR_SYSTEM);
+  }
   region->base = static_cast<char*>(ptr);
   region->size = size;
   region->type = type;
@@ -81,20 +120,26 @@ LocalRegion* Context::registerMemory(void* ptr, size_t size, pb_mem_type type) {
 }
 
 void Context::deregisterMemory(LocalRegion* region) {
-  std::unique_ptr<LocalRegion> owned;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    IBV_CHECK(regions_.erase(region) == 1, PB_ERR_INVALID,
-              "ib-verbs deregister_memory: the region is not registered with this context");
-    owned.reset(region);
-  }
-  // ibv_dereg_mr (the handle's deleter): the HCA refuses the rkey from now
-  // on, so nothing is written into the region once this returns.
+  std::lock_guard<std::mutex> lock(mutex_);
+  IBV_CHECK(regions_.count(region) == 1, PB_ERR_INVALID,
+            "ib-verbs deregister_memory: " + where() + ": the region is not registered with this context");
+  // Once ibv_dereg_mr succeeds the HCA refuses the rkey, so nothing is
+  // written into the region after this returns. If it fails the region
+  // stays registered (and listed) and the caller learns why.
+  verbsCheck(ibv_dereg_mr(region->mr.get()), "ib-verbs deregister_memory: " + where() + ": ibv_dereg_mr of region " +
+                                                 std::to_string(region->id), PB_ERR_SYSTEM);
+  region->mr.release();
+  regions_.erase(region);
+  delete region;
 }
 
 size_t Context::regionCount() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return regions_.size();
+}
+
+std::string Context::where() const {
+  return "rank " + std::to_string(host_.rank()) + " (host " + host_.hostname() + "), " + port_.name();
 }
 
 void Context::log(pb_log_level level, const std::string& message) const {

@@ -39,8 +39,9 @@ class Context : public transport_cxx::ErrorSlot {
   const PortInfo& port() const { return port_; }
   ibv_context* verbs() const { return device_.get(); }
   ibv_pd* pd() const { return pd_.get(); }
-  /// True when ibv_reg_mr can take CUDA memory (nvidia-peermem is loaded).
-  bool cudaMemory() const { return cudaMemory_; }
+  /// True when CUDA memory can be registered: as a dma-buf the core exports
+  /// (ibv_reg_dmabuf_mr), or by ibv_reg_mr where nvidia-peermem is loaded.
+  bool cudaMemory() const { return dmabuf_ || peerMemory_; }
 
   /// Registers [ptr, ptr + size) with remote write, read and atomic access.
   LocalRegion* registerMemory(void* ptr, size_t size, pb_mem_type type);
@@ -50,18 +51,23 @@ class Context : public transport_cxx::ErrorSlot {
 
   /// Open connections, for finalize's check.
   std::atomic<int>& connections() { return connections_; }
+  /// "rank 3 (host h), mlx5_0 port 1": where this context is, for errors.
+  std::string where() const;
   /// Logs through the core, prefixed with this rank.
   void log(pb_log_level level, const std::string& message) const;
 
  private:
   void declareSettings() const;
+  /// Registers CUDA memory: dma-buf first, then nvidia-peermem; throws naming both.
+  ibv_mr* registerCuda(void* ptr, size_t size, int access);
 
   transport_cxx::HostServices host_;
   IbSettings settings_;
   PortInfo port_;
   DeviceContext device_;
   ProtectionDomain pd_;
-  bool cudaMemory_ = false;
+  bool dmabuf_ = false;      // the core exports CUDA memory as dma-bufs
+  bool peerMemory_ = false;  // nvidia_peermem lets ibv_reg_mr take CUDA pointers
   mutable std::mutex mutex_;  // guards regions_ and nextRegion_
   std::set<LocalRegion*> regions_;
   uint64_t nextRegion_ = 1;

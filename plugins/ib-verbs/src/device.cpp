@@ -12,9 +12,12 @@ namespace plugboard::ibverbs {
 namespace {
 
 /// The port's GID table from ibv_query_gid_table (this port's rows only).
-std::vector<GidRow> gidTable(ibv_context* ctx, uint8_t port, int tableLength) {
-  std::vector<ibv_gid_entry> entries(static_cast<size_t>(tableLength > 0 ? tableLength : 1) * 4);
+std::vector<GidRow> gidTable(ibv_context* ctx, uint8_t port, int tableLength, int ports) {
+  // The table holds every port's GIDs: room for all of them.
+  std::vector<ibv_gid_entry> entries(static_cast<size_t>(tableLength > 0 ? tableLength : 1) * ports);
   const ssize_t n = ibv_query_gid_table(ctx, entries.data(), entries.size(), 0);
+  if (n < 0)
+    throw Error(PB_ERR_SYSTEM, "ibv_query_gid_table failed: " + std::string(std::strerror(static_cast<int>(-n))));
   std::vector<GidRow> rows;
   for (ssize_t i = 0; i < n; ++i) {
     if (entries[i].port_num != port) continue;
@@ -44,8 +47,9 @@ std::string examinePort(ibv_context* ctx, const std::string& device, uint8_t por
   p.lid = attr.lid;
   p.activeMtu = attr.active_mtu;
   p.gbps = portGbps(attr.active_speed, attr.active_width);
+  if (attr.max_msg_sz > 0 && attr.max_msg_sz < p.maxMessageBytes) p.maxMessageBytes = attr.max_msg_sz;
   try {
-    p.gid = chooseGid(gidTable(ctx, port, attr.gid_tbl_len), p.linkLayer, s.gidIndex, p.name());
+    p.gid = chooseGid(gidTable(ctx, port, attr.gid_tbl_len, dev.phys_port_cnt), p.linkLayer, s.gidIndex, p.name());
   } catch (const Error& e) {
     return e.what();
   }

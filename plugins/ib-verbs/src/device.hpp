@@ -22,6 +22,7 @@ struct PortInfo {
   uint16_t lid = 0;
   ibv_mtu activeMtu = IBV_MTU_4096;
   double gbps = 0;  ///< Link speed (lanes x lane rate), 0 when unknown.
+  uint64_t maxMessageBytes = 1ull << 30;  ///< The port's max_msg_sz (at most 1 GiB): a work request's limit.
   GidChoice gid;
 
   /// "mlx5_0 port 1"

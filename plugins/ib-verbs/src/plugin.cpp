@@ -27,7 +27,8 @@ constexpr int kSameHostCost = 70;
 
 /// The ib-verbs transport for plugboard::transport_cxx::Adapter. connect,
 /// write, signal, write_signal, progress and flush go to the Connection's
-/// methods of those names (the adapter's defaults).
+/// methods of those names, release_rkey and free delete (the adapter's
+/// defaults; both take a NULL connection).
 struct Traits {
   using Context = ibverbs::Context;
   using Connection = ibverbs::Connection;
@@ -77,15 +78,6 @@ struct Traits {
     return new RemoteRegion{wire::PackedKey::decode(static_cast<const uint8_t*>(buf), len, conn.peer().describe())};
   }
 
-  static void releaseRkey(Connection* conn, RemoteKey* key) {
-    IBV_CHECK(conn, PB_ERR_INVALID, "ib-verbs release_rkey: conn must not be NULL");
-    delete key;
-  }
-
-  static void freeConnection(Connection* conn) {
-    IBV_CHECK(conn, PB_ERR_INVALID, "ib-verbs free: conn must not be NULL");
-    delete conn;
-  }
 };
 
 }  // namespace plugboard::ibverbs
