@@ -37,7 +37,7 @@ bool deviceExportsDmabuf() {
 }  // namespace
 
 pb_status exportCudaDmabuf(void* ptr, size_t size, int* fd, uint64_t* offset) noexcept {
-  if (!fd || !offset || (ptr == nullptr) != (size == 0)) return PB_ERR_INVALID;
+  if (!dmabufArgumentsValid(ptr, size, fd, offset)) return PB_ERR_INVALID;
   if (!deviceExportsDmabuf()) return PB_ERR_UNSUPPORTED;
   if (!ptr) return PB_OK;  // the probe
   auto getHandle = reinterpret_cast<GetHandle>(driverEntry("cuMemGetHandleForAddressRange", 11070));

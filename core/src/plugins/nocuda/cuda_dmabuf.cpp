@@ -3,6 +3,8 @@
 
 namespace plugboard {
 
-pb_status exportCudaDmabuf(void*, size_t, int*, uint64_t*) noexcept { return PB_ERR_UNSUPPORTED; }
+pb_status exportCudaDmabuf(void* ptr, size_t size, int* fd, uint64_t* offset) noexcept {
+  return dmabufArgumentsValid(ptr, size, fd, offset) ? PB_ERR_UNSUPPORTED : PB_ERR_INVALID;
+}
 
 }  // namespace plugboard
