@@ -38,15 +38,8 @@ const pb_transport_v1* plugin() {
 
 /// Why no context can be made here ("" when one can), found once.
 const std::string& unusableReason() {
-  static const std::string reason = [] {
-    const pb_transport_v1* t = plugin();
-    if (!t) return std::string("the plugin does not load");
-    FakeHost host(0, "testhost", baseSettings());
-    pb_plugin_ctx* ctx = nullptr;
-    if (t->init(&host.services, &ctx) != PB_OK) return std::string("no usable RDMA port: ") + t->last_error(nullptr);
-    t->finalize(ctx);
-    return std::string();
-  }();
+  static const std::string reason =
+      plugboard::test::initFailure(plugin(), "testhost", baseSettings(), "no usable RDMA port: ");
   return reason;
 }
 

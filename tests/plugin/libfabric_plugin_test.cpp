@@ -56,16 +56,8 @@ using plugboard::test::Peer;
 /// Why the test provider cannot be used here ("" when it can), found once
 /// by opening and closing a context.
 const std::string& unusableReason() {
-  static const std::string reason = [] {
-    const pb_transport_v1* t = plugin();
-    if (!t) return std::string("the plugin does not load");
-    FakeHost host(0, "testhost", baseSettings());
-    pb_plugin_ctx* ctx = nullptr;
-    if (t->init(&host.services, &ctx) != PB_OK)
-      return "libfabric provider " + testProvider() + " is not usable here: " + t->last_error(nullptr);
-    t->finalize(ctx);
-    return std::string();
-  }();
+  static const std::string reason = plugboard::test::initFailure(
+      plugin(), "testhost", baseSettings(), "libfabric provider " + testProvider() + " is not usable here: ");
   return reason;
 }
 

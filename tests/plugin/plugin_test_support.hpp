@@ -12,6 +12,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <map>
+#include <utility>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -144,6 +145,20 @@ struct Peer {
 /// or stale block shows in a compare.
 inline void fillPattern(uint8_t* p, size_t n, unsigned seed) {
   for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>((i * 131u + seed * 7u + (i >> 12)) & 0xff);
+}
+
+/// Why table t cannot make a context here, for a suite's whyUnusable: ""
+/// when init as rank 0 of `host` with these settings succeeds (that context
+/// is finalized again), "the plugin does not load" without a table, else
+/// prefix followed by init's last_error(NULL).
+inline std::string initFailure(const pb_transport_v1* t, const std::string& host,
+                               std::map<std::string, std::string> settings, const std::string& prefix) {
+  if (!t) return "the plugin does not load";
+  FakeHost h(0, host, std::move(settings));
+  pb_plugin_ctx* ctx = nullptr;
+  if (t->init(&h.services, &ctx) != PB_OK) return prefix + t->last_error(nullptr);
+  t->finalize(ctx);
+  return "";
 }
 
 }  // namespace plugboard::test

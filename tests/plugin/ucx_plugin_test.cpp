@@ -52,16 +52,8 @@ const pb_transport_v1* plugin() {
 /// Why UCX cannot be tested here ("" when it can), found once by opening
 /// and closing a context (after TcpOnly set UCX_TLS).
 std::string unusableReason() {
-  static const std::string reason = [] {
-    const pb_transport_v1* t = plugin();
-    if (!t) return std::string("the plugin does not load");
-    plugboard::test::FakeHost host(0, "probe", {});
-    pb_plugin_ctx* ctx = nullptr;
-    if (t->init(&host.services, &ctx) != PB_OK)
-      return "UCX cannot create a TCP worker here: " + std::string(t->last_error(nullptr));
-    t->finalize(ctx);
-    return std::string();
-  }();
+  static const std::string reason =
+      plugboard::test::initFailure(plugin(), "probe", {}, "UCX cannot create a TCP worker here: ");
   return reason;
 }
 
