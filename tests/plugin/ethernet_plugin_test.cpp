@@ -36,6 +36,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kTimeout = std::chrono::seconds(20);
+/// The plugin's wire format version (README "Wire format").
+constexpr uint32_t kWireVersion = 2;
 
 /// The plugin's table, loaded once the way the core loads it.
 const pb_transport_v1* plugin() {
@@ -64,11 +66,39 @@ using plugboard::test::TransportLoadTest;
 using plugboard::test::TransportOrderingTest;
 using plugboard::test::TransportPairTest;
 using plugboard::test::TransportWriteSizeTest;
+/// Ethernet with three stripe sockets each way cutting every write from 4
+/// KiB up (so the 4097-byte write has an empty piece): the same suites hold.
+const plugboard::test::TransportUnderTest* stripedEthernetTransport() {
+  static const plugboard::test::TransportUnderTest t = [] {
+    plugboard::test::TransportUnderTest d = *ethernetTransport();
+    d.label = "ethernet_striped";
+    d.settings = {{"stripe_sockets", "3"}, {"stripe_bytes", "4096"}};
+    return d;
+  }();
+  return &t;
+}
+
+/// Ethernet with striping off, whatever the cores (auto may turn it on).
+const plugboard::test::TransportUnderTest* oneStreamEthernetTransport() {
+  static const plugboard::test::TransportUnderTest t = [] {
+    plugboard::test::TransportUnderTest d = *ethernetTransport();
+    d.label = "ethernet_one_stream";
+    d.settings = {{"stripe_sockets", "0"}};
+    return d;
+  }();
+  return &t;
+}
+
 PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportLoadTest, ethernetTransport());
 PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportDeclareTest, ethernetTransport());
-PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportPairTest, ethernetTransport());
-PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportOrderingTest, ethernetTransport());
-PLUGBOARD_INSTANTIATE_WRITE_SIZES(ethernetTransport());
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportPairTest, ethernetTransport(), stripedEthernetTransport(),
+                                      oneStreamEthernetTransport());
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportOrderingTest, ethernetTransport(), stripedEthernetTransport(),
+                                      oneStreamEthernetTransport());
+INSTANTIATE_TEST_SUITE_P(Conformance, TransportWriteSizeTest,
+                         ::testing::Combine(::testing::Values(ethernetTransport(), stripedEthernetTransport()),
+                                            ::plugboard::test::suiteWriteSizes()),
+                         ::plugboard::test::labelAndSizeOf);
 
 using plugboard::test::FakeHost;
 using plugboard::test::fillPattern;
@@ -84,6 +114,9 @@ class EthernetTest : public plugboard::test::TransportFixture {
                              std::string hostname = "testhost") {
     return makeContextWith(rank, std::move(settings), std::move(hostname));
   }
+
+  /// Rank 1's context for a RawPeer test: one frame stream, as RawPeer accepts.
+  pb_plugin_ctx* makeRawPeerContext() { return makeContext(1, {{"stripe_sockets", "0"}}); }
 
   /// Rank 1 on ctx1, connected to a RawPeer playing rank 0 (*conn: its connection).
   template <typename Peer>
@@ -375,8 +408,8 @@ TEST_F(EthernetTest, StrangerOnTheListenerIsRejected) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
-  const char junk[16] = "GET / HTTP/1.0\n";
-  ASSERT_EQ(send(fd, junk, sizeof(junk), 0), ssize_t(sizeof(junk)));
+  const char junk[25] = "GET / HTTP/1.0\r\nHost: x\n";  // 24 bytes: a hello's length
+  ASSERT_EQ(send(fd, junk, sizeof(junk) - 1, 0), ssize_t(sizeof(junk) - 1));
   pb_status st = PB_IN_PROGRESS;
   auto deadline = Clock::now() + kTimeout;
   while (st == PB_IN_PROGRESS && Clock::now() < deadline) st = t_->proxy_connect(c1, blob0.data(), blob0.size());
@@ -402,7 +435,8 @@ T getLE(const uint8_t* p) {
 /// be hit with frames the plugin's sender would never produce.
 class RawPeer {
  public:
-  RawPeer() {
+  /// stripes: how many stripe sockets this rank 0 announces and opens.
+  explicit RawPeer(uint32_t stripes = 0) : stripes_(stripes) {
     listenFd_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr = loopback(0);
     EXPECT_EQ(bind(listenFd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
@@ -417,13 +451,15 @@ class RawPeer {
   void hangUp() {
     for (int* fd : {&listenFd_, &out_, &in_})
       if (*fd >= 0) close(std::exchange(*fd, -1));
+    for (int& fd : stripeOut_)
+      if (fd >= 0) close(std::exchange(fd, -1));
   }
 
-  /// Address blob: "PBEA", version 1, rank 0, family 4, port, 127.0.0.1.
+  /// Address blob: "PBEA", version 2, rank 0, family 4, port, 127.0.0.1.
   std::vector<uint8_t> blob() const {
     std::vector<uint8_t> b;
     putLE<uint32_t>(b, 0x41454250);
-    putLE<uint32_t>(b, 1);
+    putLE<uint32_t>(b, kWireVersion);
     putLE<int32_t>(b, 0);
     putLE<uint16_t>(b, 4);
     putLE<uint16_t>(b, port_);
@@ -432,29 +468,60 @@ class RawPeer {
     return b;
   }
 
-  /// Connects to the plugin's listener and greets it as rank 0 to rank 1.
-  void connectTo(const std::vector<uint8_t>& pluginBlob) {
-    out_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr = loopback(getLE<uint16_t>(&pluginBlob[14]));
-    ASSERT_EQ(connect(out_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
+  /// Connects to the plugin's listener and greets it as rank 0 to rank 1:
+  /// the frame stream, then each stripe socket (stripe sockets first when
+  /// stripesFirst, to show the plugin files them by number).
+  void connectTo(const std::vector<uint8_t>& pluginBlob, bool stripesFirst = false) {
+    const uint16_t port = getLE<uint16_t>(&pluginBlob[14]);
+    stripeOut_.assign(stripes_, -1);
+    if (!stripesFirst) {
+      ASSERT_NO_FATAL_FAILURE(out_ = greet(port, 0));
+    }
+    for (uint32_t i = 0; i < stripes_; ++i) ASSERT_NO_FATAL_FAILURE(stripeOut_[i] = greet(port, i + 1));
+    if (stripesFirst) {
+      ASSERT_NO_FATAL_FAILURE(out_ = greet(port, 0));
+    }
+  }
+
+  /// Closes stripe socket `socket` (1-based): it ends at the plugin.
+  void closeStripe(uint32_t socket) { close(std::exchange(stripeOut_.at(socket - 1), -1)); }
+
+  /// Sends a Piece frame (type 7) on stripe socket `socket` (1-based).
+  void piece(uint32_t socket, uint64_t seq, uint64_t region, uint64_t key, uint64_t offset, uint64_t length,
+             const std::vector<uint8_t>& payload) {
+    std::vector<uint8_t> f;
+    encodeFrame(f, 7, seq, region, key, offset, length, payload);
+    ASSERT_EQ(send(stripeOut_.at(socket - 1), f.data(), f.size(), MSG_NOSIGNAL), ssize_t(f.size()));
+  }
+
+  /// A socket connected to port and greeted as our socket number `socket`.
+  int greet(uint16_t port, uint32_t socketNumber) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr = loopback(port);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
     std::vector<uint8_t> hello;
     putLE<uint32_t>(hello, 0x48454250);
-    putLE<uint32_t>(hello, 1);
+    putLE<uint32_t>(hello, kWireVersion);
     putLE<int32_t>(hello, 0);
     putLE<int32_t>(hello, 1);
-    ASSERT_EQ(send(out_, hello.data(), hello.size(), 0), ssize_t(hello.size()));
+    putLE<uint32_t>(hello, socketNumber);  // 0: the frame stream
+    putLE<uint32_t>(hello, stripes_);
+    EXPECT_EQ(send(fd, hello.data(), hello.size(), 0), ssize_t(hello.size()));
+    return fd;
   }
 
   /// Accepts the plugin's connection and checks its hello (rank 1 to rank 0).
   void acceptFrom() {
     in_ = accept(listenFd_, nullptr, nullptr);
     ASSERT_GE(in_, 0);
-    uint8_t hello[16];
+    uint8_t hello[24];
     ASSERT_EQ(recv(in_, hello, sizeof(hello), MSG_WAITALL), ssize_t(sizeof(hello)));
     EXPECT_EQ(getLE<uint32_t>(hello), 0x48454250u);
-    EXPECT_EQ(getLE<uint32_t>(hello + 4), 1u);
+    EXPECT_EQ(getLE<uint32_t>(hello + 4), kWireVersion);
     EXPECT_EQ(getLE<int32_t>(hello + 8), 1);
     EXPECT_EQ(getLE<int32_t>(hello + 12), 0);
+    EXPECT_EQ(getLE<uint32_t>(hello + 16), 0u);  // the frame stream
+    EXPECT_EQ(getLE<uint32_t>(hello + 20), 0u);  // no stripe sockets: makeRawPeerContext
   }
 
   /// Appends one 48-byte frame header and its payload to out.
@@ -489,11 +556,13 @@ class RawPeer {
     return a;
   }
   int listenFd_ = -1, out_ = -1, in_ = -1;
+  uint32_t stripes_ = 0;
+  std::vector<int> stripeOut_;
   uint16_t port_ = 0;
 };
 
 TEST_F(EthernetTest, ReceiverChecksEveryFrameFromTheWire) {
-  pb_plugin_ctx* ctx1 = makeContext(1);
+  pb_plugin_ctx* ctx1 = makeRawPeerContext();
   RawPeer peer;
   pb_conn* c1 = nullptr;
   ASSERT_NO_FATAL_FAILURE(connectRawPeer(ctx1, peer, &c1));
@@ -531,12 +600,164 @@ TEST_F(EthernetTest, ReceiverChecksEveryFrameFromTheWire) {
   EXPECT_EQ(mem[3], 42u);
 }
 
+/// Rank 1 connected to a RawPeer with two stripe sockets, and a 64 KiB
+/// region plus a counter region on rank 1 with their (id, key) pairs.
+class EthernetStripedRawTest : public EthernetTest {
+ protected:
+  void SetUp() override {
+    EthernetTest::SetUp();
+    if (HasFatalFailure()) return;
+    ctx1_ = makeRawPeerContext();
+    ASSERT_NE(ctx1_, nullptr);
+    ASSERT_NO_FATAL_FAILURE(connectRawPeer(ctx1_, peer_, &c1_));
+    data_.assign(kDataBytes, 0);
+    counter_.assign(2, 0);
+    std::tie(dataRegion_, dataKey_) = idAndKey(reg(ctx1_, data_.data(), data_.size()));
+    std::tie(counterRegion_, counterKey_) = idAndKey(reg(ctx1_, counter_.data(), 16));
+  }
+
+  /// Region id and key from the documented packed rkey.
+  std::pair<uint64_t, uint64_t> idAndKey(pb_mr* mr) {
+    uint8_t key[64];
+    size_t keyLen = sizeof(key);
+    EXPECT_EQ(t_->pack_rkey(ctx1_, mr, key, &keyLen), PB_OK);
+    return {getLE<uint64_t>(key + 8), getLE<uint64_t>(key + 16)};
+  }
+
+  /// A StripedSignal frame (type 6): header and SignalExt adding value to counter_[1].
+  void stripedSignalFrame(uint64_t seq, uint64_t offset, uint64_t length, uint64_t value) {
+    std::vector<uint8_t> f;
+    RawPeer::encodeFrame(f, 6, seq, dataRegion_, dataKey_, offset, length);
+    for (uint64_t v : {counterRegion_, counterKey_, uint64_t(8), value}) putLE<uint64_t>(f, v);
+    peer_.sendBytes(f.data(), f.size());
+  }
+
+  /// Polls c1_ until it fails (or the timeout); its status.
+  pb_status pollUntilFailure() {
+    pb_status st = PB_OK;
+    uint64_t done = 0;
+    auto deadline = Clock::now() + kTimeout;
+    while (st == PB_OK && Clock::now() < deadline) st = t_->proxy_progress(c1_, &done);
+    return st;
+  }
+
+  static constexpr size_t kDataBytes = 64 * 1024;
+  RawPeer peer_{2};
+  pb_plugin_ctx* ctx1_ = nullptr;
+  pb_conn* c1_ = nullptr;
+  std::vector<uint8_t> data_;
+  std::vector<uint64_t> counter_;
+  uint64_t dataRegion_ = 0, dataKey_ = 0, counterRegion_ = 0, counterKey_ = 0;
+};
+
+TEST_F(EthernetStripedRawTest, SignalWaitsForEveryPieceOfAStripedWrite) {
+  // 12000 bytes over 2 stripe sockets: [0, 8192) on socket 1, [8192, 12000) on 2.
+  std::vector<uint8_t> bytes(12000);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(i * 7 + 1);
+  stripedSignalFrame(1, 100, bytes.size(), 9);
+  peer_.piece(2, 1, dataRegion_, dataKey_, 100, bytes.size(), {bytes.begin() + 8192, bytes.end()});
+  uint64_t done = 0;
+  for (auto until = Clock::now() + std::chrono::milliseconds(100); Clock::now() < until;)
+    ASSERT_EQ(t_->proxy_progress(c1_, &done), PB_OK) << error(ctx1_);
+  EXPECT_EQ(__atomic_load_n(&counter_[1], __ATOMIC_ACQUIRE), 0u) << "signal applied before piece 1 landed";
+  peer_.piece(1, 1, dataRegion_, dataKey_, 100, bytes.size(), {bytes.begin(), bytes.begin() + 8192});
+  waitCounter(&counter_[1], 9);
+  EXPECT_EQ(std::memcmp(data_.data() + 100, bytes.data(), bytes.size()), 0);
+  EXPECT_EQ(data_[99], 0);
+  EXPECT_EQ(data_[100 + bytes.size()], 0);
+}
+
+TEST_F(EthernetStripedRawTest, PieceThatDisagreesWithItsFrameFailsByName) {
+  std::vector<uint8_t> bytes(12000, 5);
+  stripedSignalFrame(1, 0, bytes.size(), 1);
+  peer_.piece(1, 1, dataRegion_, dataKey_, 0, bytes.size(), {bytes.begin(), bytes.begin() + 8192});
+  peer_.piece(2, 1, dataRegion_, dataKey_, 4096, bytes.size(), {bytes.begin() + 8192, bytes.end()});
+  EXPECT_EQ(pollUntilFailure(), PB_ERR_REMOTE);
+  EXPECT_NE(error(ctx1_).find("bad message from rank 0 (host testhost): stripe socket 2 delivered a piece of "
+                              "write seq 1 (region"),
+            std::string::npos)
+      << error(ctx1_);
+  EXPECT_NE(error(ctx1_).find("offset 4096, 12000 bytes) where the frame stream expects write seq 1"),
+            std::string::npos)
+      << error(ctx1_);
+  EXPECT_EQ(counter_[1], 0u);
+}
+
+TEST_F(EthernetStripedRawTest, PieceOverrunningItsRegionIsRefusedBeforeAnyByteIsStored) {
+  std::vector<uint8_t> bytes(8192, 5);
+  peer_.piece(1, 1, dataRegion_, dataKey_, kDataBytes - 100, 12000, bytes);
+  EXPECT_EQ(pollUntilFailure(), PB_ERR_REMOTE);
+  EXPECT_NE(error(ctx1_).find("bad message from rank 0 (host testhost) on ethernet stripe socket 1: striped "
+                              "write of 12000 bytes at offset 65436 overruns region"),
+            std::string::npos)
+      << error(ctx1_);
+  EXPECT_TRUE(std::all_of(data_.begin(), data_.end(), [](uint8_t b) { return b == 0; }));
+}
+
+TEST_F(EthernetStripedRawTest, StripeSocketThatEndsBeforeItsPieceFailsTheWrite) {
+  std::vector<uint8_t> bytes(12000, 5);
+  stripedSignalFrame(1, 0, bytes.size(), 1);
+  peer_.piece(1, 1, dataRegion_, dataKey_, 0, bytes.size(), {bytes.begin(), bytes.begin() + 8192});
+  peer_.closeStripe(2);
+  EXPECT_EQ(pollUntilFailure(), PB_ERR_REMOTE);
+  EXPECT_NE(error(ctx1_).find("rank 0 (host testhost): stripe socket 2 ended before its piece of write seq 1"),
+            std::string::npos)
+      << error(ctx1_);
+  EXPECT_EQ(counter_[1], 0u);
+}
+
+TEST_F(EthernetTest, StripeSocketsMayArriveBeforeTheFrameStream) {
+  pb_plugin_ctx* ctx1 = makeRawPeerContext();
+  RawPeer peer(3);
+  std::vector<uint8_t> blob1;
+  pb_conn* c1 = setup(ctx1, 1, 0, &blob1);
+  ASSERT_NE(c1, nullptr);
+  auto rawBlob = peer.blob();
+  ASSERT_NO_FATAL_FAILURE(peer.connectTo(blob1, /*stripesFirst=*/true));
+  pb_status st = PB_IN_PROGRESS;
+  auto deadline = Clock::now() + kTimeout;
+  while (st == PB_IN_PROGRESS && Clock::now() < deadline) st = t_->proxy_connect(c1, rawBlob.data(), rawBlob.size());
+  EXPECT_EQ(st, PB_OK) << error(ctx1);
+  ASSERT_NO_FATAL_FAILURE(peer.acceptFrom());
+}
+
+TEST_F(EthernetTest, OneSideStripingAndTheOtherNotBothDeliver) {
+  // stripe_sockets is rank-local: each direction follows its sender's setting.
+  pb_plugin_ctx* ctx0 = makeContext(0, {{"stripe_sockets", "2"}, {"stripe_bytes", "65536"}});
+  pb_plugin_ctx* ctx1 = makeContext(1, {{"stripe_sockets", "0"}});
+  pb_conn *c0 = nullptr, *c1 = nullptr;
+  ASSERT_NO_FATAL_FAILURE(connectPair(ctx0, ctx1, &c0, &c1));
+  const size_t size = (1 << 20) + 333;
+  struct Side {
+    pb_plugin_ctx* ctx;
+    pb_conn* conn;
+    std::vector<uint8_t> src, dst;
+    std::vector<uint64_t> counter;
+  } sides[2] = {{ctx0, c0, {}, {}, {}}, {ctx1, c1, {}, {}, {}}};
+  for (Side& side : sides) {
+    side.src.resize(size);
+    side.dst.assign(size, 0);
+    side.counter.assign(1, 0);
+    fillPattern(side.src.data(), size, unsigned(size + (side.ctx == ctx0)));
+  }
+  for (int from = 0; from < 2; ++from) {
+    Side& a = sides[from];
+    Side& b = sides[1 - from];
+    pb_mr* mrSrc = reg(a.ctx, a.src.data(), size);
+    pb_rkey* rkDst = remoteKey(b.ctx, reg(b.ctx, b.dst.data(), size), a.conn);
+    pb_rkey* rkCounter = remoteKey(b.ctx, reg(b.ctx, b.counter.data(), 8), a.conn);
+    ASSERT_EQ(t_->write_signal(a.conn, mrSrc, 0, rkDst, 0, size, rkCounter, 0, 1), PB_OK) << error(a.ctx);
+    waitCounter(&b.counter[0], 1);
+    EXPECT_EQ(std::memcmp(b.dst.data(), a.src.data(), size), 0) << "from rank " << from;
+  }
+}
+
 TEST_F(EthernetTest, ReceiverParsesFramesHoweverTheStreamIsCut) {
   // The receiver reads ahead (several frames per read) and reads large
   // payloads straight into place; every frame must land whatever pieces
   // the stream arrives in: split inside headers, signal extensions and
   // payloads, or many frames at once.
-  pb_plugin_ctx* ctx1 = makeContext(1);
+  pb_plugin_ctx* ctx1 = makeRawPeerContext();
   RawPeer peer;
   pb_conn* c1 = nullptr;
   ASSERT_NO_FATAL_FAILURE(connectRawPeer(ctx1, peer, &c1));
@@ -596,7 +817,7 @@ TEST_F(EthernetTest, MutatedFrameStreamsFailByNameAndNeverStoreOutsideTheRegion)
   auto next = [&rng](uint64_t n) { rng = rng * 6364136223846793005ull + 1442695040888963407ull; return (rng >> 33) % n; };
   for (int round = 0; round < 40; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    pb_plugin_ctx* ctx1 = makeContext(1);
+    pb_plugin_ctx* ctx1 = makeRawPeerContext();
     RawPeer peer;
     pb_conn* c1 = nullptr;
     ASSERT_NO_FATAL_FAILURE(connectRawPeer(ctx1, peer, &c1));
@@ -668,7 +889,7 @@ __attribute__((no_sanitize("thread"))) uint8_t peekByte(const uint8_t* p) {
 }
 
 TEST_F(EthernetTest, DeregisteringDuringAStalledPayloadNeitherWaitsNorStoresMore) {
-  pb_plugin_ctx* ctx1 = makeContext(1);
+  pb_plugin_ctx* ctx1 = makeRawPeerContext();
   RawPeer peer;
   pb_conn* c1 = nullptr;
   ASSERT_NO_FATAL_FAILURE(connectRawPeer(ctx1, peer, &c1));

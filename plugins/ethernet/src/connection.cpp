@@ -10,6 +10,8 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
     : ctx_(ctx), peer_(peer) {
   Settings settings = ctx.settings();
   callerSendBytes_ = settings.callerSendBytes;
+  stripeSockets_ = settings.stripeSockets;
+  stripeBytes_ = settings.stripeBytes;
   std::string why;
   auto route = ctx.route(peer, settings, &why);
   ETH_CHECK(route, PB_ERR_INVALID, "ethernet cannot reach " + peer.describe() + ": " + why);
@@ -26,7 +28,7 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
   encodeAddress(ctx.rank(), local, addr, addrLen);
   route_ = route->ifname + " " + local.str();
   handshake_ = std::make_unique<Handshake>(std::move(listener), ctx.rank(), peer, settings.socketBufferBytes,
-                                           [&ctx](const std::string& text) { ctx.log(PB_LOG_WARN, text); });
+                                           stripeSockets_, [&ctx](const std::string& text) { ctx.log(PB_LOG_WARN, text); });
   ctx_.connectionOpened();
 }
 
@@ -43,26 +45,51 @@ bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
   handshake_.reset();
   connected_ = true;
   ctx_.log(PB_LOG_INFO, "rank " + std::to_string(ctx_.rank()) + " connected to " + peer_.describe() +
-                            " over " + route_ + " -> " + peerListen_->str());
+                            " over " + route_ + " -> " + peerListen_->str() + " (stripe sockets: " +
+                            std::to_string(sendLanes_.size()) + " out, " + std::to_string(receiveLanes_.size()) +
+                            " in)");
   return true;
 }
 
-void Connection::startThreads(net::Socket outbound, net::Socket inbound) {
-  outbound_ = std::move(outbound);
-  inbound_ = std::move(inbound);
-  outbound_.setNoDelay();
-  inbound_.setNoDelay();
+void Connection::startThreads(std::vector<net::Socket> outbound, std::vector<net::Socket> inbound) {
+  for (auto& s : outbound) s.setNoDelay();
+  for (auto& s : inbound) s.setNoDelay();
+  outbound_ = std::move(outbound[0]);
+  inbound_ = std::move(inbound[0]);
+  for (size_t i = 1; i < outbound.size(); ++i)
+    sendLanes_.push_back(std::make_unique<SendLane>(std::move(outbound[i]), [this] { stripesChanged(); }));
+  ReceiveLane::Hooks hooks{[this] { stripesChanged(); },
+                           [this](pb_status st, const std::string& why) { fail(st, why); }};
+  for (size_t i = 1; i < inbound.size(); ++i)
+    receiveLanes_.push_back(std::make_unique<ReceiveLane>(std::move(inbound[i]), uint32_t(i - 1),
+                                                          uint32_t(inbound.size() - 1), ctx_.regions(),
+                                                          peer_.describe(), hooks));
   sender_ = std::thread(&Connection::sendLoop, this);
   receiver_ = std::thread(&Connection::receiveLoop, this);
+}
+
+void Connection::stripesChanged() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+  }
+  receiveAvailable(false);
 }
 
 uint64_t Connection::postWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst,
                                size_t dstOffset, size_t size) {
   checkWrite(src, srcOffset, dst, dstOffset, size);
+  return post(writeOp(wire::FrameType::Write, wire::FrameType::Striped, src, srcOffset, dst, dstOffset, size));
+}
+
+Connection::Op Connection::writeOp(wire::FrameType plain, wire::FrameType striped, const LocalRegion& src,
+                                   size_t srcOffset, const RemoteRegion& dst, size_t dstOffset, size_t size) const {
   Op op;
-  op.header = {wire::kFrameMagic, uint16_t(wire::FrameType::Write), 0, 0, dst.id, dst.key, dstOffset, size};
+  op.striped = !sendLanes_.empty() && size >= stripeBytes_;
+  const auto type = uint16_t(op.striped ? striped : plain);
+  op.header = {wire::kFrameMagic, type, 0, 0, dst.id, dst.key, dstOffset, size};
   op.payload = src.base + srcOffset;
-  return post(op);
+  return op;
 }
 
 void Connection::checkWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset,
@@ -90,9 +117,8 @@ uint64_t Connection::postWriteSignal(const LocalRegion& src, size_t srcOffset, c
                                      size_t signalOffset, uint64_t value) {
   checkWrite(src, srcOffset, dst, dstOffset, size);
   checkSignalTarget(signalDst, signalOffset);
-  Op op;
-  op.header = {wire::kFrameMagic, uint16_t(wire::FrameType::WriteSignal), 0, 0, dst.id, dst.key, dstOffset, size};
-  op.payload = src.base + srcOffset;
+  Op op = writeOp(wire::FrameType::WriteSignal, wire::FrameType::StripedSignal, src, srcOffset, dst, dstOffset,
+                  size);
   op.ext = {signalDst.id, signalDst.key, signalOffset, value};
   return post(op);
 }
@@ -111,10 +137,21 @@ uint64_t Connection::post(Op op) {
   ETH_CHECK(!peerClosed_, PB_ERR_REMOTE,
             peer_.describe() + " closed the ethernet connection; nothing more can be posted to it");
   op.header.seq = ++posted_;
+  if (op.striped) postPieces(op);
   queue_.push_back(op);
   pushQueued();  // in order behind anything queued; partly, if the socket is full
   if (!queue_.empty() && (senderParked_ || !callerSends(queue_.front()))) cv_.notify_all();
   return op.header.seq;
+}
+
+void Connection::postPieces(const Op& op) {
+  const auto count = uint32_t(sendLanes_.size());
+  for (uint32_t i = 0; i < count; ++i) {
+    const wire::PieceRange range = wire::stripePiece(op.header.length, i, count);
+    SendLane::Piece piece{op.header, op.payload + range.offset, size_t(range.length)};
+    piece.header.type = uint16_t(wire::FrameType::Piece);
+    sendLanes_[i]->post(piece);
+  }
 }
 
 void Connection::progress(uint64_t* completed) {
@@ -155,6 +192,8 @@ void Connection::close() noexcept {
     // that stopped reading; both then see closing_ and exit quietly.
     outbound_.shutdownBoth();
     inbound_.shutdownBoth();
+    for (auto& lane : sendLanes_) lane->stop();
+    for (auto& lane : receiveLanes_) lane->stop();
     if (sender_.joinable()) sender_.join();
     if (receiver_.joinable()) receiver_.join();
   } catch (...) {

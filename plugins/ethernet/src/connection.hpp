@@ -1,5 +1,7 @@
-// One ethernet connection to a peer (the core's pb_conn*): two TCP sockets,
-// a send queue that posting and polling callers push with non-blocking
+// One ethernet connection to a peer (the core's pb_conn*): a TCP frame
+// stream each way (plus, with ethernet.stripe_sockets, stripe sockets that
+// carry the pieces of large writes: send_lane.hpp, receive_lane.hpp), a send
+// queue that posting and polling callers push with non-blocking
 // sends (a sender thread takes over when none polls; datapath.cpp), and a
 // receive path that applies the peer's writes/signals to our registered
 // memory, run by a receiver thread or by a caller of proxy_progress,
@@ -23,6 +25,8 @@
 #include "handshake.hpp"
 #include "memory.hpp"
 #include "net/socket.hpp"
+#include "receive_lane.hpp"
+#include "send_lane.hpp"
 #include "wire.hpp"
 
 namespace plugboard::ethernet {
@@ -77,6 +81,7 @@ class Connection {
     const char* payload = nullptr;
     wire::SignalExt ext{};  ///< WriteSignal only: the signal that follows the write.
     size_t sent = 0;  ///< Bytes of header + ext + payload already sent inline by post().
+    bool striped = false;  ///< The payload goes as pieces on the stripe sockets.
   };
   /// A final error and the status it maps to.
   struct Failure {
@@ -89,8 +94,22 @@ class Connection {
   /// Numbers op and queues it for the sender; throws the connection's
   /// failure, or PB_ERR_REMOTE once the peer sent CLOSE.
   uint64_t post(Op op);
-  /// Takes the handshake's sockets and starts both threads.
-  void startThreads(net::Socket outbound, net::Socket inbound);
+  /// Takes the handshake's sockets (frame streams first) and starts the
+  /// threads: sender, receiver, and one per stripe socket.
+  void startThreads(std::vector<net::Socket> outbound, std::vector<net::Socket> inbound);
+  /// Op for a write of size bytes: striped when stripe sockets exist and it
+  /// is at least ethernet.stripe_bytes.
+  Op writeOp(wire::FrameType plain, wire::FrameType striped, const LocalRegion& src, size_t srcOffset,
+             const RemoteRegion& dst, size_t dstOffset, size_t size) const;
+  /// With mu_ held: queues a striped op's pieces, one per stripe socket.
+  void postPieces(const Op& op);
+  /// With mu_ held (lock): waits until every stripe socket has sent its
+  /// piece of write seq. False when free() began meanwhile; throws a stripe
+  /// socket's NetError.
+  bool waitForPieces(std::unique_lock<std::mutex>& lock, uint64_t seq);
+  /// Stripe sockets' news: wakes the sender (pieces sent) and runs the
+  /// receive path (pieces landed).
+  void stripesChanged();
   /// Lets the sender finish its frame and send CLOSE (bounded wait), then
   /// shuts both sockets down and joins both threads. Never throws or hangs.
   void close() noexcept;
@@ -113,7 +132,7 @@ class Connection {
   /// the sender thread is to send (never blocks).
   void pushQueued();
   /// True when op is small enough for posting and polling threads to send.
-  bool callerSends(const Op& op) const { return op.header.length <= callerSendBytes_; }
+  bool callerSends(const Op& op) const { return !op.striped && op.header.length <= callerSendBytes_; }
   /// iov for the unsent part of op's frame; header bytes go to headerBuf.
   /// Returns the number of iov entries used.
   size_t frameIov(const Op& op, uint8_t* headerBuf, iovec iov[2]) const;
@@ -130,7 +149,7 @@ class Connection {
   void markDone(bool& flag);
 
   /// Which part of a frame the receive path expects next.
-  enum class RxPhase { Header, Ext, Payload };
+  enum class RxPhase { Header, Ext, Payload, Pieces };
   /// What one receive step did.
   enum class RxStep { Waiting, Moved, Ended };
   /// The receive path's position in the stream (rxMu_ only). Bytes are read
@@ -168,6 +187,14 @@ class Connection {
   bool headerReceived(const uint8_t* bytes);
   /// Checks the destination of the current frame's payload.
   void startWrite();
+  /// Checks the destination of a striped write; its pieces come next.
+  void startStriped();
+  /// True once every stripe socket delivered its piece of the current
+  /// striped write (checked against its header; throws on a mismatch).
+  bool piecesLanded();
+  /// Throws a bad message unless the current frame's destination region
+  /// holds its whole write.
+  void checkDestination();
   /// The payload is in: applies a WriteSignal's signal.
   void finishWrite();
   /// Throws Error(PB_ERR_REMOTE, "bad message from <peer>: what").
@@ -185,6 +212,10 @@ class Connection {
 
   net::Socket outbound_;
   net::Socket inbound_;
+  std::vector<std::unique_ptr<SendLane>> sendLanes_;        // our stripe sockets
+  std::vector<std::unique_ptr<ReceiveLane>> receiveLanes_;  // the peer's
+  uint32_t stripeSockets_ = 0;                               // ethernet.stripe_sockets
+  size_t stripeBytes_ = SIZE_MAX;                            // ethernet.stripe_bytes
   std::thread sender_;
   std::thread receiver_;
   bool connected_ = false;

@@ -19,6 +19,9 @@ namespace plugboard::ethernet {
 /// can_connect's cost for a reachable peer (lower is better): a fallback,
 /// worse than in-host paths such as cudaipc (~10) or RDMA.
 constexpr int kConnectCost = 100;
+/// Most stripe sockets a connection may open (ethernet.stripe_sockets) or
+/// a peer may announce.
+constexpr uint32_t kMaxStripes = 16;
 
 /// Resolved values of the plugin's settings (see Context::declareSettings).
 struct Settings {
@@ -27,6 +30,11 @@ struct Settings {
   /// Largest frame a posting or polling thread sends itself; larger ones go
   /// to the connection's sender thread. SIZE_MAX: every frame.
   size_t callerSendBytes = SIZE_MAX;
+  /// Extra sockets per connection that carry the pieces of large writes; 0:
+  /// every byte on the one frame stream.
+  uint32_t stripeSockets = 0;
+  /// Smallest write cut into pieces over the stripe sockets.
+  size_t stripeBytes = 512 * 1024;
 };
 
 /// The far end of a connection (the adapter's).

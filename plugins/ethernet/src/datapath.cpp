@@ -62,8 +62,30 @@ bool Connection::senderStep() {
   outbound_.waitWritable(net::Deadline::after(std::chrono::milliseconds(1)));
   if (!sendPiece(op)) return true;
   lock.lock();
+  if (op.striped && !waitForPieces(lock, op.header.seq)) return false;
   completeFront();
   return true;
+}
+
+bool Connection::waitForPieces(std::unique_lock<std::mutex>& lock, uint64_t seq) {
+  // Completion is in posting order, and a striped write is complete once
+  // its frame and every piece are out, so the frames behind it wait here.
+  // Their receiver could not apply them earlier anyway.
+  auto allSent = [&] {
+    for (const auto& lane : sendLanes_)
+      if (lane->sentSeq() < seq) return false;
+    return true;
+  };
+  for (;;) {
+    if (closing_) {
+      queue_.pop_front();  // its frame is out: CLOSE may follow it directly
+      return false;
+    }
+    if (allSent()) return true;
+    for (const auto& lane : sendLanes_)
+      if (auto failure = lane->failure()) throw net::NetError(failure->kind(), std::string("stripe socket: ") + failure->what());
+    cv_.wait(lock);
+  }
 }
 
 void Connection::sendCloseFrame() {
@@ -87,12 +109,13 @@ size_t Connection::frameIov(const Op& op, uint8_t* headerBuf, iovec iov[2]) cons
   // source (no staging copy, whatever the size), all in one sendmsg.
   op.header.encode(headerBuf);
   size_t prefix = wire::FrameHeader::kSize;
-  bool fused = op.header.type == uint16_t(wire::FrameType::WriteSignal);
+  const auto type = wire::FrameType(op.header.type);
+  bool fused = type == wire::FrameType::WriteSignal || type == wire::FrameType::StripedSignal;
   if (fused) {
     op.ext.encode(headerBuf + prefix);
     prefix += wire::SignalExt::kSize;
   }
-  bool hasPayload = (fused || op.header.type == uint16_t(wire::FrameType::Write)) && op.header.length > 0;
+  bool hasPayload = (type == wire::FrameType::Write || type == wire::FrameType::WriteSignal) && op.header.length > 0;
   iov[0] = {headerBuf, prefix};
   iov[1] = {const_cast<char*>(op.payload), hasPayload ? op.header.length : 0};
   size_t skip = op.sent, first = 0;

@@ -64,15 +64,14 @@ net::SockAddr decodeAddress(const void* data, size_t len, const PeerInfo& peer) 
   return addr;
 }
 
-Handshake::Handshake(net::Socket listener, int selfRank, PeerInfo peer, int bufferBytes,
+Handshake::Handshake(net::Socket listener, int selfRank, PeerInfo peer, int bufferBytes, uint32_t stripes,
                      std::function<void(const std::string&)> warn)
     : listener_(std::move(listener)),
       selfRank_(selfRank),
       peer_(std::move(peer)),
       bufferBytes_(bufferBytes),
-      warn_(std::move(warn)) {
-  wire::Hello{wire::kHelloMagic, wire::kVersion, selfRank_, peer_.rank}.encode(helloOut_);
-}
+      stripes_(stripes),
+      warn_(std::move(warn)) {}
 
 std::string Handshake::who() const {
   return "ethernet set-up of rank " + std::to_string(selfRank_) + " with " + peer_.describe();
@@ -100,11 +99,20 @@ void Handshake::connectFailed(const net::SockAddr& peerListen, const std::string
 }
 
 bool Handshake::stepOutbound(const net::SockAddr& peerListen) {
-  if (helloSent_ == sizeof(helloOut_)) return true;
-  if (!outbound_.valid()) {
+  while (outbound_.size() < size_t(stripes_) + 1) {
+    if (!stepOneOutbound(peerListen)) return false;
+    outbound_.push_back(std::move(connecting_));
+    outConnected_ = false;
+    helloSent_ = 0;
+  }
+  return true;
+}
+
+bool Handshake::stepOneOutbound(const net::SockAddr& peerListen) {
+  if (!connecting_.valid()) {
     if (std::chrono::steady_clock::now() < nextAttempt_) return false;
     try {
-      outbound_ = net::Socket::beginConnect(peerListen, bufferBytes_);
+      connecting_ = net::Socket::beginConnect(peerListen, bufferBytes_);
     } catch (const net::NetError& e) {
       if (e.kind() != net::NetErrorKind::Invalid) throw;
       connectFailed(peerListen, e.what());
@@ -113,44 +121,67 @@ bool Handshake::stepOutbound(const net::SockAddr& peerListen) {
   }
   if (!outConnected_) {
     try {
-      outConnected_ = outbound_.connectFinished();
+      outConnected_ = connecting_.connectFinished();
     } catch (const net::NetError& e) {
       if (e.kind() != net::NetErrorKind::Invalid) throw;
-      outbound_ = net::Socket();  // Refused or unreachable: retry.
+      connecting_ = net::Socket();  // Refused or unreachable: retry.
       connectFailed(peerListen, e.what());
       return false;
     }
     if (!outConnected_) return false;
+    wire::Hello{wire::kHelloMagic, wire::kVersion, selfRank_, peer_.rank, uint32_t(outbound_.size()), stripes_}
+        .encode(helloOut_);
   }
-  helloSent_ += outbound_.sendSome(helloOut_ + helloSent_, sizeof(helloOut_) - helloSent_);
+  helloSent_ += connecting_.sendSome(helloOut_ + helloSent_, sizeof(helloOut_) - helloSent_);
   return helloSent_ == sizeof(helloOut_);
 }
 
 bool Handshake::stepInbound() {
-  if (!inbound_.valid()) {
-    inbound_ = listener_.tryAccept();
-    if (!inbound_.valid()) return false;
-    listener_ = net::Socket();  // One peer per listener: stop accepting.
+  for (;;) {
+    bool expectMore = inbound_.empty() || inboundFiled_ + greetings_.size() < inbound_.size();
+    if (!expectMore || !listener_.valid()) break;
+    net::Socket accepted = listener_.tryAccept();
+    if (!accepted.valid()) break;
+    greetings_.push_back(Greeting{std::move(accepted)});
   }
-  if (helloReceived_ < sizeof(helloIn_))
-    helloReceived_ += inbound_.recvSome(helloIn_ + helloReceived_, sizeof(helloIn_) - helloReceived_);
-  if (helloReceived_ < sizeof(helloIn_)) return false;
-  checkHello();
-  return true;
+  for (size_t i = 0; i < greetings_.size();) {
+    Greeting& g = greetings_[i];
+    g.received += g.socket.recvSome(g.hello + g.received, sizeof(g.hello) - g.received);
+    if (g.received < sizeof(g.hello)) {
+      ++i;
+      continue;
+    }
+    acceptGreeting(g);
+    greetings_.erase(greetings_.begin() + i);
+  }
+  bool done = !inbound_.empty() && inboundFiled_ == inbound_.size();
+  if (done) listener_ = net::Socket();  // Every socket of the peer is in: stop accepting.
+  return done;
 }
 
-void Handshake::checkHello() const {
-  auto hello = wire::Hello::decode(helloIn_);
+void Handshake::acceptGreeting(Greeting& greeting) {
+  auto hello = wire::Hello::decode(greeting.hello);
   ETH_CHECK(hello.magic == wire::kHelloMagic, PB_ERR_REMOTE,
-            who() + ": the inbound connection did not start with an ethernet hello (bad magic); "
+            who() + ": an inbound connection did not start with an ethernet hello (bad magic); "
                     "something other than the peer connected to our port");
   ETH_CHECK(hello.version == wire::kVersion, PB_ERR_REMOTE,
             who() + ": the peer speaks wire version " + std::to_string(hello.version) + ", we speak " +
-                std::to_string(wire::kVersion));
+                std::to_string(wire::kVersion) + " (mixed plugin versions?)");
   ETH_CHECK(hello.fromRank == peer_.rank && hello.toRank == selfRank_, PB_ERR_REMOTE,
             who() + ": the inbound connection is from rank " + std::to_string(hello.fromRank) + " for rank " +
                 std::to_string(hello.toRank) + ", expected rank " + std::to_string(peer_.rank) + " for rank " +
                 std::to_string(selfRank_));
+  ETH_CHECK(hello.stripes <= kMaxStripes, PB_ERR_REMOTE,
+            who() + ": the peer announces " + std::to_string(hello.stripes) + " stripe sockets (at most " +
+                std::to_string(kMaxStripes) + ")");
+  if (inbound_.empty()) inbound_.resize(size_t(hello.stripes) + 1);
+  ETH_CHECK(hello.stripes + 1 == inbound_.size(), PB_ERR_REMOTE,
+            who() + ": the peer's sockets disagree on its stripe count (" + std::to_string(hello.stripes) +
+                " vs " + std::to_string(inbound_.size() - 1) + ")");
+  ETH_CHECK(hello.socket < inbound_.size() && !inbound_[hello.socket].valid(), PB_ERR_REMOTE,
+            who() + ": the peer greeted socket " + std::to_string(hello.socket) + " twice or out of range");
+  inbound_[hello.socket] = std::move(greeting.socket);
+  ++inboundFiled_;
 }
 
 }  // namespace plugboard::ethernet

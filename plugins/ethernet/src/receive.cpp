@@ -103,13 +103,21 @@ bool Connection::receiveAvailable(bool tryOnly) {
 Connection::RxStep Connection::receiveStep() {
   RxState& r = rx_;
   if (r.phase == RxPhase::Payload) return receivePayload();
+  if (r.phase == RxPhase::Pieces) {
+    if (!piecesLanded()) return RxStep::Waiting;
+    finishWrite();
+    return RxStep::Moved;
+  }
   const size_t want = r.phase == RxPhase::Header ? wire::FrameHeader::kSize : wire::SignalExt::kSize;
   if (r.end - r.begin < want) return fillReadAhead() ? RxStep::Moved : RxStep::Waiting;
   const uint8_t* bytes = r.buf.data() + r.begin;
   r.begin += want;
   if (r.phase == RxPhase::Ext) {
     r.ext = wire::SignalExt::decode(bytes);
-    startWrite();
+    if (r.header.type == uint16_t(wire::FrameType::StripedSignal))
+      startStriped();
+    else
+      startWrite();
     return RxStep::Moved;
   }
   return headerReceived(bytes) ? RxStep::Moved : RxStep::Ended;
@@ -169,17 +177,19 @@ bool Connection::headerReceived(const uint8_t* bytes) {
     startWrite();
   } else if (h.type == uint16_t(wire::FrameType::Signal)) {
     applySignalTo(h.region, h.key, h.offset, h.length);
-  } else if (h.type == uint16_t(wire::FrameType::WriteSignal)) {
-    r.phase = RxPhase::Ext;  // the signal's target, then the payload
+  } else if (h.type == uint16_t(wire::FrameType::WriteSignal) ||
+             h.type == uint16_t(wire::FrameType::StripedSignal)) {
+    r.phase = RxPhase::Ext;  // the signal's target, then the payload or the pieces
+  } else if (h.type == uint16_t(wire::FrameType::Striped)) {
+    startStriped();
   } else {
     badMessage("unknown frame type " + std::to_string(h.type));
   }
   return true;
 }
 
-void Connection::startWrite() {
-  RxState& r = rx_;
-  const wire::FrameHeader& h = r.header;
+void Connection::checkDestination() {
+  const wire::FrameHeader& h = rx_.header;
   auto pin = ctx_.regions().pin(h.region, h.key);
   LocalRegion* region = pin.get();
   if (!region)
@@ -188,15 +198,55 @@ void Connection::startWrite() {
   if (!rangeFits(h.offset, h.length, region->size))
     badMessage("write of " + std::to_string(h.length) + " bytes at offset " + std::to_string(h.offset) +
                " overruns region " + std::to_string(h.region) + " of " + std::to_string(region->size) + " bytes");
+}
+
+void Connection::startWrite() {
+  RxState& r = rx_;
+  const wire::FrameHeader& h = r.header;
+  checkDestination();
   r.done = 0;
   r.phase = RxPhase::Payload;
   if (h.length == 0) finishWrite();
 }
 
+void Connection::startStriped() {
+  if (receiveLanes_.empty())
+    badMessage("striped write of seq " + std::to_string(rx_.header.seq) + ", but the peer opened no stripe sockets");
+  checkDestination();
+  rx_.phase = RxPhase::Pieces;
+}
+
+bool Connection::piecesLanded() {
+  const wire::FrameHeader& h = rx_.header;
+  for (size_t i = 0; i < receiveLanes_.size(); ++i) {
+    ReceiveLane& lane = *receiveLanes_[i];
+    // ended() before front(): a piece that landed just before the end counts.
+    const bool ended = lane.ended();
+    auto piece = lane.front();
+    if (!piece) {
+      if (ended)
+        badMessage("stripe socket " + std::to_string(i + 1) + " ended before its piece of write seq " +
+                   std::to_string(h.seq) + " arrived");
+      return false;
+    }
+    if (piece->seq != h.seq || piece->region != h.region || piece->key != h.key || piece->offset != h.offset ||
+        piece->length != h.length)
+      badMessage("stripe socket " + std::to_string(i + 1) + " delivered a piece of write seq " +
+                 std::to_string(piece->seq) + " (region " + std::to_string(piece->region) + ", offset " +
+                 std::to_string(piece->offset) + ", " + std::to_string(piece->length) +
+                 " bytes) where the frame stream expects write seq " + std::to_string(h.seq) + " (region " +
+                 std::to_string(h.region) + ", offset " + std::to_string(h.offset) + ", " +
+                 std::to_string(h.length) + " bytes)");
+  }
+  for (auto& lane : receiveLanes_) lane->pop();
+  return true;
+}
+
 void Connection::finishWrite() {
   RxState& r = rx_;
   r.phase = RxPhase::Header;
-  if (r.header.type == uint16_t(wire::FrameType::WriteSignal))
+  if (r.header.type == uint16_t(wire::FrameType::WriteSignal) ||
+      r.header.type == uint16_t(wire::FrameType::StripedSignal))
     applySignalTo(r.ext.region, r.ext.key, r.ext.offset, r.ext.value);
 }
 

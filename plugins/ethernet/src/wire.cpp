@@ -1,5 +1,6 @@
 #include "wire.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace plugboard::ethernet::wire {
@@ -29,11 +30,20 @@ void Hello::encode(uint8_t* out) const {
   storeLE(out + 4, version);
   storeLE(out + 8, fromRank);
   storeLE(out + 12, toRank);
+  storeLE(out + 16, socket);
+  storeLE(out + 20, stripes);
 }
 
 Hello Hello::decode(const uint8_t* in) {
-  return Hello{loadLE<uint32_t>(in), loadLE<uint32_t>(in + 4), loadLE<int32_t>(in + 8),
-               loadLE<int32_t>(in + 12)};
+  return Hello{loadLE<uint32_t>(in),      loadLE<uint32_t>(in + 4),  loadLE<int32_t>(in + 8),
+               loadLE<int32_t>(in + 12), loadLE<uint32_t>(in + 16), loadLE<uint32_t>(in + 20)};
+}
+
+PieceRange stripePiece(uint64_t length, uint32_t index, uint32_t count) {
+  constexpr uint64_t kAlign = 4096;
+  const uint64_t part = ((length + count - 1) / count + kAlign - 1) / kAlign * kAlign;
+  const uint64_t begin = std::min(length, part * index);
+  return PieceRange{begin, std::min(length, begin + part) - begin};
 }
 
 void FrameHeader::encode(uint8_t* out) const {

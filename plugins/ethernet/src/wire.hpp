@@ -13,7 +13,7 @@
 namespace plugboard::ethernet::wire {
 
 /// Format version shared by every layout below; bumped on any change.
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 /// "PBEA": address blob from setup().
 constexpr uint32_t kAddressMagic = 0x41454250;
 /// "PBEH": hello sent first on each new socket.
@@ -45,15 +45,20 @@ struct AddressBlob {
 };
 static_assert(sizeof(AddressBlob) == AddressBlob::kSize, "AddressBlob layout changed");
 
-/// First bytes sent on an outbound socket, so the acceptor knows it is the
-/// expected peer. 16 bytes: magic u32 | version u32 | from_rank i32 | to_rank i32.
+/// First bytes sent on each outbound socket, so the acceptor knows it is the
+/// expected peer and which of the sender's sockets it is. 24 bytes:
+/// magic u32 | version u32 | from_rank i32 | to_rank i32 | socket u32 (0:
+/// the frame stream, 1..stripes: a stripe socket) | stripes u32 (how many
+/// stripe sockets the sender opens; the same on each of its sockets).
 struct Hello {
   uint32_t magic;
   uint32_t version;
   int32_t fromRank;
   int32_t toRank;
+  uint32_t socket;
+  uint32_t stripes;
 
-  static constexpr size_t kSize = 16;
+  static constexpr size_t kSize = 24;
   /// Writes the 16-byte wire form to out.
   void encode(uint8_t* out) const;
   /// Reads the wire form.
@@ -66,9 +71,26 @@ enum class FrameType : uint16_t {
   Write = 1,   ///< length payload bytes follow; store them at region+offset.
   Signal = 2,  ///< Atomically add length (the value) to the u64 at region+offset.
   Close = 3,   ///< Orderly close: the sender posts nothing more.
-  WriteSignal = 4  ///< A Write whose payload is preceded by a SignalExt: apply
-                   ///< the write, then the signal it describes.
+  WriteSignal = 4,  ///< A Write whose payload is preceded by a SignalExt: apply
+                    ///< the write, then the signal it describes.
+  Striped = 5,        ///< A Write whose payload travels as one Piece on each
+                      ///< stripe socket; no payload on the frame stream.
+  StripedSignal = 6,  ///< Striped, preceded by a SignalExt applied once every
+                      ///< piece has landed.
+  Piece = 7           ///< Stripe sockets only: offset and length are the whole
+                      ///< write's; the payload is this socket's piece of it.
 };
+
+/// Part of a striped write one stripe socket carries.
+struct PieceRange {
+  uint64_t offset;  ///< From the start of the write.
+  uint64_t length;
+};
+
+/// Piece `index` (0-based) of a write of `length` bytes cut over `count`
+/// stripe sockets: equal 4 KiB-aligned parts, the last one shorter (a part
+/// may be empty when length is small). Both ends compute it.
+PieceRange stripePiece(uint64_t length, uint32_t index, uint32_t count);
 
 /// What follows the header of a WriteSignal frame, before its payload.
 /// 32 bytes: region u64 | key u64 | offset u64 | value u64.
