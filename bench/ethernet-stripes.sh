@@ -7,7 +7,9 @@
 #    (0 2 4 8), allreduce and allgather, MIN_BYTES..MAX_BYTES (256K..256M);
 #  - GPU buffers, where there are at least 2 GPUs: allreduce over ethernet
 #    with stripes 0 and 4 beside NCCL's socket transport (default sockets,
-#    and 4 threads x 2 sockets), same processes.
+#    and 4 threads x 2 sockets), same processes. GPU_RUNS replaces that
+#    list: "name|stripes|extra environment" entries separated by %.
+# PEERS=0 skips the run-host-bench.sh runs.
 #   bash bench/ethernet-stripes.sh <build-dir> <out-dir>
 # Every run's output goes under <out-dir>; a line per run says its result.
 set -u
@@ -23,10 +25,10 @@ export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
 note() { echo "$1 rc=$2 ($(( SECONDS - t0 )) s)"; }
 for n in ${NRANKS_LIST:-2 4 8}; do
   t0=$SECONDS
-  SKIP_DEPS=1 NO_BUILD=1 PLUGBOARD_BUILD_DIR="$build" PLUGBOARD_COMMIT="${RUN_COMMIT:-}" NRANKS=$n \
+  [ "${PEERS:-1}" = 1 ] && SKIP_DEPS=1 NO_BUILD=1 PLUGBOARD_BUILD_DIR="$build" PLUGBOARD_COMMIT="${RUN_COMMIT:-}" NRANKS=$n \
     MIN_BYTES=$min MAX_BYTES=$max ITERS=10 WARMUP=2 OUT_DIR="$out/peers-$n" \
     bash bench/run-host-bench.sh > "$out/peers-$n.log" 2>&1
-  note "peers n=$n" $?
+  [ "${PEERS:-1}" = 1 ] && note "peers n=$n" $?
   for s in ${STRIPES_LIST:-0 2 4 8}; do
     for c in allreduce allgather; do
       t0=$SECONDS
@@ -39,7 +41,9 @@ for n in ${NRANKS_LIST:-2 4 8}; do
 done
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$ngpu" -ge 2 ]; then
-  for v in "s0|0|" "s4|4|" "s4-nccl4x2|4|NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=2"; do
+  gpu_runs=("s0|0|" "s4|4|" "s4-nccl4x2|4|NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=2")
+  [ -n "${GPU_RUNS:-}" ] && IFS=% read -r -a gpu_runs <<< "$GPU_RUNS"
+  for v in "${gpu_runs[@]}"; do
     IFS='|' read -r name s ncclenv <<< "$v"
     t0=$SECONDS
     env $ncclenv PLUGBOARD_TRANSPORTS=ethernet PLUGBOARD_ETHERNET_STRIPE_SOCKETS=$s NCCL_P2P_DISABLE=1 \
