@@ -28,7 +28,7 @@ constexpr unsigned kFewCores = 4;
 constexpr size_t kManyCoresCallerSend = 64 * 1024;
 /// stripe_sockets = auto on more than kFewCores cores: each stripe socket
 /// adds a sending and a receiving thread per connection, which pay only
-/// where cores are free to run them (docs/perf/2026-11-27-ethernet-stripes.md).
+/// where cores are free to run them (docs/perf/2026-11-26-ethernet-stripes.md).
 constexpr uint32_t kManyCoresStripes = 4;
 
 /// Parses a byte count in [0, max] of setting key; throws Error naming it.
@@ -97,7 +97,7 @@ void Context::declareSettings() const {
        "with its own sending and receiving thread; 0 sends every byte on the one frame stream; auto: 0 on up "
        "to 4 cores, else 4",
        1},
-      {sizeof(pb_setting_decl_v1), kStripeBytes, PB_SETTING_INT, "524288",
+      {sizeof(pb_setting_decl_v1), kStripeBytes, PB_SETTING_INT, "131072",
        "Smallest write cut into pieces over the stripe sockets (when stripe_sockets > 0)", 1},
   };
   host_.declare(decls, sizeof(decls) / sizeof(decls[0]));

@@ -34,7 +34,7 @@ struct Settings {
   /// every byte on the one frame stream.
   uint32_t stripeSockets = 0;
   /// Smallest write cut into pieces over the stripe sockets.
-  size_t stripeBytes = 512 * 1024;
+  size_t stripeBytes = 128 * 1024;
 };
 
 /// The far end of a connection (the adapter's).
