@@ -214,13 +214,19 @@ void Connection::sayGoodbye() {
                                   st));
 }
 
-void Connection::closeEndpoint() {
+void Connection::closeEndpoint(bool graceful) {
   void* req = nullptr;
   {
     std::lock_guard<std::mutex> lock(ctx_.workerMutex());
     ucp_request_param_t params{};
     params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    params.flags = UCP_EP_CLOSE_FLAG_FORCE;  // in-flight operations are abandoned (transport.h)
+    // Graceful: UCX finishes (or fails) what is in flight on the endpoint
+    // first. Forced with the peer there, UCX 1.13 crashed now and then in
+    // its TCP progress (a rendezvous receive still using the endpoint's
+    // lane); forced only when the peer is gone, where a flush cannot finish.
+    // Either way the wait below is bounded and in-flight operations count
+    // as abandoned (transport.h).
+    params.flags = graceful ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
     req = ucp_ep_close_nbx(ep_, &params);
     ep_ = nullptr;
   }
@@ -267,7 +273,7 @@ void Connection::close() noexcept {
       peerThere = haveEp && connected_ && !failure_ && epStatus_ == UCS_OK && !peerClosed();
     }
     if (peerThere) sayGoodbye();
-    if (haveEp) closeEndpoint();
+    if (haveEp) closeEndpoint(peerThere);
   } catch (...) {
     // Nothing sensible to report from a destructor path.
   }

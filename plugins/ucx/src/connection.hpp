@@ -115,9 +115,10 @@ class Connection {
   /// Stores the close marker into the peer's control word and waits (bounded)
   /// until an ep flush says it landed.
   void sayGoodbye();
-  /// Force-closes the endpoint (bounded wait), then frees requests and
+  /// Closes the endpoint, gracefully (UCX flushes it) while the peer is
+  /// there, else forced; waits a bounded time, then frees requests and
   /// keys, or leaks keys UCX may still use if the close did not finish.
-  void closeEndpoint();
+  void closeEndpoint(bool graceful);
   /// Says goodbye if the peer is still there, closes the endpoint. Never
   /// throws or hangs.
   void close() noexcept;
