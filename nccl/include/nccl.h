@@ -186,10 +186,13 @@ ncclResult_t ncclMemFree(void* ptr);
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle);
 /** Releases an ncclCommRegister handle. */
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
-/** Not served yet: returns ncclInvalidUsage (ncclGetLastError says so). */
+/** Makes op = "multiply each input by *scalar, then sum" for calls of this
+ * datatype on comm (not float8). ncclScalarHostImmediate copies the scalar
+ * now; ncclScalarDevice reads the device pointer when each call runs, so it
+ * must stay valid until ncclRedOpDestroy. */
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm);
-/** Destroys an op made by ncclRedOpCreatePreMulSum (none exist: ncclInvalidArgument). */
+/** Destroys an op made by ncclRedOpCreatePreMulSum on comm (anything else: ncclInvalidArgument). */
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm);
 
 /** Block j of sendbuff (count elements) goes to rank j; block i of recvbuff comes from rank i (NCCL 2.28). */

@@ -3,10 +3,12 @@
 // cost per call stays a few checks); inside one it is recorded.
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <utility>
 
 #include "api_util.hpp"
 #include "group.hpp"
+#include "premul_scale.hpp"
 
 using namespace plugboard;
 using namespace plugboard::ncclapi;
@@ -21,11 +23,20 @@ CallArgs checkCall(const ncclComm* comm, size_t count, int ncclType, const int* 
   if (!type) throw ApiFailure(Result::InvalidArgument, "datatype " + std::to_string(ncclType) + " is not an ncclDataType_t");
   a.type = *type;
   if (ncclOp) {
-    const auto op = toReduceOp(*ncclOp);
-    if (!op)
+    if (const auto op = toReduceOp(*ncclOp)) {
+      a.op = *op;
+    } else if (auto preMul = comm->preMulOps.find(*ncclOp)) {
+      if (preMul->type != a.type)
+        throw ApiFailure(Result::InvalidArgument,
+                         "reduction op " + std::to_string(*ncclOp) + " is a PreMulSum op made for " +
+                             dataTypeName(preMul->type) + ", and this call's datatype is " + dataTypeName(a.type));
+      a.op = ReduceOp::Sum;
+      a.preMul = preMul;
+    } else {
       throw ApiFailure(Result::InvalidArgument, "reduction op " + std::to_string(*ncclOp) +
-                                                    " is not ncclSum/Prod/Max/Min/Avg (PreMulSum ops are not served)");
-    a.op = *op;
+                                                    " is neither ncclSum/Prod/Max/Min/Avg nor a PreMulSum op alive on "
+                                                    "this communicator");
+    }
   }
   const auto bytes = byteCount(count, a.type);
   if (!bytes) throw ApiFailure(Result::InvalidArgument, "count " + std::to_string(count) + " overflows size_t in bytes");
@@ -63,6 +74,36 @@ void issueOrDefer(ncclComm* comm, cudaStream_t stream, Call&& call) {
   comm->issue(stream, call);
 }
 
+/// Queues the scaling of a PreMulSum call: dst = scalar x src, count elements.
+void preMulScale(void* dst, const void* src, size_t count, const PreMulSum& op, cudaStream_t stream) {
+  const cudaError_t e = launchPreMulScale(dst, src, count, op, stream);
+  if (e != cudaSuccess)
+    throw ApiFailure(Result::UnhandledCudaError, std::string("PreMulSum scaling kernel: ") + cudaGetErrorString(e));
+}
+
+/// Runs body(scaled) with scaled = a stream-ordered scratch copy of src x
+/// op's scalar (count elements of `bytes` in all), freed after body's work
+/// on the stream (graph-capturable: cudaMallocAsync / cudaFreeAsync).
+template <typename Body>
+void withScaledCopy(const void* src, size_t count, size_t bytes, const PreMulSum& op, cudaStream_t stream,
+                    Body&& body) {
+  void* scaled = nullptr;
+  cudaError_t e = cudaMallocAsync(&scaled, bytes ? bytes : 1, stream);
+  if (e != cudaSuccess)
+    throw ApiFailure(Result::UnhandledCudaError, "PreMulSum scratch of " + std::to_string(bytes) +
+                                                     " bytes: cudaMallocAsync: " + cudaGetErrorString(e));
+  try {
+    preMulScale(scaled, src, count, op, stream);
+    body(static_cast<const void*>(scaled));
+  } catch (...) {
+    cudaFreeAsync(scaled, stream);
+    throw;
+  }
+  e = cudaFreeAsync(scaled, stream);
+  if (e != cudaSuccess)
+    throw ApiFailure(Result::UnhandledCudaError, std::string("PreMulSum scratch: cudaFreeAsync: ") + cudaGetErrorString(e));
+}
+
 /// Records a send or receive; outside a group it is a group of one.
 void recordP2P(ncclComm* comm, bool isSend, void* buf, size_t bytes, int peer, cudaStream_t stream) {
   Group& g = Group::current();
@@ -80,7 +121,11 @@ PB_NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
   return guarded("ncclAllReduce", [&] {
     const int o = op;
     const CallArgs a = checkSymmetric(comm, count, datatype, &o, sendbuff, recvbuff);
-    issueOrDefer(comm, stream, [=] { comm->gpu->allReduce(sendbuff, recvbuff, count, a.type, a.op, stream); });
+    issueOrDefer(comm, stream, [=] {
+      if (!a.preMul) return comm->gpu->allReduce(sendbuff, recvbuff, count, a.type, a.op, stream);
+      preMulScale(recvbuff, sendbuff, count, *a.preMul, stream);  // recvbuff holds count elements too
+      comm->gpu->allReduce(recvbuff, recvbuff, count, a.type, a.op, stream);
+    });
   });
 }
 
@@ -106,7 +151,12 @@ PB_NCCL_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t
     const CallArgs a = checkCall(comm, count, datatype, &o, root, "root");
     requireBuffer(sendbuff, "sendbuff", count);
     if (comm->rank() == root) requireBuffer(recvbuff, "recvbuff", count);
-    issueOrDefer(comm, stream, [=] { comm->gpu->reduce(sendbuff, recvbuff, count, a.type, a.op, root, stream); });
+    issueOrDefer(comm, stream, [=] {
+      if (!a.preMul) return comm->gpu->reduce(sendbuff, recvbuff, count, a.type, a.op, root, stream);
+      withScaledCopy(sendbuff, count, a.bytes, *a.preMul, stream, [&](const void* scaled) {
+        comm->gpu->reduce(scaled, recvbuff, count, a.type, a.op, root, stream);
+      });
+    });
   });
 }
 
@@ -124,7 +174,13 @@ PB_NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
   return guarded("ncclReduceScatter", [&] {
     const int o = op;
     const CallArgs a = checkSymmetric(comm, recvcount, datatype, &o, sendbuff, recvbuff);
-    issueOrDefer(comm, stream, [=] { comm->gpu->reduceScatter(sendbuff, recvbuff, recvcount, a.type, a.op, stream); });
+    issueOrDefer(comm, stream, [=] {
+      if (!a.preMul) return comm->gpu->reduceScatter(sendbuff, recvbuff, recvcount, a.type, a.op, stream);
+      const size_t n = static_cast<size_t>(comm->size());  // recvcount x n cannot overflow: bytes x n is a real buffer
+      withScaledCopy(sendbuff, recvcount * n, a.bytes * n, *a.preMul, stream, [&](const void* scaled) {
+        comm->gpu->reduceScatter(scaled, recvbuff, recvcount, a.type, a.op, stream);
+      });
+    });
   });
 }
 
@@ -206,21 +262,44 @@ PB_NCCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle)
   });
 }
 
-PB_NCCL_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void*, ncclDataType_t, ncclScalarResidence_t,
-                                                  ncclComm_t comm) {
+PB_NCCL_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                                  ncclScalarResidence_t residence, ncclComm_t comm) {
   return guarded("ncclRedOpCreatePreMulSum", [&] {
     requireComm(comm);
     requireArg(op, "op");
-    throw ApiFailure(Result::InvalidUsage, "PreMulSum reductions are not served by Plugboard yet "
-                                           "(use ncclAvg, or ncclSum and scale)");
+    requireArg(scalar, "scalar");
+    const auto type = toDataType(datatype);
+    if (!type) throw ApiFailure(Result::InvalidArgument, "datatype " + std::to_string(datatype) + " is not an ncclDataType_t");
+    if (*type == DataType::Float8E4M3 || *type == DataType::Float8E5M2)
+      throw ApiFailure(Result::InvalidArgument, std::string("PreMulSum of ") + dataTypeName(*type) + " is not served");
+    if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
+      throw ApiFailure(Result::InvalidArgument, "residence " + std::to_string(residence) +
+                                                    " is neither ncclScalarDevice nor ncclScalarHostImmediate");
+    PreMulSum made;
+    made.type = *type;
+    made.scalarOnDevice = residence == ncclScalarDevice;
+    if (made.scalarOnDevice)
+      made.deviceScalar = scalar;  // read by each call's kernel: must stay valid until ncclRedOpDestroy (NCCL's rule)
+    else
+      std::memcpy(made.hostValue.data(), scalar, dataTypeSize(*type));
+    const auto id = comm->preMulOps.add(made);
+    if (!id)
+      throw ApiFailure(Result::InvalidUsage, std::to_string(PreMulSumOps::kMaxOps) +
+                                                 " PreMulSum ops are alive on this communicator; destroy some first");
+    *op = static_cast<ncclRedOp_t>(*id);
   });
 }
 
 PB_NCCL_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   return guarded("ncclRedOpDestroy", [&] {
     requireComm(comm);
-    throw ApiFailure(Result::InvalidArgument, "op " + std::to_string(static_cast<int>(op)) +
-                                                  " was not made by ncclRedOpCreatePreMulSum");
+    const int id = static_cast<int>(op);
+    if (toReduceOp(id))
+      throw ApiFailure(Result::InvalidArgument, "op " + std::to_string(id) + " is a built-in op, not one made by "
+                                                                            "ncclRedOpCreatePreMulSum");
+    if (!comm->preMulOps.remove(id))
+      throw ApiFailure(Result::InvalidArgument, "op " + std::to_string(id) + " is not a PreMulSum op alive on this "
+                                                                            "communicator (never made, or destroyed)");
   });
 }
 

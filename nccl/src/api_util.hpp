@@ -24,6 +24,8 @@ struct CallArgs {
   DataType type = DataType::Uint8;
   ReduceOp op = ReduceOp::Sum;
   size_t bytes = 0;  ///< count x element size (per rank block where the call has blocks)
+  /// A PreMulSum op's scaling (then op is Sum).
+  std::optional<PreMulSum> preMul;
 };
 
 /// Checks type, op (when reducing), count overflow and root/peer (when

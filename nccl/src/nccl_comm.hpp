@@ -10,6 +10,7 @@
 #include "plugboard/bootstrap.hpp"
 #include "plugboard/communicator.hpp"
 #include "plugboard/gpu/collectives.hpp"
+#include "premul_sum_ops.hpp"
 
 /// The opaque type behind ncclComm_t (global namespace, as nccl.h declares it).
 struct ncclComm {
@@ -45,6 +46,8 @@ struct ncclComm {
   std::shared_ptr<plugboard::TcpBootstrap> bootstrap;
   std::unique_ptr<plugboard::Communicator> comm;
   std::unique_ptr<plugboard::GpuCollectives> gpu;
+  /// Ops made by ncclRedOpCreatePreMulSum on this comm.
+  plugboard::ncclapi::PreMulSumOps preMulOps;
 
  private:
   /// Makes `device` current for its lifetime, then restores the caller's.

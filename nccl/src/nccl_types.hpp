@@ -30,8 +30,8 @@ struct ApiError {
 
 /// Plugboard's type for an ncclDataType_t value; nullopt outside 0..11.
 std::optional<DataType> toDataType(int ncclType);
-/// Plugboard's op for an ncclRedOp_t value; nullopt for anything else
-/// (including PreMulSum ops, which this library does not make).
+/// Plugboard's op for a built-in ncclRedOp_t value; nullopt for anything
+/// else (PreMulSum ops are a communicator's: premul_sum_ops.hpp).
 std::optional<ReduceOp> toReduceOp(int ncclOp);
 
 /// count elements of type as bytes; nullopt when the product overflows size_t.

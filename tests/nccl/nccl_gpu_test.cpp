@@ -256,8 +256,18 @@ TEST(NcclApiGpu, ArgumentErrorsReturnNcclsCodesAndQueriesAnswer) {
     expectResult(ncclAllReduce(a.p, a.p, SIZE_MAX / 2, ncclFloat, ncclSum, comm, s), ncclInvalidArgument, "overflows");
     ncclRedOp_t op;
     float scalar = 2;
-    expectResult(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, comm), ncclInvalidUsage,
-                 "PreMulSum");
+    expectResult(ncclRedOpCreatePreMulSum(&op, nullptr, ncclFloat, ncclScalarHostImmediate, comm),
+                 ncclInvalidArgument, "scalar is NULL");
+    expectResult(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, static_cast<ncclScalarResidence_t>(7), comm),
+                 ncclInvalidArgument, "residence 7");
+    NCCL_OK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclHalf, ncclScalarHostImmediate, comm));
+    expectResult(ncclAllReduce(a.p, a.p, 4, ncclFloat, op, comm, s), ncclInvalidArgument,
+                 "is a PreMulSum op made for float16, and this call's datatype is float32");
+    NCCL_OK(ncclRedOpDestroy(op, comm));
+    expectResult(ncclRedOpDestroy(op, comm), ncclInvalidArgument, "is not a PreMulSum op alive on this communicator");
+    expectResult(ncclAllReduce(a.p, a.p, 4, ncclHalf, op, comm, s), ncclInvalidArgument,
+                 "neither ncclSum/Prod/Max/Min/Avg nor a PreMulSum op");
+    expectResult(ncclRedOpDestroy(ncclSum, comm), ncclInvalidArgument, "is a built-in op");
     int count = 0, me = -1, dev = -1, cur = -2;
     NCCL_OK(ncclCommCount(comm, &count));
     NCCL_OK(ncclCommUserRank(comm, &me));
@@ -273,6 +283,70 @@ TEST(NcclApiGpu, ArgumentErrorsReturnNcclsCodesAndQueriesAnswer) {
     // After the errors the communicator still works.
     collectives(comm, rank, n, s, 7);
   });
+}
+
+/// PreMulSum ops (host and device scalars; float, half, int32) in allreduce
+/// (out of place and in place), reducescatter and reduce: each input times
+/// the scalar, then summed. Inputs and scalars keep every value exact.
+void preMulSums(ncclComm_t comm, int rank, int n, cudaStream_t s, size_t count) {
+  const std::string tag = "rank " + std::to_string(rank) + " count " + std::to_string(count) + ": ";
+  std::vector<float> mine(count), all(n * count);
+  for (size_t i = 0; i < count; ++i) mine[i] = in(rank, i);
+  for (size_t j = 0; j < n * count; ++j) all[j] = in(rank, j);
+  Dev<float> a(count), b(count), big(n * count), scalarOnDevice(1);
+  scalarOnDevice.put({0.25f});
+  float half = 0.5f;
+  ncclRedOp_t byHalf, byQuarter;
+  NCCL_OK(ncclRedOpCreatePreMulSum(&byHalf, &half, ncclFloat, ncclScalarHostImmediate, comm));
+  half = 99;  // copied at creation: later changes do not count
+  NCCL_OK(ncclRedOpCreatePreMulSum(&byQuarter, scalarOnDevice.p, ncclFloat, ncclScalarDevice, comm));
+  auto sumTimes = [&](float k, size_t at) { float t = 0; for (int r = 0; r < n; ++r) t += k * in(r, at); return t; };
+  a.put(mine);
+  NCCL_OK(ncclAllReduce(a.p, b.p, count, ncclFloat, byHalf, comm, s));
+  sync(comm, s);
+  expectEq(b.get(), [&](size_t i) { return sumTimes(0.5f, i); }, tag + "allreduce premulsum x0.5");
+  expectEq(a.get(), [&](size_t i) { return mine[i]; }, tag + "allreduce premulsum left its input alone");
+  NCCL_OK(ncclAllReduce(a.p, a.p, count, ncclFloat, byQuarter, comm, s));
+  sync(comm, s);
+  expectEq(a.get(), [&](size_t i) { return sumTimes(0.25f, i); }, tag + "allreduce premulsum x0.25 (device scalar) in place");
+  scalarOnDevice.put({2.0f});  // a device scalar is read when the call runs
+  big.put(all);
+  NCCL_OK(ncclReduceScatter(big.p, b.p, count, ncclFloat, byQuarter, comm, s));
+  sync(comm, s);
+  expectEq(b.get(), [&](size_t i) { return sumTimes(2.0f, rank * count + i); }, tag + "reducescatter premulsum x2");
+  a.put(mine);
+  NCCL_OK(ncclReduce(a.p, b.p, count, ncclFloat, byHalf, n - 1, comm, s));
+  sync(comm, s);
+  if (rank == n - 1) expectEq(b.get(), [&](size_t i) { return sumTimes(0.5f, i); }, tag + "reduce premulsum x0.5");
+  NCCL_OK(ncclRedOpDestroy(byHalf, comm));
+  NCCL_OK(ncclRedOpDestroy(byQuarter, comm));
+  // Integers multiply exactly (wrapping as unsigned).
+  int32_t three = 3;
+  ncclRedOp_t byThree;
+  NCCL_OK(ncclRedOpCreatePreMulSum(&byThree, &three, ncclInt32, ncclScalarHostImmediate, comm));
+  std::vector<int32_t> ints(count);
+  for (size_t i = 0; i < count; ++i) ints[i] = static_cast<int32_t>(in(rank, i)) - 7;
+  Dev<int32_t> ia(count);
+  ia.put(ints);
+  NCCL_OK(ncclAllReduce(ia.p, ia.p, count, ncclInt32, byThree, comm, s));
+  sync(comm, s);
+  const std::vector<int32_t> gotInts = ia.get();
+  for (size_t i = 0; i < count; ++i) {
+    int32_t want = 0;
+    for (int r = 0; r < n; ++r) want += 3 * (static_cast<int32_t>(in(r, i)) - 7);
+    if (gotInts[i] != want)
+      throw std::runtime_error(tag + "int32 premulsum x3: element " + std::to_string(i) + " is " +
+                               std::to_string(gotInts[i]) + ", want " + std::to_string(want));
+  }
+  NCCL_OK(ncclRedOpDestroy(byThree, comm));
+}
+
+TEST(NcclApiGpu, PreMulSumScalesEveryInputBeforeTheSum) {
+  PB_REQUIRE_GPU_NO_INIT();
+  for (int n : {2, 3})
+    runNcclRanks(n, [](ncclComm_t comm, int rank, int nranks, cudaStream_t s) {
+      for (size_t count : {size_t(1), size_t(1001), size_t(300001)}) preMulSums(comm, rank, nranks, s, count);
+    });
 }
 
 // Four ranks split by parity (keys reverse the order), a fifth joins none.

@@ -13,6 +13,7 @@
 
 #include "nccl_types.hpp"
 #include "p2p_schedule.hpp"
+#include "premul_sum_ops.hpp"
 #include "plugboard/error.hpp"
 
 using namespace plugboard;
@@ -40,6 +41,25 @@ TEST(NcclTypes, OpsMapByNcclsNumbersAndPreMulSumIsRefused) {
   EXPECT_EQ(*toReduceOp(4), ReduceOp::Avg);
   EXPECT_FALSE(toReduceOp(5));       // ncclNumOps: the first PreMulSum op id
   EXPECT_FALSE(toReduceOp(0x7fffffff));
+}
+
+TEST(NcclPreMulSumOps, NumbersStartAtNcclNumOpsAndAreReusedOnceDestroyed) {
+  PreMulSumOps ops;
+  PreMulSum half;
+  half.type = DataType::Float16;
+  PreMulSum onDevice;
+  onDevice.scalarOnDevice = true;
+  EXPECT_EQ(*ops.add(half), 5);  // nccl.h's ncclNumOps
+  EXPECT_EQ(*ops.add(onDevice), 6);
+  EXPECT_EQ(*ops.add(half), 7);
+  EXPECT_EQ(ops.find(6)->scalarOnDevice, true);
+  EXPECT_EQ(ops.find(7)->type, DataType::Float16);
+  EXPECT_FALSE(ops.find(4));  // a built-in op is never a PreMulSum op
+  EXPECT_TRUE(ops.remove(6));
+  EXPECT_FALSE(ops.remove(6)) << "destroyed twice";
+  EXPECT_FALSE(ops.find(6));
+  EXPECT_EQ(*ops.add(onDevice), 6) << "the lowest free number is given out again";
+  EXPECT_EQ(ops.size(), 3u);
 }
 
 TEST(NcclTypes, ByteCountRefusesOverflow) {
