@@ -262,7 +262,7 @@ TEST(NcclApiGpu, ArgumentErrorsReturnNcclsCodesAndQueriesAnswer) {
                  ncclInvalidArgument, "residence 7");
     NCCL_OK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclHalf, ncclScalarHostImmediate, comm));
     expectResult(ncclAllReduce(a.p, a.p, 4, ncclFloat, op, comm, s), ncclInvalidArgument,
-                 "is a PreMulSum op made for float16, and this call's datatype is float32");
+                 "is a PreMulSum op made for half, and this call's datatype is float");
     NCCL_OK(ncclRedOpDestroy(op, comm));
     expectResult(ncclRedOpDestroy(op, comm), ncclInvalidArgument, "is not a PreMulSum op alive on this communicator");
     expectResult(ncclAllReduce(a.p, a.p, 4, ncclHalf, op, comm, s), ncclInvalidArgument,
