@@ -214,6 +214,15 @@ void Connection::sayGoodbye() {
                                   st));
 }
 
+void Connection::keepUntilExit(std::deque<Op>&& ops) {
+  static std::mutex mu;
+  // Never destroyed (no exit-order race with UCX) and reachable from this
+  // pointer, so leak checkers see storage kept on purpose, not lost.
+  static auto* kept = new std::vector<std::unique_ptr<std::deque<Op>>>();
+  std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::make_unique<std::deque<Op>>(std::move(ops)));
+}
+
 void Connection::closeEndpoint(bool graceful) {
   void* req = nullptr;
   {
@@ -254,7 +263,7 @@ void Connection::closeEndpoint(bool graceful) {
     if (peerControl_) peerControl_->leak();
     // Atomics in flight read their operand from the Op: keep the storage
     // (moving a deque keeps its elements where they are).
-    new std::deque<Op>(std::move(ops_));
+    keepUntilExit(std::move(ops_));
   }
   ops_.clear();
   pendingSignals_.clear();
