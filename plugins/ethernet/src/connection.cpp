@@ -57,8 +57,11 @@ void Connection::startThreads(std::vector<net::Socket> outbound, std::vector<net
   outbound_ = std::move(outbound[0]);
   inbound_ = std::move(inbound[0]);
   for (size_t i = 1; i < outbound.size(); ++i)
-    sendLanes_.push_back(std::make_unique<SendLane>(std::move(outbound[i]), [this] { stripesChanged(); }));
-  ReceiveLane::Hooks hooks{[this] { stripesChanged(); },
+    sendLanes_.push_back(std::make_unique<SendLane>(std::move(outbound[i]), [this] { pieceSent(); }));
+  // A stripe receiver that landed a piece runs the frame parser itself: the
+  // write may be complete now, and nobody else would look until more bytes
+  // arrive on the frame stream.
+  ReceiveLane::Hooks hooks{[this] { receiveAvailable(false); },
                            [this](pb_status st, const std::string& why) { fail(st, why); }};
   for (size_t i = 1; i < inbound.size(); ++i)
     receiveLanes_.push_back(std::make_unique<ReceiveLane>(std::move(inbound[i]), uint32_t(i - 1),
@@ -68,12 +71,9 @@ void Connection::startThreads(std::vector<net::Socket> outbound, std::vector<net
   receiver_ = std::thread(&Connection::receiveLoop, this);
 }
 
-void Connection::stripesChanged() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    cv_.notify_all();
-  }
-  receiveAvailable(false);
+void Connection::pieceSent() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cv_.notify_all();
 }
 
 uint64_t Connection::postWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst,

@@ -107,9 +107,9 @@ class Connection {
   /// piece of write seq. False when free() began meanwhile; throws a stripe
   /// socket's NetError.
   bool waitForPieces(std::unique_lock<std::mutex>& lock, uint64_t seq);
-  /// Stripe sockets' news: wakes the sender (pieces sent) and runs the
-  /// receive path (pieces landed).
-  void stripesChanged();
+  /// A stripe sender's news (a piece sent, or its failure): wakes the
+  /// sender thread waiting in waitForPieces.
+  void pieceSent();
   /// Lets the sender finish its frame and send CLOSE (bounded wait), then
   /// shuts both sockets down and joins both threads. Never throws or hangs.
   void close() noexcept;
