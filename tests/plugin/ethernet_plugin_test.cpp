@@ -749,6 +749,10 @@ TEST_F(EthernetTest, OneSideStripingAndTheOtherNotBothDeliver) {
     ASSERT_EQ(t_->write_signal(a.conn, mrSrc, 0, rkDst, 0, size, rkCounter, 0, 1), PB_OK) << error(a.ctx);
     waitCounter(&b.counter[0], 1);
     EXPECT_EQ(std::memcmp(b.dst.data(), a.src.data(), size), 0) << "from rank " << from;
+    // The source may go only once the sender reports the write complete
+    // (transport.h), which is also what orders its sending threads' last
+    // reads before the buffer is freed.
+    waitCompleted(a.ctx, a.conn, 1);
   }
 }
 
