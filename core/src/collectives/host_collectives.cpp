@@ -104,7 +104,9 @@ void HostCollectives::allGather(const void* sendv, void* recvv, size_t count, Da
   char* recv = static_cast<char*>(recvv);
   char* mine = recv + m.rank * bytes;
   if (sendv != mine && bytes) std::memmove(mine, sendv, bytes);
-  if (m.nranks > 2 && bytes * m.nranks <= m.smallBytes) return m.allGatherBruck(call, mine, recv, bytes);
+  const bool powerOfTwo = (m.nranks & (m.nranks - 1)) == 0;
+  if (m.nranks > 2 && bytes * m.nranks <= m.smallBytes)
+    return powerOfTwo ? m.allGatherDoubling(call, recv, bytes) : m.allGatherBruck(call, mine, recv, bytes);
   std::vector<SendJob> sends;
   std::vector<RecvJob> recvs;
   for (auto& [p, link] : m.links) {
@@ -112,6 +114,20 @@ void HostCollectives::allGather(const void* sendv, void* recvv, size_t count, Da
     recvs.push_back(copyJob(link.get(), bytes, recv + p * bytes, call));
   }
   m.runDirect(sends, recvs);
+}
+
+void HostCollectives::Impl::allGatherDoubling(const CallSignature& call, char* recv, size_t bytes) {
+  // Before the round at distance d, recv holds the blocks of this rank's
+  // group: the d ranks that agree with it above bit log2(d). The partner's
+  // group is the same size, so both sides send and receive d blocks in place.
+  for (int distance = 1; distance < nranks; distance <<= 1) {
+    const int partner = rank ^ distance;
+    const size_t group = bytes * static_cast<size_t>(distance);
+    PeerLink* l = link(partner);
+    std::vector<SendJob> sends{{l, recv + static_cast<size_t>(rank & ~(distance - 1)) * bytes, group, call}};
+    std::vector<RecvJob> recvs{copyJob(l, group, recv + static_cast<size_t>(partner & ~(distance - 1)) * bytes, call)};
+    run(sends, recvs);
+  }
 }
 
 void HostCollectives::Impl::allGatherBruck(const CallSignature& call, const char* mine, char* recv, size_t bytes) {

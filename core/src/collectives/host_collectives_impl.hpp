@@ -64,7 +64,11 @@ struct HostCollectives::Impl {
   /// Small allreduce on a power-of-two rank count: log2(n) exchanges with one partner each.
   void allReduceDoubling(const CallSignature& call, const char* send, char* recv, size_t count, DataType type,
                          ReduceOp op);
-  /// Small allgather on more than 2 ranks (Bruck): ceil(log2(n)) rounds; in
+  /// Small allgather on a power-of-two rank count above 2: log2(n)
+  /// exchanges with one partner each, every block received in place (no
+  /// scratch, no final rotation). recv: n blocks, this rank's already there.
+  void allGatherDoubling(const CallSignature& call, char* recv, size_t bytes);
+  /// Small allgather on other rank counts above 2 (Bruck): ceil(log2(n)) rounds; in
   /// round k a rank passes every block it holds so far (up to 2^k) to the
   /// rank 2^k below it. mine: this rank's block; recv: n blocks.
   void allGatherBruck(const CallSignature& call, const char* mine, char* recv, size_t bytes);
