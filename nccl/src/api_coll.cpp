@@ -74,6 +74,19 @@ void issueOrDefer(ncclComm* comm, cudaStream_t stream, Call&& call) {
   comm->issue(stream, call);
 }
 
+/// Runs call (a call of the real NCCL) now, or records it for the open
+/// group's end, which then runs inside a real NCCL group.
+template <typename Call>
+void forwardOrDefer(const RealNcclComm* real, Call&& call) {
+  Group& g = Group::current();
+  if (g.open()) {
+    g.realApi = &real->api();
+    g.collectives.push_back(std::forward<Call>(call));
+    return;
+  }
+  call();
+}
+
 /// Queues the scaling of a PreMulSum call: dst = scalar x src, count elements.
 void preMulScale(void* dst, const void* src, size_t count, const PreMulSum& op, cudaStream_t stream) {
   const cudaError_t e = launchPreMulScale(dst, src, count, op, stream);
@@ -104,6 +117,27 @@ void withScaledCopy(const void* src, size_t count, size_t bytes, const PreMulSum
     throw ApiFailure(Result::UnhandledCudaError, std::string("PreMulSum scratch: cudaFreeAsync: ") + cudaGetErrorString(e));
 }
 
+/// ncclAlltoAll on the real NCCL: its own where it has one (2.28 and later),
+/// else a real group of a send and a receive per peer. bytes: one block.
+void forwardAllToAll(const RealNcclComm& real, const void* send, void* recv, size_t count, int datatype, size_t bytes,
+                     int nranks, cudaStream_t stream) {
+  const NcclApi& api = real.api();
+  if (api.allToAll) return real.check(api.allToAll(send, recv, count, datatype, real.comm(), stream), "ncclAlltoAll");
+  if (send == recv && count > 0)  // a receive would overwrite a block not yet sent
+    throw ApiFailure(Result::InvalidUsage, "an in-place alltoall handed to the real NCCL needs its ncclAlltoAll (NCCL "
+                                           "2.28 or later); this one has none");
+  real.check(api.groupStart(), "ncclGroupStart");
+  nccl::Result r = 0;
+  for (int p = 0; p < nranks && r == 0; ++p) {
+    const size_t at = bytes * static_cast<size_t>(p);
+    r = api.send(static_cast<const char*>(send) + at, count, datatype, p, real.comm(), stream);
+    if (r == 0) r = api.recv(static_cast<char*>(recv) + at, count, datatype, p, real.comm(), stream);
+  }
+  const nccl::Result end = api.groupEnd();
+  real.check(r, "ncclAlltoAll (as sends and receives)");
+  real.check(end, "ncclGroupEnd");
+}
+
 /// Records a send or receive; outside a group it is a group of one.
 void recordP2P(ncclComm* comm, bool isSend, void* buf, size_t bytes, int peer, cudaStream_t stream) {
   Group& g = Group::current();
@@ -121,6 +155,15 @@ PB_NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
   return guarded("ncclAllReduce", [&] {
     const int o = op;
     const CallArgs a = checkSymmetric(comm, count, datatype, &o, sendbuff, recvbuff);
+    if (const RealNcclComm* real = comm->forwards(FallbackCall::AllReduce))
+      return forwardOrDefer(real, [=] {
+        if (!a.preMul)
+          return real->check(real->api().allReduce(sendbuff, recvbuff, count, datatype, op, real->comm(), stream),
+                             "ncclAllReduce");
+        preMulScale(recvbuff, sendbuff, count, *a.preMul, stream);  // the real NCCL sums the scaled values
+        real->check(real->api().allReduce(recvbuff, recvbuff, count, datatype, ncclSum, real->comm(), stream),
+                    "ncclAllReduce");
+      });
     issueOrDefer(comm, stream, [=] {
       if (!a.preMul) return comm->gpu->allReduce(sendbuff, recvbuff, count, a.type, a.op, stream);
       preMulScale(recvbuff, sendbuff, count, *a.preMul, stream);  // recvbuff holds count elements too
@@ -135,6 +178,11 @@ PB_NCCL_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, siz
     const CallArgs a = checkCall(comm, count, datatype, nullptr, root, "root");
     if (comm->rank() == root) requireBuffer(sendbuff, "sendbuff", count);
     requireBuffer(recvbuff, "recvbuff", count);
+    if (const RealNcclComm* real = comm->forwards(FallbackCall::Broadcast))
+      return forwardOrDefer(real, [=] {
+        real->check(real->api().broadcast(sendbuff, recvbuff, count, datatype, root, real->comm(), stream),
+                    "ncclBroadcast");
+      });
     issueOrDefer(comm, stream, [=] { comm->gpu->broadcast(sendbuff, recvbuff, count, a.type, root, stream); });
   });
 }
@@ -151,6 +199,14 @@ PB_NCCL_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t
     const CallArgs a = checkCall(comm, count, datatype, &o, root, "root");
     requireBuffer(sendbuff, "sendbuff", count);
     if (comm->rank() == root) requireBuffer(recvbuff, "recvbuff", count);
+    if (const RealNcclComm* real = comm->forwards(FallbackCall::Reduce))
+      return forwardOrDefer(real, [=] {
+        auto call = [&](const void* src, int realOp) {
+          real->check(real->api().reduce(src, recvbuff, count, datatype, realOp, root, real->comm(), stream), "ncclReduce");
+        };
+        if (!a.preMul) return call(sendbuff, op);
+        withScaledCopy(sendbuff, count, a.bytes, *a.preMul, stream, [&](const void* scaled) { call(scaled, ncclSum); });
+      });
     issueOrDefer(comm, stream, [=] {
       if (!a.preMul) return comm->gpu->reduce(sendbuff, recvbuff, count, a.type, a.op, root, stream);
       withScaledCopy(sendbuff, count, a.bytes, *a.preMul, stream, [&](const void* scaled) {
@@ -164,6 +220,11 @@ PB_NCCL_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, siz
                                        ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAllGather", [&] {
     const CallArgs a = checkSymmetric(comm, sendcount, datatype, nullptr, sendbuff, recvbuff);
+    if (const RealNcclComm* real = comm->forwards(FallbackCall::AllGather))
+      return forwardOrDefer(real, [=] {
+        real->check(real->api().allGather(sendbuff, recvbuff, sendcount, datatype, real->comm(), stream),
+                    "ncclAllGather");
+      });
     issueOrDefer(comm, stream, [=] { comm->gpu->allGather(sendbuff, recvbuff, sendcount, a.type, stream); });
   });
 }
@@ -174,6 +235,17 @@ PB_NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
   return guarded("ncclReduceScatter", [&] {
     const int o = op;
     const CallArgs a = checkSymmetric(comm, recvcount, datatype, &o, sendbuff, recvbuff);
+    if (const RealNcclComm* real = comm->forwards(FallbackCall::ReduceScatter))
+      return forwardOrDefer(real, [=] {
+        auto call = [&](const void* src, int realOp) {
+          real->check(real->api().reduceScatter(src, recvbuff, recvcount, datatype, realOp, real->comm(), stream),
+                      "ncclReduceScatter");
+        };
+        if (!a.preMul) return call(sendbuff, op);
+        const size_t n = static_cast<size_t>(comm->size());
+        withScaledCopy(sendbuff, recvcount * n, a.bytes * n, *a.preMul, stream,
+                       [&](const void* scaled) { call(scaled, ncclSum); });
+      });
     issueOrDefer(comm, stream, [=] {
       if (!a.preMul) return comm->gpu->reduceScatter(sendbuff, recvbuff, recvcount, a.type, a.op, stream);
       const size_t n = static_cast<size_t>(comm->size());  // recvcount x n cannot overflow: bytes x n is a real buffer
@@ -188,6 +260,10 @@ PB_NCCL_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size
                                       ncclComm_t comm, cudaStream_t stream) {
   return guarded("ncclAlltoAll", [&] {
     const CallArgs a = checkSymmetric(comm, count, datatype, nullptr, sendbuff, recvbuff);
+    if (const RealNcclComm* real = comm->forwards(FallbackCall::AllToAll))
+      return forwardOrDefer(real, [=] {
+        forwardAllToAll(*real, sendbuff, recvbuff, count, datatype, a.bytes, comm->size(), stream);
+      });
     issueOrDefer(comm, stream, [=] { comm->gpu->allToAll(sendbuff, recvbuff, count, a.type, stream); });
   });
 }

@@ -198,6 +198,7 @@ PB_NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 PB_NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return guarded("ncclCommAbort", [&] {
     if (!comm) return;
+    if (comm->real) comm->real->abort();
     comm->comm->abort();
     delete comm;
   });
@@ -211,6 +212,8 @@ PB_NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* as
     try {
       comm->gpu->checkErrors();
       if (auto e = comm->comm->asyncError()) throw *e;
+      if (comm->real)
+        if (auto e = comm->real->asyncError()) throw *e;
     } catch (const Error& e) {
       *asyncError = fail(resultFor(e.code()), std::string("ncclCommGetAsyncError: ") + e.what());
     }

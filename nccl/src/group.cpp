@@ -31,6 +31,44 @@ void runInits(std::vector<PendingInit>& inits) {
     if (e) std::rethrow_exception(e);
 }
 
+/// Hands one communicator's sends and receives to the real NCCL, in one real group.
+void forwardP2P(const RealNcclComm& real, const std::vector<PendingP2P>& ops) {
+  const NcclApi& api = real.api();
+  real.check(api.groupStart(), "ncclGroupStart");
+  nccl::Result r = 0;
+  for (const auto& op : ops) {
+    r = op.isSend ? api.send(op.buf, op.bytes, ncclUint8, op.peer, real.comm(), op.stream)
+                  : api.recv(op.buf, op.bytes, ncclUint8, op.peer, real.comm(), op.stream);
+    if (r != 0) break;
+  }
+  const nccl::Result end = api.groupEnd();
+  real.check(r, ops.empty() || ops.front().isSend ? "ncclSend" : "ncclRecv");
+  real.check(end, "ncclGroupEnd");
+}
+
+/// ncclGroupStart on the real NCCL for a group whose calls it shares; the
+/// matching end runs on every way out (end() reports its failure).
+class RealGroupScope {
+ public:
+  explicit RealGroupScope(const NcclApi* api) : api_(api) {
+    if (api_ && api_->groupStart() != 0) throw ApiFailure(Result::InternalError, "ncclGroupStart failed in the real NCCL");
+  }
+  ~RealGroupScope() {
+    if (api_) api_->groupEnd();
+  }
+  /// Ends the real group now; throws if the real NCCL fails it.
+  void end() {
+    const NcclApi* api = api_;
+    api_ = nullptr;
+    if (api && api->groupEnd() != 0)
+      throw ApiFailure(Result::InternalError, std::string("ncclGroupEnd failed in the real NCCL: ") +
+                                                  (api->getLastError ? api->getLastError(nullptr) : ""));
+  }
+
+ private:
+  const NcclApi* api_;
+};
+
 }  // namespace
 
 Group& Group::current() {
@@ -39,6 +77,7 @@ Group& Group::current() {
 }
 
 void issueP2P(ncclComm* comm, const std::vector<PendingP2P>& ops) {
+  if (const RealNcclComm* real = comm->forwards(FallbackCall::SendRecv)) return forwardP2P(*real, ops);
   std::vector<P2POp> plan;
   for (const auto& op : ops) plan.push_back({op.isSend, op.peer});
   for (const P2PStep& step : scheduleP2P(comm->rank(), comm->size(), plan)) {
@@ -74,7 +113,12 @@ void Group::issue() {
   myInits.swap(inits);
   myColls.swap(collectives);
   myP2P.swap(p2p);
+  const NcclApi* api = realApi;
+  realApi = nullptr;
   if (!myInits.empty()) runInits(myInits);
+  for (const auto& op : myP2P)
+    if (const RealNcclComm* real = op.comm->forwards(FallbackCall::SendRecv)) api = &real->api();
+  RealGroupScope realGroup(api);
   for (auto& c : myColls) c();
   // Each communicator's sends and receives, communicators in first-call order.
   std::vector<ncclComm*> order;
@@ -84,6 +128,7 @@ void Group::issue() {
     byComm[op.comm].push_back(op);
   }
   for (ncclComm* c : order) issueP2P(c, byComm[c]);
+  realGroup.end();
 }
 
 }  // namespace plugboard::ncclapi

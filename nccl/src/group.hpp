@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "nccl_library.hpp"
 #include "plugboard/bootstrap.hpp"
 
 namespace plugboard::ncclapi {
@@ -40,6 +41,9 @@ struct Group {
   std::vector<PendingInit> inits;
   std::vector<std::function<void()>> collectives;  ///< In call order; each enters its comm and issues.
   std::vector<PendingP2P> p2p;
+  /// Set when a call recorded here goes to the real NCCL: issue() then runs
+  /// inside one real ncclGroupStart/End, so the real NCCL groups them too.
+  const NcclApi* realApi = nullptr;
 
   /// The calling thread's group.
   static Group& current();
@@ -49,7 +53,8 @@ struct Group {
   void issue();
 };
 
-/// Issues one communicator's sends and receives in p2p_schedule's order.
+/// Issues one communicator's sends and receives: to the real NCCL when it
+/// serves sendrecv on comm (in one real group), else in p2p_schedule's order.
 void issueP2P(ncclComm* comm, const std::vector<PendingP2P>& ops);
 
 }  // namespace plugboard::ncclapi

@@ -32,12 +32,15 @@ ncclComm::ncclComm(int rank, int nranks, const plugboard::UniqueId& id) {
   bootstrap = std::make_shared<plugboard::TcpBootstrap>(rank, nranks, id, timeout);
   comm = std::make_unique<plugboard::Communicator>(bootstrap, options);
   gpu = std::make_unique<plugboard::GpuCollectives>(*comm);
+  real = plugboard::ncclapi::RealNcclComm::join(comm->config(), *bootstrap);
   cudaCheck(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
   cudaCheck(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate");
 }
 
-// The collectives go before the communicator, the communicator before its bootstrap.
+// The real NCCL and the collectives go before the communicator, the
+// communicator before its bootstrap.
 ncclComm::~ncclComm() {
+  real.reset();
   gpu.reset();
   comm.reset();
   if (done_) cudaEventDestroy(done_);
@@ -88,6 +91,7 @@ void ncclComm::after(cudaStream_t stream, cudaStream_t alsoAfter) {
 
 void ncclComm::finalize() {
   DeviceScope scope(device);
+  if (real) real->finalize();
   const double waitTimeout = comm->config().getDouble("gpu_wait_timeout");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(2 * waitTimeout + 5);
   while (entered_ && !doneCaptured_) {

@@ -11,11 +11,13 @@
 #include "plugboard/communicator.hpp"
 #include "plugboard/gpu/collectives.hpp"
 #include "premul_sum_ops.hpp"
+#include "real_nccl_comm.hpp"
 
 /// The opaque type behind ncclComm_t (global namespace, as nccl.h declares it).
 struct ncclComm {
-  /// Joins rank of nranks on the current device (collective). Reads the
-  /// settings as Communicator does (PLUGBOARD_CONFIG or defaults + env).
+  /// Joins rank of nranks on the current device (collective), and the real
+  /// NCCL beside it when nccl_fallback_library is set. Reads the settings
+  /// as Communicator does (PLUGBOARD_CONFIG or defaults + env).
   ncclComm(int rank, int nranks, const plugboard::UniqueId& id);
   ~ncclComm();
   ncclComm(const ncclComm&) = delete;
@@ -48,6 +50,12 @@ struct ncclComm {
   std::unique_ptr<plugboard::GpuCollectives> gpu;
   /// Ops made by ncclRedOpCreatePreMulSum on this comm.
   plugboard::ncclapi::PreMulSumOps preMulOps;
+  /// The real NCCL beside this comm (nccl_fallback_library), or null.
+  std::unique_ptr<plugboard::ncclapi::RealNcclComm> real;
+  /// The real NCCL when it serves call on this comm (nccl_fallback_calls), else null.
+  plugboard::ncclapi::RealNcclComm* forwards(plugboard::ncclapi::FallbackCall call) const {
+    return real && real->serves(call) ? real.get() : nullptr;
+  }
 
  private:
   /// Makes `device` current for its lifetime, then restores the caller's.

@@ -21,6 +21,8 @@ build=${PLUGBOARD_GPU_BUILD_DIR:-build-gpu}
 jobs=$(nproc)
 # Safety on shared machines: never create NVLink multicast objects.
 export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
+# The NCCL API library's fallback test finds the machine's real NCCL (PyTorch's wheel) by the default search.
+export PLUGBOARD_TEST_REAL_NCCL=${PLUGBOARD_TEST_REAL_NCCL:-auto}
 
 summary="$OUT/summary.tsv"
 printf "step\tresult\tseconds\tdetail\n" > "$summary"

@@ -9,12 +9,19 @@
 
 #include <cuda_runtime.h>
 
+#include <dirent.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "../unit/env_guard.hpp"
 #include "gpu_test_util.hpp"
 #include "multiproc.hpp"
 #include "nccl.h"
@@ -347,6 +354,106 @@ TEST(NcclApiGpu, PreMulSumScalesEveryInputBeforeTheSum) {
     runNcclRanks(n, [](ncclComm_t comm, int rank, int nranks, cudaStream_t s) {
       for (size_t count : {size_t(1), size_t(1001), size_t(300001)}) preMulSums(comm, rank, nranks, s, count);
     });
+}
+
+/// Every line of the files in dir whose names start with prefix.
+std::string readLogs(const std::string& dir, const std::string& prefix) {
+  std::string all;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) {
+        std::ifstream f(dir + "/" + e->d_name);
+        std::stringstream text;
+        text << f.rdbuf();
+        all += text.str();
+      }
+    closedir(d);
+  }
+  return all;
+}
+
+/// Times the real NCCL logged an operation named op (NCCL_DEBUG_SUBSYS=COLL:
+/// "... NCCL INFO <op>: opCount ...").
+size_t realCalls(const std::string& logs, const std::string& op) {
+  const std::string line = "INFO " + op + ": opCount";
+  size_t n = 0;
+  for (size_t at = logs.find(line); at != std::string::npos; at = logs.find(line, at + 1)) ++n;
+  return n;
+}
+
+/// What the fallback test runs with calls = allgather, reducescatter, alltoall, sendrecv:
+/// Plugboard's allreduce beside the real NCCL's calls, a PreMulSum
+/// reducescatter (scaled by Plugboard, summed by NCCL), grouped p2p with a
+/// send to itself, and a group mixing both libraries' calls.
+void fallbackMixed(ncclComm_t comm, int rank, int n, cudaStream_t s) {
+  const size_t count = 1001;
+  const std::string tag = "rank " + std::to_string(rank) + ": ";
+  std::vector<float> mine(count), all(n * count);
+  for (size_t i = 0; i < count; ++i) mine[i] = in(rank, i);
+  for (size_t j = 0; j < n * count; ++j) all[j] = in(rank, j);
+  Dev<float> a(count), b(count), big(n * count), out(n * count);
+  a.put(mine);
+  big.put(all);
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllReduce(a.p, b.p, count, ncclFloat, ncclSum, comm, s));  // Plugboard's
+  NCCL_OK(ncclAllGather(a.p, out.p, count, ncclFloat, comm, s));         // the real NCCL's
+  NCCL_OK(ncclGroupEnd());
+  sync(comm, s);
+  expectEq(b.get(), [&](size_t i) { float t = 0; for (int r = 0; r < n; ++r) t += in(r, i); return t; }, tag + "allreduce");
+  expectEq(out.get(), [&](size_t i) { return in(static_cast<int>(i / count), i % count); }, tag + "allgather");
+  float half = 0.5f;
+  ncclRedOp_t op;
+  NCCL_OK(ncclRedOpCreatePreMulSum(&op, &half, ncclFloat, ncclScalarHostImmediate, comm));
+  NCCL_OK(ncclReduceScatter(big.p, b.p, count, ncclFloat, op, comm, s));
+  sync(comm, s);
+  NCCL_OK(ncclRedOpDestroy(op, comm));
+  expectEq(b.get(), [&](size_t i) { float t = 0; for (int r = 0; r < n; ++r) t += 0.5f * in(r, rank * count + i); return t; },
+           tag + "PreMulSum reducescatter");
+  NCCL_OK(ncclAlltoAll(big.p, out.p, count, ncclFloat, comm, s));
+  sync(comm, s);
+  expectEq(out.get(), [&](size_t j) { return in(static_cast<int>(j / count), rank * count + j % count); }, tag + "alltoall");
+  groupedAlltoall(comm, rank, n, s);
+}
+
+// nccl_fallback_library: the calls nccl_fallback_calls names go to a real
+// NCCL (its own COLL log shows them), the others stay Plugboard's, results
+// right either way. A real NCCL refuses two ranks on one GPU: 2 GPUs needed.
+TEST(NcclApiGpu, FallbackHandsTheNamedCallsToARealNccl) {
+  const char* real = std::getenv("PLUGBOARD_TEST_REAL_NCCL");
+  if (!real || !*real) GTEST_SKIP() << "PLUGBOARD_TEST_REAL_NCCL names no real libnccl.so.2 (a path, or auto)";
+  if (gpuCountWithoutInit() < 2) GTEST_SKIP() << "a real NCCL refuses two ranks on one GPU: needs 2 GPUs";
+  char dirTemplate[] = "/tmp/pb-nccl-fallback-XXXXXX";
+  ASSERT_NE(mkdtemp(dirTemplate), nullptr);
+  const std::string dir = dirTemplate;
+  struct Case {
+    const char* calls;
+    void (*body)(ncclComm_t, int, int, cudaStream_t);
+    std::vector<std::string> real, ours;
+  };
+  const Case cases[] = {
+      {"allgather, reducescatter, alltoall, sendrecv", fallbackMixed, {"AllGather", "ReduceScatter", "Send", "Recv"},
+       {"AllReduce"}},
+      {"allreduce,broadcast,reduce",
+       [](ncclComm_t comm, int rank, int n, cudaStream_t s) { collectives(comm, rank, n, s, 1001); },
+       {"AllReduce", "Broadcast", "Reduce"}, {"AllGather", "ReduceScatter", "Send"}},
+  };
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
+    SCOPED_TRACE(cases[c].calls);
+    const std::string prefix = "case" + std::to_string(c) + ".";
+    {
+      EnvGuard env;
+      env.set("PLUGBOARD_NCCL_FALLBACK_LIBRARY", real);
+      env.set("PLUGBOARD_NCCL_FALLBACK_CALLS", cases[c].calls);
+      env.set("NCCL_DEBUG", "INFO");
+      env.set("NCCL_DEBUG_SUBSYS", "COLL");
+      env.set("NCCL_DEBUG_FILE", dir + "/" + prefix + "%p.log");
+      runNcclRanks(2, [&](ncclComm_t comm, int rank, int n, cudaStream_t s) { cases[c].body(comm, rank, n, s); });
+    }
+    const std::string logs = readLogs(dir, prefix);
+    for (const auto& op : cases[c].real) EXPECT_GT(realCalls(logs, op), 0u) << op << " did not reach the real NCCL:\n" << logs.substr(0, 4000);
+    for (const auto& op : cases[c].ours) EXPECT_EQ(realCalls(logs, op), 0u) << op << " reached the real NCCL";
+  }
+  EXPECT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
 }
 
 // Four ranks split by parity (keys reverse the order), a fifth joins none.

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "fallback_calls.hpp"
 #include "nccl_types.hpp"
 #include "p2p_schedule.hpp"
 #include "premul_sum_ops.hpp"
@@ -145,11 +146,53 @@ TEST(NcclP2PSchedule, SelfMessagesPairAsCopiesAndBadPeersAreNamed) {
   EXPECT_THROW(scheduleP2P(0, 2, {{true, 0}}), Error);  // a send to itself with no receive
 }
 
+TEST(NcclFallbackCalls, ParsesNamesAndAllAndNamesABadWord) {
+  const auto some = FallbackCalls::parse(" AllReduce, sendrecv ,,");
+  EXPECT_TRUE(some.has(FallbackCall::AllReduce));
+  EXPECT_TRUE(some.has(FallbackCall::SendRecv));
+  EXPECT_FALSE(some.has(FallbackCall::AllGather));
+  EXPECT_EQ(some.describe(), "allreduce, sendrecv");
+  EXPECT_TRUE(FallbackCalls::parse("").empty());
+  EXPECT_EQ(FallbackCalls::parse("").describe(), "none");
+  const auto all = FallbackCalls::parse("all");
+  for (auto c : {FallbackCall::AllReduce, FallbackCall::Broadcast, FallbackCall::Reduce, FallbackCall::AllGather,
+                 FallbackCall::ReduceScatter, FallbackCall::AllToAll, FallbackCall::SendRecv})
+    EXPECT_TRUE(all.has(c)) << fallbackCallName(c);
+  try {
+    FallbackCalls::parse("allreduce,allgathr");
+    FAIL() << "a misspelt call was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Config);
+    EXPECT_NE(std::string(e.what()).find("nccl_fallback_calls = 'allreduce,allgathr': 'allgathr' is not one of"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 #ifdef PLUGBOARD_TEST_NCCL_API
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
 #include "nccl.h"
+#include "nccl_library.hpp"
+
+// nccl_fallback_library must never take this library for the real NCCL:
+// "libnccl.so.2" through the dynamic linker may well be it.
+TEST(NcclApi, FallbackLoaderRefusesThisLibrary) {
+  NcclLoadRules rules;
+  rules.remedy = "nccl_fallback_library";
+  rules.refuseVersionFunction = reinterpret_cast<const void*>(&ncclGetVersion);
+  rules.deepBind = true;
+  try {
+    NcclLibrary::load(PLUGBOARD_TEST_NCCL_LIB, "nccl_fallback_library", rules);
+    FAIL() << "Plugboard's own NCCL API library was loaded as the real NCCL";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Config);
+    EXPECT_NE(std::string(e.what()).find("is Plugboard's own NCCL API library, not a real NCCL"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("fix nccl_fallback_library"), std::string::npos) << e.what();
+  }
+}
 
 TEST(NcclApi, VersionErrorStringsAndArgumentErrorsNeedNoGpu) {
   int v = 0;

@@ -1,6 +1,7 @@
 // plugboard-perf's NCCL loader: explicit paths (--nccl-lib,
 // PLUGBOARD_NCCL_LIB), the default search, and its errors. Uses fake NCCL
 // libraries (fake_nccl.c); no GPU and no real NCCL needed.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -93,6 +94,27 @@ TEST(NcclLibrary, SearchFailureListsEveryPathTried) {
   EXPECT_NE(e.find("libnccl-plugboard-test-missing.so.2 (dynamic linker search): "), std::string::npos) << e;
   EXPECT_NE(e.find("/nonexistent/a/libnccl.so.2: no such file"), std::string::npos) << e;
   EXPECT_NE(e.find("--nccl-lib PATH or PLUGBOARD_NCCL_LIB"), std::string::npos) << e;
+}
+
+// The NCCL API library's fallback passes its own ncclGetVersion: a
+// candidate that has it is skipped with the reason, and the search goes on.
+TEST(NcclLibrary, RefusedLibraryIsSkippedAndNamed) {
+  void* self = dlopen(PLUGBOARD_TEST_FAKE_NCCL_WINDOWS, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(self, nullptr) << dlerror();
+  NcclLoadRules rules;
+  rules.remedy = "the test's setting";
+  rules.refuseVersionFunction = dlsym(self, "ncclGetVersion");
+  rules.deepBind = true;
+  auto lib = NcclLibrary::loadFirstOf({PLUGBOARD_TEST_FAKE_NCCL_WINDOWS, PLUGBOARD_TEST_FAKE_NCCL}, rules);
+  EXPECT_EQ(lib->versionText(), "2.21.5");
+  try {
+    NcclLibrary::load(PLUGBOARD_TEST_FAKE_NCCL_WINDOWS, "the test", rules);
+    ADD_FAILURE() << "the refused library loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is Plugboard's own NCCL API library"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fix the test's setting"), std::string::npos) << e.what();
+  }
+  dlclose(self);
 }
 
 TEST(NcclLibrary, SearchTakesTheFirstThatLoads) {

@@ -80,6 +80,15 @@ const std::vector<SettingDecl>& coreSettingDecls() {
        "GPU collectives: seconds (GPU global timer) a device wait may last before it records a timeout and ends "
        "the kernel; GpuCollectives::synchronize gives up on a stream after twice this (0.001-86400)",
        false},
+      {"nccl_fallback_library", SettingType::String, "",
+       "NCCL API library: a real NCCL (path to its libnccl.so.2, or 'auto' for the default search, which skips "
+       "this library) that every communicator also joins, for the calls named by nccl_fallback_calls and the "
+       "entry points Plugboard does not serve (symmetric windows); empty: none",
+       true},
+      {"nccl_fallback_calls", SettingType::String, "",
+       "NCCL API library: calls handed to nccl_fallback_library instead of Plugboard (comma list of allreduce, "
+       "broadcast, reduce, allgather, reducescatter, alltoall, sendrecv; or all); empty: none",
+       false},
       {"debug", SettingType::String, "WARN", "Log level: NONE, WARN, INFO or TRACE", true},
       {"debug_subsys", SettingType::String, "", "Subsystems to log (comma list; ^ excludes)", true},
       {"debug_file", SettingType::String, "", "Log file instead of stderr (%h host, %p pid)", true},

@@ -10,7 +10,7 @@
 
 #include "plugboard/error.hpp"
 
-namespace plugboard::perf {
+namespace plugboard {
 namespace {
 
 constexpr const char* kSoname = "libnccl.so.2";
@@ -81,18 +81,6 @@ std::string lastDlError() {
   return e ? e : "unknown dlopen error";
 }
 
-/// dlopen()s one candidate; on failure records why and returns null.
-void* tryOpen(const std::string& path, std::vector<NcclAttempt>& tried) {
-  bool isPath = path.find('/') != std::string::npos;
-  if (isPath && access(path.c_str(), F_OK) != 0) {
-    tried.push_back({path, "no such file"});
-    return nullptr;
-  }
-  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  tried.push_back({isPath ? path : path + " (dynamic linker search)", h ? "" : lastDlError()});
-  return h;
-}
-
 std::string triedList(const std::vector<NcclAttempt>& tried) {
   std::string s;
   for (const auto& t : tried) s += "\n  " + t.path + ": " + t.reason;
@@ -145,22 +133,45 @@ std::string ncclLibraryRequest(const std::string& optionValue, std::string* sour
   return "";
 }
 
-std::shared_ptr<NcclLibrary> NcclLibrary::load(const std::string& path, const std::string& source) {
-  if (path.empty()) return loadFirstOf(ncclSearchPaths());
+void* NcclLibrary::tryOpen(const std::string& path, const NcclLoadRules& rules, std::vector<NcclAttempt>& tried) {
+  bool isPath = path.find('/') != std::string::npos;
+  if (isPath && access(path.c_str(), F_OK) != 0) {
+    tried.push_back({path, "no such file"});
+    return nullptr;
+  }
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | (rules.deepBind ? RTLD_DEEPBIND : 0));
+  const std::string shown = isPath ? path : path + " (dynamic linker search)";
+  if (!h) {
+    tried.push_back({shown, lastDlError()});
+    return nullptr;
+  }
+  if (rules.refuseVersionFunction && dlsym(h, "ncclGetVersion") == rules.refuseVersionFunction) {
+    tried.push_back({shown, "is Plugboard's own NCCL API library, not a real NCCL"});
+    dlclose(h);  // only drops the reference this dlopen took
+    return nullptr;
+  }
+  tried.push_back({shown, ""});
+  return h;
+}
+
+std::shared_ptr<NcclLibrary> NcclLibrary::load(const std::string& path, const std::string& source,
+                                               const NcclLoadRules& rules) {
+  if (path.empty()) return loadFirstOf(ncclSearchPaths(), rules);
   std::vector<NcclAttempt> tried;
-  void* handle = tryOpen(path, tried);
+  void* handle = tryOpen(path, rules, tried);
   if (!handle)
     throw Error(ErrorCode::Config, "NCCL library given by " + source + " cannot be loaded; tried:" + triedList(tried) +
-                                       "\n  (fix --nccl-lib PATH or PLUGBOARD_NCCL_LIB, or unset both for the default search)");
+                                       "\n  (fix " + rules.remedy + ", or unset it for the default search)");
   return fromHandle(handle, path);
 }
 
-std::shared_ptr<NcclLibrary> NcclLibrary::loadFirstOf(const std::vector<std::string>& candidates) {
+std::shared_ptr<NcclLibrary> NcclLibrary::loadFirstOf(const std::vector<std::string>& candidates,
+                                                      const NcclLoadRules& rules) {
   std::vector<NcclAttempt> tried;
   for (const auto& candidate : candidates)
-    if (void* handle = tryOpen(candidate, tried)) return fromHandle(handle, candidate);
-  throw Error(ErrorCode::Config, "NCCL library not found (--compare nccl); tried:" + triedList(tried) +
-                                     "\n  (name it with --nccl-lib PATH or PLUGBOARD_NCCL_LIB, or install NCCL, e.g. "
+    if (void* handle = tryOpen(candidate, rules, tried)) return fromHandle(handle, candidate);
+  throw Error(ErrorCode::Config, "NCCL library not found (" + rules.purpose + "); tried:" + triedList(tried) +
+                                     "\n  (name it with " + rules.remedy + ", or install NCCL, e.g. "
                                      "pip install nvidia-nccl-cu12)");
 }
 
@@ -184,6 +195,11 @@ std::shared_ptr<NcclLibrary> NcclLibrary::fromHandle(void* handle, const std::st
   resolve(handle, "ncclRecv", a.recv, p);
   resolve(handle, "ncclGroupStart", a.groupStart, p);
   resolve(handle, "ncclGroupEnd", a.groupEnd, p);
+  resolveOptional(handle, "ncclCommAbort", a.commAbort);
+  resolveOptional(handle, "ncclCommFinalize", a.commFinalize);
+  resolveOptional(handle, "ncclCommGetAsyncError", a.commGetAsyncError);
+  resolveOptional(handle, "ncclGetLastError", a.getLastError);
+  resolveOptional(handle, "ncclAlltoAll", a.allToAll);
   resolveOptional(handle, "ncclMemAlloc", a.memAlloc);
   resolveOptional(handle, "ncclMemFree", a.memFree);
   resolveOptional(handle, "ncclCommWindowRegister", a.commWindowRegister);
@@ -214,4 +230,4 @@ void NcclLibrary::check(nccl::Result r, const std::string& what) const {
                                      " (NCCL_DEBUG=WARN says more)");
 }
 
-}  // namespace plugboard::perf
+}  // namespace plugboard

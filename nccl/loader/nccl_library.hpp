@@ -1,13 +1,14 @@
-// NCCL, loaded at run time with dlopen (never linked): the handful of C API
-// types and functions plugboard-perf calls, declared here from NCCL's public
-// API, and the search for libnccl.so.2.
+// A real NCCL, loaded at run time with dlopen (never linked): the C API
+// types and functions that plugboard-perf (--compare nccl) and the NCCL API
+// library's fallback (nccl_fallback_library) call, declared here from
+// NCCL's public API, and the search for libnccl.so.2.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
-namespace plugboard::perf {
+namespace plugboard {
 
 /// NCCL's C types, as its public header declares them (enums are int-sized).
 namespace nccl {
@@ -37,6 +38,13 @@ struct NcclApi {
   nccl::Result (*getUniqueId)(nccl::UniqueId* id) = nullptr;              ///< ncclGetUniqueId
   nccl::Result (*commInitRank)(nccl::Comm* comm, int nranks, nccl::UniqueId id, int rank) = nullptr;  ///< ncclCommInitRank
   nccl::Result (*commDestroy)(nccl::Comm comm) = nullptr;                 ///< ncclCommDestroy
+  // Optional (null where the library lacks them); the NCCL API library's fallback requires the first three.
+  nccl::Result (*commAbort)(nccl::Comm comm) = nullptr;                                ///< ncclCommAbort
+  nccl::Result (*commFinalize)(nccl::Comm comm) = nullptr;                             ///< ncclCommFinalize
+  nccl::Result (*commGetAsyncError)(nccl::Comm comm, nccl::Result* asyncError) = nullptr;  ///< ncclCommGetAsyncError
+  const char* (*getLastError)(nccl::Comm comm) = nullptr;                              ///< ncclGetLastError
+  /// ncclAlltoAll (NCCL 2.28 and later)
+  nccl::Result (*allToAll)(const void* send, void* recv, size_t count, int type, nccl::Comm comm, nccl::Stream s) = nullptr;
   /// ncclAllReduce
   nccl::Result (*allReduce)(const void* send, void* recv, size_t count, int type, int op, nccl::Comm comm, nccl::Stream s) = nullptr;
   /// ncclAllGather (count: elements each rank sends)
@@ -70,6 +78,22 @@ struct NcclAttempt {
   std::string reason;  ///< Empty when it loaded; else the dlerror() text or "no such file".
 };
 
+/// How a caller loads NCCL: what its errors tell the user to change, and
+/// which library to refuse.
+struct NcclLoadRules {
+  /// How the user names a library, for errors ("--nccl-lib PATH or PLUGBOARD_NCCL_LIB").
+  std::string remedy = "--nccl-lib PATH or PLUGBOARD_NCCL_LIB";
+  /// What the library is for, in the search failure ("--compare nccl").
+  std::string purpose = "--compare nccl";
+  /// A library whose ncclGetVersion is this function is refused (the
+  /// search goes on to the next candidate): the NCCL API library passes its
+  /// own, since "libnccl.so.2" through the dynamic linker may be itself.
+  const void* refuseVersionFunction = nullptr;
+  /// RTLD_DEEPBIND: the library binds its own symbols first (a real NCCL
+  /// loaded beside the NCCL API library must not call into ours).
+  bool deepBind = false;
+};
+
 /// A loaded NCCL: the dlopen handle (kept for the life of the process, so a
 /// forked rank inherits it), its functions, its path and version.
 class NcclLibrary {
@@ -78,10 +102,12 @@ class NcclLibrary {
   /// where it came from: "--nccl-lib" or "PLUGBOARD_NCCL_LIB"); otherwise
   /// ncclSearchPaths() in order, first that loads wins. Throws Error(Config)
   /// listing every path tried with its reason, or naming a missing symbol.
-  static std::shared_ptr<NcclLibrary> load(const std::string& path, const std::string& source);
+  static std::shared_ptr<NcclLibrary> load(const std::string& path, const std::string& source,
+                                           const NcclLoadRules& rules = {});
   /// The default search over `candidates` (load("") passes ncclSearchPaths()):
   /// the first that loads wins; else Error(Config) listing each with its reason.
-  static std::shared_ptr<NcclLibrary> loadFirstOf(const std::vector<std::string>& candidates);
+  static std::shared_ptr<NcclLibrary> loadFirstOf(const std::vector<std::string>& candidates,
+                                                  const NcclLoadRules& rules = {});
 
   /// The resolved functions.
   const NcclApi& api() const { return api_; }
@@ -101,6 +127,9 @@ class NcclLibrary {
   NcclLibrary() = default;
   /// Resolves every function and reads the version; throws Error(Config) naming a missing symbol.
   static std::shared_ptr<NcclLibrary> fromHandle(void* handle, const std::string& opened);
+  /// dlopen()s one candidate under rules; on failure (or a refused
+  /// library) records why in tried and returns null.
+  static void* tryOpen(const std::string& path, const NcclLoadRules& rules, std::vector<NcclAttempt>& tried);
   void* handle_ = nullptr;
   NcclApi api_;
   std::string path_;
@@ -118,4 +147,4 @@ std::vector<std::string> ncclSearchPaths();
 /// else empty. `source` receives the flag or variable name.
 std::string ncclLibraryRequest(const std::string& optionValue, std::string* source);
 
-}  // namespace plugboard::perf
+}  // namespace plugboard
