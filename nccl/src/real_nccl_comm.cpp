@@ -1,5 +1,7 @@
 #include "real_nccl_comm.hpp"
 
+#include <dlfcn.h>
+
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -10,6 +12,24 @@
 
 namespace plugboard::ncclapi {
 namespace {
+
+/// Throws Error(Config) when a library of this process exports its own copy
+/// of the C++ runtime's std::call_once state (a toolchain that links
+/// libstdc++ statically, as some do by default): the real NCCL, bound to
+/// itself and the shared libstdc++ (RTLD_DEEPBIND), would run a call_once
+/// whose state that copy shadows, and crash on a null call.
+void requireOneCxxRuntime(int rank) {
+  // __once_proxy, not the thread-local __once_call: dladdr maps code, not TLS.
+  void* onceProxy = dlsym(RTLD_DEFAULT, "__once_proxy");
+  Dl_info info{};
+  if (!onceProxy || !dladdr(onceProxy, &info) || !info.dli_fname) return;
+  const std::string object = info.dli_fname;
+  if (object.find("libstdc++.so") != std::string::npos) return;
+  throw Error(ErrorCode::Config, "rank " + std::to_string(rank) + ": " + object +
+                                     " exports its own copy of the C++ runtime (__once_proxy: libstdc++ linked "
+                                     "statically), which a real NCCL loaded beside it would trip over; build "
+                                     "Plugboard with the shared libstdc++ to use nccl_fallback_library");
+}
 
 /// The process's real NCCL: loaded by the first communicator that asks,
 /// kept for the life of the process (NCCL keeps threads and state).
@@ -25,6 +45,7 @@ std::shared_ptr<NcclLibrary> processLibrary(const std::string& request, int rank
                                          loaded->path() + "); one real NCCL per process");
     return loaded;
   }
+  requireOneCxxRuntime(rank);
   NcclLoadRules rules;
   rules.remedy = "nccl_fallback_library (PLUGBOARD_NCCL_FALLBACK_LIBRARY)";
   rules.purpose = "nccl_fallback_library = auto";
@@ -71,10 +92,13 @@ std::unique_ptr<RealNcclComm> RealNcclComm::join(const Config& config, Bootstrap
     return nullptr;
   }
   const int rank = boot.rank(), nranks = boot.size();
+  PB_LOG(Info, "NCCL", "rank " << rank << ": loading the real NCCL (nccl_fallback_library = " << request << ")");
   std::unique_ptr<RealNcclComm> real(new RealNcclComm(processLibrary(request, rank), calls, rank));
+  PB_LOG(Info, "NCCL", "rank " << rank << ": loaded NCCL " << real->lib_->versionText() << " from " << real->lib_->path());
   std::vector<nccl::UniqueId> ids(static_cast<size_t>(nranks));
   if (rank == 0) real->check(real->api().getUniqueId(&ids[0]), "ncclGetUniqueId (real NCCL)");
   boot.allGather(ids.data(), sizeof(nccl::UniqueId));
+  PB_LOG(Info, "NCCL", "rank " << rank << ": joining the real NCCL communicator");
   real->check(real->api().commInitRank(&real->comm_, nranks, ids[0], rank), "ncclCommInitRank (real NCCL)");
   PB_LOG(Info, "NCCL", "rank " << rank << ": real NCCL " << real->lib_->versionText() << " from "
                                   << real->lib_->path() << " joined beside Plugboard; handed to it: " << calls.describe());

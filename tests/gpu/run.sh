@@ -22,7 +22,7 @@ jobs=$(nproc)
 # Safety on shared machines: never create NVLink multicast objects.
 export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
 # The NCCL API library's fallback test finds the machine's real NCCL (PyTorch's wheel) by the default search.
-export PLUGBOARD_TEST_REAL_NCCL=${PLUGBOARD_TEST_REAL_NCCL:-auto}
+export PB_TEST_REAL_NCCL=${PB_TEST_REAL_NCCL:-auto}
 
 summary="$OUT/summary.tsv"
 printf "step\tresult\tseconds\tdetail\n" > "$summary"
@@ -61,6 +61,18 @@ step plan-tests-shared-mps env CUDA_VISIBLE_DEVICES=0 bash -c "source tests/gpu/
   -R GpuPlan --output-on-failure --timeout 120"
 # The NCCL API library's GPU suite alone (also part of gpu-tests-mps).
 step nccl-tests-mps with_mps ctest --test-dir "$build" -R "NcclApi" --output-on-failure --timeout 200
+# The NCCL API library's fallback to a real NCCL needs a build that shares
+# libstdc++ (a toolchain linking it statically makes the fallback refuse, by
+# name): where $CXX is another compiler, build the NCCL suite with the
+# system g++ too and run the fallback test there.
+nccl_fallback_sysgcc() {
+  [ -x /usr/bin/g++ ] || { echo "no /usr/bin/g++"; return 0; }
+  CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++ cmake -S . -B build-sysgcc -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DPLUGBOARD_ENABLE_CUDA=ON -DPLUGBOARD_CUDA_ARCHITECTURES=90 && \
+  cmake --build build-sysgcc -j "$jobs" --target plugboard-nccl plugboard_nccl_gpu_tests plugboard-cudaipc \
+    plugboard-ethernet && build-sysgcc/bin/plugboard_nccl_gpu_tests --gtest_filter='*Fallback*'
+}
+step nccl-fallback-sysgcc nccl_fallback_sysgcc
 step check-sweep-mps with_mps bash tests/gpu/check-sweep.sh "$build" 2
 step staged-mps with_mps bash tests/gpu/staged-mps.sh "$build"
 # Issue 13 target 3: GPU vs host buffers over ethernet and Open MPI, one run

@@ -1,20 +1,73 @@
 #include "multiproc.hpp"
 
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <thread>
+#include <ucontext.h>
 
 namespace plugboard::test {
 namespace {
 
 constexpr size_t kMaxMessage = 4096;
 
+/// "0x... (libfoo.so+0x1234 symbol)" for a code address (dladdr: not
+/// async-signal-safe, acceptable in a test process that is dying anyway).
+void describeAddress(const char* label, const void* pc) {
+  char line[512];
+  Dl_info info{};
+  const bool known = pc && dladdr(pc, &info) && info.dli_fname;
+  const int n = known ? std::snprintf(line, sizeof(line), "%s %p (%s+%#lx %s)\n", label, pc, info.dli_fname,
+                                      static_cast<unsigned long>(static_cast<const char*>(pc) -
+                                                                 static_cast<const char*>(info.dli_fbase)),
+                                      info.dli_sname ? info.dli_sname : "?")
+                      : std::snprintf(line, sizeof(line), "%s %p (no object)\n", label, pc);
+  ssize_t ignored = ::write(2, line, static_cast<size_t>(std::max(n, 0)));
+  (void)ignored;
+}
+
+/// A rank that crashes prints where to stderr (the test's log): the
+/// faulting pc and address, the word on top of the stack (the caller, when
+/// the fault is a call through a null pointer) and a backtrace; then it dies
+/// of the same signal.
+void printCrashAndDie(int sig, siginfo_t* info, void* context) {
+  const auto* uc = static_cast<const ucontext_t*>(context);
+  const void* pc = reinterpret_cast<const void*>(uc->uc_mcontext.gregs[REG_RIP]);
+  const void* top = *reinterpret_cast<void* const*>(uc->uc_mcontext.gregs[REG_RSP]);
+  char head[128];
+  const int n = std::snprintf(head, sizeof(head), "rank process crashed: signal %d at address %p\n", sig, info->si_addr);
+  ssize_t ignored = ::write(2, head, static_cast<size_t>(std::max(n, 0)));
+  (void)ignored;
+  describeAddress("  pc", pc);
+  describeAddress("  top of stack", top);
+  auto* const* stack = reinterpret_cast<void* const*>(uc->uc_mcontext.gregs[REG_RSP]);
+  for (int i = 1; i < 24; ++i)
+    if (Dl_info di{}; stack[i] && dladdr(stack[i], &di) && di.dli_fname) describeAddress("  stack word", stack[i]);
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void installCrashReport() {
+  void* warm[1];
+  backtrace(warm, 1);  // loads the unwinder now, not inside the handler
+  struct sigaction sa {};
+  sa.sa_sigaction = printCrashAndDie;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::sigaction(sig, &sa, nullptr);
+}
+
 // Child side: run the body, write the failure text to the pipe, exit.
 [[noreturn]] void runChild(int rank, int nranks, const UniqueId& id, const RankBody& body, int fd) {
+  installCrashReport();
   std::string failure;
   try {
     body(rank, nranks, id);
