@@ -31,6 +31,18 @@ void requireOneCxxRuntime(int rank) {
                                      "Plugboard with the shared libstdc++ to use nccl_fallback_library");
 }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;  // their runtimes abort a dlopen with RTLD_DEEPBIND
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 /// The process's real NCCL: loaded by the first communicator that asks,
 /// kept for the life of the process (NCCL keeps threads and state).
 std::shared_ptr<NcclLibrary> processLibrary(const std::string& request, int rank) {
@@ -45,6 +57,9 @@ std::shared_ptr<NcclLibrary> processLibrary(const std::string& request, int rank
                                          loaded->path() + "); one real NCCL per process");
     return loaded;
   }
+  if (kSanitized)
+    throw Error(ErrorCode::Config, "rank " + std::to_string(rank) + ": nccl_fallback_library cannot be used in a "
+                                       "sanitizer build (its runtime aborts the RTLD_DEEPBIND load a real NCCL needs)");
   requireOneCxxRuntime(rank);
   NcclLoadRules rules;
   rules.remedy = "nccl_fallback_library (PLUGBOARD_NCCL_FALLBACK_LIBRARY)";
