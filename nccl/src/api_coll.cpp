@@ -126,16 +126,15 @@ void forwardAllToAll(const RealNcclComm& real, const void* send, void* recv, siz
   if (send == recv && count > 0)  // a receive would overwrite a block not yet sent
     throw ApiFailure(Result::InvalidUsage, "an in-place alltoall handed to the real NCCL needs its ncclAlltoAll (NCCL "
                                            "2.28 or later); this one has none");
-  real.check(api.groupStart(), "ncclGroupStart");
-  nccl::Result r = 0;
-  for (int p = 0; p < nranks && r == 0; ++p) {
+  RealNcclGroup group(&api);
+  for (int p = 0; p < nranks; ++p) {
     const size_t at = bytes * static_cast<size_t>(p);
-    r = api.send(static_cast<const char*>(send) + at, count, datatype, p, real.comm(), stream);
-    if (r == 0) r = api.recv(static_cast<char*>(recv) + at, count, datatype, p, real.comm(), stream);
+    real.check(api.send(static_cast<const char*>(send) + at, count, datatype, p, real.comm(), stream),
+               "ncclAlltoAll (as sends and receives)");
+    real.check(api.recv(static_cast<char*>(recv) + at, count, datatype, p, real.comm(), stream),
+               "ncclAlltoAll (as sends and receives)");
   }
-  const nccl::Result end = api.groupEnd();
-  real.check(r, "ncclAlltoAll (as sends and receives)");
-  real.check(end, "ncclGroupEnd");
+  group.end();
 }
 
 /// Records a send or receive; outside a group it is a group of one.

@@ -34,40 +34,13 @@ void runInits(std::vector<PendingInit>& inits) {
 /// Hands one communicator's sends and receives to the real NCCL, in one real group.
 void forwardP2P(const RealNcclComm& real, const std::vector<PendingP2P>& ops) {
   const NcclApi& api = real.api();
-  real.check(api.groupStart(), "ncclGroupStart");
-  nccl::Result r = 0;
-  for (const auto& op : ops) {
-    r = op.isSend ? api.send(op.buf, op.bytes, ncclUint8, op.peer, real.comm(), op.stream)
-                  : api.recv(op.buf, op.bytes, ncclUint8, op.peer, real.comm(), op.stream);
-    if (r != 0) break;
-  }
-  const nccl::Result end = api.groupEnd();
-  real.check(r, ops.empty() || ops.front().isSend ? "ncclSend" : "ncclRecv");
-  real.check(end, "ncclGroupEnd");
+  RealNcclGroup group(&api);
+  for (const auto& op : ops)
+    real.check(op.isSend ? api.send(op.buf, op.bytes, ncclUint8, op.peer, real.comm(), op.stream)
+                         : api.recv(op.buf, op.bytes, ncclUint8, op.peer, real.comm(), op.stream),
+               op.isSend ? "ncclSend" : "ncclRecv");
+  group.end();
 }
-
-/// ncclGroupStart on the real NCCL for a group whose calls it shares; the
-/// matching end runs on every way out (end() reports its failure).
-class RealGroupScope {
- public:
-  explicit RealGroupScope(const NcclApi* api) : api_(api) {
-    if (api_ && api_->groupStart() != 0) throw ApiFailure(Result::InternalError, "ncclGroupStart failed in the real NCCL");
-  }
-  ~RealGroupScope() {
-    if (api_) api_->groupEnd();
-  }
-  /// Ends the real group now; throws if the real NCCL fails it.
-  void end() {
-    const NcclApi* api = api_;
-    api_ = nullptr;
-    if (api && api->groupEnd() != 0)
-      throw ApiFailure(Result::InternalError, std::string("ncclGroupEnd failed in the real NCCL: ") +
-                                                  (api->getLastError ? api->getLastError(nullptr) : ""));
-  }
-
- private:
-  const NcclApi* api_;
-};
 
 }  // namespace
 
@@ -118,7 +91,7 @@ void Group::issue() {
   if (!myInits.empty()) runInits(myInits);
   for (const auto& op : myP2P)
     if (const RealNcclComm* real = op.comm->forwards(FallbackCall::SendRecv)) api = &real->api();
-  RealGroupScope realGroup(api);
+  RealNcclGroup realGroup(api);
   for (auto& c : myColls) c();
   // Each communicator's sends and receives, communicators in first-call order.
   std::vector<ncclComm*> order;

@@ -158,4 +158,30 @@ std::optional<Error> RealNcclComm::asyncError() const {
                                       api().getErrorString(bad));
 }
 
+namespace {
+
+/// Throws ApiFailure with the real NCCL's code unless r is ncclSuccess.
+void checkGroupCall(const NcclApi& api, nccl::Result r, const char* call) {
+  if (r == 0) return;
+  const char* last = api.getLastError ? api.getLastError(nullptr) : nullptr;
+  throw ApiFailure(static_cast<Result>(r), std::string(call) + " failed in the real NCCL: " + api.getErrorString(r) +
+                                               (last && *last ? std::string(": ") + last : ""));
+}
+
+}  // namespace
+
+RealNcclGroup::RealNcclGroup(const NcclApi* api) : api_(api) {
+  if (api_) checkGroupCall(*api_, api_->groupStart(), "ncclGroupStart");
+}
+
+RealNcclGroup::~RealNcclGroup() {
+  if (api_) api_->groupEnd();
+}
+
+void RealNcclGroup::end() {
+  const NcclApi* api = api_;
+  api_ = nullptr;
+  if (api) checkGroupCall(*api, api->groupEnd(), "ncclGroupEnd");
+}
+
 }  // namespace plugboard::ncclapi

@@ -55,4 +55,20 @@ class RealNcclComm {
   nccl::Comm comm_ = nullptr;
 };
 
+/// ncclGroupStart on a real NCCL (none when api is null), and its
+/// ncclGroupEnd on every way out; end() ends it now and reports a failure
+/// with the real NCCL's code.
+class RealNcclGroup {
+ public:
+  explicit RealNcclGroup(const NcclApi* api);
+  ~RealNcclGroup();
+  RealNcclGroup(const RealNcclGroup&) = delete;
+  RealNcclGroup& operator=(const RealNcclGroup&) = delete;
+  /// Ends the group; throws ApiFailure if the real NCCL fails it.
+  void end();
+
+ private:
+  const NcclApi* api_;
+};
+
 }  // namespace plugboard::ncclapi
