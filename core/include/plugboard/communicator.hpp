@@ -235,6 +235,8 @@ class Communicator {
   friend class PortChannelService;
   friend class GpuCollectives;  // its set-up exchanges scratch descriptors under an internal tag
   friend class GpuPlanExecutor;  // registers an abort hook
+  friend class SwitchChannel;    // exchanges buffer descriptors under an internal tag
+  friend class MulticastGroup;   // finds the group transport among the plugins
   std::unique_ptr<Impl> impl_;
 };
 

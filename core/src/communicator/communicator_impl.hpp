@@ -31,6 +31,7 @@ enum CoreTag : int {
   kTagStaging = 3,
   kTagGpuCollectives = 4,  // GpuCollectives scratch descriptors
   kTagGpuCollectivesPort = 5,  // GpuCollectives port-area descriptors
+  kTagSwitchChannel = 6,  // SwitchChannel (peers backend) buffer descriptors
   kTagUserMemoryBase = 1 << 20,
 };
 

@@ -63,6 +63,14 @@ const std::vector<SettingDecl>& coreSettingDecls() {
       {"gpu_scratch_bytes", SettingType::Int, "268435456",
        "GPU collectives: device scratch per peer for the pipelined kernels; holds at least 2 chunks per block", false},
       {"gpu_blocks", SettingType::Int, "128", "GPU collectives: thread blocks per kernel (1-128)", false},
+      {"gpu_switch", SettingType::String, "auto",
+       "GPU collectives: SwitchChannel algorithms (allreduce of float32 sum, float16/bfloat16 sum/min/max, and "
+       "allgather, above the LL sizes, every pair on one host): auto (where the nvls transport can create a "
+       "multicast group on every rank), multicast (required: an error names each rank's reason otherwise), peers "
+       "(the same algorithms over cudaipc mappings, never multicast), off", false},
+      {"gpu_switch_bytes", SettingType::Int, "33554432",
+       "GPU collectives: SwitchChannel buffer per rank when gpu_switch takes it; larger calls run in rounds of it "
+       "(65536-17179869184)", false},
       {"gpu_port_blocks", SettingType::Int, "4",
        "GPU collectives: thread blocks per kernel when some pair goes through the proxy (a network transport); "
        "each block's chunks are proxy requests, so fewer blocks make fewer, larger messages (1-128)", false},

@@ -51,7 +51,7 @@ extern "C" {
 /** ABI major version described by this header. */
 #define PB_TRANSPORT_ABI_MAJOR 1
 /** ABI minor version described by this header (grows with struct fields). */
-#define PB_TRANSPORT_ABI_MINOR 3
+#define PB_TRANSPORT_ABI_MINOR 4
 /** Name of the exported entry symbol for ABI major 1. */
 #define PB_TRANSPORT_ENTRY_SYMBOL_V1 "plugboard_transport_v1"
 
@@ -205,6 +205,48 @@ typedef struct pb_plugin_ctx pb_plugin_ctx;  /**< One per loaded plugin. */
 typedef struct pb_conn pb_conn;              /**< One per peer connection. */
 typedef struct pb_mr pb_mr;                  /**< A local registered region. */
 typedef struct pb_rkey pb_rkey;              /**< An imported remote region. */
+typedef struct pb_group pb_group;            /**< A group (switch) buffer (minor 4). */
+
+/* ---- minor 4: group (switch) transports ---- */
+
+/**
+ * The out-of-band exchange the core lends a group set-up, collective over
+ * the group's ranks (the core's bootstrap). Every call is bounded by the
+ * core's timeout and returns an error status (never hangs) when a rank
+ * fails or leaves. Every rank of the group must make the same calls in the
+ * same order, so a plugin that fails on one rank still takes part in the
+ * exchanges it has left (telling the others it failed) before returning.
+ */
+typedef struct pb_group_bootstrap_v1 {
+  size_t struct_size; /**< sizeof(pb_group_bootstrap_v1). */
+  void* core;         /**< Opaque, first argument of the calls below. */
+  /**
+   * Every rank passes `bytes` bytes (the same count on every rank); `all`
+   * receives nranks * bytes, rank i's at i * bytes (its own included).
+   */
+  pb_status (*all_gather)(void* core, const void* mine, size_t bytes, void* all);
+  /** Returns once every rank of the group has called it. */
+  pb_status (*barrier)(void* core);
+} pb_group_bootstrap_v1;
+
+/** What the core asks of a group buffer: one per rank of the group. */
+typedef struct pb_group_desc_v1 {
+  size_t struct_size;   /**< sizeof(pb_group_desc_v1). */
+  int rank;             /**< This rank's index in the group, 0 .. nranks - 1. */
+  int nranks;           /**< Ranks in the group (>= 2). */
+  const int* comm_ranks;/**< Communicator rank of each group rank (for messages). */
+  int cuda_device;      /**< CUDA device ordinal this rank uses. */
+  size_t bytes;         /**< Bytes asked for per rank (the plugin may round up). */
+  const pb_group_bootstrap_v1* bootstrap; /**< Exchange for group_create; NULL for group_can_create. */
+} pb_group_desc_v1;
+
+/** Where a created group buffer is mapped in this process. */
+typedef struct pb_group_view_v1 {
+  size_t struct_size; /**< Set by the caller to sizeof its struct. */
+  void* multicast;    /**< Device address whose stores and reductions reach every rank's buffer. */
+  void* unicast;      /**< Device address of this rank's own buffer (bound into the group). */
+  size_t bytes;       /**< Usable bytes of each view (>= desc->bytes). */
+} pb_group_view_v1;
 
 /**
  * The function table of a transport, ABI major 1.
@@ -324,8 +366,33 @@ typedef struct pb_transport_v1 {
    */
   pb_status (*remote_pointer)(pb_conn* conn, pb_rkey* rkey, void** ptr);
 
-  /* Fields added in later minors go here, after this line. Group (switch)
-   * transports such as nvls will add group_setup / group_connect. */
+  /* ---- minor 4 ---- */
+  /**
+   * Optional (NULL unless PB_CAP_GROUP): can this rank join a group buffer
+   * of desc->nranks ranks on desc->cuda_device? *cost >= 0: yes; < 0: no,
+   * with a short reason (e.g. "disabled by NCCL_NVLS_ENABLE=0"). Creates
+   * nothing; desc->bootstrap is NULL. The core asks every rank and creates
+   * a group only when all said yes.
+   */
+  pb_status (*group_can_create)(pb_plugin_ctx* ctx, const pb_group_desc_v1* desc, int* cost, char* reason,
+                                size_t reason_len);
+  /**
+   * Optional (NULL unless PB_CAP_GROUP). Collective over the group: create
+   * the group buffer, bind this rank's memory into it and map both views
+   * (filled into *view), exchanging what it must through desc->bootstrap.
+   * On failure on any rank every rank returns an error and nothing stays
+   * allocated. The buffer's initial contents are undefined.
+   */
+  pb_status (*group_create)(pb_plugin_ctx* ctx, const pb_group_desc_v1* desc, pb_group** group,
+                            pb_group_view_v1* view);
+  /**
+   * Optional (NULL unless PB_CAP_GROUP): unmap and release this rank's part
+   * of the group. The core calls it on every rank once no kernel uses the
+   * views (after a barrier), and before finalize.
+   */
+  pb_status (*group_destroy)(pb_plugin_ctx* ctx, pb_group* group);
+
+  /* Fields added in later minors go here, after this line. */
 } pb_transport_v1;
 
 /**

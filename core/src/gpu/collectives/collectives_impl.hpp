@@ -12,6 +12,7 @@
 #include "plugboard/error.hpp"
 #include "plugboard/gpu/collectives.hpp"
 #include "plugboard/gpu/port_channel.hpp"
+#include "plugboard/gpu/switch_channel.hpp"
 
 namespace plugboard {
 
@@ -29,6 +30,8 @@ struct GpuCollSettings {
   uint32_t threads = 0;       ///< gpu_threads
   uint64_t chunkBytes = 0;    ///< gpu_chunk_bytes
   int64_t waitTimeoutNs = 0;  ///< gpu_wait_timeout, in nanoseconds
+  std::string switchMode;     ///< gpu_switch: auto, multicast, peers or off
+  uint64_t switchBytes = 0;   ///< gpu_switch_bytes
 
   /// Reads and validates; throws Error(Config) naming the setting.
   static GpuCollSettings read(const Config& config);
@@ -65,6 +68,10 @@ struct GpuCollectives::Impl {
   gpucoll::PortPipe* ports = nullptr;              // device [nranks][blocks][2]
   uint64_t* portSeen = nullptr;                    // device [nranks][blocks][2]: PortPipe::seen
   gpucoll::DeviceCtx ctx;
+  /// The SwitchChannel of the switch algorithms (gpu_switch), or null:
+  /// the same on every rank.
+  std::unique_ptr<SwitchChannel> switchChannel;
+  SwitchChannelDeviceHandle switchHandle;
   uint64_t abortHook = 0;  // Communicator::Impl::addAbortHook id (0: none)
 
   explicit Impl(Communicator& c) : comm(c) {}
@@ -78,12 +85,16 @@ struct GpuCollectives::Impl {
 
  private:
   void throwIfPortProxyFailed() const;
+  /// Throws the failure of a SwitchChannel barrier (first word with no peer).
+  [[noreturn]] void throwSwitchFailure(uint32_t first) const;
   void agreeOnPortPairs();
   void computeLayout();
   void exchangeScratch();
   /// Allocates, registers and exchanges the port area with the unmapped peers.
   void exchangePortAreas();
   void setupPorts();
+  /// Creates switchChannel as gpu_switch says (collective).
+  void setupSwitch();
   void drainPorts() noexcept;
   /// Communicator::abort(): ends every device wait of this object's kernels.
   void abortDeviceWaits() noexcept;

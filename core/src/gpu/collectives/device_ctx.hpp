@@ -137,6 +137,14 @@ struct P2PLLArgs {
   Coll coll;               ///< Send, Recv or SendRecv (named by a failed wait).
 };
 
+/// Arguments of the SwitchChannel kernels (switch_kernels.cu).
+struct SwitchCallArgs {
+  const char* send;
+  char* recv;
+  uint64_t bytes;  ///< AllReduce: the whole buffer; AllGather: one rank's block.
+  Coll coll;       ///< AllReduce or AllGather (named by a failed wait).
+};
+
 /// Words of the state array (see DeviceCtx).
 PB_HOST_DEVICE_INLINE uint64_t stateWords(uint64_t nranks, uint64_t blocks) { return 6 * nranks * blocks + blocks + nranks; }
 

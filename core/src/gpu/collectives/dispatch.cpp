@@ -144,6 +144,12 @@ void GpuCollectives::allReduce(const void* send, void* recv, size_t count, DataT
   Impl& m = *impl_;
   if (!startSymmetricReducing(m, "allreduce", send, recv, count, type, op)) return;
   if (m.nranks == 1) return copyAsync(recv, send, count * dataTypeSize(type), stream);
+  const uint64_t bytes = count * dataTypeSize(type);
+  if (m.switchChannel && SwitchChannel::supports(type, op) &&
+      gpucoll::reducePath(m.settings, shapeOf(m), bytes) != gpucoll::ReducePath::LL)
+    return gpucoll::launchSwitchAllReduce(m.ctx, m.switchHandle, {static_cast<const char*>(send),
+                                          static_cast<char*>(recv), bytes, Coll::AllReduce}, type, op,
+                                          m.settings.threads, stream);
   launchReducing(m, send, recv, count, type, op, Coll::AllReduce, 0, stream);
 }
 
@@ -186,6 +192,10 @@ void symmetricMove(GpuCollectives::Impl& m, const char* name, Coll coll, const v
   if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
   if (gpucoll::blocksUseLL(m.settings, shapeOf(m), bytes))
     return gpucoll::launchLL(m.ctx, coll, send, recv, count, type, ReduceOp::Sum, 0, m.settings.threads, stream);
+  if (coll == Coll::AllGather && m.switchChannel)
+    return gpucoll::launchSwitchAllGather(m.ctx, m.switchHandle, {static_cast<const char*>(send),
+                                          static_cast<char*>(recv), bytes, Coll::AllGather}, m.settings.threads,
+                                          stream);
   movePipeline(m, send, recv, bytes, coll, 0, stream);
 }
 

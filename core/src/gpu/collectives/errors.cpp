@@ -43,6 +43,21 @@ void GpuCollectives::Impl::throwIfPortProxyFailed() const {
   }
 }
 
+void GpuCollectives::Impl::throwSwitchFailure(uint32_t first) const {
+  const uint32_t code = first & 0xff;
+  const std::string backend = switchChannel ? switchBackendName(switchChannel->backend()) : "?";
+  std::string msg = "rank " + std::to_string(rank) + " (" + comm.hostOf(rank) +
+                    "): device wait at the SwitchChannel barrier of " + collName((first >> 8) & 0xff) +
+                    " (backend " + backend + ", every rank of the communicator) ";
+  if (code == kSemaphoreWaitTimeout)
+    msg += "timed out (gpu_wait_timeout=" + formatSeconds(settings.waitTimeoutNs) +
+           "): some rank did not reach it; did every rank make the same calls in the same order?";
+  else
+    msg += "was aborted";
+  msg += " The GPU collectives of this communicator cannot be used any more.";
+  throw Error(code == kSemaphoreWaitTimeout ? ErrorCode::Timeout : ErrorCode::Remote, msg);
+}
+
 void GpuCollectives::Impl::throwIfFailed() const {
   // An abort first: the device waits it ended are its consequence.
   if (comm.aborted())
@@ -55,6 +70,7 @@ void GpuCollectives::Impl::throwIfFailed() const {
   if (!first) return;
   const int peer = static_cast<int>(first >> 16) - 1;
   const uint32_t code = first & 0xff;
+  if (peer < 0) throwSwitchFailure(first);
   auto it = connections.find(peer);
   const std::string transport = it != connections.end() ? it->second->transport() : "?";
   std::string msg = "rank " + std::to_string(rank) + " (" + comm.hostOf(rank) + "): device wait for rank " +

@@ -7,6 +7,7 @@
 
 #include "gpu/collectives/device_ctx.hpp"
 #include "plugboard/datatype.hpp"
+#include "plugboard/gpu/switch_channel_device.hpp"
 
 namespace plugboard::gpucoll {
 
@@ -32,12 +33,21 @@ void launchSendRecv(const DeviceCtx& c, const SendRecvArgs& a, uint32_t threads,
 /// the p2p area, either may be 0); a grid sized to the larger direction.
 void launchP2PLL(const DeviceCtx& c, const P2PLLArgs& a, uint32_t threads, cudaStream_t stream);
 
+/// SwitchChannel allreduce (SwitchChannel::supports(type, op)) and
+/// allgather: rounds through the group buffer, c.blocks blocks (at most
+/// kSwitchBarrierSlots), every rank of the communicator in the group.
+void launchSwitchAllReduce(const DeviceCtx& c, const SwitchChannelDeviceHandle& sw, const SwitchCallArgs& a,
+                           DataType type, ReduceOp op, uint32_t threads, cudaStream_t stream);
+void launchSwitchAllGather(const DeviceCtx& c, const SwitchChannelDeviceHandle& sw, const SwitchCallArgs& a,
+                           uint32_t threads, cudaStream_t stream);
+
 /// Loads every kernel of a family now (lazy module loading would otherwise
 /// load it at first launch, possibly behind a kernel spinning on a peer).
 void preloadLLKernels();
 void preloadReduceKernels();
 void preloadMoveKernels();
 void preloadP2PLLKernel();
+void preloadSwitchKernels();
 
 /// True for a value of the DataType enum (every type has GPU kernels).
 bool supportedType(DataType type);

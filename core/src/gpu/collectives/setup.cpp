@@ -13,6 +13,7 @@
 #include "gpu/collectives/collectives_impl.hpp"
 #include "gpu/collectives/kernels.hpp"
 #include "gpu/cuda_check.hpp"
+#include "plugboard/logger.hpp"
 
 namespace plugboard {
 namespace {
@@ -54,6 +55,10 @@ GpuCollSettings GpuCollSettings::read(const Config& c) {
   if (!(timeout >= 0.001 && timeout <= 86400))
     throw Error(ErrorCode::Config, "gpu_wait_timeout must be between 0.001 and 86400 seconds, got " + std::to_string(timeout));
   s.waitTimeoutNs = static_cast<int64_t>(timeout * 1e9);
+  s.switchMode = c.getString("gpu_switch");
+  if (s.switchMode != "auto" && s.switchMode != "multicast" && s.switchMode != "peers" && s.switchMode != "off")
+    throw Error(ErrorCode::Config, "gpu_switch must be auto, multicast, peers or off, got \"" + s.switchMode + "\"");
+  s.switchBytes = readInRange(c, "gpu_switch_bytes", 65536, int64_t(1) << 34);
   return s;
 }
 
@@ -67,6 +72,7 @@ GpuCollectives::Impl::~Impl() {
   if (abortHook) comm.impl_->removeAbortHook(abortHook);
   const bool aborted = comm.aborted();
   if (scratch) cudaDeviceSynchronize();
+  switchChannel.reset();  // collective unless aborted, like the rest
   if (service && !aborted) drainPorts();
   remotes.clear();
   local = RegisteredMemory();
@@ -203,6 +209,7 @@ void GpuCollectives::Impl::setup() {
   gpucoll::preloadReduceKernels();
   gpucoll::preloadMoveKernels();
   gpucoll::preloadP2PLLKernel();
+  gpucoll::preloadSwitchKernels();
   PB_CUDA_CHECK(cudaDeviceSynchronize());  // memsets done before any peer can signal into the scratch
   if (nranks > 1) exchangeScratch();
   if (portPairs) exchangePortAreas();
@@ -219,9 +226,31 @@ void GpuCollectives::Impl::setup() {
   ctx.nranks = nranks;
   ctx.blocks = static_cast<int>(blocks);
   ctx.ports = ports;
+  if (nranks > 1) setupSwitch();
   // No peer may write into our scratch before it is zeroed and mapped everywhere.
   comm.bootstrap().barrier();
   abortHook = comm.impl_->addAbortHook([this] { abortDeviceWaits(); });
+}
+
+void GpuCollectives::Impl::setupSwitch() {
+  const std::string& mode = settings.switchMode;
+  if (mode == "off") return;
+  if (portPairs) {  // agreed on every rank: no rank asks the group transport
+    if (mode == "auto") return;
+    throw Error(ErrorCode::Config, "rank " + std::to_string(rank) + ": gpu_switch=" + mode +
+                                       " needs every pair of the communicator mapped on one host; some pair goes "
+                                       "through the proxy (a network transport)");
+  }
+  if (mode == "auto") {
+    const std::string refusal = SwitchChannel::multicastRefusalFor(comm);
+    if (!refusal.empty()) {
+      PB_LOG(Info, "COLL", "rank " << rank << ": no SwitchChannel algorithms: " << refusal);
+      return;
+    }
+  }
+  const SwitchMode want = mode == "peers" ? SwitchMode::Peers : SwitchMode::Multicast;
+  switchChannel = std::make_unique<SwitchChannel>(comm, settings.switchBytes, want);
+  switchHandle = switchChannel->deviceHandle();
 }
 
 void GpuCollectives::Impl::abortDeviceWaits() noexcept {
