@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes the virtual environment the Python package builds and tests in:
-# ${PLUGBOARD_VENV:-.venv} with pybind11, NumPy and pytest, and PyTorch
+# ${PLUGBOARD_VENV:-.venv} with pybind11, NumPy and pytest, cuobjdump/nvdisasm
+# (PyPI's NVIDIA wheels, where the CUDA toolkit lacks them), and PyTorch
 # (PyPI's wheel, CPU use only; PLUGBOARD_SKIP_TORCH=1 leaves it out, and
 # the torch tests then skip saying so). Installs by name, skips what is
 # there, so running it again is quick. tools/build.sh builds the package
@@ -22,6 +23,10 @@ missing=()
 for p in "${packages[@]}"; do
   "$venv/bin/python" -c "import $p" 2>/dev/null || missing+=("$p")
 done
+# cuobjdump and nvdisasm (the SwitchChannel SASS check) where the toolkit lacks them.
+if [ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/cuobjdump" ] && ! ls "$venv"/lib/python3*/site-packages/nvidia/cu13/bin/cuobjdump >/dev/null 2>&1; then
+  missing+=(nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "python-env: installing ${missing[*]} into $venv"
   "$venv/bin/python" -m pip install -q "${missing[@]}"

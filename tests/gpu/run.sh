@@ -61,6 +61,17 @@ step plan-tests-shared-mps env CUDA_VISIBLE_DEVICES=0 bash -c "source tests/gpu/
   -R GpuPlan --output-on-failure --timeout 120"
 # The NCCL API library's GPU suite alone (also part of gpu-tests-mps).
 step nccl-tests-mps with_mps ctest --test-dir "$build" -R "NcclApi" --output-on-failure --timeout 200
+# SwitchChannel (issue 17): the peers backend's tests, then its allreduce and
+# allgather beside the built-in algorithms on one GPU, 2 ranks under MPS
+# (NCCL cannot put two ranks on one GPU; the several-GPU runs below add it).
+step switch-tests-mps with_mps ctest --test-dir "$build" -R "GpuSwitch" --output-on-failure --timeout 200
+for c in allreduce allgather; do
+  for sw in off peers; do
+    step "switch-1gpu-$c-$sw" env CUDA_VISIBLE_DEVICES=0 PLUGBOARD_GPU_SWITCH=$sw bash -c "source tests/gpu/mps.sh && \
+      with_mps $build/bin/plugboard-perf --mem gpu --nranks 2 -C $c -b 64K -e 256M -f 4 -n 20 -w 5 \
+      --csv $LOGS/switch-1gpu-$c-$sw.csv"
+  done
+done
 # The NCCL API library's fallback to a real NCCL needs a build that shares
 # libstdc++ (a toolchain linking it statically makes the fallback refuse, by
 # name): where $CXX is another compiler, build the NCCL suite with the
@@ -142,6 +153,11 @@ if [ "$ngpu" -ge 2 ]; then
     --csv "$LOGS/sendrecv-pipe.csv"
   step perf-sendrecv-graph-pipe env PLUGBOARD_GPU_P2P_SMALL_BYTES=0 "$perf" "${cmp[@]}" -C sendrecv -b 8 -e 16M -f 2 -n 20 \
     -w 5 -G 5 --csv "$LOGS/sendrecv-graph-pipe.csv"
+  # SwitchChannel algorithms over the peers backend beside the built-in ones and NCCL, same processes.
+  for c in allreduce allgather; do
+    step "perf-$c-switch-peers" env PLUGBOARD_GPU_SWITCH=peers "$perf" "${cmp[@]}" -C "$c" -b 64K -e 1G -f 4 -n 20 -w 5 \
+      --csv "$LOGS/$c-switch-peers.csv"
+  done
   for t in half bfloat16; do
     step "perf-allreduce-$t" "$perf" "${cmp[@]}" -C allreduce -d "$t" -b 8 -e 256M -f 8 -n 5 --csv "$LOGS/allreduce-$t.csv"
   done

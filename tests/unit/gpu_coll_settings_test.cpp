@@ -13,6 +13,7 @@
 #include "gpu/collectives/collectives_impl.hpp"
 #include "plugboard/config.hpp"
 #include "plugboard/error.hpp"
+#include "plugboard/gpu/switch_channel.hpp"
 
 using namespace plugboard;
 using plugboard::test::EnvGuard;
@@ -23,7 +24,7 @@ const char* const kGpuVariables[] = {
     "PLUGBOARD_GPU_ALLREDUCE_SMALL_BYTES", "PLUGBOARD_GPU_BROADCAST_SMALL_BYTES", "PLUGBOARD_GPU_ALLREDUCE_ONESHOT_BYTES",
     "PLUGBOARD_GPU_SCRATCH_BYTES",         "PLUGBOARD_GPU_BLOCKS",                "PLUGBOARD_GPU_THREADS",
     "PLUGBOARD_GPU_CHUNK_BYTES",           "PLUGBOARD_GPU_WAIT_SPINS",            "PLUGBOARD_GPU_PORT_BLOCKS",
-    "PLUGBOARD_GPU_PORT_SLOTS"};
+    "PLUGBOARD_GPU_PORT_SLOTS",            "PLUGBOARD_GPU_SWITCH",                "PLUGBOARD_GPU_SWITCH_BYTES"};
 
 /// Settings read from yaml with no GPU variable of the environment in the way.
 GpuCollSettings readFrom(const std::string& yaml) {
@@ -145,6 +146,28 @@ TEST(GpuCollectivesPath, ZeroThresholdsTurnThePathsOff) {
       readFrom("gpu_allreduce_small_bytes: 0\ngpu_allreduce_oneshot_bytes: 0\ngpu_blocks_small_bytes: 0\n");
   EXPECT_EQ(gpucoll::reducePath(s, {2, false}, 8), gpucoll::ReducePath::TwoShot);
   EXPECT_FALSE(gpucoll::blocksUseLL(s, {2, false}, 8));
+}
+
+TEST(GpuCollSettings, SwitchModeAndBufferAreCheckedByName) {
+  const GpuCollSettings d = readFrom("{}");
+  EXPECT_EQ(d.switchMode, "auto");  // multicast only where the nvls transport can create it
+  EXPECT_EQ(d.switchBytes, 32ull << 20);
+  for (const char* mode : {"auto", "multicast", "peers", "off"})
+    EXPECT_EQ(readFrom(std::string("gpu_switch: ") + mode).switchMode, mode);
+  expectRejected("gpu_switch: nvls", "gpu_switch must be auto, multicast, peers or off");
+  expectRejected("gpu_switch_bytes: 4096", "gpu_switch_bytes");
+}
+
+TEST(SwitchChannel, SupportsWhatMultimemReducesOnHopper) {
+  EXPECT_TRUE(SwitchChannel::supports(DataType::Float32, ReduceOp::Sum));
+  EXPECT_FALSE(SwitchChannel::supports(DataType::Float32, ReduceOp::Max));  // no f32 min/max in multimem.ld_reduce
+  for (DataType t : {DataType::Float16, DataType::BFloat16}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max}) EXPECT_TRUE(SwitchChannel::supports(t, op));
+    EXPECT_FALSE(SwitchChannel::supports(t, ReduceOp::Prod));
+    EXPECT_FALSE(SwitchChannel::supports(t, ReduceOp::Avg));
+  }
+  for (DataType t : {DataType::Int32, DataType::Float64, DataType::Float8E4M3})
+    EXPECT_FALSE(SwitchChannel::supports(t, ReduceOp::Sum));
 }
 
 #endif  // PLUGBOARD_HAVE_CUDA

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "plugboard/communicator.hpp"
 #include "plugboard/datatype.hpp"
@@ -39,6 +40,7 @@ namespace plugboard {
 ///   gpu_blocks, gpu_threads    launch shape of the collective kernels
 ///   gpu_chunk_bytes            pipeline chunk of the large-message kernels
 ///   gpu_wait_timeout           seconds before a device wait records a timeout (30)
+///   gpu_switch, gpu_switch_bytes  SwitchChannel allreduce / allgather (below)
 ///
 /// Calls on one object must be ordered (one stream, or streams ordered by
 /// events): they share device-side sequence counters. Destruction is
@@ -57,6 +59,14 @@ namespace plugboard {
 /// GPU's clock) or is aborted is recorded and ends the kernel; checkErrors()
 /// (and the next call) throws Error(Timeout/Remote) naming rank, peer, hosts
 /// and transport, or the proxy's error when a PortChannel request failed.
+/// SwitchChannel algorithms (NCCL's NVLS allreduce and allgather, on a
+/// SwitchChannel of gpu_switch_bytes per rank): with gpu_switch=auto they
+/// are taken when the nvls transport can create a multicast group of every
+/// rank (never while NCCL_NVLS_ENABLE=0 or PLUGBOARD_NVLS_ENABLE=0);
+/// gpu_switch=peers runs them over cudaipc mappings instead (for tests and
+/// comparison); off never. Where taken: allreduce of Float32 sum and
+/// Float16 / BFloat16 sum, min and max, and every allgather, at sizes the
+/// LL kernels do not take; with every pair on one host.
 class GpuCollectives {
  public:
   /// Collective over comm, which must outlive this object.
@@ -103,6 +113,9 @@ class GpuCollectives {
   void synchronize(cudaStream_t stream) const;
   /// The communicator.
   Communicator& communicator() const;
+  /// "multicast" or "peers": the SwitchChannel backend of the switch
+  /// algorithms (gpu_switch); "" when they are off.
+  std::string switchBackend() const;
 
   struct Impl;  ///< Private state (pimpl).
 

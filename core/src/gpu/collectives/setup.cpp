@@ -274,4 +274,8 @@ GpuCollectives::~GpuCollectives() = default;
 
 Communicator& GpuCollectives::communicator() const { return impl_->comm; }
 
+std::string GpuCollectives::switchBackend() const {
+  return impl_->switchChannel ? switchBackendName(impl_->switchChannel->backend()) : "";
+}
+
 }  // namespace plugboard

@@ -1,0 +1,169 @@
+// SwitchChannel on the lent machines: the peers backend (cudaipc
+// mappings) runs the same device calls and collective kernels as the
+// multicast one, so the algorithm, its barriers and its results are tested
+// for real here; multicast itself is never created (those machines set
+// NCCL_NVLS_ENABLE=0, and these tests check that it is refused by name).
+#include <gtest/gtest.h>
+
+#include <cuda_fp16.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "gpu_coll_check.hpp"
+#include "gpu_test_util.hpp"
+#include "plugboard/gpu/switch_channel.hpp"
+
+using namespace plugboard;
+using namespace plugboard::test;
+
+namespace {
+
+constexpr uint64_t kLL = 4096;
+
+/// Small LL thresholds and the smallest switch buffer, so calls of a few
+/// hundred KiB already take several rounds; 4 blocks.
+Settings switchSettings(const std::string& mode) {
+  return {{"gpu_switch", mode},
+          {"gpu_switch_bytes", "65536"},
+          {"gpu_allreduce_small_bytes", std::to_string(kLL)},
+          {"gpu_blocks_small_bytes", std::to_string(kLL)},
+          {"gpu_blocks", "4"},
+          {"gpu_threads", "256"}};
+}
+
+void expectBackend(GpuCollectives& g, const std::string& want) {
+  if (g.switchBackend() != want)
+    throw std::runtime_error("switch backend is \"" + g.switchBackend() + "\", expected \"" + want + "\"");
+}
+
+/// Counts around the LL threshold, odd ones, and ones spanning several
+/// 64 KiB rounds (100003 floats: 7 rounds).
+std::vector<size_t> switchCounts(int n, size_t E) {
+  const size_t ll = kLL / (n - 1) / E;
+  return {ll + 1, 1001, 4097, 16384, 100003};
+}
+
+void switchSweep(GpuCollectives& g, int rank, int n, cudaStream_t s) {
+  expectBackend(g, "peers");
+  for (DataType t : {DataType::Float32, DataType::Float16, DataType::BFloat16}) {
+    const std::vector<size_t> counts = switchCounts(n, dataTypeSize(t));
+    const std::vector<ReduceOp> ops =
+        t == DataType::Float32 ? std::vector<ReduceOp>{ReduceOp::Sum}
+                               : std::vector<ReduceOp>{ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max};
+    for (size_t count : counts)
+      for (ReduceOp op : ops)
+        for (bool inPlace : {false, true}) {
+          checkReducing(g, Reducing::AllReduce, t, op, count, inPlace, 0, rank, n, s);
+          checkMoving(g, Moving::AllGather, t, count, inPlace, 0, rank, n, s);
+        }
+  }
+  // Other collectives between switch calls keep their own state.
+  reducingMatrix(g, rank, n, s, {DataType::Int32}, {ReduceOp::Sum}, {7, 100003});
+  checkReducing(g, Reducing::AllReduce, DataType::Float16, ReduceOp::Max, 100003, false, 0, rank, n, s);
+}
+
+}  // namespace
+
+TEST(GpuSwitch, PeersBackendAllReduceAndAllGatherTwoRanks) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuRanks(2, switchSettings("peers"), switchSweep);
+}
+
+TEST(GpuSwitch, PeersBackendAllReduceAndAllGatherThreeRanks) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuRanks(3, switchSettings("peers"), switchSweep);
+}
+
+TEST(GpuSwitch, AutoTakesNoSwitchAlgorithmsWithoutMulticast) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuRanks(2, switchSettings("auto"), [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+    expectBackend(g, "");
+    checkReducing(g, Reducing::AllReduce, DataType::Float32, ReduceOp::Sum, 100003, false, 0, rank, n, s);
+  }, std::chrono::seconds(110), [](int, Settings&) {
+    // Only restricts: whatever the machine says, this test runs without multicast.
+    setenv("PLUGBOARD_NVLS_ENABLE", "0", 1);
+  });
+}
+
+TEST(GpuSwitch, MulticastAskedForIsRefusedByNameWhenDisabled) {
+  PB_REQUIRE_GPU_NO_INIT();
+  auto results = runRanks(2, std::chrono::seconds(110), [](int rank, int n, const UniqueId& id) {
+    check(cudaSetDevice(0), "cudaSetDevice");
+    setenv("NCCL_NVLS_ENABLE", "0", 1);  // restricts only (the lent machines set it already)
+    Communicator comm(loopbackBootstrap(rank, n, id));
+    try {
+      SwitchChannel channel(comm, 1 << 20, SwitchMode::Multicast);
+      throw std::runtime_error("SwitchMode::Multicast succeeded with NCCL_NVLS_ENABLE=0");
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      // Without the plugin on the path the refusal says so instead.
+      if (what.find("NCCL_NVLS_ENABLE=0") == std::string::npos && what.find("no group transport") == std::string::npos)
+        throw std::runtime_error("refusal does not name the variable: " + what);
+    }
+  });
+  expectAllPassed(results);
+}
+
+namespace switch_test {
+
+/// Each rank writes (rank + 1) * (i + 1) as floats; rank r reduces and
+/// broadcasts slice r; then every rank checks the sum everywhere. Twice,
+/// so the barrier counters are reused.
+__global__ void sliceSumKernel(SwitchChannelDeviceHandle sw, uint64_t floats, unsigned* wrong, unsigned* failed) {
+  float* mine = reinterpret_cast<float*>(sw.local);
+  const uint64_t words = floats / 4, slice = words / sw.nranks;
+  for (int round = 1; round <= 2; ++round) {
+    for (uint64_t i = threadIdx.x; i < floats; i += blockDim.x) mine[i] = float((sw.rank + 1) * round) * (i + 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      sw.arrive(0);
+      if (!sw.wait(0, kDefaultWaitTimeoutNs, nullptr)) atomicAdd(failed, 1u);
+    }
+    __syncthreads();
+    for (uint64_t w = sw.rank * slice + threadIdx.x; w < (sw.rank + 1) * slice; w += blockDim.x)
+      sw.broadcast(16 * w, sw.reduce<SwitchType::Float32, SwitchOp::Sum>(16 * w));
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      sw.arrive(0);
+      if (!sw.wait(0, kDefaultWaitTimeoutNs, nullptr)) atomicAdd(failed, 1u);
+    }
+    __syncthreads();
+    const float ranksSum = float(sw.nranks * (sw.nranks + 1) / 2 * round);
+    for (uint64_t i = threadIdx.x; i < slice * 4 * sw.nranks; i += blockDim.x)
+      if (mine[i] != ranksSum * (i + 1)) atomicAdd(wrong, 1u);
+    __syncthreads();
+    if (threadIdx.x == 0) {  // nobody rewrites its buffer while another still checks
+      sw.arrive(0);
+      if (!sw.wait(0, kDefaultWaitTimeoutNs, nullptr)) atomicAdd(failed, 1u);
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace switch_test
+
+TEST(GpuSwitch, DeviceReduceBroadcastAndBarrierOverPeers) {
+  PB_REQUIRE_GPU_NO_INIT();
+  auto results = runRanks(3, std::chrono::seconds(110), [](int rank, int n, const UniqueId& id) {
+    int devices = 0;
+    check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+    check(cudaSetDevice(rank % devices), "cudaSetDevice");
+    setenv("PLUGBOARD_TRANSPORTS", "cudaipc,ethernet", 1);
+    Communicator comm(loopbackBootstrap(rank, n, id));
+    SwitchChannel channel(comm, 3 * 4096 * sizeof(float), SwitchMode::Peers);
+    if (channel.backend() != SwitchBackend::Peers) throw std::runtime_error("not the peers backend");
+    unsigned* counters = nullptr;
+    check(cudaMalloc(&counters, 2 * sizeof(unsigned)), "cudaMalloc");
+    check(cudaMemset(counters, 0, 2 * sizeof(unsigned)), "cudaMemset");
+    switch_test::sliceSumKernel<<<1, 256>>>(channel.deviceHandle(), 3 * 4096, counters, counters + 1);
+    check(cudaDeviceSynchronize(), "sliceSumKernel");
+    unsigned host[2];
+    check(cudaMemcpy(host, counters, sizeof(host), cudaMemcpyDeviceToHost), "download");
+    cudaFree(counters);
+    if (host[0] || host[1])
+      throw std::runtime_error(std::to_string(host[0]) + " wrong floats, " + std::to_string(host[1]) + " failed waits");
+  });
+  expectAllPassed(results);
+}
