@@ -4,9 +4,11 @@
 // Lists the plugins found, every setting with its value and source, and a
 // dry run of the per-pair selection. Exits non-zero on any error a
 // communicator would raise with the same settings.
+#include <algorithm>
 #include <cstring>
 #include <iomanip>
 #include <iostream>
+#include <vector>
 
 #include "communicator/local_setup.hpp"
 #include "config/value_parse.hpp"
@@ -53,6 +55,21 @@ Args parseArgs(int argc, char** argv) {
   return a;
 }
 
+/// A group transport's answer for a group of every rank on CUDA device 0
+/// (group_can_create creates nothing): "yes" or "no: <reason>".
+std::string groupAnswer(const TransportPlugin& p, int nranks) {
+  const pb_transport_v1& t = p.api();
+  if (!PB_HAS_FIELD(&t, pb_transport_v1, group_can_create) || !t.group_can_create) return "no: no group entries";
+  std::vector<int> ranks;
+  for (int r = 0; r < std::max(nranks, 2); ++r) ranks.push_back(r);
+  pb_group_desc_v1 desc{sizeof(desc), 0, static_cast<int>(ranks.size()), ranks.data(), 0, 1 << 20, nullptr};
+  int cost = -1;
+  char reason[512] = {0};
+  if (t.group_can_create(p.context(), &desc, &cost, reason, sizeof(reason)) != PB_OK)
+    return "no: group_can_create failed: " + p.lastError();
+  return cost >= 0 ? "yes (SwitchChannel multicast)" : std::string("no: ") + reason;
+}
+
 void printPlugins(const std::vector<std::string>& dirs, int rank, int nranks) {
   std::cout << "Plugins (search path:";
   for (const auto& d : dirs) std::cout << " " << d;
@@ -67,8 +84,10 @@ void printPlugins(const std::vector<std::string>& dirs, int rank, int nranks) {
                 << (pr.mem_types & PB_MEM_HOST ? " host" : "") << (pr.mem_types & PB_MEM_CUDA ? " cuda" : "")
                 << ", caps:" << (pr.flags & PB_CAP_ONE_SIDED_WRITE ? " write" : "")
                 << (pr.flags & PB_CAP_ATOMIC_SIGNAL ? " signal" : "") << (pr.flags & PB_CAP_NEEDS_PROXY ? " proxy" : "")
-                << (pr.flags & PB_CAP_SAME_HOST_ONLY ? " same-host-only" : "") << ", ~" << pr.bandwidth_gbps
-                << " GB/s, ~" << pr.latency_us << " us\n";
+                << (pr.flags & PB_CAP_SAME_HOST_ONLY ? " same-host-only" : "")
+                << (pr.flags & PB_CAP_GROUP ? " group" : "") << ", ~" << pr.bandwidth_gbps << " GB/s, ~"
+                << pr.latency_us << " us\n";
+      if (pr.flags & PB_CAP_GROUP) std::cout << "             group buffers: " << groupAnswer(*p, nranks) << "\n";
     } catch (const Error& e) {
       std::cout << "  " << std::left << std::setw(10) << name << " NOT LOADABLE: " << e.what() << "\n";
     }
