@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../../plugins/ethernet/src/stripe_rule.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -1003,3 +1005,17 @@ TEST_F(EthernetTest, PeerThatDiesWithoutCloseIsReportedByName) {
 }
 
 }  // namespace
+
+TEST(EthernetStripeRule, AutoStripesWhereEveryLocalRankHasEightCores) {
+  using plugboard::ethernet::stripesFor;
+  EXPECT_EQ(stripesFor(true, 0, 16, 2), 4u);   // measured: 2 ranks on 16 cores gain
+  EXPECT_EQ(stripesFor(true, 0, 16, 4), 0u);   // 4 ranks on 16 cores lose at 256 KiB - 1 MiB
+  EXPECT_EQ(stripesFor(true, 0, 16, 8), 0u);   // 8 ranks on 16 cores lose at 1 MiB
+  EXPECT_EQ(stripesFor(true, 0, 32, 4), 4u);   // 4 ranks on 32 cores gain 10-40%
+  EXPECT_EQ(stripesFor(true, 0, 2, 2), 0u);    // the CI kind
+  EXPECT_EQ(stripesFor(true, 0, 16, 0), 4u);   // an older core: cores alone
+  EXPECT_EQ(stripesFor(true, 0, 4, 0), 0u);
+  EXPECT_EQ(stripesFor(true, 0, 0, 1), 0u);    // cores unknown
+  EXPECT_EQ(stripesFor(false, 3, 2, 8), 3u);   // a count is taken as given
+  EXPECT_EQ(stripesFor(false, 0, 64, 1), 0u);
+}

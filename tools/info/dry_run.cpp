@@ -7,7 +7,10 @@ namespace {
 
 std::map<std::string, Reach> reachFrom(const LocalSetup& setup, const std::vector<std::string>& hosts, int a, int b) {
   std::map<std::string, Reach> out;
-  pb_peer_info_v1 info{sizeof(pb_peer_info_v1), a, b, hosts[a].c_str(), hosts[b].c_str(), hosts[a] == hosts[b]};
+  int localRanks = 0;
+  for (const auto& h : hosts) localRanks += h == hosts[a] ? 1 : 0;
+  pb_peer_info_v1 info{sizeof(pb_peer_info_v1), a, b, hosts[a].c_str(), hosts[b].c_str(), hosts[a] == hosts[b],
+                       localRanks};
   for (const auto& p : setup.plugins) {
     Reach r;
     char reason[256] = {0};

@@ -150,6 +150,11 @@ struct Communicator::Impl {
   /// "rank 3 (host b): the communicator was aborted (Communicator::abort)".
   std::string abortText() const;
 
+  /// Ranks whose host is this rank's (this one included), from views.
+  int localRanks() const;
+  /// What plugins are told of the pair (this rank, peer); host strings
+  /// point into self and views.
+  pb_peer_info_v1 peerInfo(int peer) const;
   /// Round 1: identities, versions, settings; throws on every rank alike.
   void exchangeIdentity(const std::string& localError, ErrorCode localCode);
   /// Round 2: reachability, then the per-pair selection.

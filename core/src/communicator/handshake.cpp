@@ -132,6 +132,17 @@ void Communicator::Impl::exchangeIdentity(const std::string& localError, ErrorCo
   checkRulesUseLoaded(config->rules(), views);
 }
 
+int Communicator::Impl::localRanks() const {
+  int n = 0;
+  for (const auto& v : views) n += v.host == self.host ? 1 : 0;
+  return n > 0 ? n : 1;
+}
+
+pb_peer_info_v1 Communicator::Impl::peerInfo(int peer) const {
+  return {sizeof(pb_peer_info_v1), self.rank, peer, self.host.c_str(), views[peer].host.c_str(),
+          self.host == views[peer].host, localRanks()};
+}
+
 void Communicator::Impl::exchangeReach() {
   BlobWriter w;
   w.u64(views.size() - 1);
@@ -139,8 +150,7 @@ void Communicator::Impl::exchangeReach() {
     if (peer == self.rank) continue;
     w.i32(peer);
     w.u64(plugins.size());
-    pb_peer_info_v1 info{sizeof(pb_peer_info_v1), self.rank, peer, self.host.c_str(), views[peer].host.c_str(),
-                         self.host == views[peer].host};
+    const pb_peer_info_v1 info = peerInfo(peer);
     for (const auto& p : plugins) {
       int cost = -1;
       char reason[256] = {0};

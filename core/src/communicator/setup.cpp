@@ -21,8 +21,7 @@ std::shared_ptr<ConnectionImpl> startConnection(Communicator::Impl& comm, int pe
   c->peerHost = comm.views[peer].host;
   c->timeout = comm.timeout;
   c->aborted = comm.aborted;
-  pb_peer_info_v1 info{sizeof(pb_peer_info_v1), comm.self.rank, peer, comm.self.host.c_str(), c->peerHost.c_str(),
-                       comm.self.host == c->peerHost};
+  const pb_peer_info_v1 info = comm.peerInfo(peer);
   size_t len = c->plugin->properties().max_address_size;
   addr.assign(len, 0);
   c->plugin->check(c->plugin->api().setup(c->plugin->context(), &info, &c->conn, addr.data(), &len),

@@ -198,6 +198,10 @@ typedef struct pb_peer_info_v1 {
   const char* local_host;/**< Host identity of this process. */
   const char* peer_host; /**< Host identity of the peer. */
   int same_host;         /**< Non-zero when both identities are equal. */
+  /* ---- minor 4 ---- */
+  int local_ranks;       /**< Ranks of the communicator on this process's host, this one
+                              included (>= 1); lets a plugin share the host's cores among
+                              them. Check PB_HAS_FIELD first: older cores lack it. */
 } pb_peer_info_v1;
 
 /** Opaque plugin objects. The core only passes them back. */

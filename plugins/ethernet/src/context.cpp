@@ -26,10 +26,6 @@ constexpr const char* kStripeBytes = "stripe_bytes";
 /// thread sending large frames while the caller receives wins.
 constexpr unsigned kFewCores = 4;
 constexpr size_t kManyCoresCallerSend = 64 * 1024;
-/// stripe_sockets = auto on more than kFewCores cores: each stripe socket
-/// adds a sending and a receiving thread per connection, which pay only
-/// where cores are free to run them (docs/perf/2026-11-26-ethernet-stripes.md).
-constexpr uint32_t kManyCoresStripes = 4;
 
 /// Parses a byte count in [0, max] of setting key; throws Error naming it.
 long long parseBytes(const char* key, const std::string& text, long long max, const char* expected) {
@@ -51,12 +47,8 @@ size_t parseCallerSend(const std::string& text) {
   return static_cast<size_t>(parseBytes(kCallerSend, text, LLONG_MAX, "auto, all or a byte count"));
 }
 
-/// Parses stripe_sockets: "auto" or a count in [0, kMaxStripes].
+/// Parses stripe_sockets: a count in [0, kMaxStripes] (auto is handled by the caller).
 uint32_t parseStripeSockets(const std::string& text) {
-  if (text.empty() || text == "auto") {
-    const unsigned cores = std::thread::hardware_concurrency();
-    return cores != 0 && cores <= kFewCores ? 0 : kManyCoresStripes;
-  }
   return static_cast<uint32_t>(
       parseBytes(kStripeSockets, text, kMaxStripes, ("auto or a count in [0, " + std::to_string(kMaxStripes) + "]").c_str()));
 }
@@ -94,8 +86,8 @@ void Context::declareSettings() const {
        1},
       {sizeof(pb_setting_decl_v1), kStripeSockets, PB_SETTING_STRING, "auto",
        "Extra TCP sockets per connection direction that carry the pieces of large writes in parallel, each "
-       "with its own sending and receiving thread; 0 sends every byte on the one frame stream; auto: 0 on up "
-       "to 4 cores, else 4",
+       "with its own sending and receiving thread; 0 sends every byte on the one frame stream; auto: 4 where "
+       "the host has at least 8 cores per rank of the communicator on it, else 0",
        1},
       {sizeof(pb_setting_decl_v1), kStripeBytes, PB_SETTING_INT, "131072",
        "Smallest write cut into pieces over the stripe sockets (when stripe_sockets > 0)", 1},
@@ -110,7 +102,9 @@ Settings Context::settings() const {
   if (!text.empty())
     s.socketBufferBytes = static_cast<int>(parseBytes(kSocketBuffer, text, 1LL << 30, "a byte count in [0, 2^30]"));
   s.callerSendBytes = parseCallerSend(host_.setting(kCallerSend));
-  s.stripeSockets = parseStripeSockets(host_.setting(kStripeSockets));
+  text = host_.setting(kStripeSockets);
+  s.stripeSocketsAuto = text.empty() || text == "auto";
+  if (!s.stripeSocketsAuto) s.stripeSockets = parseStripeSockets(text);
   text = host_.setting(kStripeBytes);
   if (!text.empty())
     s.stripeBytes = static_cast<size_t>(parseBytes(kStripeBytes, text, LLONG_MAX, "a byte count"));

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "memory.hpp"
+#include "stripe_rule.hpp"
 #include "net/socket.hpp"
 
 namespace plugboard::ethernet {
@@ -31,8 +32,10 @@ struct Settings {
   /// to the connection's sender thread. SIZE_MAX: every frame.
   size_t callerSendBytes = SIZE_MAX;
   /// Extra sockets per connection that carry the pieces of large writes; 0:
-  /// every byte on the one frame stream.
+  /// every byte on the one frame stream. Ignored while stripeSocketsAuto.
   uint32_t stripeSockets = 0;
+  /// stripe_sockets = auto: stripesFor() (stripe_rule.hpp) decides per connection.
+  bool stripeSocketsAuto = false;
   /// Smallest write cut into pieces over the stripe sockets.
   size_t stripeBytes = 128 * 1024;
 };
