@@ -109,8 +109,8 @@ TEST(GpuSwitch, MulticastAskedForIsRefusedByNameWhenDisabled) {
 namespace switch_test {
 
 /// Each rank writes (rank + 1) * (i + 1) as floats; rank r reduces and
-/// broadcasts slice r; then every rank checks the sum everywhere. Twice,
-/// so the barrier counters are reused.
+/// broadcasts slice r; then every rank checks the sum everywhere. Twice
+/// (16-byte vectors, then single floats), so the barrier counters are reused.
 __global__ void sliceSumKernel(SwitchChannelDeviceHandle sw, uint64_t floats, unsigned* wrong, unsigned* failed) {
   float* mine = reinterpret_cast<float*>(sw.local);
   const uint64_t words = floats / 4, slice = words / sw.nranks;
@@ -122,8 +122,13 @@ __global__ void sliceSumKernel(SwitchChannelDeviceHandle sw, uint64_t floats, un
       if (!sw.wait(0, kDefaultWaitTimeoutNs, nullptr)) atomicAdd(failed, 1u);
     }
     __syncthreads();
-    for (uint64_t w = sw.rank * slice + threadIdx.x; w < (sw.rank + 1) * slice; w += blockDim.x)
-      sw.broadcast(16 * w, sw.reduce<SwitchType::Float32, SwitchOp::Sum>(16 * w));
+    if (round == 1) {  // 16-byte vectors
+      for (uint64_t w = sw.rank * slice + threadIdx.x; w < (sw.rank + 1) * slice; w += blockDim.x)
+        sw.broadcast(16 * w, sw.reduce<SwitchType::Float32, SwitchOp::Sum>(16 * w));
+    } else {  // one float at a time
+      for (uint64_t f = 4 * sw.rank * slice + threadIdx.x; f < 4 * (sw.rank + 1) * slice; f += blockDim.x)
+        sw.broadcast(4 * f, sw.reduce<SwitchType::Float32, SwitchOp::Sum, 1>(4 * f));
+    }
     __syncthreads();
     if (threadIdx.x == 0) {
       sw.arrive(0);

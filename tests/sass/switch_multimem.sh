@@ -4,11 +4,13 @@
 # the compiler made of it: libplugboard.so's SwitchChannel allreduce
 # kernels must hold a multimem load-reduce (SASS LDGMC) for each of the 7
 # type/op pairs (f32 add; f16 and bf16 add with f32 accumulation, min,
-# max). cuobjdump and nvdisasm come from the CUDA toolkit or from PyPI's
+# max), and switch_widths.cu's object (every reduce of the device API) each
+# pair at 4, 8 and 16 bytes: 21 distinct LDGMC forms. cuobjdump and nvdisasm come from the CUDA toolkit or from PyPI's
 # nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm in the project's .venv
 # (tools/python-env.sh installs them). Exit 77 (skip) when neither has them.
 set -euo pipefail
 lib=$1
+widths=$2
 root=$(cd "$(dirname "$0")/../.." && pwd)
 for dir in "${CUDA_HOME:-/usr/local/cuda}/bin" "$root"/.venv/lib/python3*/site-packages/nvidia/cu13/bin; do
   [ -x "$dir/cuobjdump" ] && [ -x "$dir/nvdisasm" ] && PATH="$dir:$PATH" && break
@@ -25,4 +27,8 @@ for want in "LDGMC.E.ADD.F32x4" "LDGMC.E.F32ADD.F16x8" "LDGMC.E.MIN.F16x8" "LDGM
             "LDGMC.E.F32ADD.BF16x8" "LDGMC.E.MIN.BF16x8" "LDGMC.E.MAX.BF16x8"; do
   if grep -q "$want" <<<"$sass"; then echo "ok: $want"; else echo "FAIL: no $want in $lib"; fail=1; fi
 done
+forms=$(cuobjdump -sass "$widths" | grep -o "LDGMC[A-Z0-9.x]*" | sort -u)
+echo "$forms"
+count=$(grep -c . <<<"$forms" || true)
+[ "$count" = 21 ] || { echo "FAIL: $count distinct LDGMC forms in $widths, expected 21 (7 type/op pairs x 3 widths)"; fail=1; }
 exit $fail

@@ -13,7 +13,9 @@
 ///    and stores to each rank's buffer in turn, reducing in rank order.
 /// Types and ops are those the multicast instructions have on sm_90:
 /// Float32 sum, Float16 and BFloat16 sum, min and max (Hopper's
-/// `multimem.ld_reduce` has no f32 min/max).
+/// `multimem.ld_reduce` has no f32 min/max). Widths: 4, 8 or 16 bytes per
+/// call (SwitchVec<1>, <2>, <4>: one, two or four 32-bit words, each a
+/// float or a pair of 16-bit values).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +38,13 @@ enum class SwitchOp : uint32_t { Sum = 0, Min = 1, Max = 2 };
 /// thread block of a kernel that synchronises per block (slot = blockIdx.x).
 inline constexpr uint32_t kSwitchBarrierSlots = 128;
 
+/// 4 x Words bytes moved by one reduce or broadcast (Words 1, 2 or 4).
+template <int Words>
+struct alignas(4 * Words) SwitchVec {
+  static_assert(Words == 1 || Words == 2 || Words == 4, "SwitchVec holds 1, 2 or 4 words");
+  uint32_t w[Words];
+};
+
 /// Plain struct for kernels (SwitchChannel::deviceHandle()).
 ///
 /// Invariants: every rank's buffer is laid out alike, [0, dataBytes) data,
@@ -53,23 +62,31 @@ struct SwitchChannelDeviceHandle {
   int nranks = 0;                 ///< Ranks of the group.
 
 #if defined(__CUDACC__)
-  /// 16 bytes at offset (16-aligned, < dataBytes) reduced over every rank's
-  /// buffer. Values written there before the last barrier are seen.
-  template <SwitchType T, SwitchOp Op>
-  PB_DEVICE_INLINE uint4 reduce(uint64_t offset) const {
-    if (multicast) return multimemReduce<T, Op>(multicast + offset);
-    return reducePeers<T, Op>(offset);
+  /// 4 x Words bytes at offset (aligned to them, < dataBytes) reduced over
+  /// every rank's buffer. Values written there before the last barrier are seen.
+  template <SwitchType T, SwitchOp Op, int Words = 4>
+  PB_DEVICE_INLINE SwitchVec<Words> reduce(uint64_t offset) const {
+    if (multicast) return multimemReduce<T, Op, Words>(multicast + offset);
+    return reducePeers<T, Op, Words>(offset);
   }
 
-  /// Stores v at offset (16-aligned, < dataBytes) of every rank's buffer.
-  PB_DEVICE_INLINE void broadcast(uint64_t offset, uint4 v) const {
+  /// Stores v at offset (aligned to its size, < dataBytes) of every rank's buffer.
+  template <int Words>
+  PB_DEVICE_INLINE void broadcast(uint64_t offset, const SwitchVec<Words>& v) const {
     if (multicast) {
-      asm volatile("multimem.st.relaxed.sys.global.v4.f32 [%0], {%1,%2,%3,%4};" ::"l"(multicast + offset), "r"(v.x),
-                   "r"(v.y), "r"(v.z), "r"(v.w)
-                   : "memory");
+      char* at = multicast + offset;
+      if constexpr (Words == 4)
+        asm volatile("multimem.st.relaxed.sys.global.v4.f32 [%0], {%1,%2,%3,%4};" ::"l"(at), "r"(v.w[0]), "r"(v.w[1]),
+                     "r"(v.w[2]), "r"(v.w[3])
+                     : "memory");
+      else if constexpr (Words == 2)
+        asm volatile("multimem.st.relaxed.sys.global.v2.f32 [%0], {%1,%2};" ::"l"(at), "r"(v.w[0]), "r"(v.w[1])
+                     : "memory");
+      else
+        asm volatile("multimem.st.relaxed.sys.global.f32 [%0], %1;" ::"l"(at), "r"(v.w[0]) : "memory");
       return;
     }
-    for (int p = 0; p < nranks; ++p) *reinterpret_cast<uint4*>(peers[p] + offset) = v;
+    for (int p = 0; p < nranks; ++p) *reinterpret_cast<SwitchVec<Words>*>(peers[p] + offset) = v;
   }
 
   /// Adds 1 to counter `slot` of every rank, releasing at system scope what
@@ -107,29 +124,49 @@ struct SwitchChannelDeviceHandle {
   }
 
  private:
-  PB_DEVICE_INLINE static uint4 load16(const char* p) { return *reinterpret_cast<const uint4*>(p); }
+  template <int Words>
+  PB_DEVICE_INLINE static SwitchVec<Words> load(const char* p) {
+    return *reinterpret_cast<const SwitchVec<Words>*>(p);
+  }
 
-  template <SwitchType T, SwitchOp Op>
-  PB_DEVICE_INLINE static uint4 multimemReduce(const char* at) {
-    uint4 v;
-#define PB_MULTIMEM_LD_REDUCE(SPEC)                                                               \
-  asm volatile("multimem.ld_reduce.relaxed.sys.global." SPEC " {%0,%1,%2,%3}, [%4];"             \
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                                       \
-               : "l"(at)                                                                          \
+  template <SwitchType T, SwitchOp Op, int Words>
+  PB_DEVICE_INLINE static SwitchVec<Words> multimemReduce(const char* at) {
+    static_assert(T != SwitchType::Float32 || Op == SwitchOp::Sum, "multimem.ld_reduce has no f32 min/max");
+    SwitchVec<Words> v;
+    // EMIT(spec) with the instruction's op and type for (T, Op) and width W:
+    // f32 add; f16x2 / bf16x2 add (accumulating in f32), min, max.
+#define PB_MM_CASES(EMIT, W)                                   \
+  if constexpr (T == SwitchType::Float32) {                    \
+    EMIT("add" W "f32");                                       \
+  } else if constexpr (T == SwitchType::Float16) {             \
+    if constexpr (Op == SwitchOp::Sum) EMIT("add.acc::f32" W "f16x2"); \
+    else if constexpr (Op == SwitchOp::Min) EMIT("min" W "f16x2");     \
+    else EMIT("max" W "f16x2");                                \
+  } else {                                                     \
+    if constexpr (Op == SwitchOp::Sum) EMIT("add.acc::f32" W "bf16x2"); \
+    else if constexpr (Op == SwitchOp::Min) EMIT("min" W "bf16x2");     \
+    else EMIT("max" W "bf16x2");                               \
+  }
+#define PB_MM_LD4(SPEC)                                                                                 \
+  asm volatile("multimem.ld_reduce.relaxed.sys.global." SPEC " {%0,%1,%2,%3}, [%4];"                   \
+               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])                                 \
+               : "l"(at)                                                                                \
                : "memory")
-    if constexpr (T == SwitchType::Float32) {
-      static_assert(Op == SwitchOp::Sum, "multimem.ld_reduce has no f32 min/max");
-      PB_MULTIMEM_LD_REDUCE("add.v4.f32");
-    } else if constexpr (T == SwitchType::Float16) {
-      if constexpr (Op == SwitchOp::Sum) PB_MULTIMEM_LD_REDUCE("add.acc::f32.v4.f16x2");
-      else if constexpr (Op == SwitchOp::Min) PB_MULTIMEM_LD_REDUCE("min.v4.f16x2");
-      else PB_MULTIMEM_LD_REDUCE("max.v4.f16x2");
+#define PB_MM_LD2(SPEC) \
+  asm volatile("multimem.ld_reduce.relaxed.sys.global." SPEC " {%0,%1}, [%2];" : "=r"(v.w[0]), "=r"(v.w[1]) : "l"(at) : "memory")
+#define PB_MM_LD1(SPEC) \
+  asm volatile("multimem.ld_reduce.relaxed.sys.global." SPEC " %0, [%1];" : "=r"(v.w[0]) : "l"(at) : "memory")
+    if constexpr (Words == 4) {
+      PB_MM_CASES(PB_MM_LD4, ".v4.")
+    } else if constexpr (Words == 2) {
+      PB_MM_CASES(PB_MM_LD2, ".v2.")
     } else {
-      if constexpr (Op == SwitchOp::Sum) PB_MULTIMEM_LD_REDUCE("add.acc::f32.v4.bf16x2");
-      else if constexpr (Op == SwitchOp::Min) PB_MULTIMEM_LD_REDUCE("min.v4.bf16x2");
-      else PB_MULTIMEM_LD_REDUCE("max.v4.bf16x2");
+      PB_MM_CASES(PB_MM_LD1, ".")
     }
-#undef PB_MULTIMEM_LD_REDUCE
+#undef PB_MM_LD1
+#undef PB_MM_LD2
+#undef PB_MM_LD4
+#undef PB_MM_CASES
     return v;
   }
 
@@ -140,56 +177,54 @@ struct SwitchChannelDeviceHandle {
     else return fmaxf(a, b);
   }
 
-  /// The 16 bytes at p as floats: 4 of them (Float32) or 8 (16-bit types).
-  template <SwitchType T>
-  PB_DEVICE_INLINE static void toFloats(uint4 v, float* f) {
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(&v);
+  /// A vector's words as floats: one per word (Float32) or two (16-bit types).
+  template <SwitchType T, int Words>
+  PB_DEVICE_INLINE static void toFloats(const SwitchVec<Words>& v, float* f) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < Words; ++i) {
       if constexpr (T == SwitchType::Float32) {
-        f[i] = __uint_as_float(w[i]);
+        f[i] = __uint_as_float(v.w[i]);
       } else {
-        const float2 g = T == SwitchType::Float16 ? __half22float2(*reinterpret_cast<const __half2*>(&w[i]))
-                                                  : __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
+        const float2 g = T == SwitchType::Float16 ? __half22float2(*reinterpret_cast<const __half2*>(&v.w[i]))
+                                                  : __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.w[i]));
         f[2 * i] = g.x;
         f[2 * i + 1] = g.y;
       }
     }
   }
 
-  /// Floats back to 16 bytes of T, rounding once.
-  template <SwitchType T>
-  PB_DEVICE_INLINE static uint4 fromFloats(const float* f) {
-    uint4 v;
-    uint32_t* w = reinterpret_cast<uint32_t*>(&v);
+  /// Floats back to a vector of T, rounding once.
+  template <SwitchType T, int Words>
+  PB_DEVICE_INLINE static SwitchVec<Words> fromFloats(const float* f) {
+    SwitchVec<Words> v;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < Words; ++i) {
       if constexpr (T == SwitchType::Float32) {
-        w[i] = __float_as_uint(f[i]);
+        v.w[i] = __float_as_uint(f[i]);
       } else if constexpr (T == SwitchType::Float16) {
         const __half2 h = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
-        w[i] = *reinterpret_cast<const uint32_t*>(&h);
+        v.w[i] = *reinterpret_cast<const uint32_t*>(&h);
       } else {
         const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-        w[i] = *reinterpret_cast<const uint32_t*>(&h);
+        v.w[i] = *reinterpret_cast<const uint32_t*>(&h);
       }
     }
     return v;
   }
 
-  /// The peers backend's reduce: every rank's 16 bytes combined in rank
+  /// The peers backend's reduce: every rank's values combined in rank
   /// order in float, rounded to T once.
-  template <SwitchType T, SwitchOp Op>
-  PB_DEVICE_INLINE uint4 reducePeers(uint64_t offset) const {
-    constexpr int kLanes = T == SwitchType::Float32 ? 4 : 8;
+  template <SwitchType T, SwitchOp Op, int Words>
+  PB_DEVICE_INLINE SwitchVec<Words> reducePeers(uint64_t offset) const {
+    constexpr int kLanes = T == SwitchType::Float32 ? Words : 2 * Words;
     float acc[kLanes], next[kLanes];
-    toFloats<T>(load16(peers[0] + offset), acc);
+    toFloats<T>(load<Words>(peers[0] + offset), acc);
     for (int p = 1; p < nranks; ++p) {
-      toFloats<T>(load16(peers[p] + offset), next);
+      toFloats<T>(load<Words>(peers[p] + offset), next);
 #pragma unroll
       for (int i = 0; i < kLanes; ++i) acc[i] = op<Op>(acc[i], next[i]);
     }
-    return fromFloats<T>(acc);
+    return fromFloats<T, Words>(acc);
   }
 #endif
 };

@@ -62,11 +62,11 @@ __device__ inline void blockCopy(char* dst, const char* src, uint64_t bytes) {
   for (uint64_t i = threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
 }
 
-/// Up to 16 bytes at src (any alignment) as one word; bytes past `valid` are 0.
-__device__ inline uint4 loadWord(const char* src, uint64_t valid) {
-  if (valid >= 16 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) return *reinterpret_cast<const uint4*>(src);
-  uint4 w = make_uint4(0, 0, 0, 0);
-  char* bytes = reinterpret_cast<char*>(&w);
+/// Up to 16 bytes at src (any alignment) as one vector; bytes past `valid` are 0.
+__device__ inline SwitchVec<4> loadWord(const char* src, uint64_t valid) {
+  if (valid >= 16 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) return *reinterpret_cast<const SwitchVec<4>*>(src);
+  SwitchVec<4> w{{0, 0, 0, 0}};
+  char* bytes = reinterpret_cast<char*>(w.w);
   for (uint64_t i = 0; i < 16 && i < valid; ++i) bytes[i] = src[i];
   return w;
 }
