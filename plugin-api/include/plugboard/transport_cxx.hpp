@@ -58,6 +58,12 @@
 ///     pb_status translate(const std::exception& e, const char* op, std::string* message);
 ///                    - maps the plugin's own exception types: return a status
 ///                      and set *message, or PB_OK for "not one of mine".
+///   Group (switch) entries, minor 4: all three or none, with T::Group the
+///   pb_group type (transports with PB_CAP_GROUP; absent: the table's
+///   group_can_create, group_create and group_destroy are NULL)
+///     int groupCanCreate(Context&, const pb_group_desc_v1*, std::string* why);  // cost, or -1 with *why
+///     Group* groupCreate(Context&, const pb_group_desc_v1*, pb_group_view_v1& view);  // collective
+///     void groupDestroy(Context&, Group*);
 ///
 /// Helpers for the context, all optional: ErrorSlot (setError/lastError
 /// for the context class to derive from), HostServices (the core's
@@ -289,6 +295,9 @@ PLUGBOARD_TRANSPORT_CXX_DETECT(HasProgress, progress);
 PLUGBOARD_TRANSPORT_CXX_DETECT(HasFlush, flush);
 PLUGBOARD_TRANSPORT_CXX_DETECT(HasReleaseRkey, releaseRkey);
 PLUGBOARD_TRANSPORT_CXX_DETECT(HasFreeConnection, freeConnection);
+PLUGBOARD_TRANSPORT_CXX_DETECT(HasGroupCanCreate, groupCanCreate);
+PLUGBOARD_TRANSPORT_CXX_DETECT(HasGroupCreate, groupCreate);
+PLUGBOARD_TRANSPORT_CXX_DETECT(HasGroupDestroy, groupDestroy);
 #undef PLUGBOARD_TRANSPORT_CXX_DETECT
 
 /// The connection class has postWriteSignal (the default writeSignal).
@@ -313,6 +322,12 @@ class Adapter {
   /// write_signal is in the table: the traits or the connection class have it.
   static constexpr bool kWritesSignal =
       detail::HasWriteSignal<T>::value || detail::ConnPostsWriteSignal<Connection, Region, RemoteKey>::value;
+  /// The group entries are in the table: the traits define all three.
+  static constexpr bool kMakesGroups =
+      detail::HasGroupCanCreate<T>::value && detail::HasGroupCreate<T>::value && detail::HasGroupDestroy<T>::value;
+  static_assert(kMakesGroups || (!detail::HasGroupCanCreate<T>::value && !detail::HasGroupCreate<T>::value &&
+                                 !detail::HasGroupDestroy<T>::value),
+                "a transport defines groupCanCreate, groupCreate and groupDestroy together, or none of them");
 
   /// The table, filled field by field so its order cannot slip.
   static pb_transport_v1 table() {
@@ -341,6 +356,11 @@ class Adapter {
     t.finalize = finalize;
     t.last_error = lastError;
     if constexpr (detail::HasRemotePointer<T>::value) t.remote_pointer = remotePointer;
+    if constexpr (kMakesGroups) {
+      t.group_can_create = groupCanCreate;
+      t.group_create = groupCreate;
+      t.group_destroy = groupDestroy;
+    }
     return t;
   }
 
@@ -405,6 +425,11 @@ class Adapter {
   static RemoteKey* keyOf(pb_rkey* rkey) { return reinterpret_cast<RemoteKey*>(rkey); }
   /// The context errors on conn are recorded in (NULL for a NULL conn).
   static Context* ctxOfConn(pb_conn* conn) { return conn ? &connOf(conn)->context() : nullptr; }
+  /// T::Group, named only inside the group entries (traits without groups have none).
+  template <typename U = T>
+  static typename U::Group* groupOf(pb_group* group) {
+    return reinterpret_cast<typename U::Group*>(group);
+  }
 
   /// Copies text into reason (NUL-terminated, truncated to reasonLen).
   static void writeReason(const std::string& text, char* reason, size_t reasonLen) {
@@ -504,6 +529,44 @@ class Adapter {
       return "could not copy the last error (out of memory)";
     }
     return copy.c_str();
+  }
+
+  // ---- group entries (minor 4) ----------------------------------------------
+
+  static pb_status groupCanCreate(pb_plugin_ctx* ctx, const pb_group_desc_v1* desc, int* cost, char* reason,
+                                  size_t reasonLen) {
+    Context* c = ctxOf(ctx);
+    return guarded(c, "group_can_create", [&] {
+      need(c, "group_can_create", "ctx");
+      need(cost, "group_can_create", "cost");
+      need(desc, "group_can_create", "desc");
+      std::string why;
+      *cost = T::groupCanCreate(*c, desc, &why);
+      writeReason(why, reason, reasonLen);
+      return PB_OK;
+    });
+  }
+
+  static pb_status groupCreate(pb_plugin_ctx* ctx, const pb_group_desc_v1* desc, pb_group** group,
+                               pb_group_view_v1* view) {
+    Context* c = ctxOf(ctx);
+    return guarded(c, "group_create", [&] {
+      need(c, "group_create", "ctx");
+      *need(group, "group_create", "group") = nullptr;
+      need(desc, "group_create", "desc");
+      need(view, "group_create", "view");
+      *group = reinterpret_cast<pb_group*>(T::groupCreate(*c, desc, *view));
+      return PB_OK;
+    });
+  }
+
+  static pb_status groupDestroy(pb_plugin_ctx* ctx, pb_group* group) {
+    Context* c = ctxOf(ctx);
+    return guarded(c, "group_destroy", [&] {
+      need(c, "group_destroy", "ctx");
+      T::groupDestroy(*c, need(groupOf(group), "group_destroy", "group"));
+      return PB_OK;
+    });
   }
 
   // ---- connection-level entries -------------------------------------------
