@@ -248,6 +248,11 @@ void GpuCollectives::Impl::setupSwitch() {
       return;
     }
   }
+  // The switch kernels give each (rank, block) a fixed cell of the buffer.
+  if (settings.switchBytes / static_cast<uint64_t>(nranks) / blocks < 16)
+    throw Error(ErrorCode::Config, "gpu_switch_bytes (" + std::to_string(settings.switchBytes) + ") must give each of " +
+                                       std::to_string(nranks) + " ranks x " + std::to_string(blocks) +
+                                       " blocks at least 16 bytes: raise it or lower gpu_blocks");
   const SwitchMode want = mode == "peers" ? SwitchMode::Peers : SwitchMode::Multicast;
   switchChannel = std::make_unique<SwitchChannel>(comm, settings.switchBytes, want);
   switchHandle = switchChannel->deviceHandle();

@@ -3,19 +3,27 @@
 // group buffer, allgather by broadcast(). The same code runs on the
 // multicast and the peers backends (switch_channel_device.hpp).
 //
-// A call runs in rounds that fit the buffer. In a round every rank owns
-// one 16-byte aligned slice of the buffer; block b of every rank handles
-// piece b of every slice and meets only block b of the other ranks at the
-// barriers (slot b), so blocks never wait for each other.
+// Geometry, fixed for the channel whatever the call: each rank's buffer is
+// cut into nranks x blocks cells of cellCap bytes, cell (s, b) at
+// (s * blocks + b) * cellCap. Block b of every rank only ever touches cells
+// (., b) of any buffer and meets only block b of the other ranks at the
+// barriers (slot b). So blocks never wait for one another, and no block
+// can touch bytes another block of its rank still uses from an earlier
+// round or call (a geometry that changed with the message size let a
+// block's new piece overlap a slower block's old one: wrong results).
 //
-// Buffer invariants (any sequence of these calls, any mix):
+// A call runs in rounds of at most nranks x blocks x cellCap bytes; a
+// round puts c bytes in each cell (c a multiple of 16), message bytes
+// [(s * blocks + b) * c, + c) of the round in cell (s, b).
+//
+// Buffer invariants (any sequence of these calls, any mix), per block:
 //  - allreduce: copy-in (own buffer) -> barrier -> reduce + broadcast of
-//    this rank's slice (every buffer) -> barrier -> copy-out (own buffer).
+//    cells (this rank, b) (every buffer) -> barrier -> copy-out (own).
 //    Writes into other ranks' buffers come after a barrier that every rank
 //    reached after its previous copy-out.
-//  - allgather: barrier -> broadcast of this rank's block (every buffer,
-//    at this rank's slice) -> barrier -> copy-out. The leading barrier
-//    keeps the broadcast behind every rank's previous copy-out.
+//  - allgather: barrier -> broadcast of this rank's block into cells
+//    (this rank, b) of every buffer -> barrier -> copy-out. The leading
+//    barrier keeps the broadcast behind every rank's previous copy-out.
 #include <string>
 
 #include "gpu/collectives/kernels.hpp"
@@ -26,27 +34,25 @@
 namespace plugboard::gpucoll {
 namespace {
 
-/// Round geometry: slice (per rank) and piece (per block) in bytes, both
-/// multiples of 16; bytes of data in the round.
-struct Round {
-  uint64_t slice, piece, bytes;
-};
-
 __device__ inline uint64_t roundUp16(uint64_t v) { return (v + 15) & ~uint64_t(15); }
+__device__ inline uint64_t minU64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
-/// One round of `remaining` bytes spread over `ways` slices of at most sliceCap.
-__device__ inline Round roundOf(uint64_t remaining, uint64_t sliceCap, int ways, int blocks) {
-  uint64_t slice = roundUp16((remaining + ways - 1) / ways);
-  if (slice > sliceCap) slice = sliceCap;
-  const uint64_t bytes = remaining < slice * ways ? remaining : slice * ways;
-  return {slice, roundUp16((slice + blocks - 1) / blocks), bytes};
+/// Bytes of each cell (a multiple of 16, > 0: the host checks gpu_switch_bytes).
+__device__ inline uint64_t cellCapOf(const SwitchChannelDeviceHandle& sw, int blocks) {
+  return sw.dataBytes / static_cast<uint64_t>(sw.nranks) / static_cast<uint64_t>(blocks) / 16 * 16;
 }
 
-/// Bytes [lo, hi) of piece `b` of a slice of `slice` bytes.
-__device__ inline void pieceRange(const Round& r, int b, uint64_t* lo, uint64_t* hi) {
-  const uint64_t a = r.piece * b, e = r.piece * (b + 1);
-  *lo = a < r.slice ? a : r.slice;
-  *hi = e < r.slice ? e : r.slice;
+/// Offset of cell (s, b) in every rank's buffer.
+__device__ inline uint64_t cellAt(int s, int b, int blocks, uint64_t cellCap) {
+  return (static_cast<uint64_t>(s) * blocks + b) * cellCap;
+}
+
+/// A round of `bytes` (> 0) over `cells` cells: c bytes per cell (a multiple of 16).
+__device__ inline uint64_t perCell(uint64_t bytes, uint64_t cells) { return roundUp16((bytes + cells - 1) / cells); }
+
+/// Message bytes of cell number k (k = s * blocks + b) in a round of `bytes` with c per cell.
+__device__ inline uint64_t cellBytes(uint64_t k, uint64_t c, uint64_t bytes) {
+  return k * c >= bytes ? 0 : minU64(c, bytes - k * c);
 }
 
 /// Copies bytes with the block's threads: 16-byte words where both ends
@@ -94,25 +100,24 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   __shared__ int fail;
   if (threadIdx.x == 0) fail = 0;
   const int n = c.nranks, G = gridDim.x, b = blockIdx.x;
-  const uint64_t sliceCap = sw.dataBytes / n / 16 * 16;
+  const uint64_t cap = cellCapOf(sw, G), cells = static_cast<uint64_t>(n) * G;
   for (uint64_t done = 0; done < a.bytes;) {
-    const Round r = roundOf(a.bytes - done, sliceCap, n, G);
-    uint64_t lo, hi;
-    pieceRange(r, b, &lo, &hi);
-    for (int s = 0; s < n; ++s) {  // copy-in: piece b of every slice
-      const uint64_t at = s * r.slice + lo, end = s * r.slice + hi < r.bytes ? s * r.slice + hi : r.bytes;
-      if (at < end) blockCopy(sw.local + at, a.send + done + at, end - at);
+    const uint64_t bytes = minU64(a.bytes - done, cells * cap), per = perCell(bytes, cells);
+    for (int s = 0; s < n; ++s) {  // copy-in: cells (s, b)
+      const uint64_t k = static_cast<uint64_t>(s) * G + b, len = cellBytes(k, per, bytes);
+      if (len) blockCopy(sw.local + cellAt(s, b, G, cap), a.send + done + k * per, len);
     }
     if (!groupBarrier(c, sw, a.coll, &fail)) return;
-    const uint64_t mine = c.rank * r.slice, padEnd = roundUp16(r.bytes);
-    for (uint64_t off = mine + lo + 16 * threadIdx.x; off < mine + hi && off < padEnd; off += 16 * blockDim.x)
+    const uint64_t mine = cellAt(c.rank, b, G, cap);
+    const uint64_t len = roundUp16(cellBytes(static_cast<uint64_t>(c.rank) * G + b, per, bytes));
+    for (uint64_t off = mine + 16 * threadIdx.x; off < mine + len; off += 16 * blockDim.x)
       sw.broadcast(off, sw.template reduce<T, Op>(off));
     if (!groupBarrier(c, sw, a.coll, &fail)) return;
-    for (int s = 0; s < n; ++s) {  // copy-out: piece b of every slice
-      const uint64_t at = s * r.slice + lo, end = s * r.slice + hi < r.bytes ? s * r.slice + hi : r.bytes;
-      if (at < end) blockCopy(a.recv + done + at, sw.local + at, end - at);
+    for (int s = 0; s < n; ++s) {  // copy-out: cells (s, b)
+      const uint64_t k = static_cast<uint64_t>(s) * G + b, len = cellBytes(k, per, bytes);
+      if (len) blockCopy(a.recv + done + k * per, sw.local + cellAt(s, b, G, cap), len);
     }
-    done += r.bytes;
+    done += bytes;
   }
 }
 
@@ -121,20 +126,18 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   __shared__ int fail;
   if (threadIdx.x == 0) fail = 0;
   const int n = c.nranks, G = gridDim.x, b = blockIdx.x;
-  const uint64_t sliceCap = sw.dataBytes / n / 16 * 16;
-  for (uint64_t done = 0; done < a.bytes;) {
-    const Round r = roundOf(a.bytes - done, sliceCap, 1, G);  // one slice: this rank's block
-    uint64_t lo, hi;
-    pieceRange(r, b, &lo, &hi);
+  const uint64_t cap = cellCapOf(sw, G);
+  for (uint64_t done = 0; done < a.bytes;) {  // a.bytes: one rank's block
+    const uint64_t bytes = minU64(a.bytes - done, static_cast<uint64_t>(G) * cap), per = perCell(bytes, G);
+    const uint64_t len = cellBytes(b, per, bytes), from = done + b * per;
     if (!groupBarrier(c, sw, a.coll, &fail)) return;
-    if (hi > r.bytes) hi = r.bytes;  // the slice is padded to 16 bytes; the block's data is not
-    const uint64_t mine = c.rank * sliceCap;
-    for (uint64_t off = lo + 16 * threadIdx.x; off < hi; off += 16 * blockDim.x)
-      sw.broadcast(mine + off, loadWord(a.send + done + off, hi - off));
+    const uint64_t mine = cellAt(c.rank, b, G, cap);
+    for (uint64_t off = 16 * threadIdx.x; off < len; off += 16 * blockDim.x)
+      sw.broadcast(mine + off, loadWord(a.send + from + off, len - off));
     if (!groupBarrier(c, sw, a.coll, &fail)) return;
     for (int s = 0; s < n; ++s)
-      if (lo < hi) blockCopy(a.recv + s * a.bytes + done + lo, sw.local + s * sliceCap + lo, hi - lo);
-    done += r.bytes;
+      if (len) blockCopy(a.recv + s * a.bytes + from, sw.local + cellAt(s, b, G, cap), len);
+    done += bytes;
   }
 }
 
