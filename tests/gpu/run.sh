@@ -153,10 +153,12 @@ if [ "$ngpu" -ge 2 ]; then
     --csv "$LOGS/sendrecv-pipe.csv"
   step perf-sendrecv-graph-pipe env PLUGBOARD_GPU_P2P_SMALL_BYTES=0 "$perf" "${cmp[@]}" -C sendrecv -b 8 -e 16M -f 2 -n 20 \
     -w 5 -G 5 --csv "$LOGS/sendrecv-graph-pipe.csv"
-  # SwitchChannel algorithms over the peers backend beside the built-in ones and NCCL, same processes.
+  # SwitchChannel algorithms over the peers backend beside the built-in ones (same sizes) and NCCL.
   for c in allreduce allgather; do
-    step "perf-$c-switch-peers" env PLUGBOARD_GPU_SWITCH=peers "$perf" "${cmp[@]}" -C "$c" -b 64K -e 1G -f 4 -n 20 -w 5 \
-      --csv "$LOGS/$c-switch-peers.csv"
+    for sw in off peers; do
+      step "perf-$c-switch-$sw" env PLUGBOARD_GPU_SWITCH=$sw "$perf" "${cmp[@]}" -C "$c" -b 64K -e 1G -f 4 -n 20 -w 5 \
+        --csv "$LOGS/$c-switch-$sw.csv"
+    done
   done
   for t in half bfloat16; do
     step "perf-allreduce-$t" "$perf" "${cmp[@]}" -C allreduce -d "$t" -b 8 -e 256M -f 8 -n 5 --csv "$LOGS/allreduce-$t.csv"
