@@ -76,6 +76,13 @@ TEST(GpuSwitch, PeersBackendAllReduceAndAllGatherThreeRanks) {
   runGpuRanks(3, switchSettings("peers"), switchSweep);
 }
 
+TEST(GpuSwitch, PeersBackendWithSmallChunksTwoRanks) {
+  PB_REQUIRE_GPU_NO_INIT();
+  Settings s = switchSettings("peers");
+  s["gpu_switch_chunk_bytes"] = "1040";  // cells of 1040 bytes: many rounds, odd multiples of 16
+  runGpuRanks(2, s, switchSweep);
+}
+
 TEST(GpuSwitch, AutoTakesNoSwitchAlgorithmsWithoutMulticast) {
   PB_REQUIRE_GPU_NO_INIT();
   runGpuRanks(2, switchSettings("auto"), [](GpuCollectives& g, int rank, int n, cudaStream_t s) {

@@ -24,7 +24,8 @@ const char* const kGpuVariables[] = {
     "PLUGBOARD_GPU_ALLREDUCE_SMALL_BYTES", "PLUGBOARD_GPU_BROADCAST_SMALL_BYTES", "PLUGBOARD_GPU_ALLREDUCE_ONESHOT_BYTES",
     "PLUGBOARD_GPU_SCRATCH_BYTES",         "PLUGBOARD_GPU_BLOCKS",                "PLUGBOARD_GPU_THREADS",
     "PLUGBOARD_GPU_CHUNK_BYTES",           "PLUGBOARD_GPU_WAIT_SPINS",            "PLUGBOARD_GPU_PORT_BLOCKS",
-    "PLUGBOARD_GPU_PORT_SLOTS",            "PLUGBOARD_GPU_SWITCH",                "PLUGBOARD_GPU_SWITCH_BYTES"};
+    "PLUGBOARD_GPU_PORT_SLOTS",            "PLUGBOARD_GPU_SWITCH",                "PLUGBOARD_GPU_SWITCH_BYTES",
+    "PLUGBOARD_GPU_SWITCH_CHUNK_BYTES"};
 
 /// Settings read from yaml with no GPU variable of the environment in the way.
 GpuCollSettings readFrom(const std::string& yaml) {
@@ -156,6 +157,9 @@ TEST(GpuCollSettings, SwitchModeAndBufferAreCheckedByName) {
     EXPECT_EQ(readFrom(std::string("gpu_switch: ") + mode).switchMode, mode);
   expectRejected("gpu_switch: nvls", "gpu_switch must be auto, multicast, peers or off");
   expectRejected("gpu_switch_bytes: 4096", "gpu_switch_bytes");
+  EXPECT_EQ(d.switchChunkBytes, 0u);  // cells as large as the buffer allows
+  EXPECT_EQ(readFrom("gpu_switch_chunk_bytes: 131072").switchChunkBytes, 131072u);
+  expectRejected("gpu_switch_chunk_bytes: 1000", "gpu_switch_chunk_bytes must be a multiple of 16");
 }
 
 TEST(SwitchChannel, SupportsWhatMultimemReducesOnHopper) {

@@ -68,6 +68,9 @@ const std::vector<SettingDecl>& coreSettingDecls() {
        "allgather, above the LL sizes, every pair on one host): auto (where the nvls transport can create a "
        "multicast group on every rank), multicast (required: an error names each rank's reason otherwise), peers "
        "(the same algorithms over cudaipc mappings, never multicast), off", false},
+      {"gpu_switch_chunk_bytes", SettingType::Int, "0",
+       "GPU collectives: bytes each (rank, thread block) cell of the SwitchChannel buffer takes per round (NCCL's "
+       "NVLS chunk); 0 or more than gpu_switch_bytes / (ranks x gpu_blocks): all of that (a multiple of 16)", false},
       {"gpu_switch_bytes", SettingType::Int, "33554432",
        "GPU collectives: SwitchChannel buffer per rank when gpu_switch takes it; larger calls run in rounds of it "
        "(65536-17179869184)", false},

@@ -11,6 +11,7 @@
 
 #include "context.hpp"
 #include "entry.hpp"
+#include "gate.hpp"
 #include "error.hpp"
 #include "group.hpp"
 #include "handle_kind.hpp"
@@ -72,8 +73,11 @@ struct Traits {
     if (PB_HAS_FIELD(&props, P, max_rkey_size)) props.max_rkey_size = 0;
   }
 
-  static int canConnect(Context&, const pb_peer_info_v1*, std::string* why) {
-    *why = kNoPairs;
+  /// Never a pair; the reason names the gate first when it is closed, so a
+  /// user who asked for nvls sees why there is no multicast.
+  static int canConnect(Context& c, const pb_peer_info_v1*, std::string* why) {
+    const std::string gate = disabledBy(c.settings().enable);
+    *why = gate.empty() ? std::string(kNoPairs) : gate + "; and " + kNoPairs;
     return -1;
   }
 

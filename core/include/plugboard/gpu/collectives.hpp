@@ -40,7 +40,7 @@ namespace plugboard {
 ///   gpu_blocks, gpu_threads    launch shape of the collective kernels
 ///   gpu_chunk_bytes            pipeline chunk of the large-message kernels
 ///   gpu_wait_timeout           seconds before a device wait records a timeout (30)
-///   gpu_switch, gpu_switch_bytes  SwitchChannel allreduce / allgather (below)
+///   gpu_switch, gpu_switch_bytes, gpu_switch_chunk_bytes  SwitchChannel allreduce / allgather (below)
 ///
 /// Calls on one object must be ordered (one stream, or streams ordered by
 /// events): they share device-side sequence counters. Destruction is

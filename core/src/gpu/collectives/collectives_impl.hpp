@@ -32,6 +32,7 @@ struct GpuCollSettings {
   int64_t waitTimeoutNs = 0;  ///< gpu_wait_timeout, in nanoseconds
   std::string switchMode;     ///< gpu_switch: auto, multicast, peers or off
   uint64_t switchBytes = 0;   ///< gpu_switch_bytes
+  uint64_t switchChunkBytes = 0;  ///< gpu_switch_chunk_bytes (0: no cap)
 
   /// Reads and validates; throws Error(Config) naming the setting.
   static GpuCollSettings read(const Config& config);
@@ -72,6 +73,7 @@ struct GpuCollectives::Impl {
   /// the same on every rank.
   std::unique_ptr<SwitchChannel> switchChannel;
   SwitchChannelDeviceHandle switchHandle;
+  uint64_t switchCellBytes = 0;  // bytes per (rank, block) cell of the switch kernels' rounds
   uint64_t abortHook = 0;  // Communicator::Impl::addAbortHook id (0: none)
 
   explicit Impl(Communicator& c) : comm(c) {}

@@ -142,6 +142,7 @@ struct SwitchCallArgs {
   const char* send;
   char* recv;
   uint64_t bytes;  ///< AllReduce: the whole buffer; AllGather: one rank's block.
+  uint64_t cell;   ///< Bytes of each (rank, block) cell (a multiple of 16, the same on every rank).
   Coll coll;       ///< AllReduce or AllGather (named by a failed wait).
 };
 

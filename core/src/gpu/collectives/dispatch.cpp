@@ -148,7 +148,8 @@ void GpuCollectives::allReduce(const void* send, void* recv, size_t count, DataT
   if (m.switchChannel && SwitchChannel::supports(type, op) &&
       gpucoll::reducePath(m.settings, shapeOf(m), bytes) != gpucoll::ReducePath::LL)
     return gpucoll::launchSwitchAllReduce(m.ctx, m.switchHandle, {static_cast<const char*>(send),
-                                          static_cast<char*>(recv), bytes, Coll::AllReduce}, type, op,
+                                          static_cast<char*>(recv), bytes, m.switchCellBytes,
+                                          Coll::AllReduce}, type, op,
                                           m.settings.threads, stream);
   launchReducing(m, send, recv, count, type, op, Coll::AllReduce, 0, stream);
 }
@@ -194,7 +195,8 @@ void symmetricMove(GpuCollectives::Impl& m, const char* name, Coll coll, const v
     return gpucoll::launchLL(m.ctx, coll, send, recv, count, type, ReduceOp::Sum, 0, m.settings.threads, stream);
   if (coll == Coll::AllGather && m.switchChannel)
     return gpucoll::launchSwitchAllGather(m.ctx, m.switchHandle, {static_cast<const char*>(send),
-                                          static_cast<char*>(recv), bytes, Coll::AllGather}, m.settings.threads,
+                                          static_cast<char*>(recv), bytes, m.switchCellBytes,
+                                          Coll::AllGather}, m.settings.threads,
                                           stream);
   movePipeline(m, send, recv, bytes, coll, 0, stream);
 }

@@ -59,6 +59,10 @@ GpuCollSettings GpuCollSettings::read(const Config& c) {
   if (s.switchMode != "auto" && s.switchMode != "multicast" && s.switchMode != "peers" && s.switchMode != "off")
     throw Error(ErrorCode::Config, "gpu_switch must be auto, multicast, peers or off, got \"" + s.switchMode + "\"");
   s.switchBytes = readInRange(c, "gpu_switch_bytes", 65536, int64_t(1) << 34);
+  s.switchChunkBytes = readInRange(c, "gpu_switch_chunk_bytes", 0, int64_t(1) << 34);
+  if (s.switchChunkBytes % 16)
+    throw Error(ErrorCode::Config,
+                "gpu_switch_chunk_bytes must be a multiple of 16, got " + std::to_string(s.switchChunkBytes));
   return s;
 }
 
@@ -249,7 +253,10 @@ void GpuCollectives::Impl::setupSwitch() {
     }
   }
   // The switch kernels give each (rank, block) a fixed cell of the buffer.
-  if (settings.switchBytes / static_cast<uint64_t>(nranks) / blocks < 16)
+  switchCellBytes = settings.switchBytes / static_cast<uint64_t>(nranks) / blocks / 16 * 16;
+  if (settings.switchChunkBytes && settings.switchChunkBytes < switchCellBytes)
+    switchCellBytes = settings.switchChunkBytes;
+  if (switchCellBytes < 16)
     throw Error(ErrorCode::Config, "gpu_switch_bytes (" + std::to_string(settings.switchBytes) + ") must give each of " +
                                        std::to_string(nranks) + " ranks x " + std::to_string(blocks) +
                                        " blocks at least 16 bytes: raise it or lower gpu_blocks");

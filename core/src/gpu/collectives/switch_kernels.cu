@@ -4,8 +4,9 @@
 // multicast and the peers backends (switch_channel_device.hpp).
 //
 // Geometry, fixed for the channel whatever the call: each rank's buffer is
-// cut into nranks x blocks cells of cellCap bytes, cell (s, b) at
-// (s * blocks + b) * cellCap. Block b of every rank only ever touches cells
+// cut into nranks x blocks cells of a.cell bytes (gpu_switch_bytes /
+// (nranks x blocks), or gpu_switch_chunk_bytes if smaller), cell (s, b) at
+// (s * blocks + b) * a.cell. Block b of every rank only ever touches cells
 // (., b) of any buffer and meets only block b of the other ranks at the
 // barriers (slot b). So blocks never wait for one another, and no block
 // can touch bytes another block of its rank still uses from an earlier
@@ -36,11 +37,6 @@ namespace {
 
 __device__ inline uint64_t roundUp16(uint64_t v) { return (v + 15) & ~uint64_t(15); }
 __device__ inline uint64_t minU64(uint64_t a, uint64_t b) { return a < b ? a : b; }
-
-/// Bytes of each cell (a multiple of 16, > 0: the host checks gpu_switch_bytes).
-__device__ inline uint64_t cellCapOf(const SwitchChannelDeviceHandle& sw, int blocks) {
-  return sw.dataBytes / static_cast<uint64_t>(sw.nranks) / static_cast<uint64_t>(blocks) / 16 * 16;
-}
 
 /// Offset of cell (s, b) in every rank's buffer.
 __device__ inline uint64_t cellAt(int s, int b, int blocks, uint64_t cellCap) {
@@ -100,7 +96,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   __shared__ int fail;
   if (threadIdx.x == 0) fail = 0;
   const int n = c.nranks, G = gridDim.x, b = blockIdx.x;
-  const uint64_t cap = cellCapOf(sw, G), cells = static_cast<uint64_t>(n) * G;
+  const uint64_t cap = a.cell, cells = static_cast<uint64_t>(n) * G;
   for (uint64_t done = 0; done < a.bytes;) {
     const uint64_t bytes = minU64(a.bytes - done, cells * cap), per = perCell(bytes, cells);
     for (int s = 0; s < n; ++s) {  // copy-in: cells (s, b)
@@ -126,7 +122,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
   __shared__ int fail;
   if (threadIdx.x == 0) fail = 0;
   const int n = c.nranks, G = gridDim.x, b = blockIdx.x;
-  const uint64_t cap = cellCapOf(sw, G);
+  const uint64_t cap = a.cell;
   for (uint64_t done = 0; done < a.bytes;) {  // a.bytes: one rank's block
     const uint64_t bytes = minU64(a.bytes - done, static_cast<uint64_t>(G) * cap), per = perCell(bytes, G);
     const uint64_t len = cellBytes(b, per, bytes), from = done + b * per;
