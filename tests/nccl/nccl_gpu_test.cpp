@@ -7,6 +7,7 @@
 // devices from one process.
 #include <gtest/gtest.h>
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <dirent.h>
@@ -356,6 +357,70 @@ TEST(NcclApiGpu, PreMulSumScalesEveryInputBeforeTheSum) {
   for (int n : {2, 3})
     runNcclRanks(n, [](ncclComm_t comm, int rank, int nranks, cudaStream_t s) {
       for (size_t count : {size_t(1), size_t(1001), size_t(300001)}) preMulSums(comm, rank, nranks, s, count);
+    });
+}
+
+/// PreMulSum where PyTorch uses it: half values (pre-divided gradients)
+/// and inside a CUDA graph (captured once, replayed with the device scalar
+/// changed between replays: each replay reads it when it runs).
+void preMulSumHalfAndGraphs(ncclComm_t comm, int rank, int n, cudaStream_t s, size_t count) {
+  const std::string tag = "rank " + std::to_string(rank) + " count " + std::to_string(count) + ": ";
+  // Half: inputs and results small multiples of 0.25, exact in half.
+  std::vector<__half> mine(count);
+  for (size_t i = 0; i < count; ++i) mine[i] = __float2half(in(rank, i));
+  Dev<__half> h(count), hout(count);
+  h.put(mine);
+  float quarter = 0.25f;
+  ncclRedOp_t byQuarter;
+  NCCL_OK(ncclRedOpCreatePreMulSum(&byQuarter, &quarter, ncclHalf, ncclScalarHostImmediate, comm));
+  NCCL_OK(ncclAllReduce(h.p, hout.p, count, ncclHalf, byQuarter, comm, s));
+  sync(comm, s);
+  std::vector<float> got;
+  for (__half v : hout.get()) got.push_back(__half2float(v));
+  auto sumTimes = [&](float k, size_t at) { float t = 0; for (int r = 0; r < n; ++r) t += k * in(r, at); return t; };
+  expectEq(got, [&](size_t i) { return sumTimes(0.25f, i); }, tag + "half allreduce premulsum x0.25");
+  NCCL_OK(ncclRedOpDestroy(byQuarter, comm));
+
+  // A graph of allreduce, reducescatter (its scratch is a stream-ordered
+  // allocation inside the capture) and reduce, all with a device scalar.
+  Dev<float> a(count), b(count), c(count), big(n * count), k(1);
+  std::vector<float> all(n * count);
+  for (size_t j = 0; j < n * count; ++j) all[j] = in(rank, j);
+  std::vector<float> vmine(count);
+  for (size_t i = 0; i < count; ++i) vmine[i] = in(rank, i);
+  a.put(vmine);
+  big.put(all);
+  k.put({2.0f});
+  ncclRedOp_t byK;
+  NCCL_OK(ncclRedOpCreatePreMulSum(&byK, k.p, ncclFloat, ncclScalarDevice, comm));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  NCCL_OK(ncclAllReduce(a.p, b.p, count, ncclFloat, byK, comm, s));
+  NCCL_OK(ncclReduceScatter(big.p, c.p, count, ncclFloat, byK, comm, s));
+  NCCL_OK(ncclReduce(a.p, a.p, count, ncclFloat, byK, 0, comm, s));  // in place: root's input becomes the result
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (float scalar : {2.0f, 4.0f}) {
+    k.put({scalar});
+    a.put(vmine);
+    CUDA_OK(cudaGraphLaunch(exec, s));
+    sync(comm, s);
+    const std::string what = tag + "graph replay with scalar " + std::to_string(scalar) + ": ";
+    expectEq(b.get(), [&](size_t i) { return sumTimes(scalar, i); }, what + "allreduce");
+    expectEq(c.get(), [&](size_t i) { return sumTimes(scalar, rank * count + i); }, what + "reducescatter");
+    if (rank == 0) expectEq(a.get(), [&](size_t i) { return sumTimes(scalar, i); }, what + "reduce in place");
+  }
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  NCCL_OK(ncclRedOpDestroy(byK, comm));
+}
+
+TEST(NcclApiGpu, PreMulSumInHalfAndUnderGraphCapture) {
+  PB_REQUIRE_GPU_NO_INIT();
+  for (int n : {2, 3})
+    runNcclRanks(n, [](ncclComm_t comm, int rank, int nranks, cudaStream_t s) {
+      for (size_t count : {size_t(7), size_t(100003)}) preMulSumHalfAndGraphs(comm, rank, nranks, s, count);
     });
 }
 
