@@ -370,7 +370,7 @@ void preMulSumHalfAndGraphs(ncclComm_t comm, int rank, int n, cudaStream_t s, si
   for (size_t i = 0; i < count; ++i) mine[i] = __float2half(in(rank, i));
   Dev<__half> h(count), hout(count);
   h.put(mine);
-  float quarter = 0.25f;
+  __half quarter = __float2half(0.25f);  // the scalar has the op's datatype
   ncclRedOp_t byQuarter;
   NCCL_OK(ncclRedOpCreatePreMulSum(&byQuarter, &quarter, ncclHalf, ncclScalarHostImmediate, comm));
   NCCL_OK(ncclAllReduce(h.p, hout.p, count, ncclHalf, byQuarter, comm, s));
