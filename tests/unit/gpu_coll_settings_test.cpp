@@ -174,4 +174,16 @@ TEST(SwitchChannel, SupportsWhatMultimemReducesOnHopper) {
     EXPECT_FALSE(SwitchChannel::supports(t, ReduceOp::Sum));
 }
 
+TEST(GpuCollectivesPath, SharedGpusCapTheGridSoEveryBlockIsResident) {
+  using gpucoll::GpuSeat;
+  using gpucoll::sharedGpuBlockCap;
+  // One GPU each: the GPU's own capacity.
+  EXPECT_EQ(sharedGpuBlockCap({{"a/0", 264}, {"a/1", 264}}), 264u);
+  // Three ranks on one H100 (132 SMs x 2): 88 each (128 each hung).
+  EXPECT_EQ(sharedGpuBlockCap({{"a/0", 264}, {"a/0", 264}, {"a/0", 264}}), 88u);
+  // The most crowded GPU decides for every rank; the same bus on another host is another GPU.
+  EXPECT_EQ(sharedGpuBlockCap({{"a/0", 264}, {"a/0", 264}, {"a/1", 264}, {"b/0", 264}}), 132u);
+  EXPECT_EQ(sharedGpuBlockCap({{"a/0", 1}, {"a/0", 1}}), 1u);  // never 0
+}
+
 #endif  // PLUGBOARD_HAVE_CUDA

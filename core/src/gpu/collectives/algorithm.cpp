@@ -42,6 +42,16 @@ bool p2pUsesLL(const GpuCollSettings& s, CommShape shape, uint64_t bytes) {
   return !shape.portPairs && bytes > 0 && bytes < s.p2pSmallBytes;
 }
 
+uint32_t sharedGpuBlockCap(const std::vector<GpuSeat>& seats) {
+  uint64_t cap = UINT32_MAX;
+  for (const GpuSeat& seat : seats) {
+    uint64_t sharing = 0;
+    for (const GpuSeat& other : seats) sharing += other.gpu == seat.gpu ? 1 : 0;
+    cap = std::min<uint64_t>(cap, seat.residentBlocks / sharing);
+  }
+  return static_cast<uint32_t>(std::max<uint64_t>(cap, 1));
+}
+
 uint64_t largestLLBytes(const GpuCollSettings& s, int nranks) {
   return std::max({s.smallBytes, s.broadcastSmallBytes, s.blocksSmallBytes}) /
          static_cast<uint64_t>(std::max(nranks - 1, 1));

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace plugboard {
 
@@ -56,6 +58,20 @@ bool blocksUseLL(const GpuCollSettings& s, CommShape shape, uint64_t blockBytes)
 /// point-to-point LL kernel (else the pipeline): bytes below
 /// gpu_p2p_small_bytes, every pair mapped. Sender and receiver decide alike.
 bool p2pUsesLL(const GpuCollSettings& s, CommShape shape, uint64_t bytes);
+
+/// One rank's GPU as the block cap sees it.
+struct GpuSeat {
+  std::string gpu;          ///< Host and PCI bus id: equal for ranks sharing a GPU.
+  uint64_t residentBlocks;  ///< Blocks of the collective kernels the GPU keeps resident at once.
+};
+
+/// Largest grid every rank may launch so that every block of every rank
+/// sharing a GPU (CUDA MPS) is resident at once: the pipelined kernels
+/// spin on other ranks' blocks, so a block left waiting for an SM behind
+/// spinning blocks would never run (3 ranks x 128 blocks on one H100 hung).
+/// The minimum over ranks of residentBlocks / ranks on that GPU, at least 1.
+/// The same on every rank given the same seats.
+uint32_t sharedGpuBlockCap(const std::vector<GpuSeat>& seats);
 
 /// Largest payload (bytes) one rank sends a peer in any LL call (a whole
 /// allreduce / broadcast, or one rank block): what the LL area holds.

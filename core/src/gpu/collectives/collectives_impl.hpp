@@ -90,6 +90,11 @@ struct GpuCollectives::Impl {
   /// Throws the failure of a SwitchChannel barrier (first word with no peer).
   [[noreturn]] void throwSwitchFailure(uint32_t first) const;
   void agreeOnPortPairs();
+  /// Loads every kernel; returns the fewest blocks of any that an SM holds.
+  uint32_t loadKernels() const;
+  /// Lowers blocks so every rank sharing a GPU has all its blocks resident
+  /// (collective; the same on every rank).
+  void capBlocksForSharedGpus(uint32_t perSM);
   void computeLayout();
   void exchangeScratch();
   /// Allocates, registers and exchanges the port area with the unmapped peers.

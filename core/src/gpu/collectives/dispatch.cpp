@@ -16,6 +16,15 @@ bool supportedType(DataType type) {
          static_cast<int>(type) <= static_cast<int>(DataType::Float8E5M2);
 }
 
+void loadKernel(const void* fn, uint32_t threads, size_t shared, uint32_t* perSM) {
+  cudaFuncAttributes attr;
+  PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, fn));
+  int blocks = 0;
+  PB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, static_cast<int>(threads), shared));
+  const uint32_t resident = blocks > 0 ? static_cast<uint32_t>(blocks) : 1;
+  if (resident < *perSM) *perSM = resident;
+}
+
 bool supportedOp(ReduceOp op) {
   return static_cast<int>(op) >= static_cast<int>(ReduceOp::Sum) && static_cast<int>(op) <= static_cast<int>(ReduceOp::Avg);
 }

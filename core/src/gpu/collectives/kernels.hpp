@@ -42,12 +42,19 @@ void launchSwitchAllGather(const DeviceCtx& c, const SwitchChannelDeviceHandle& 
                            uint32_t threads, cudaStream_t stream);
 
 /// Loads every kernel of a family now (lazy module loading would otherwise
-/// load it at first launch, possibly behind a kernel spinning on a peer).
-void preloadLLKernels();
-void preloadReduceKernels();
-void preloadMoveKernels();
-void preloadP2PLLKernel();
-void preloadSwitchKernels();
+/// load it at first launch, possibly behind a kernel spinning on a peer)
+/// and lowers *perSM to how many blocks of `threads` threads of the
+/// family's most demanding kernel one SM holds at once (the pipelined
+/// kernels spin on other ranks' blocks: see gpucoll::sharedGpuBlockCap).
+/// `shared`: the dynamic shared memory the family launches with.
+void preloadLLKernels(uint32_t threads, uint32_t* perSM);
+void preloadReduceKernels(uint32_t threads, size_t shared, uint32_t* perSM);
+void preloadMoveKernels(uint32_t threads, size_t shared, uint32_t* perSM);
+void preloadP2PLLKernel(uint32_t threads, uint32_t* perSM);
+void preloadSwitchKernels(uint32_t threads, uint32_t* perSM);
+
+/// Loads kernel `fn` and lowers *perSM to its resident blocks per SM.
+void loadKernel(const void* fn, uint32_t threads, size_t shared, uint32_t* perSM);
 
 /// True for a value of the DataType enum (every type has GPU kernels).
 bool supportedType(DataType type);

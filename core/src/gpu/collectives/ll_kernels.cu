@@ -150,12 +150,11 @@ void launchLL(const DeviceCtx& c, Coll coll, const void* send, void* recv, uint6
   PB_CUDA_CHECK(cudaGetLastError());
 }
 
-void preloadLLKernels() {
+void preloadLLKernels(uint32_t threads, uint32_t* perSM) {
   for (DataType t : kAllTypes)
     for (ReduceOp op : kKernelOps)
       dispatchTypeOp(t, op, [&](auto tv, auto ov) {
-        cudaFuncAttributes attr;
-        PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, llKernel<decltype(tv), decltype(ov)>));
+        loadKernel(reinterpret_cast<const void*>(llKernel<decltype(tv), decltype(ov)>), threads, 0, perSM);
       });
 }
 

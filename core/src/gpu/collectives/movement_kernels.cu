@@ -167,10 +167,9 @@ void launchSendRecv(const DeviceCtx& c, const SendRecvArgs& a, uint32_t threads,
   PB_CUDA_CHECK(cudaGetLastError());
 }
 
-void preloadMoveKernels() {
-  cudaFuncAttributes attr;
-  PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, moveKernel));
-  PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, sendRecvKernel));
+void preloadMoveKernels(uint32_t threads, size_t shared, uint32_t* perSM) {
+  loadKernel(reinterpret_cast<const void*>(moveKernel), threads, shared, perSM);
+  loadKernel(reinterpret_cast<const void*>(sendRecvKernel), threads, shared, perSM);
 }
 
 }  // namespace plugboard::gpucoll

@@ -139,9 +139,8 @@ void launchP2PLL(const DeviceCtx& c, const P2PLLArgs& a, uint32_t threads, cudaS
   PB_CUDA_CHECK(cudaGetLastError());
 }
 
-void preloadP2PLLKernel() {
-  cudaFuncAttributes attr;
-  PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, p2pLLKernel));
+void preloadP2PLLKernel(uint32_t threads, uint32_t* perSM) {
+  loadKernel(reinterpret_cast<const void*>(p2pLLKernel), threads, 0, perSM);
 }
 
 }  // namespace plugboard::gpucoll

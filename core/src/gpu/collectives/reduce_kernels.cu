@@ -125,12 +125,11 @@ void launchReduce(const DeviceCtx& c, const ReduceArgs& a, DataType type, Reduce
   PB_CUDA_CHECK(cudaGetLastError());
 }
 
-void preloadReduceKernels() {
+void preloadReduceKernels(uint32_t threads, size_t shared, uint32_t* perSM) {
   for (DataType t : kAllTypes)
     for (ReduceOp op : kKernelOps)
       dispatchTypeOp(t, op, [&](auto tv, auto ov) {
-        cudaFuncAttributes attr;
-        PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, reduceKernel<decltype(tv), decltype(ov)>));
+        loadKernel(reinterpret_cast<const void*>(reduceKernel<decltype(tv), decltype(ov)>), threads, shared, perSM);
       });
 }
 

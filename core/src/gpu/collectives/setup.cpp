@@ -5,6 +5,7 @@
 // device context of the kernels. The PortChannels of unmapped peers:
 // port_pipes.cpp.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -118,6 +119,43 @@ void GpuCollectives::Impl::agreeOnPortPairs() {
                                        "lower gpu_port_blocks (" + std::to_string(blocks) + ")");
 }
 
+uint32_t GpuCollectives::Impl::loadKernels() const {
+  const uint32_t threads = settings.threads;
+  const size_t pipes = 32 * static_cast<size_t>(nranks) + 16;  // gpucoll::pipesSharedBytes
+  uint32_t perSM = UINT32_MAX;
+  gpucoll::preloadLLKernels(threads, &perSM);
+  gpucoll::preloadReduceKernels(threads, pipes, &perSM);
+  gpucoll::preloadMoveKernels(threads, pipes, &perSM);
+  gpucoll::preloadP2PLLKernel(threads, &perSM);
+  gpucoll::preloadSwitchKernels(threads, &perSM);
+  return perSM;
+}
+
+void GpuCollectives::Impl::capBlocksForSharedGpus(uint32_t perSM) {
+  // Each rank's seat: its host and GPU, and how many blocks that GPU holds.
+  struct Wire {
+    char gpu[96];
+    uint64_t resident;
+  };
+  int sms = 0;
+  PB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  char bus[32] = {0};
+  PB_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), device));
+  std::vector<Wire> all(nranks);
+  Wire& mine = all[rank];
+  std::snprintf(mine.gpu, sizeof(mine.gpu), "%.60s/%s", comm.hostOf(rank).c_str(), bus);
+  mine.resident = static_cast<uint64_t>(sms) * perSM;
+  comm.bootstrap().allGather(all.data(), sizeof(Wire));
+  std::vector<gpucoll::GpuSeat> seats;
+  for (const Wire& w : all) seats.push_back({std::string(w.gpu, strnlen(w.gpu, sizeof(w.gpu))), w.resident});
+  const uint32_t cap = gpucoll::sharedGpuBlockCap(seats);
+  if (cap >= blocks) return;
+  PB_LOG(Info, "COLL", "rank " << rank << ": GPU collectives launch " << cap << " blocks instead of " << blocks
+                                << ": every block of the ranks sharing a GPU must be resident at once ("
+                                << mine.resident << " blocks of " << settings.threads << " threads on " << bus << ")");
+  blocks = cap;
+}
+
 void GpuCollectives::Impl::computeLayout() {
   using gpucoll::ScratchLayout;
   const GpuCollSettings& s = settings;
@@ -197,7 +235,9 @@ void GpuCollectives::Impl::setup() {
   settings = GpuCollSettings::read(comm.config());
   PB_CUDA_CHECK(cudaGetDevice(&device));
   if (nranks > 1) connections = comm.connectAll(MemoryKind::Cuda);
+  const uint32_t perSM = loadKernels();
   agreeOnPortPairs();
+  if (nranks > 1) capBlocksForSharedGpus(perSM);
   computeLayout();
   const uint64_t words = gpucoll::stateWords(nranks, blocks);
   PB_CUDA_CHECK(cudaMalloc(&scratch, ctx.layout.total));
@@ -209,11 +249,6 @@ void GpuCollectives::Impl::setup() {
   PB_CUDA_CHECK(cudaHostAlloc(&flags, (2 + nranks) * sizeof(uint32_t), cudaHostAllocMapped));
   for (int i = 0; i < 2 + nranks; ++i) flags[i] = 0;
   PB_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flagsDev), flags, 0));
-  gpucoll::preloadLLKernels();
-  gpucoll::preloadReduceKernels();
-  gpucoll::preloadMoveKernels();
-  gpucoll::preloadP2PLLKernel();
-  gpucoll::preloadSwitchKernels();
   PB_CUDA_CHECK(cudaDeviceSynchronize());  // memsets done before any peer can signal into the scratch
   if (nranks > 1) exchangeScratch();
   if (portPairs) exchangePortAreas();

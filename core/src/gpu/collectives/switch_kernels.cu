@@ -157,16 +157,17 @@ void launchAllReduceOp(const DeviceCtx& c, const SwitchChannelDeviceHandle& sw, 
 
 }  // namespace
 
-void preloadSwitchKernels() {
-  cudaFuncAttributes attr;
-  PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, switchAllReduceKernel<SwitchType::Float32, SwitchOp::Sum>));
-  PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, switchAllReduceKernel<SwitchType::Float16, SwitchOp::Sum>));
-  PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, switchAllReduceKernel<SwitchType::Float16, SwitchOp::Min>));
-  PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, switchAllReduceKernel<SwitchType::Float16, SwitchOp::Max>));
-  PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, switchAllReduceKernel<SwitchType::BFloat16, SwitchOp::Sum>));
-  PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, switchAllReduceKernel<SwitchType::BFloat16, SwitchOp::Min>));
-  PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, switchAllReduceKernel<SwitchType::BFloat16, SwitchOp::Max>));
-  PB_CUDA_CHECK(cudaFuncGetAttributes(&attr, switchAllGatherKernel));
+void preloadSwitchKernels(uint32_t threads, uint32_t* perSM) {
+  const void* kernels[] = {
+      reinterpret_cast<const void*>(switchAllReduceKernel<SwitchType::Float32, SwitchOp::Sum>),
+      reinterpret_cast<const void*>(switchAllReduceKernel<SwitchType::Float16, SwitchOp::Sum>),
+      reinterpret_cast<const void*>(switchAllReduceKernel<SwitchType::Float16, SwitchOp::Min>),
+      reinterpret_cast<const void*>(switchAllReduceKernel<SwitchType::Float16, SwitchOp::Max>),
+      reinterpret_cast<const void*>(switchAllReduceKernel<SwitchType::BFloat16, SwitchOp::Sum>),
+      reinterpret_cast<const void*>(switchAllReduceKernel<SwitchType::BFloat16, SwitchOp::Min>),
+      reinterpret_cast<const void*>(switchAllReduceKernel<SwitchType::BFloat16, SwitchOp::Max>),
+      reinterpret_cast<const void*>(switchAllGatherKernel)};
+  for (const void* k : kernels) loadKernel(k, threads, 0, perSM);
 }
 
 void launchSwitchAllReduce(const DeviceCtx& c, const SwitchChannelDeviceHandle& sw, const SwitchCallArgs& a,
