@@ -10,7 +10,7 @@ std::map<std::string, Reach> reachFrom(const LocalSetup& setup, const std::vecto
   int localRanks = 0;
   for (const auto& h : hosts) localRanks += h == hosts[a] ? 1 : 0;
   pb_peer_info_v1 info{sizeof(pb_peer_info_v1), a, b, hosts[a].c_str(), hosts[b].c_str(), hosts[a] == hosts[b],
-                       localRanks};
+                       0, localRanks};
   for (const auto& p : setup.plugins) {
     Reach r;
     char reason[256] = {0};

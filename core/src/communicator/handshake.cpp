@@ -140,7 +140,7 @@ int Communicator::Impl::localRanks() const {
 
 pb_peer_info_v1 Communicator::Impl::peerInfo(int peer) const {
   return {sizeof(pb_peer_info_v1), self.rank, peer, self.host.c_str(), views[peer].host.c_str(),
-          self.host == views[peer].host, localRanks()};
+          self.host == views[peer].host, 0, localRanks()};
 }
 
 void Communicator::Impl::exchangeReach() {

@@ -15,7 +15,9 @@
  *    a new major gets a new entry symbol, so old and new can coexist.
  *  - Within a major, structs only grow at the end. Every struct begins with
  *    struct_size; a reader must check that a field lies inside struct_size
- *    before reading it (PB_HAS_FIELD does this).
+ *    before reading it (PB_HAS_FIELD does this). struct_size is sizeof, tail
+ *    padding included, so a new field must start past the old sizeof: fill
+ *    the old tail padding with a reserved member first (pb_peer_info_v1).
  *  - The core passes its (major, minor) to the entry function; the plugin
  *    returns its own in the table. Each side refuses a major it does not
  *    speak, and the error names both versions.
@@ -199,6 +201,9 @@ typedef struct pb_peer_info_v1 {
   const char* peer_host; /**< Host identity of the peer. */
   int same_host;         /**< Non-zero when both identities are equal. */
   /* ---- minor 4 ---- */
+  int reserved;          /**< Zero. Fills minor 3's tail padding: a field there would lie
+                              inside a minor-3 core's struct_size (sizeof included the
+                              padding), so PB_HAS_FIELD could not tell it was absent. */
   int local_ranks;       /**< Ranks of the communicator on this process's host, this one
                               included (>= 1); lets a plugin share the host's cores among
                               them. Check PB_HAS_FIELD first: older cores lack it. */

@@ -41,6 +41,10 @@ const char* switchBackendName(SwitchBackend backend);
 /// communicator to map peer memory; otherwise Error(InvalidUsage) names
 /// each rank's first pair that does not and its transport.
 ///
+/// A construction that fails on any rank fails on every rank, each error
+/// naming every failing rank and why (sizes that differ between ranks
+/// included), so no rank keeps a channel another lacks.
+///
 /// The data starts zeroed (multicast: undefined until written; the counters
 /// are zeroed). Kernels using the channel must have finished before the
 /// destructor runs (it synchronises the device first).

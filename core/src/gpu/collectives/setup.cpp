@@ -296,7 +296,14 @@ void GpuCollectives::Impl::setupSwitch() {
                                        std::to_string(nranks) + " ranks x " + std::to_string(blocks) +
                                        " blocks at least 16 bytes: raise it or lower gpu_blocks");
   const SwitchMode want = mode == "peers" ? SwitchMode::Peers : SwitchMode::Multicast;
-  switchChannel = std::make_unique<SwitchChannel>(comm, settings.switchBytes, want);
+  try {
+    switchChannel = std::make_unique<SwitchChannel>(comm, settings.switchBytes, want);
+  } catch (const Error& e) {
+    // SwitchChannel fails on every rank together, so all go on without it.
+    if (mode != "auto") throw;
+    PB_LOG(Warn, "COLL", "rank " << rank << ": no SwitchChannel algorithms: " << e.what());
+    return;
+  }
   switchHandle = switchChannel->deviceHandle();
 }
 

@@ -113,6 +113,9 @@ __global__ void __launch_bounds__(kMaxBlockThreads)
       const uint64_t k = static_cast<uint64_t>(s) * G + b, len = cellBytes(k, per, bytes);
       if (len) blockCopy(a.recv + done + k * per, sw.local + cellAt(s, b, G, cap), len);
     }
+    // The next round's copy-in rewrites these cells, possibly with threads
+    // mapped to other bytes (blockCopy's split follows the pointers' alignment).
+    __syncthreads();
     done += bytes;
   }
 }

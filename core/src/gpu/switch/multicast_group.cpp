@@ -24,27 +24,33 @@ struct BootstrapLoan {
 
   static pb_status allGather(void* core, const void* mine, size_t bytes, void* all) {
     BootstrapLoan& self = of(core);
-    try {
-      if (bytes) std::memcpy(static_cast<char*>(all) + static_cast<size_t>(self.rank) * bytes, mine, bytes);
+    return self.guard([&] {
+      // memmove: a plugin may pass its own slot of `all` as `mine`.
+      if (bytes) std::memmove(static_cast<char*>(all) + static_cast<size_t>(self.rank) * bytes, mine, bytes);
       self.bootstrap.allGather(all, bytes);
-      return PB_OK;
-    } catch (const Error& e) {
-      self.failure = e.what();
-      return e.code() == ErrorCode::Timeout ? PB_ERR_TIMEOUT : PB_ERR_REMOTE;
-    } catch (const std::exception& e) {
-      self.failure = e.what();
-      return PB_ERR_INTERNAL;
-    }
+    });
   }
 
   static pb_status barrier(void* core) {
     BootstrapLoan& self = of(core);
+    return self.guard([&] { self.bootstrap.barrier(); });
+  }
+
+  /// Runs fn; no exception crosses back into the plugin's C frames.
+  template <typename Fn>
+  pb_status guard(Fn&& fn) noexcept {
     try {
-      self.bootstrap.barrier();
+      fn();
       return PB_OK;
     } catch (const Error& e) {
-      self.failure = e.what();
+      failure = e.what();
       return e.code() == ErrorCode::Timeout ? PB_ERR_TIMEOUT : PB_ERR_REMOTE;
+    } catch (const std::exception& e) {
+      failure = e.what();
+      return PB_ERR_INTERNAL;
+    } catch (...) {
+      failure = "unknown exception";
+      return PB_ERR_INTERNAL;
     }
   }
 };
