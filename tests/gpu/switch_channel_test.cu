@@ -83,6 +83,46 @@ TEST(GpuSwitch, PeersBackendWithSmallChunksTwoRanks) {
   runGpuRanks(2, s, switchSweep);
 }
 
+TEST(GpuSwitch, PeersBackendWithRecvAlignedDifferentlyFromSend) {
+  PB_REQUIRE_GPU_NO_INIT();
+  // recv 4 bytes past a 16-byte boundary: copy-out goes byte by byte, the
+  // next round's copy-in in 16-byte words (a block must sync between them).
+  runGpuRanks(2, switchSettings("peers"), [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+    expectBackend(g, "peers");
+    const size_t count = 100003;
+    const DataType t = DataType::Float32;
+    DevBuf in(count * 4), out(count * 4 + 16);
+    for (int rep = 0; rep < 3; ++rep) {
+      in.upload(inputs(count, rep, rank, t, ReduceOp::Sum));
+      out.poison();
+      g.allReduce(in.p, out.p + 4, count, t, ReduceOp::Sum, s);
+      sync(s, g);
+      expectValues(out.download(4, count * 4), count, t, ReduceOp::Sum,
+                   [&](size_t i) { return expectedValue(rep + i, n, t, ReduceOp::Sum); },
+                   "allreduce into recv + 4, repeat " + std::to_string(rep));
+    }
+  });
+}
+
+TEST(GpuSwitch, SizesThatDifferBetweenRanksFailOnEveryRank) {
+  PB_REQUIRE_GPU_NO_INIT();
+  auto results = runRanks(2, std::chrono::seconds(110), [](int rank, int n, const UniqueId& id) {
+    check(cudaSetDevice(0), "cudaSetDevice");
+    setenv("PLUGBOARD_TRANSPORTS", "cudaipc,ethernet", 1);
+    Communicator comm(loopbackBootstrap(rank, n, id));
+    try {
+      SwitchChannel channel(comm, rank == 0 ? 4096 : 8192, SwitchMode::Peers);
+      throw std::runtime_error("a SwitchChannel of different sizes was built");
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("rank 0: 4096, rank 1: 8192") == std::string::npos)
+        throw std::runtime_error(std::string("the error does not name both sizes: ") + e.what());
+    }
+    // The communicator still works after the refusal.
+    SwitchChannel channel(comm, 8192, SwitchMode::Peers);
+  });
+  expectAllPassed(results);
+}
+
 TEST(GpuSwitch, AutoTakesNoSwitchAlgorithmsWithoutMulticast) {
   PB_REQUIRE_GPU_NO_INIT();
   runGpuRanks(2, switchSettings("auto"), [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
