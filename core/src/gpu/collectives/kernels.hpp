@@ -12,7 +12,7 @@
 namespace plugboard::gpucoll {
 
 /// Dynamic shared memory of the pipe kernels (seq counters, pointers, 4 flag words: BlockPipes).
-inline size_t pipesSharedBytes(const DeviceCtx& c) { return 32 * static_cast<size_t>(c.nranks) + 16; }
+inline size_t pipesSharedBytes(int nranks) { return 32 * static_cast<size_t>(nranks) + 16; }
 
 /// One-shot LL16 call of count elements per peer (< the LL area), every
 /// pair mapped: allreduce, reduce (recv null on non-roots), broadcast (send

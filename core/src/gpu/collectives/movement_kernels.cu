@@ -154,7 +154,7 @@ uint32_t gridFor(uint64_t bytes, uint64_t chunk, int blocks) {
 }  // namespace
 
 void launchMove(const DeviceCtx& c, const MoveArgs& a, uint32_t threads, cudaStream_t stream) {
-  moveKernel<<<gridFor(a.bytes, a.chunkBytes, c.blocks), threads, pipesSharedBytes(c), stream>>>(c, a);
+  moveKernel<<<gridFor(a.bytes, a.chunkBytes, c.blocks), threads, pipesSharedBytes(c.nranks), stream>>>(c, a);
   PB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -163,7 +163,7 @@ void launchSendRecv(const DeviceCtx& c, const SendRecvArgs& a, uint32_t threads,
   // leaves that pipe alone, as the plain Send / Recv grid would.
   const uint32_t sendGrid = a.sendBytes ? gridFor(a.sendBytes, a.sendChunk, c.blocks) : 0;
   const uint32_t recvGrid = a.recvBytes ? gridFor(a.recvBytes, a.recvChunk, c.blocks) : 0;
-  sendRecvKernel<<<sendGrid > recvGrid ? sendGrid : recvGrid, threads, pipesSharedBytes(c), stream>>>(c, a);
+  sendRecvKernel<<<sendGrid > recvGrid ? sendGrid : recvGrid, threads, pipesSharedBytes(c.nranks), stream>>>(c, a);
   PB_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -120,7 +120,7 @@ void launchReduce(const DeviceCtx& c, const ReduceArgs& a, DataType type, Reduce
   const uint32_t grid = static_cast<uint32_t>(steps < static_cast<uint64_t>(c.blocks) ? steps : c.blocks);
   if (grid == 0) return;
   dispatchTypeOp(type, op, [&](auto t, auto o) {
-    reduceKernel<decltype(t), decltype(o)><<<grid, threads, pipesSharedBytes(c), stream>>>(c, a);
+    reduceKernel<decltype(t), decltype(o)><<<grid, threads, pipesSharedBytes(c.nranks), stream>>>(c, a);
   });
   PB_CUDA_CHECK(cudaGetLastError());
 }

@@ -121,7 +121,7 @@ void GpuCollectives::Impl::agreeOnPortPairs() {
 
 uint32_t GpuCollectives::Impl::loadKernels() const {
   const uint32_t threads = settings.threads;
-  const size_t pipes = 32 * static_cast<size_t>(nranks) + 16;  // gpucoll::pipesSharedBytes
+  const size_t pipes = gpucoll::pipesSharedBytes(nranks);
   uint32_t perSM = UINT32_MAX;
   gpucoll::preloadLLKernels(threads, &perSM);
   gpucoll::preloadReduceKernels(threads, pipes, &perSM);
