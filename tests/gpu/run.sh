@@ -192,6 +192,9 @@ if [ -e "$build/lib/libplugboard-nccl.so" ]; then
   step torch-nccl-symbols bash -c "nm -D --undefined-only \$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib/libtorch_cuda.so | grep -i ' nccl' | sort"
   if [ "$ngpu" -ge 2 ]; then
     step torch-nccl-shim env LD_PRELOAD="$PWD/$build/lib/plugboard-nccl/libnccl.so.2" python3 tests/nccl/torch_nccl_shim.py "$nr"
+    # dist.all_reduce beside the real NCCL, same run (bench/torch_nccl_sweep.py).
+    step torch-nccl-sweep python3 bench/torch_nccl_sweep.py --shim "$build/lib/plugboard-nccl/libnccl.so.2" \
+      --nranks "$nr" --max-bytes 256M --csv "$LOGS/torch-nccl-sweep.csv"
   else
     step torch-nccl-shim-mps with_mps env LD_PRELOAD="$PWD/$build/lib/plugboard-nccl/libnccl.so.2" python3 tests/nccl/torch_nccl_shim.py 2
   fi
@@ -229,7 +232,7 @@ done
 for t in gpu-tests-mps staged-tests-mps gpu-tests host-tests; do
   [ -f "$LOGS/$t.log" ] && grep -q "tests FAILED" "$LOGS/$t.log" && { echo "== $t failed"; sed -n '/tests FAILED/,$p' "$LOGS/$t.log" | head -40; }
 done
-for f in torch-nccl-symbols torch-nccl-shim torch-nccl-shim-mps torch-nccl-real; do
+for f in torch-nccl-symbols torch-nccl-shim torch-nccl-shim-mps torch-nccl-real torch-nccl-sweep; do
   [ -f "$LOGS/$f.log" ] && { echo "== $f"; tail -40 "$LOGS/$f.log"; }
 done
 for f in "$LOGS"/perf-*.log; do [ -f "$f" ] && { echo "== $(basename "$f" .log)"; grep -v "^#  *Rank\|^$" "$f" | tail -25; }; done

@@ -54,7 +54,7 @@ ProxyTrigger Fifo::poll(bool* ready) {
   uint64_t snd = __atomic_load_n(&slot->snd, __ATOMIC_ACQUIRE);
   *ready = (snd & kTriggerValidBit) != 0;
   if (!*ready) return ProxyTrigger{0, 0};
-  // The device fenced fst before setting the valid bit in snd.
+  // The device stored fst and the valid bit in one 16-byte write (fifo_device.hpp).
   return ProxyTrigger{__atomic_load_n(&slot->fst, __ATOMIC_ACQUIRE), snd & ~kTriggerValidBit};
 }
 

@@ -13,9 +13,12 @@
 ///  - tailCache: a device-memory lower bound of tail, raised by producers
 ///    whenever they read tail across PCIe; a push reads PCIe only when the
 ///    cache says the queue may be full.
-///  - A trigger is valid when bit 63 of `snd` is set. push() writes `fst`,
-///    fences, then writes `snd` with the bit; the host reads `snd` first and
-///    clears it when it pops, so a half-written trigger is never consumed.
+///  - A trigger is valid when bit 63 of `snd` is set. push() writes the
+///    whole trigger with one 16-byte store at system scope with release
+///    semantics (one PCIe write of an aligned 16-byte slot, so `fst` and the
+///    valid bit land together; the release orders every write the pushing
+///    thread made or observed before it, as a system fence would); the host
+///    reads `snd` first and clears it when it pops.
 ///  - sync(pos) polls the trigger's own slot (cleared on pop: one PCIe read,
 ///    no wait for a replica flush). The slot can hold a newer valid trigger
 ///    only after pos + size was pushed, which needed tailReplica > pos, so
@@ -63,9 +66,8 @@ struct FifoDeviceHandle {
     const uint64_t pos = atomicAdd(head, 1ull);
     if (!waitBelow(pos, size, timeoutNs, kFifoFullTimeout)) return kFifoPushFailed;
     ProxyTrigger* slot = &triggers[pos % size];
-    *reinterpret_cast<volatile uint64_t*>(&slot->fst) = t.fst;
-    __threadfence_system();  // fst reaches host memory before the valid bit does
-    *reinterpret_cast<volatile uint64_t*>(&slot->snd) = t.snd | kTriggerValidBit;
+    asm volatile("st.release.sys.global.v2.u64 [%0], {%1, %2};" ::"l"(slot), "l"(t.fst), "l"(t.snd | kTriggerValidBit)
+                 : "memory");
     return pos;
   }
 

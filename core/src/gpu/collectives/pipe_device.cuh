@@ -217,11 +217,13 @@ __device__ bool waitStage(const DeviceCtx& c, const BlockPipes& s, SendTo sendTo
   return *s.fail == 0;
 }
 
-/// Each writing thread, before the barrier ahead of a signal: a system-wide
-/// fence when the communicator has an outbox (see the invariants above);
-/// over mapped pipes the signal's cumulative release is enough.
+/// Each writing thread, before the barrier ahead of a signal: a release
+/// fence at system scope when the communicator has an outbox (see the
+/// invariants above); over mapped pipes the signal's cumulative release is
+/// enough. Release, not sequentially consistent: it only has to order this
+/// thread's outbox writes before the owner's push, never a later load.
 __device__ __forceinline__ void fenceForProxy(const DeviceCtx& c) {
-  if (c.layout.outbox) __threadfence_system();
+  if (c.layout.outbox) cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_system);
 }
 
 /// Stage end, all threads: publishes what the block wrote (fenceForProxy,
