@@ -149,13 +149,16 @@ void sendRecvCase(HostCollectives& hc, const Case& c) {
 
 // Runs body for every type, op (when reduces), count, placement and root.
 // directBytes: host_direct_bytes ("0": every message in chunks; "1024":
-// the larger counts as direct transfers, the smaller in chunks).
+// the larger counts as direct transfers, the smaller in chunks). Direct
+// transfers go in pieces of 4 KiB, so the larger ones take several, the
+// last one short.
 void runMatrix(int nranks, bool reduces, bool rooted, const CaseBody& body, const char* directBytes = "0") {
   auto results = runRanks(nranks, std::chrono::seconds(240), [&](int rank, int n, const UniqueId& id) {
     setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
     setenv("PLUGBOARD_HOST_CHUNK_BYTES", "4096", 1);
     setenv("PLUGBOARD_ALLREDUCE_SMALL_BYTES", "4096", 1);
     setenv("PLUGBOARD_HOST_DIRECT_BYTES", directBytes, 1);
+    setenv("PLUGBOARD_HOST_DIRECT_PIECE_BYTES", "4096", 1);
     Communicator comm(loopbackBootstrap(rank, n, id));
     HostCollectives hc(comm);
     std::vector<ReduceOp> ops = reduces ? kOps : std::vector<ReduceOp>{ReduceOp::Sum};

@@ -61,57 +61,90 @@ bool offerDirect(Communicator& comm, RecvJob& r) {
   return true;
 }
 
-bool stepDirectSend(Communicator& comm, SendJob& s, bool receivesToo) {
+namespace {
+
+/// Takes the receiver's Ready chunk from the head of the link and registers
+/// the source. False when the offer is not there yet.
+bool takeOffer(Communicator& comm, SendJob& s, bool receivesToo) {
+  DirectSendState& d = s.directState;
+  PeerLink& link = *s.link;
+  if (!link.hasChunk()) return false;
+  const ChunkHeader& h = link.header();
+  if (isFailureNotice(h)) throwPeerFailure(comm, link);
+  if (h.phase != kPhaseReady) {
+    if (receivesToo) return false;  // the peer's own chunks to this rank come first
+    unexpectedChunk(comm, link, h.phase, "a direct-transfer offer");
+  }
+  checkControl(comm, link, h, s.call, s.bytes, "direct-transfer offer");
+  const std::vector<char> descriptor(link.payload(), link.payload() + std::min<size_t>(h.controlBytes, link.chunkBytes()));
+  d.target = comm.deserializeMemory(descriptor, link.peer());
+  link.release();
+  d.source = comm.registerMemory(const_cast<char*>(s.data), s.bytes, MemoryKind::Host, link.connection().transport());
+  d.offerTaken = true;
+  return true;
+}
+
+}  // namespace
+
+bool stepDirectSend(Communicator& comm, SendJob& s, bool receivesToo, size_t pieceBytes) {
   DirectSendState& d = s.directState;
   PeerLink& link = *s.link;
   bool moved = false;
-  if (!d.written) {
-    if (!link.hasChunk()) return false;
-    const ChunkHeader& h = link.header();
-    if (isFailureNotice(h)) throwPeerFailure(comm, link);
-    if (h.phase != kPhaseReady) {
-      if (receivesToo) return false;  // the peer's own chunks to this rank come first
-      unexpectedChunk(comm, link, h.phase, "a direct-transfer offer");
-    }
-    checkControl(comm, link, h, s.call, s.bytes, "direct-transfer offer");
-    const std::vector<char> descriptor(link.payload(), link.payload() + std::min<size_t>(h.controlBytes, link.chunkBytes()));
-    d.target = comm.deserializeMemory(descriptor, link.peer());
-    link.release();
-    Connection& conn = link.connection();
-    d.source = comm.registerMemory(const_cast<char*>(s.data), s.bytes, MemoryKind::Host, conn.transport());
-    conn.write(d.target, 0, d.source, 0, s.bytes);
-    d.written = moved = true;
+  if (!d.offerTaken) {
+    if (!takeOffer(comm, s, receivesToo)) return false;
+    moved = true;
   }
-  if (!d.doneSent && link.canSend()) {
-    link.send(controlHeader(s.call, s.bytes, kPhaseDone), nullptr, 0);  // lands after the write
-    d.doneSent = moved = true;
+  // Each piece: its write, then a Done chunk saying how much has landed
+  // once it arrives (the connection delivers it after the write).
+  while (d.posted < s.bytes && link.canSend()) {
+    const size_t n = std::min(pieceBytes, s.bytes - d.posted);
+    link.connection().write(d.target, d.posted, d.source, d.posted, n);
+    d.posted += n;
+    ChunkHeader h = controlHeader(s.call, s.bytes, kPhaseDone);
+    h.chunk = d.pieces++;
+    h.controlBytes = d.posted;
+    link.send(h, nullptr, 0);
+    moved = true;
   }
   return moved;
 }
 
 bool stepDirectRecv(Communicator& comm, RecvJob& r, bool sendsDirectToo) {
   DirectRecvState& d = r.directState;
-  if (!d.readySent || d.done || !r.link->hasChunk()) return false;
-  const ChunkHeader& h = r.link->header();
-  if (isFailureNotice(h)) throwPeerFailure(comm, *r.link);
-  if (h.phase == kPhaseReady && sendsDirectToo) return false;  // for this rank's own direct send
-  if (h.phase != kPhaseDone) unexpectedChunk(comm, *r.link, h.phase, "a direct-transfer completion");
-  checkControl(comm, *r.link, h, r.call, r.bytes, "direct-transfer completion");
-  r.link->release();
-  d.target = RegisteredMemory();  // the write has landed: nothing more arrives here
-  if (d.staging) r.consume(0, d.staging, r.bytes);
-  d.done = true;
-  return true;
+  bool moved = false;
+  while (d.readySent && !d.done && r.link->hasChunk()) {
+    const ChunkHeader& h = r.link->header();
+    if (isFailureNotice(h)) throwPeerFailure(comm, *r.link);
+    if (h.phase == kPhaseReady && sendsDirectToo) break;  // for this rank's own direct send
+    if (h.phase != kPhaseDone) unexpectedChunk(comm, *r.link, h.phase, "a direct-transfer completion");
+    checkControl(comm, *r.link, h, r.call, r.bytes, "direct-transfer completion");
+    const size_t landed = h.controlBytes;
+    if (h.chunk != d.pieces || landed <= d.landed || landed > r.bytes)
+      throw Error(ErrorCode::Remote, pair(comm, *r.link) + ": direct-transfer completion " + std::to_string(h.chunk) +
+                                         " says " + std::to_string(landed) + " of " + std::to_string(r.bytes) +
+                                         " bytes have landed, after completion " + std::to_string(d.pieces) +
+                                         " was due with " + std::to_string(d.landed) + " landed (corrupt or reordered)");
+    r.link->release();
+    if (d.staging) r.consume(d.landed, d.staging + d.landed, landed - d.landed);
+    d.landed = landed;
+    ++d.pieces;
+    moved = true;
+    if (landed == r.bytes) {
+      d.target = RegisteredMemory();  // every write has landed: nothing more arrives here
+      d.done = true;
+    }
+  }
+  return moved;
 }
 
-bool directSendFinished(const SendJob& s) { return s.directState.doneSent; }
+bool directSendFinished(const SendJob& s) { return s.directState.posted == s.bytes; }
 bool directRecvFinished(const RecvJob& r) { return r.directState.done; }
 
 void finishDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, std::chrono::milliseconds timeout,
                   bool afterError) {
   for (auto& s : sends) {
     if (!s.direct) continue;
-    if (s.directState.written) {
+    if (s.directState.posted > 0) {
       try {
         s.link->connection().flush(afterError ? std::chrono::milliseconds(1000) : timeout);
       } catch (...) {
@@ -127,13 +160,19 @@ void finishDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, std:
 std::string describeDirect(const SendJob& s) {
   const DirectSendState& d = s.directState;
   return " direct send to " + s.link->describePeer() + " (" +
-         (!d.written ? "waiting for its offer" : !d.doneSent ? "written, completion not posted" : "done") + ");";
+         (!d.offerTaken ? "waiting for its offer"
+                        : d.posted < s.bytes ? std::to_string(d.posted) + " of " + std::to_string(s.bytes) + " bytes posted"
+                                             : "done") +
+         ");";
 }
 
 std::string describeDirect(const RecvJob& r) {
   const DirectRecvState& d = r.directState;
   return " direct receive from " + r.link->describePeer() + " (" +
-         (!d.readySent ? "offer not posted (no free slot)" : !d.done ? "offered, waiting for the write" : "done") + ");";
+         (!d.readySent ? "offer not posted (no free slot)"
+                       : !d.done ? std::to_string(d.landed) + " of " + std::to_string(r.bytes) + " bytes landed"
+                                 : "done") +
+         ");";
 }
 
 }  // namespace plugboard

@@ -149,7 +149,8 @@ namespace {
 
 /// The loop of runExchange: steps every job until all are done.
 void exchangeLoop(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
-                  const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout) {
+                  const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout,
+                  size_t pieceBytes) {
   const CallSignature call = !recvs.empty() ? recvs[0].call : !sends.empty() ? sends[0].call : CallSignature{};
   bool notifying = true;
   for (const auto& s : sends) notifying = notifying && s.link->notifiesWaiters();
@@ -168,7 +169,7 @@ void exchangeLoop(Communicator& comm, std::vector<SendJob>& sends, std::vector<R
     for (auto& r : recvs)  // offers first, so they precede this rank's own chunks on each link
       if (r.direct) moved = offerDirect(comm, r) || moved;
     for (auto& s : sends)
-      moved = (s.direct ? stepDirectSend(comm, s, recvLinks.count(s.link) > 0) : stepSend(s)) || moved;
+      moved = (s.direct ? stepDirectSend(comm, s, recvLinks.count(s.link) > 0, pieceBytes) : stepSend(s)) || moved;
     for (auto& r : recvs) {
       const bool sendsDirectToo = directSendLinks.count(r.link) > 0;
       moved = (r.direct ? stepDirectRecv(comm, r, sendsDirectToo) : stepRecv(comm, r, sendsDirectToo)) || moved;
@@ -201,10 +202,10 @@ void exchangeLoop(Communicator& comm, std::vector<SendJob>& sends, std::vector<R
 
 void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
                  const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout,
-                 size_t directBytes) {
-  chooseDirect(sends, recvs, directBytes);
+                 const DirectPolicy& direct) {
+  chooseDirect(sends, recvs, direct.minBytes);
   try {
-    exchangeLoop(comm, sends, recvs, links, timeout);
+    exchangeLoop(comm, sends, recvs, links, timeout, direct.pieceBytes);
   } catch (...) {
     finishDirect(sends, recvs, timeout, true);
     throw;

@@ -25,12 +25,19 @@ struct CallSignature {
   uint64_t count = 0;
 };
 
+/// Which messages travel as direct transfers, and in what pieces.
+struct DirectPolicy {
+  size_t minBytes = 0;            ///< host_direct_bytes: from this size (0: none)
+  size_t pieceBytes = 1u << 20;   ///< host_direct_piece_bytes: largest write per Done chunk
+};
+
 /// Where a direct send stands (direct_transfer.hpp).
 struct DirectSendState {
   RemoteMemory target;      ///< the receiver's buffer, from its Ready chunk
   RegisteredMemory source;  ///< data, registered for the write
-  bool written = false;     ///< the write is posted
-  bool doneSent = false;    ///< the Done chunk is posted
+  bool offerTaken = false;  ///< target and source are set
+  size_t posted = 0;        ///< bytes written and announced (a Done chunk each piece)
+  uint64_t pieces = 0;      ///< Done chunks posted
 };
 
 /// Where a direct receive stands.
@@ -38,6 +45,8 @@ struct DirectRecvState {
   RegisteredMemory target;  ///< the destination, registered for the peer's write
   char* staging = nullptr;  ///< the link's staging buffer, when the job is not a copy
   bool readySent = false;
+  size_t landed = 0;        ///< bytes announced by the sender's Done chunks, consumed
+  uint64_t pieces = 0;      ///< Done chunks taken
   bool done = false;
 };
 
@@ -91,13 +100,13 @@ RecvJob copyJob(PeerLink* link, size_t bytes, char* dst, const CallSignature& ca
 /// peer's reason when a failure notice (failure_notice.hpp) lands on any
 /// of links while this rank waits.
 ///
-/// directBytes > 0 makes every message of at least that many bytes on a
-/// link whose transport registers cheaply a direct transfer; every rank of
-/// the exchange must pass the same value, and every receive of such a
-/// message must be a copyJob.
+/// direct.minBytes > 0 makes every message of at least that many bytes on
+/// a link whose transport registers cheaply a direct transfer
+/// (direct_transfer.hpp); every rank of the exchange must pass the same
+/// minBytes.
 void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
                  const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout,
-                 size_t directBytes = 0);
+                 const DirectPolicy& direct = DirectPolicy());
 
 /// "allreduce(count 100, float, sum)" for messages.
 std::string describeCall(uint8_t kind, uint8_t dtype, uint8_t op, int32_t root, uint64_t count);

@@ -43,7 +43,11 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
   m.smallBytes = static_cast<size_t>(small);
   const int64_t direct = comm.config().getInt("host_direct_bytes");
   if (direct < 0) throw Error(ErrorCode::Config, "host_direct_bytes must be >= 0, got " + std::to_string(direct));
-  m.directBytes = static_cast<size_t>(direct);
+  m.direct.minBytes = static_cast<size_t>(direct);
+  const int64_t piece = comm.config().getInt("host_direct_piece_bytes");
+  if (piece < 4096)
+    throw Error(ErrorCode::Config, "host_direct_piece_bytes must be at least 4096, got " + std::to_string(piece));
+  m.direct.pieceBytes = static_cast<size_t>(piece) / 4096 * 4096;  // whole elements of every type
   auto conns = comm.connectAll();
   for (auto& [peer, conn] : conns)  // ascending peers: a consistent order on every rank
     m.links[peer] = std::make_unique<PeerLink>(comm, conn, chunk, slots, kLinkTag);
@@ -67,16 +71,17 @@ CallSignature HostCollectives::Impl::nextCall(CollectiveKind kind, DataType type
 }
 
 void HostCollectives::Impl::run(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs) {
-  exchange(sends, recvs, 0);
+  exchange(sends, recvs, DirectPolicy());
 }
 
 void HostCollectives::Impl::runDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs) {
-  exchange(sends, recvs, directBytes);
+  exchange(sends, recvs, direct);
 }
 
-void HostCollectives::Impl::exchange(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, size_t direct) {
+void HostCollectives::Impl::exchange(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
+                                     const DirectPolicy& policy) {
   try {
-    runExchange(comm, sends, recvs, links, timeout, direct);
+    runExchange(comm, sends, recvs, links, timeout, policy);
   } catch (const Error& e) {
     // Not after an abort: it is local, and its connections refuse posts.
     if (e.code() == ErrorCode::Aborted) throw;

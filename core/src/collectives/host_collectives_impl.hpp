@@ -34,7 +34,7 @@ struct HostCollectives::Impl {
   int rank = 0;
   int nranks = 1;
   size_t smallBytes = 65536;
-  size_t directBytes = 0;  ///< host_direct_bytes (0: no direct transfers)
+  DirectPolicy direct;     ///< host_direct_bytes (0: no direct transfers), host_direct_piece_bytes
   std::chrono::milliseconds timeout{60000};
   std::map<int, std::unique_ptr<PeerLink>> links;
   std::map<int, uint64_t> sendSeq;  // per peer: point-to-point sends so far
@@ -51,11 +51,11 @@ struct HostCollectives::Impl {
   void run(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs);
   /// run() whose large messages may travel as direct transfers
   /// (host_direct_bytes): copyJobs straight into place, other receives into
-  /// the link's staging buffer, consumed whole once they land.
+  /// the link's staging buffer, consumed piece by piece as they land.
   void runDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs);
-  /// runExchange with direct transfers from `direct` bytes (0: none); on
-  /// failure tells the peers (failure notices) and rethrows.
-  void exchange(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, size_t direct);
+  /// runExchange with direct transfers as `policy` says; on failure tells
+  /// the peers (failure notices) and rethrows.
+  void exchange(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, const DirectPolicy& policy);
   /// Scratch space of at least bytes (contents undefined).
   char* scratchOf(size_t bytes);
 

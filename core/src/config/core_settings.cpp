@@ -31,6 +31,11 @@ const std::vector<SettingDecl>& coreSettingDecls() {
        "write straight from the sender's buffer into the receiver's, where the pair's transport registers memory "
        "cheaply (ethernet); 0: always in chunks through the slots",
        false},
+      {"host_direct_piece_bytes", SettingType::Int, "1048576",
+       "Host collectives: a direct transfer goes as writes of at most this many bytes, each announced as it is "
+       "posted, so the receiver reduces what has landed while the rest is on the wire (rounded down to a "
+       "multiple of 4096, at least 4096; the sender's alone decides)",
+       true},
       {"allreduce_small_bytes", SettingType::Int, "65536",
        "Host collectives: at or below this many bytes (allgather: gathered bytes) use the latency algorithms",
        false},
