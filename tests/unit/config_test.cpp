@@ -190,3 +190,43 @@ TEST(Config, EnvNameMapping) {
 TEST(Config, MissingFileIsAClearError) {
   expectConfigError([] { Config::fromYamlFile("/nonexistent/plugboard.yaml"); }, {"/nonexistent/plugboard.yaml"});
 }
+
+TEST(Config, PlanRulesParsedWithSizesAndPathsFromTheYamlDirectory) {
+  Config c = Config::fromYamlText(
+      "plans:\n"
+      "  - {collective: allreduce, file: ring4.json, max_bytes: 1M, ranks: 4}\n"
+      "  - collective: allgather\n"
+      "    file: /abs/ag.json\n"
+      "    min_bytes: 64K\n",
+      "/etc/job/cfg.yaml");
+  ASSERT_EQ(c.planRules().size(), 2u);
+  const plugboard::PlanRule& a = c.planRules()[0];
+  EXPECT_EQ(a.collective, "allreduce");
+  EXPECT_EQ(a.file, "/etc/job/ring4.json");
+  EXPECT_EQ(a.minBytes, 0u);
+  EXPECT_EQ(a.maxBytes, 1u << 20);
+  EXPECT_EQ(a.ranks, 4);
+  EXPECT_EQ(a.origin, "/etc/job/cfg.yaml:2");
+  const plugboard::PlanRule& b = c.planRules()[1];
+  EXPECT_EQ(b.file, "/abs/ag.json");
+  EXPECT_EQ(b.minBytes, 64u << 10);
+  EXPECT_EQ(b.maxBytes, UINT64_MAX);
+  // Every rank must agree on the rules.
+  EXPECT_NE(c.sharedSettingsText().find("plans[1]=allgather 65536-"), std::string::npos);
+}
+
+TEST(Config, BadPlanRulesNameFileLineAndWhat) {
+  auto load = [](const std::string& rule) { Config::fromYamlText("timeout: 5\nplans:\n  - " + rule + "\n", "p.yaml"); };
+  expectConfigError([&] { load("{collective: allreduce}"); }, {"p.yaml:3", "needs both 'collective' and 'file'"});
+  expectConfigError([&] { load("{collective: broadcast, file: x.json}"); }, {"p.yaml:3", "'broadcast' cannot be served"});
+  expectConfigError([&] { load("{collective: allreduce, file: x.json, max_bytes: 12Q}"); },
+                    {"p.yaml:3", "'max_bytes': '12Q' is not a size"});
+  expectConfigError([&] { load("{collective: allreduce, file: x.json, min_bytes: -5}"); }, {"'min_bytes'", "not a size"});
+  expectConfigError([&] { load("{collective: allreduce, file: x.json, min_bytes: 2M, max_bytes: 1M}"); },
+                    {"p.yaml:3", "min_bytes is above max_bytes"});
+  expectConfigError([&] { load("{collective: allreduce, file: x.json, size: 4}"); },
+                    {"p.yaml:3", "unknown key 'size' in plan rule"});
+  expectConfigError([&] { load("{collective: allreduce, file: x.json, ranks: two}"); }, {"ranks 'two' is not a rank count"});
+  expectConfigError([] { Config::fromYamlText("plans: {collective: allreduce}\n", "p.yaml"); },
+                    {"p.yaml:1", "'plans' must be a list"});
+}

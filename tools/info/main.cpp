@@ -94,6 +94,28 @@ void printPlugins(const std::vector<std::string>& dirs, int rank, int nranks) {
   }
 }
 
+/// The YAML `plans:` rules, each with the plan it names and whether a job of
+/// nranks would use it.
+void printPlanRules(const Config& config, int nranks) {
+  std::cout << "Plans (" << config.planRules().size() << " rules, first match wins; host collectives, " << nranks
+            << " rank(s))\n";
+  for (const PlanRule& r : config.planRules()) {
+    std::cout << "  " << r.origin << ": " << r.collective << " of " << r.minBytes << " - "
+              << (r.maxBytes == UINT64_MAX ? std::string("any") : std::to_string(r.maxBytes)) << " bytes: " << r.file;
+    try {
+      const Plan p = loadPlan(r.file);
+      const bool fits = p.collective == r.collective && (!r.ranks || r.ranks == p.nranks);
+      std::cout << " (plan " << p.name << ", " << p.collective << ", " << p.nranks << " ranks; "
+                << (!fits ? "does not match the rule: the job fails at set-up"
+                    : p.nranks == nranks ? "used"
+                                         : "not used at " + std::to_string(nranks) + " rank(s)")
+                << ")\n";
+    } catch (const Error& e) {
+      std::cout << " UNUSABLE (the job fails at set-up): " << e.what() << "\n";
+    }
+  }
+}
+
 void printSettings(const Config& config) {
   std::cout << "Settings (name = value [source origin]: doc)\n";
   for (const auto& s : config.all()) {
@@ -121,7 +143,7 @@ int describePlan(const std::string& path) {
     std::cout << "  rank " << r << ": " << p.ranks[r].channels.size() << " channel(s), "
               << p.ranks[r].threadblocks.size() << " thread block(s), " << ops << " operation(s)\n";
   }
-  std::cout << "checked: structure, bounds, channels and signal/wait pairing (running plans is not written yet)\n";
+  std::cout << "checked: structure, bounds, channels and signal/wait pairing\n";
   return 0;
 }
 
@@ -139,6 +161,7 @@ int run(const Args& args) {
   for (const auto& p : setup.plugins) std::cout << " " << p->name();
   std::cout << "\n";
   printSettings(*setup.config);
+  printPlanRules(*setup.config, nranks);
   if (!args.hosts.empty()) {
     std::cout << "Selection dry run for " << nranks << " ranks\n";
     info::printSelection(setup, args.hosts, std::cout);

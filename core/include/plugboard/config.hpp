@@ -75,6 +75,21 @@ struct Rule {
   std::string origin;            ///< "file.yaml:7" for messages.
 };
 
+/// One plan rule (YAML `plans:`): host collective calls of `collective`
+/// whose size lies in [minBytes, maxBytes] on a communicator of the plan's
+/// rank count run the execution plan in `file` instead of the built-in
+/// algorithm. The first matching rule wins. Size is the call's largest
+/// buffer, as plugboard-perf reports it (allgather: the gathered output;
+/// reducescatter: the input).
+struct PlanRule {
+  std::string collective;       ///< allreduce, allgather, reducescatter or alltoall.
+  std::string file;             ///< The plan, relative paths taken from the YAML file's directory.
+  uint64_t minBytes = 0;        ///< Smallest call it serves.
+  uint64_t maxBytes = UINT64_MAX;  ///< Largest call it serves.
+  int ranks = 0;                ///< As written (0: not given); must be the plan's rank count.
+  std::string origin;           ///< "file.yaml:7" for messages.
+};
+
 /// The settings registry. Copyable; not thread-safe for writes.
 class Config {
  public:
@@ -112,6 +127,8 @@ class Config {
 
   /// The transport rules from the YAML file, in order.
   const std::vector<Rule>& rules() const { return rules_; }
+  /// The plan rules from the YAML file, in order (first match wins).
+  const std::vector<PlanRule>& planRules() const { return planRules_; }
   /// Names of YAML sections that hold settings of a plugin (e.g. "ethernet").
   std::vector<std::string> pluginSections() const;
   /// The directories of plugin_path given in YAML only (searched before the env's).
@@ -153,6 +170,7 @@ class Config {
   std::map<std::string, YamlValue> yaml_;  // "key" or "plugin.key" -> value
   std::map<std::string, std::string> yamlSections_;  // plugin section -> origin
   std::vector<Rule> rules_;
+  std::vector<PlanRule> planRules_;
   std::string yamlName_;
 };
 

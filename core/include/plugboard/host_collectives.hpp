@@ -54,6 +54,10 @@ class HostCollectives {
 
   /// The communicator.
   Communicator& communicator() const;
+  /// Calls run by execution plans that the YAML `plans:` rules chose
+  /// (docs/execution-plans.md, "Choosing plans from YAML") instead of the
+  /// built-in algorithms.
+  uint64_t callsServedByPlans() const;
 
   struct Impl;  ///< Private state (pimpl).
 

@@ -51,6 +51,7 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
   auto conns = comm.connectAll();
   for (auto& [peer, conn] : conns)  // ascending peers: a consistent order on every rank
     m.links[peer] = std::make_unique<PeerLink>(comm, conn, chunk, slots, kLinkTag);
+  if (!comm.config().planRules().empty()) m.plans = std::make_unique<HostPlanSelection>(comm);
   PB_LOG(Info, "COLL", "host collectives ready: " << m.links.size() << " peers, chunk " << chunk << " B x " << slots
                                                  << " slots, one-step up to " << m.smallBytes << " B");
 }
@@ -58,6 +59,8 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
 HostCollectives::~HostCollectives() = default;
 
 Communicator& HostCollectives::communicator() const { return impl_->comm; }
+
+uint64_t HostCollectives::callsServedByPlans() const { return impl_->plans ? impl_->plans->callsServed() : 0; }
 
 CallSignature HostCollectives::Impl::nextCall(CollectiveKind kind, DataType type, ReduceOp op, int root, size_t count) {
   CallSignature c;
@@ -106,6 +109,7 @@ void HostCollectives::allGather(const void* sendv, void* recvv, size_t count, Da
   Impl& m = *impl_;
   size_t bytes = checkedBytes("allgather", sendv, recvv, count, type, static_cast<size_t>(m.nranks));
   auto call = m.nextCall(CollectiveKind::AllGather, type, ReduceOp::Sum, -1, count);
+  if (m.servedByPlan("allgather", bytes * m.nranks, sendv, recvv, count, type, ReduceOp::Sum)) return;
   char* recv = static_cast<char*>(recvv);
   char* mine = recv + m.rank * bytes;
   if (sendv != mine && bytes) std::memmove(mine, sendv, bytes);
@@ -153,6 +157,7 @@ void HostCollectives::allToAll(const void* sendv, void* recvv, size_t count, Dat
   Impl& m = *impl_;
   size_t bytes = checkedBytes("alltoall", sendv, recvv, count, type, static_cast<size_t>(m.nranks));
   auto call = m.nextCall(CollectiveKind::AllToAll, type, ReduceOp::Sum, -1, count);
+  if (m.servedByPlan("alltoall", bytes * m.nranks, sendv, recvv, count * m.nranks, type, ReduceOp::Sum)) return;
   char* recv = static_cast<char*>(recvv);
   const char* send = static_cast<const char*>(sendv);
   if (send == recv && bytes) {  // in place: blocks we receive would overwrite blocks not yet sent

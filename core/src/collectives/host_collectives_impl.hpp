@@ -9,6 +9,7 @@
 
 #include "collectives/collective_kind.hpp"
 #include "collectives/exchange.hpp"
+#include "collectives/host_plan_selection.hpp"
 #include "collectives/peer_link.hpp"
 #include "plugboard/host_collectives.hpp"
 
@@ -41,6 +42,7 @@ struct HostCollectives::Impl {
   std::map<int, uint64_t> recvSeq;  // per peer: point-to-point receives so far
   uint64_t opSeq = 0;              // collective calls so far
   std::vector<char> scratch;       // reused between calls
+  std::unique_ptr<HostPlanSelection> plans;  // YAML `plans:` rules for this rank count, if any
 
   explicit Impl(Communicator& c) : comm(c) {}
   /// The link to peer.
@@ -56,6 +58,12 @@ struct HostCollectives::Impl {
   /// runExchange with direct transfers as `policy` says; on failure tells
   /// the peers (failure notices) and rethrows.
   void exchange(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, const DirectPolicy& policy);
+  /// True when a plan rule served the call (host_plan_selection.hpp): bytes
+  /// is its size as rules count it, inputCount its input's elements.
+  bool servedByPlan(const char* collective, size_t bytes, const void* input, void* output, size_t inputCount,
+                    DataType type, ReduceOp op) {
+    return plans && plans->run(collective, bytes, input, output, inputCount, type, op);
+  }
   /// Scratch space of at least bytes (contents undefined).
   char* scratchOf(size_t bytes);
 

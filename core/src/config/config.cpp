@@ -160,6 +160,11 @@ std::string Config::sharedSettingsText() const {
     for (const auto& u : rules_[i].use) out << u << " ";
     out << "\n";
   }
+  for (size_t i = 0; i < planRules_.size(); ++i) {
+    const PlanRule& p = planRules_[i];
+    out << "plans[" << i << "]=" << p.collective << " " << p.minBytes << "-" << p.maxBytes << " ranks " << p.ranks
+        << " " << p.file << "\n";
+  }
   return out.str();
 }
 

@@ -41,7 +41,7 @@ std::string scalarOrList(const YAML::Node& node, const std::string& at, const st
 }
 
 std::vector<std::string> coreNames() {
-  std::vector<std::string> names{"rules"};
+  std::vector<std::string> names{"rules", "plans"};
   for (const auto& d : coreSettingDecls()) names.push_back(d.name);
   return names;
 }
@@ -94,6 +94,63 @@ Rule parseRule(const YAML::Node& node, const std::string& file) {
   return r;
 }
 
+/// "65536", "64K", "1M", "2G" (powers of 1024) as bytes.
+uint64_t parseSize(const YAML::Node& node, const std::string& file, const std::string& key) {
+  const std::string text = scalarText(node, file, "'" + key + "'");
+  size_t used = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    fail(where(file, node), "'" + key + "': '" + text + "' is not a size (bytes, or a number with K, M or G)");
+  }
+  const std::string unit = text.substr(used);
+  const int shift = unit.empty() ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
+  if (shift < 0 || text[0] == '-' || (shift && n > (UINT64_MAX >> shift)))
+    fail(where(file, node), "'" + key + "': '" + text + "' is not a size (bytes, or a number with K, M or G)");
+  return static_cast<uint64_t>(n) << shift;
+}
+
+/// The directory part of a file name, with its '/', or "".
+std::string directoryOf(const std::string& file) {
+  const size_t slash = file.rfind('/');
+  return slash == std::string::npos ? "" : file.substr(0, slash + 1);
+}
+
+PlanRule parsePlanRule(const YAML::Node& node, const std::string& file) {
+  const std::string at = where(file, node);
+  if (!node.IsMap()) fail(at, "each plan rule must be a map with 'collective' and 'file'");
+  for (const auto& kv : node) {
+    const std::string key = scalarText(kv.first, file, "a key of a plan rule");
+    if (key != "collective" && key != "file" && key != "min_bytes" && key != "max_bytes" && key != "ranks")
+      fail(where(file, kv.first),
+           "unknown key '" + key + "' in plan rule (expected collective, file, min_bytes, max_bytes, ranks)");
+  }
+  if (!node["collective"] || !node["file"]) fail(at, "a plan rule needs both 'collective' and 'file'");
+  PlanRule r;
+  r.origin = at;
+  r.collective = scalarText(node["collective"], file, "'collective'");
+  static const std::vector<std::string> kinds{"allreduce", "allgather", "reducescatter", "alltoall"};
+  if (std::find(kinds.begin(), kinds.end(), r.collective) == kinds.end())
+    fail(where(file, node["collective"]), "plan rule: collective '" + r.collective +
+                                              "' cannot be served by a plan (allreduce, allgather, reducescatter, "
+                                              "alltoall)");
+  r.file = scalarText(node["file"], file, "'file'");
+  if (r.file.empty()) fail(where(file, node["file"]), "plan rule: 'file' is empty");
+  if (r.file[0] != '/') r.file = directoryOf(file) + r.file;
+  if (node["min_bytes"]) r.minBytes = parseSize(node["min_bytes"], file, "min_bytes");
+  if (node["max_bytes"]) r.maxBytes = parseSize(node["max_bytes"], file, "max_bytes");
+  if (r.minBytes > r.maxBytes) fail(at, "plan rule: min_bytes is above max_bytes");
+  if (node["ranks"]) {
+    const std::string text = scalarText(node["ranks"], file, "'ranks'");
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 6 ||
+        std::stoi(text) < 1)
+      fail(where(file, node["ranks"]), "plan rule: ranks '" + text + "' is not a rank count");
+    r.ranks = std::stoi(text);
+  }
+  return r;
+}
+
 }  // namespace
 
 void Config::loadYaml(const std::string& text, const std::string& file) {
@@ -114,6 +171,9 @@ void Config::loadYaml(const std::string& text, const std::string& file) {
       if (key == "rules") {
         if (!value.IsSequence()) fail(at, "'rules' must be a list");
         for (const auto& r : value) rules_.push_back(parseRule(r, file));
+      } else if (key == "plans") {
+        if (!value.IsSequence()) fail(at, "'plans' must be a list");
+        for (const auto& r : value) planRules_.push_back(parsePlanRule(r, file));
       } else if (value.IsMap()) {
         std::vector<std::string> names = coreNames();
         if (std::find(names.begin(), names.end(), key) != names.end())
