@@ -197,7 +197,8 @@ TEST(Config, PlanRulesParsedWithSizesAndPathsFromTheYamlDirectory) {
       "  - {collective: allreduce, file: ring4.json, max_bytes: 1M, ranks: 4}\n"
       "  - collective: allgather\n"
       "    file: /abs/ag.json\n"
-      "    min_bytes: 64K\n",
+      "    min_bytes: 64K\n"
+      "    mem: gpu\n",
       "/etc/job/cfg.yaml");
   ASSERT_EQ(c.planRules().size(), 2u);
   const plugboard::PlanRule& a = c.planRules()[0];
@@ -211,6 +212,8 @@ TEST(Config, PlanRulesParsedWithSizesAndPathsFromTheYamlDirectory) {
   EXPECT_EQ(b.file, "/abs/ag.json");
   EXPECT_EQ(b.minBytes, 64u << 10);
   EXPECT_EQ(b.maxBytes, UINT64_MAX);
+  EXPECT_EQ(a.mem, "any");
+  EXPECT_EQ(b.mem, "gpu");
   // Every rank must agree on the rules.
   EXPECT_NE(c.sharedSettingsText().find("plans[1]=allgather 65536-"), std::string::npos);
 }
@@ -227,6 +230,8 @@ TEST(Config, BadPlanRulesNameFileLineAndWhat) {
   expectConfigError([&] { load("{collective: allreduce, file: x.json, size: 4}"); },
                     {"p.yaml:3", "unknown key 'size' in plan rule"});
   expectConfigError([&] { load("{collective: allreduce, file: x.json, ranks: two}"); }, {"ranks 'two' is not a rank count"});
+  expectConfigError([&] { load("{collective: allreduce, file: x.json, mem: cuda}"); },
+                    {"p.yaml:3", "mem 'cuda' is not host, gpu or any"});
   expectConfigError([] { Config::fromYamlText("plans: {collective: allreduce}\n", "p.yaml"); },
                     {"p.yaml:1", "'plans' must be a list"});
 }

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <vector>
 
+#include "collectives/plan_rules.hpp"
 #include "communicator/local_setup.hpp"
 #include "config/value_parse.hpp"
 #include "info/dry_run.hpp"
@@ -97,19 +98,14 @@ void printPlugins(const std::vector<std::string>& dirs, int rank, int nranks) {
 /// The YAML `plans:` rules, each with the plan it names and whether a job of
 /// nranks would use it.
 void printPlanRules(const Config& config, int nranks) {
-  std::cout << "Plans (" << config.planRules().size() << " rules, first match wins; host collectives, " << nranks
-            << " rank(s))\n";
+  std::cout << "Plans (" << config.planRules().size() << " rules, first match wins; " << nranks << " rank(s))\n";
   for (const PlanRule& r : config.planRules()) {
-    std::cout << "  " << r.origin << ": " << r.collective << " of " << r.minBytes << " - "
+    std::cout << "  " << r.origin << ": " << r.mem << " " << r.collective << " of " << r.minBytes << " - "
               << (r.maxBytes == UINT64_MAX ? std::string("any") : std::to_string(r.maxBytes)) << " bytes: " << r.file;
     try {
-      const Plan p = loadPlan(r.file);
-      const bool fits = p.collective == r.collective && (!r.ranks || r.ranks == p.nranks);
-      std::cout << " (plan " << p.name << ", " << p.collective << ", " << p.nranks << " ranks; "
-                << (!fits ? "does not match the rule: the job fails at set-up"
-                    : p.nranks == nranks ? "used"
-                                         : "not used at " + std::to_string(nranks) + " rank(s)")
-                << ")\n";
+      const Plan p = loadRulePlan(r);
+      std::cout << " (plan " << p.name << ", " << p.nranks << " ranks; "
+                << (p.nranks == nranks ? "used" : "not used at " + std::to_string(nranks) + " rank(s)") << ")\n";
     } catch (const Error& e) {
       std::cout << " UNUSABLE (the job fails at set-up): " << e.what() << "\n";
     }

@@ -75,7 +75,7 @@ struct Rule {
   std::string origin;            ///< "file.yaml:7" for messages.
 };
 
-/// One plan rule (YAML `plans:`): host collective calls of `collective`
+/// One plan rule (YAML `plans:`): collective calls of `collective`
 /// whose size lies in [minBytes, maxBytes] on a communicator of the plan's
 /// rank count run the execution plan in `file` instead of the built-in
 /// algorithm. The first matching rule wins. Size is the call's largest
@@ -87,6 +87,7 @@ struct PlanRule {
   uint64_t minBytes = 0;        ///< Smallest call it serves.
   uint64_t maxBytes = UINT64_MAX;  ///< Largest call it serves.
   int ranks = 0;                ///< As written (0: not given); must be the plan's rank count.
+  std::string mem = "any";      ///< host, gpu or any: which collectives (host or GPU buffers) it serves.
   std::string origin;           ///< "file.yaml:7" for messages.
 };
 

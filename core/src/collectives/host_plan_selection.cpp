@@ -2,30 +2,12 @@
 
 #include <cstring>
 
+#include "collectives/plan_rules.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/logger.hpp"
 
 namespace plugboard {
 namespace {
-
-/// The rule's plan, checked against the rule; Error(Config) naming the rule.
-Plan loadRulePlan(const PlanRule& rule) {
-  Plan plan;
-  try {
-    plan = loadPlan(rule.file);
-  } catch (const Error& e) {
-    throw Error(ErrorCode::Config, rule.origin + ": plan rule: " + e.what());
-  }
-  const std::string about = rule.origin + ": plan rule for " + rule.collective + " names " + rule.file + ", ";
-  if (plan.collective != rule.collective)
-    throw Error(ErrorCode::Config, about + "a plan for " + plan.collective);
-  if (rule.ranks && rule.ranks != plan.nranks)
-    throw Error(ErrorCode::Config, about + "a plan for " + std::to_string(plan.nranks) + " ranks, not " +
-                                       std::to_string(rule.ranks));
-  if (plan.inPlace && rule.collective != "allreduce")
-    throw Error(ErrorCode::Config, about + "an in-place plan (only allreduce plans may be in place)");
-  return plan;
-}
 
 /// Smallest power of two >= bytes (at least 4 KiB): executors grow in steps.
 size_t roundCapacity(size_t bytes) {
@@ -37,13 +19,11 @@ size_t roundCapacity(size_t bytes) {
 }  // namespace
 
 HostPlanSelection::HostPlanSelection(Communicator& comm) : comm_(comm) {
-  for (const PlanRule& rule : comm.config().planRules()) {
-    if (rule.ranks && rule.ranks != comm.size()) continue;
-    Plan plan = loadRulePlan(rule);
-    if (plan.nranks != comm.size()) continue;
-    PB_LOG(Info, "COLL", "plan rule " << rule.origin << ": " << rule.collective << " of " << rule.minBytes << "-"
-                                      << rule.maxBytes << " bytes runs plan " << plan.name << " (" << rule.file << ")");
-    entries_.push_back(Entry{rule, std::move(plan), nullptr, 0});
+  for (RulePlan& r : rulesFor(comm.config(), comm.size(), "host")) {
+    PB_LOG(Info, "COLL", "plan rule " << r.rule.origin << ": host " << r.rule.collective << " of " << r.rule.minBytes
+                                      << "-" << r.rule.maxBytes << " bytes runs plan " << r.plan.name << " ("
+                                      << r.rule.file << ")");
+    entries_.push_back(Entry{std::move(r.rule), std::move(r.plan), nullptr, 0});
   }
 }
 
@@ -53,7 +33,7 @@ bool HostPlanSelection::run(const std::string& collective, size_t bytes, const v
                             size_t inputCount, DataType type, ReduceOp op) {
   if (inputCount == 0) return false;
   for (Entry& e : entries_) {
-    if (e.rule.collective != collective || bytes < e.rule.minBytes || bytes > e.rule.maxBytes) continue;
+    if (!ruleServes(e.rule, collective, bytes)) continue;
     if (inputCount % e.plan.inputChunks) {
       PB_LOG(Trace, "COLL", "plan " << e.plan.name << " skipped: " << inputCount << " elements do not cut into "
                                     << e.plan.inputChunks << " chunks");

@@ -163,7 +163,7 @@ std::string Config::sharedSettingsText() const {
   for (size_t i = 0; i < planRules_.size(); ++i) {
     const PlanRule& p = planRules_[i];
     out << "plans[" << i << "]=" << p.collective << " " << p.minBytes << "-" << p.maxBytes << " ranks " << p.ranks
-        << " " << p.file << "\n";
+        << " mem " << p.mem << " " << p.file << "\n";
   }
   return out.str();
 }

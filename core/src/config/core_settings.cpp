@@ -92,6 +92,10 @@ const std::vector<SettingDecl>& coreSettingDecls() {
       {"gpu_plan_slices", SettingType::Int, "0",
        "GPU plan executor: CUDA blocks per plan thread block, each moving one slice of every chunk (0: fill the "
        "GPU's SMs, at most 64, or gpu_port_blocks for plans whose buffers are in host memory; 1-1024)", false},
+      {"gpu_plan_max_bytes", SettingType::Int, "67108864",
+       "GPU collectives: each plan that a YAML plans: rule chooses for GPU buffers gets an executor made at "
+       "start-up for inputs of up to min(the rule's max_bytes, this) bytes; larger calls take the built-in "
+       "algorithms", false},
       {"gpu_wait_timeout", SettingType::Double, "30",
        "GPU collectives: seconds (GPU global timer) a device wait may last before it records a timeout and ends "
        "the kernel; GpuCollectives::synchronize gives up on a stream after twice this (0.001-86400)",

@@ -122,9 +122,10 @@ PlanRule parsePlanRule(const YAML::Node& node, const std::string& file) {
   if (!node.IsMap()) fail(at, "each plan rule must be a map with 'collective' and 'file'");
   for (const auto& kv : node) {
     const std::string key = scalarText(kv.first, file, "a key of a plan rule");
-    if (key != "collective" && key != "file" && key != "min_bytes" && key != "max_bytes" && key != "ranks")
+    if (key != "collective" && key != "file" && key != "min_bytes" && key != "max_bytes" && key != "ranks" &&
+        key != "mem")
       fail(where(file, kv.first),
-           "unknown key '" + key + "' in plan rule (expected collective, file, min_bytes, max_bytes, ranks)");
+           "unknown key '" + key + "' in plan rule (expected collective, file, min_bytes, max_bytes, ranks, mem)");
   }
   if (!node["collective"] || !node["file"]) fail(at, "a plan rule needs both 'collective' and 'file'");
   PlanRule r;
@@ -141,6 +142,11 @@ PlanRule parsePlanRule(const YAML::Node& node, const std::string& file) {
   if (node["min_bytes"]) r.minBytes = parseSize(node["min_bytes"], file, "min_bytes");
   if (node["max_bytes"]) r.maxBytes = parseSize(node["max_bytes"], file, "max_bytes");
   if (r.minBytes > r.maxBytes) fail(at, "plan rule: min_bytes is above max_bytes");
+  if (node["mem"]) {
+    r.mem = scalarText(node["mem"], file, "'mem'");
+    if (r.mem != "host" && r.mem != "gpu" && r.mem != "any")
+      fail(where(file, node["mem"]), "plan rule: mem '" + r.mem + "' is not host, gpu or any");
+  }
   if (node["ranks"]) {
     const std::string text = scalarText(node["ranks"], file, "'ranks'");
     if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 6 ||

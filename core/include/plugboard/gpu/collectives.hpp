@@ -116,6 +116,10 @@ class GpuCollectives {
   /// "multicast" or "peers": the SwitchChannel backend of the switch
   /// algorithms (gpu_switch); "" when they are off.
   std::string switchBackend() const;
+  /// Calls run by execution plans that the YAML `plans:` rules chose
+  /// (docs/execution-plans.md, "Choosing plans from YAML") instead of the
+  /// built-in kernels.
+  uint64_t callsServedByPlans() const;
 
   struct Impl;  ///< Private state (pimpl).
 

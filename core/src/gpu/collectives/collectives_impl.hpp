@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpu/collectives/device_ctx.hpp"
+#include "gpu/plans/plan_selection.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/gpu/collectives.hpp"
 #include "plugboard/gpu/port_channel.hpp"
@@ -75,6 +76,8 @@ struct GpuCollectives::Impl {
   SwitchChannelDeviceHandle switchHandle;
   uint64_t switchCellBytes = 0;  // bytes per (rank, block) cell of the switch kernels' rounds
   uint64_t abortHook = 0;  // Communicator::Impl::addAbortHook id (0: none)
+  /// Executors of the YAML plans: rules for GPU buffers at this rank count, or null.
+  std::unique_ptr<GpuPlanSelection> plans;
 
   explicit Impl(Communicator& c) : comm(c) {}
   ~Impl();

@@ -154,6 +154,7 @@ void GpuCollectives::allReduce(const void* send, void* recv, size_t count, DataT
   if (!startSymmetricReducing(m, "allreduce", send, recv, count, type, op)) return;
   if (m.nranks == 1) return copyAsync(recv, send, count * dataTypeSize(type), stream);
   const uint64_t bytes = count * dataTypeSize(type);
+  if (m.plans && m.plans->run("allreduce", bytes, send, recv, count, type, op, stream)) return;
   if (m.switchChannel && SwitchChannel::supports(type, op) &&
       gpucoll::reducePath(m.settings, shapeOf(m), bytes) != gpucoll::ReducePath::LL)
     return gpucoll::launchSwitchAllReduce(m.ctx, m.switchHandle, {static_cast<const char*>(send),
@@ -168,6 +169,9 @@ void GpuCollectives::reduceScatter(const void* send, void* recv, size_t count, D
   Impl& m = *impl_;
   if (!startSymmetricReducing(m, "reducescatter", send, recv, count, type, op)) return;
   if (m.nranks == 1) return copyAsync(recv, send, count * dataTypeSize(type), stream);
+  const size_t planInput = count * m.nranks;
+  if (m.plans && m.plans->run("reducescatter", planInput * dataTypeSize(type), send, recv, planInput, type, op, stream))
+    return;
   if (gpucoll::blocksUseLL(m.settings, shapeOf(m), count * dataTypeSize(type)))
     return gpucoll::launchLL(m.ctx, Coll::ReduceScatter, send, recv, count, type, op, 0, m.settings.threads, stream);
   reducePipeline(m, send, recv, count, type, op, Coll::ReduceScatter, 0, false, stream);
@@ -200,6 +204,9 @@ void symmetricMove(GpuCollectives::Impl& m, const char* name, Coll coll, const v
   if (!startCall(m, count)) return;
   const uint64_t bytes = count * dataTypeSize(type);
   if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
+  // A plan's input: allgather this rank's block, alltoall every block.
+  const size_t planInput = coll == Coll::AllGather ? count : count * m.nranks;
+  if (m.plans && m.plans->run(name, bytes * m.nranks, send, recv, planInput, type, ReduceOp::Sum, stream)) return;
   if (gpucoll::blocksUseLL(m.settings, shapeOf(m), bytes))
     return gpucoll::launchLL(m.ctx, coll, send, recv, count, type, ReduceOp::Sum, 0, m.settings.threads, stream);
   if (coll == Coll::AllGather && m.switchChannel)

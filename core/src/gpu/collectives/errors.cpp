@@ -90,6 +90,7 @@ void GpuCollectives::Impl::throwIfFailed() const {
 
 void GpuCollectives::checkErrors() const {
   impl_->throwIfFailed();
+  if (impl_->plans) impl_->plans->checkErrors();
   impl_->comm.checkErrors();
 }
 

@@ -77,6 +77,7 @@ GpuCollectives::Impl::~Impl() {
   if (abortHook) comm.impl_->removeAbortHook(abortHook);
   const bool aborted = comm.aborted();
   if (scratch) cudaDeviceSynchronize();
+  plans.reset();          // collective, like the rest
   switchChannel.reset();  // collective unless aborted, like the rest
   if (service && !aborted) drainPorts();
   remotes.clear();
@@ -266,6 +267,12 @@ void GpuCollectives::Impl::setup() {
   ctx.blocks = static_cast<int>(blocks);
   ctx.ports = ports;
   if (nranks > 1) setupSwitch();
+  if (nranks > 1 && !comm.config().planRules().empty()) {
+    const int64_t planBytes = comm.config().getInt("gpu_plan_max_bytes");
+    if (planBytes < 1) throw Error(ErrorCode::Config, "gpu_plan_max_bytes must be at least 1, got " +
+                                                        std::to_string(planBytes));
+    plans = std::make_unique<GpuPlanSelection>(comm, static_cast<size_t>(planBytes));
+  }
   // No peer may write into our scratch before it is zeroed and mapped everywhere.
   comm.bootstrap().barrier();
   abortHook = comm.impl_->addAbortHook([this] { abortDeviceWaits(); });
@@ -327,6 +334,8 @@ GpuCollectives::GpuCollectives(Communicator& comm) : impl_(std::make_unique<Impl
 GpuCollectives::~GpuCollectives() = default;
 
 Communicator& GpuCollectives::communicator() const { return impl_->comm; }
+
+uint64_t GpuCollectives::callsServedByPlans() const { return impl_->plans ? impl_->plans->callsServed() : 0; }
 
 std::string GpuCollectives::switchBackend() const {
   return impl_->switchChannel ? switchBackendName(impl_->switchChannel->backend()) : "";

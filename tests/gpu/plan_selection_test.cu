@@ -1,0 +1,58 @@
+// YAML `plans:` rules inside GpuCollectives: calls that a rule serves run
+// its plan (GpuPlanExecutor), the rest the built-in kernels; every result
+// checked against the host reference, and the plans' call count shows
+// which path ran. Ranks share GPUs where there are fewer (run under MPS).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "gpu_coll_check.hpp"
+#include "gpu_test_util.hpp"
+
+using namespace plugboard;
+using namespace plugboard::test;
+
+namespace {
+
+/// Writes a config whose rules name the shipped 2-rank plans; returns its path.
+std::string writeRules() {
+  const std::string plans = std::string(PLUGBOARD_TEST_SOURCE_DIR) + "/../plans/";
+  const std::string path = "/tmp/plugboard-plan-rules-" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(path) << "plans:\n"
+                      << "  - {collective: allreduce, mem: gpu, max_bytes: 1M, file: " << plans
+                      << "allreduce_allpairs/2ranks.json}\n"
+                      << "  - {collective: allgather, mem: gpu, file: " << plans << "allgather_ring/2ranks.json}\n"
+                      << "  - {collective: alltoall, mem: host, file: " << plans << "alltoall_allpairs/2ranks.json}\n";
+  return path;
+}
+
+}  // namespace
+
+TEST(GpuPlanSelection, RulesRunPlansInsideGpuCollectivesAndResultsMatchTheReference) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuRanks(2, {{"gpu_plan_max_bytes", "262144"}}, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+    // 3000 and 50000 elements cut into the plans' chunks (up to 256 KiB of
+    // input: the executors' capacity); 1001 does not, 400000 floats exceed
+    // the capacity: built-in kernels.
+    reducingMatrix(g, rank, n, s, {DataType::Float32, DataType::BFloat16, DataType::Int32},
+                   {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg}, {1001, 3000, 50000, 400000});
+    const uint64_t afterReducing = g.callsServedByPlans();
+    if (afterReducing == 0) throw std::runtime_error("no allreduce ran on the plan");
+    movingMatrix(g, rank, n, s, {DataType::Float32, DataType::Uint8}, {1001, 3000, 20000});
+    if (g.callsServedByPlans() == afterReducing) throw std::runtime_error("no allgather ran on the plan");
+    // The alltoall rule is for host buffers only: nothing more here.
+    const uint64_t before = g.callsServedByPlans();
+    void* d = nullptr;
+    check(cudaMalloc(&d, 4096 * n), "cudaMalloc");
+    g.allToAll(d, d, 4096, DataType::Uint8, s);
+    g.synchronize(s);
+    cudaFree(d);
+    if (g.callsServedByPlans() != before) throw std::runtime_error("a host-only rule served a GPU alltoall");
+  }, std::chrono::seconds(110), [](int, std::map<std::string, std::string>&) {
+    static const std::string path = writeRules();
+    setenv("PLUGBOARD_CONFIG", path.c_str(), 1);
+  });
+}
