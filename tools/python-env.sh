@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes the virtual environment the Python package builds and tests in:
-# ${PLUGBOARD_VENV:-.venv} with pybind11, NumPy and pytest, cuobjdump/nvdisasm
+# ${PLUGBOARD_VENV:-.venv} with pybind11, NumPy, pytest and setuptools, cuobjdump/nvdisasm
 # (PyPI's NVIDIA wheels, where the CUDA toolkit lacks them), and PyTorch
 # (PyPI's wheel, CPU use only; PLUGBOARD_SKIP_TORCH=1 leaves it out, and
 # the torch tests then skip saying so). Installs by name, skips what is
@@ -17,7 +17,8 @@ fi
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv" || { apt-get install -y -qq --no-install-recommends python3-venv python3-dev && "$python" -m venv "$venv"; }
 fi
-packages=(pybind11 numpy pytest)
+# setuptools: `pip install ./python` (the DSL) builds with it; Python >= 3.12 venvs lack it.
+packages=(pybind11 numpy pytest setuptools)
 [ "${PLUGBOARD_SKIP_TORCH:-0}" = 1 ] || packages+=(torch)
 missing=()
 for p in "${packages[@]}"; do

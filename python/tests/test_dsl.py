@@ -173,3 +173,24 @@ def test_committed_plans_match_their_programs(name):
         path = os.path.join(SRC, "..", "plans", name, file)
         with open(path) as f:
             assert json.load(f) == SHIPPED[name](n, channel).plan(), f"{path} is stale: run plans/generate.sh"
+
+
+def test_pip_install_of_the_python_directory_gives_the_dsl_and_its_command(tmp_path):
+    """`pip install ./python` (README) on a copy of the directory: the
+    package and the plugboard-dsl command work from the install alone."""
+    import shutil
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(os.path.join(SRC, name), src / name)
+    shutil.copytree(os.path.join(SRC, "plugboard_dsl"), src / "plugboard_dsl",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
+                    "--target", str(target), str(src)], check=True)
+    env = dict(os.environ, PYTHONPATH=str(target))
+    out = tmp_path / "ring4.json"
+    subprocess.run([str(target / "bin" / "plugboard-dsl"), "allreduce_ring", "--nranks", "4", "-o", str(out)],
+                   check=True, env=env, cwd=str(tmp_path))
+    plan = json.loads(out.read_text())
+    assert plan["plan_version"] == PLAN_VERSION and plan["nranks"] == 4 and plan["collective"] == "allreduce"
