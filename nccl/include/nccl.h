@@ -128,6 +128,17 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
 /** Collective over comm: ranks of one color form *newcomm, ordered by key then rank
  * (NCCL_SPLIT_NOCOLOR: *newcomm = NULL). */
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config);
+
+/** ncclCommShrink: leave the parent's ongoing operations alone. */
+#define NCCL_SHRINK_DEFAULT 0x00
+/** ncclCommShrink: first end the parent's ongoing operations (recovery
+ * from a failed or hung rank); the parent is still to be destroyed. */
+#define NCCL_SHRINK_ABORT 0x01
+/** A new communicator of the parent's ranks minus excludeRanksList (NCCL
+ * 2.27), ranks renumbered in order. Only the ranks that stay call it; the
+ * excluded ones (failed or leaving) take no part. */
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                            ncclConfig_t* config, int shrinkFlags);
 /** Finishes the communicator's outstanding work (before ncclCommDestroy). */
 ncclResult_t ncclCommFinalize(ncclComm_t comm);
 /** Frees the communicator (every rank destroys its own). */
@@ -212,9 +223,6 @@ typedef struct ncclWindow_vidmem* ncclWindow_t;
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
 /** Not served: symmetric windows. */
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
-/** Not served: shrinking a communicator around failed ranks (NCCL 2.27). */
-ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
-                            ncclConfig_t* config, int shrinkFlags);
 /** Not served: NCCL's device API (2.28); reqs and devComm are NCCL's own types. */
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void* reqs, void* devComm);
 /** Not served: NCCL's device API (2.28). */

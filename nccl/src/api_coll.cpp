@@ -395,10 +395,6 @@ PB_NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
   return notServed("ncclCommWindowDeregister", "symmetric memory windows");
 }
 
-PB_NCCL_API ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int) {
-  return notServed("ncclCommShrink", "communicator shrinks");
-}
-
 PB_NCCL_API ncclResult_t ncclDevCommCreate(ncclComm_t, const void*, void*) {
   return notServed("ncclDevCommCreate", "NCCL device-API communicators");
 }

@@ -19,8 +19,9 @@ using namespace plugboard::ncclapi;
 
 namespace {
 
-/// Bootstrap tag of ncclCommSplit's unique-id hand-out.
-constexpr int kSplitTag = 0x4e43434c;  // "NCCL"
+/// Bootstrap tags of ncclCommSplit's and ncclCommShrink's unique-id hand-outs.
+constexpr int kSplitTag = 0x4e43434c;   // "NCCL"
+constexpr int kShrinkTag = 0x4e43534b;  // "NCSK"
 
 UniqueId toUniqueId(const ncclUniqueId& id) {
   UniqueId u;
@@ -42,6 +43,55 @@ int checkInit(ncclComm_t* comm, int nranks, int rank) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) throw ApiFailure(Result::UnhandledCudaError, "cudaGetDevice failed");
   return device;
+}
+
+/// Makes this rank's communicator of parent's ranks `oldRanks` (in their
+/// new order; this rank among them): the first hands a fresh unique id to
+/// the others through the parent's bootstrap, point to point (ranks outside
+/// oldRanks take no part), then they initialise together.
+ncclComm* joinMembers(ncclComm_t parent, const std::vector<int>& oldRanks, int tag, const char* call) {
+  Bootstrap& boot = parent->comm->bootstrap();
+  const int me = parent->rank();
+  const int newRank = static_cast<int>(std::find(oldRanks.begin(), oldRanks.end(), me) - oldRanks.begin());
+  UniqueId id;
+  if (newRank == 0) {
+    id = TcpBootstrap::createUniqueId();
+    for (size_t i = 1; i < oldRanks.size(); ++i) boot.send(id.bytes.data(), id.bytes.size(), oldRanks[i], tag);
+  } else {
+    const std::vector<char> got = boot.recv(oldRanks[0], tag);
+    if (got.size() != id.bytes.size())
+      throw Error(ErrorCode::Remote, std::string(call) + ": a unique id of the wrong size arrived from rank " +
+                                         std::to_string(oldRanks[0]));
+    std::memcpy(id.bytes.data(), got.data(), got.size());
+  }
+  if (cudaSetDevice(parent->device) != cudaSuccess) throw Error(ErrorCode::System, "cudaSetDevice failed");
+  return new ncclComm(newRank, static_cast<int>(oldRanks.size()), id);
+}
+
+/// The parent's ranks left after excluding `list` (count entries), in
+/// order; ApiFailure(InvalidArgument) for a bad list or when the caller
+/// itself is excluded (excluded ranks do not call ncclCommShrink).
+std::vector<int> shrinkSurvivors(int n, int me, const int* list, int count) {
+  if (count < 0 || (count > 0 && !list))
+    throw ApiFailure(Result::InvalidArgument, "excludeRanksList must hold excludeRanksCount (" + std::to_string(count) +
+                                                  ") ranks");
+  std::vector<bool> excluded(static_cast<size_t>(n), false);
+  for (int i = 0; i < count; ++i) {
+    const int r = list[i];
+    if (r < 0 || r >= n)
+      throw ApiFailure(Result::InvalidArgument, "excludeRanksList[" + std::to_string(i) + "] = " + std::to_string(r) +
+                                                    " is not a rank of the communicator (0.." + std::to_string(n - 1) + ")");
+    if (excluded[r])
+      throw ApiFailure(Result::InvalidArgument, "excludeRanksList names rank " + std::to_string(r) + " twice");
+    excluded[r] = true;
+  }
+  if (excluded[me])
+    throw ApiFailure(Result::InvalidArgument, "rank " + std::to_string(me) +
+                                                  " is in excludeRanksList: excluded ranks do not call ncclCommShrink");
+  std::vector<int> survivors;
+  for (int r = 0; r < n; ++r)
+    if (!excluded[r]) survivors.push_back(r);
+  return survivors;
 }
 
 /// Creates a rank now, or records it for the open group's end.
@@ -164,20 +214,28 @@ PB_NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
     for (int r = 0; r < n; ++r)
       if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
     std::sort(members.begin(), members.end());
-    int newRank = 0;
-    while (std::get<1>(members[newRank]) != me) ++newRank;
-    UniqueId id;
-    if (newRank == 0) {
-      id = TcpBootstrap::createUniqueId();
-      for (size_t i = 1; i < members.size(); ++i) boot.send(id.bytes.data(), id.bytes.size(), std::get<1>(members[i]), kSplitTag);
-    } else {
-      const std::vector<char> got = boot.recv(std::get<1>(members[0]), kSplitTag);
-      if (got.size() != id.bytes.size()) throw Error(ErrorCode::Remote, "ncclCommSplit: a unique id of the wrong size arrived");
-      std::memcpy(id.bytes.data(), got.data(), got.size());
+    std::vector<int> oldRanks;
+    for (const auto& m : members) oldRanks.push_back(std::get<1>(m));
+    *newcomm = joinMembers(comm, oldRanks, kSplitTag, "ncclCommSplit");
+  });
+}
+
+PB_NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                        ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  return guarded("ncclCommShrink", [&] {
+    requireComm(comm);
+    requireArg(newcomm, "newcomm");
+    *newcomm = nullptr;
+    if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+      throw ApiFailure(Result::InvalidArgument, "shrinkFlags " + std::to_string(shrinkFlags) +
+                                                    " is neither NCCL_SHRINK_DEFAULT nor NCCL_SHRINK_ABORT");
+    const std::vector<int> survivors = shrinkSurvivors(comm->size(), comm->rank(), excludeRanksList, excludeRanksCount);
+    readConfig(config);
+    if (shrinkFlags == NCCL_SHRINK_ABORT) {  // end the parent's waits; its bootstrap still serves new calls
+      if (comm->real) comm->real->abort();
+      comm->comm->abort();
     }
-    const int nnew = static_cast<int>(members.size());
-    if (cudaSetDevice(comm->device) != cudaSuccess) throw Error(ErrorCode::System, "cudaSetDevice failed");
-    *newcomm = new ncclComm(newRank, nnew, id);
+    *newcomm = joinMembers(comm, survivors, kShrinkTag, "ncclCommShrink");
   });
 }
 

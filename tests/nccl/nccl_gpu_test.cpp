@@ -20,6 +20,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../unit/env_guard.hpp"
@@ -586,4 +587,85 @@ TEST(NcclApiGpu, InitAllFromOneProcess) {
     }
   });
   expectAllPassed(results);
+}
+
+// ncclCommShrink: ranks 1 and 3 of 4 are excluded and take no part; the
+// others get a 2-rank communicator in their old order. Bad lists and flags
+// are refused before anything is exchanged.
+TEST(NcclApiGpu, ShrinkLeavesTheExcludedRanksOut) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runNcclRanks(4, [](ncclComm_t comm, int rank, int, cudaStream_t s) {
+    int exclude[] = {3, 1};
+    if (rank == 1 || rank == 3) return;  // excluded: they do not call it
+    ncclComm_t sub = nullptr;
+    int self[] = {rank};
+    int twice[] = {1, 1};
+    int outside[] = {4};
+    if (ncclCommShrink(comm, self, 1, &sub, nullptr, NCCL_SHRINK_DEFAULT) != ncclInvalidArgument || sub)
+      throw std::runtime_error("a rank that excludes itself was not refused");
+    if (ncclCommShrink(comm, twice, 2, &sub, nullptr, NCCL_SHRINK_DEFAULT) != ncclInvalidArgument)
+      throw std::runtime_error("a rank listed twice was not refused");
+    if (ncclCommShrink(comm, outside, 1, &sub, nullptr, NCCL_SHRINK_DEFAULT) != ncclInvalidArgument)
+      throw std::runtime_error("a rank outside the communicator was not refused");
+    if (ncclCommShrink(comm, exclude, 2, &sub, nullptr, 7) != ncclInvalidArgument)
+      throw std::runtime_error("unknown shrink flags were not refused");
+    if (std::string(ncclGetLastError(comm)).find("shrinkFlags 7") == std::string::npos)
+      throw std::runtime_error(std::string("ncclGetLastError does not name the flags: ") + ncclGetLastError(comm));
+    NCCL_OK(ncclCommShrink(comm, exclude, 2, &sub, nullptr, NCCL_SHRINK_DEFAULT));
+    int subRank = -1, subSize = 0;
+    NCCL_OK(ncclCommUserRank(sub, &subRank));
+    NCCL_OK(ncclCommCount(sub, &subSize));
+    if (subSize != 2 || subRank != rank / 2) throw std::runtime_error("shrunk ranks are not in their old order");
+    Dev<float> a(1000), b(1000);
+    std::vector<float> h(1000);
+    for (size_t i = 0; i < h.size(); ++i) h[i] = in(rank, i);
+    a.put(h);
+    NCCL_OK(ncclAllReduce(a.p, b.p, 1000, ncclFloat, ncclSum, sub, s));
+    sync(sub, s);
+    expectEq(b.get(), [](size_t i) { return in(0, i) + in(2, i); }, "allreduce in the shrunk communicator");
+    NCCL_OK(ncclCommDestroy(sub));
+  });
+}
+
+// NCCL_SHRINK_ABORT after a rank stopped answering: ranks 0 and 1 start an
+// allreduce on the parent that rank 2 never joins, shrink it away with the
+// abort flag (which ends the stuck call), and the new communicator works.
+TEST(NcclApiGpu, ShrinkWithAbortRecoversFromAStuckRank) {
+  PB_REQUIRE_GPU_NO_INIT();
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  expectAllPassed(runRanks(3, std::chrono::seconds(100), [&](int rank, int nranks, const plugboard::UniqueId&) {
+    int devices = 0;
+    CUDA_OK(cudaGetDeviceCount(&devices));
+    CUDA_OK(cudaSetDevice(rank % devices));
+    ncclComm_t comm = nullptr;
+    NCCL_OK(ncclCommInitRank(&comm, nranks, id, rank));
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    if (rank == 2) {  // stuck: joins nothing, then leaves without a word to the parent
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      NCCL_OK(ncclCommAbort(comm));
+      cudaStreamDestroy(s);
+      return;
+    }
+    Dev<float> stuck(1 << 16), a(1000), b(1000);
+    NCCL_OK(ncclAllReduce(stuck.p, stuck.p, 1 << 16, ncclFloat, ncclSum, comm, s));  // rank 2 never joins
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    int exclude[] = {2};
+    ncclComm_t sub = nullptr;
+    NCCL_OK(ncclCommShrink(comm, exclude, 1, &sub, nullptr, NCCL_SHRINK_ABORT));
+    cudaStream_t s2;
+    CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    std::vector<float> h(1000);
+    for (size_t i = 0; i < h.size(); ++i) h[i] = in(rank, i);
+    a.put(h);
+    NCCL_OK(ncclAllReduce(a.p, b.p, 1000, ncclFloat, ncclSum, sub, s2));
+    sync(sub, s2);
+    expectEq(b.get(), [](size_t i) { return in(0, i) + in(1, i); }, "allreduce after the aborting shrink");
+    NCCL_OK(ncclCommDestroy(sub));
+    NCCL_OK(ncclCommAbort(comm));  // the parent's resources, as NCCL asks
+    cudaStreamSynchronize(s);      // the stuck call has ended (aborted)
+    cudaStreamDestroy(s2);
+    cudaStreamDestroy(s);
+  }));
 }
