@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <string>
@@ -161,6 +163,49 @@ TEST(FaultyTransport, AFailedConnectionIsNamed) {
   expectAllPassed(runRanks(2, kTestTimeout, [](int rank, int n, const UniqueId& id) {
     useFaulty({{"fault", "fail_connect"}, {"ranks", "1"}});
     if (rank == 1) expectFailureNaming(rank, n, id, {"injected fail_connect", "rank 0"});
+    else expectFailureNaming(rank, n, id, {"rank 1"});
+  }));
+}
+
+// The failover setting (issue 15 item 9): rank 1's faulty connection fails
+// for good mid-allreduce (4 KiB chunks: several in flight); the pair moves
+// to ethernet (the rule's next transport), the chunks that had not landed
+// are resent, and every call, the one in flight included, completes with
+// correct results.
+TEST(FaultyTransport, FailoverMovesAFailedPairToTheNextTransportAndTheCallsGoOn) {
+  SKIP_WITHOUT_FAULTY();
+  expectAllPassed(runRanks(3, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "fail_op"}, {"ranks", "1"}, {"after", "300"}});
+    setenv("PLUGBOARD_TRANSPORTS", "faulty,ethernet", 1);
+    setenv("PLUGBOARD_HOST_CHUNK_BYTES", "4096", 1);  // many chunks in flight when it strikes
+    const std::string yaml = "/tmp/plugboard-failover-" + std::to_string(getpid()) + ".yaml";
+    std::ofstream(yaml) << "failover: true\nrules:\n  - peers: any\n    use: [faulty, ethernet]\n";
+    setenv("PLUGBOARD_CONFIG", yaml.c_str(), 1);
+    Communicator comm(loopbackBootstrap(rank, n, id));
+    HostCollectives hc(comm);
+    allReduceRounds(hc, 10);
+    std::vector<int32_t> mine(5000, rank), all(5000 * n, -1);
+    hc.allGather(mine.data(), all.data(), mine.size(), DataType::Int32);
+    for (size_t i = 0; i < all.size(); ++i)
+      if (all[i] != static_cast<int32_t>(i / mine.size())) throw std::runtime_error("allgather after failover is wrong");
+    int moved = 0;
+    for (int p = 0; p < n; ++p)
+      if (p != rank && comm.transportFor(p) == "ethernet") ++moved;
+    // Rank 1's struck operation failed one of its two pairs.
+    if (rank == 1 ? moved != 1 : moved > 1)
+      throw std::runtime_error("rank " + std::to_string(rank) + ": " + std::to_string(moved) + " pair(s) on ethernet");
+    std::remove(yaml.c_str());
+  }));
+}
+
+// Without a transport left, the failed pair's error names the pair and
+// says so; nothing hangs.
+TEST(FaultyTransport, FailoverWithNoTransportLeftEndsInANamedError) {
+  SKIP_WITHOUT_FAULTY();
+  expectAllPassed(runRanks(2, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "fail_op"}, {"ranks", "1"}, {"after", "20"}});
+    setenv("PLUGBOARD_FAILOVER", "true", 1);
+    if (rank == 1) expectFailureNaming(rank, n, id, {"no other transport can take the pair", "faulty"});
     else expectFailureNaming(rank, n, id, {"rank 1"});
   }));
 }

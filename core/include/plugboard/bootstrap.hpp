@@ -40,6 +40,15 @@ class Bootstrap {
   virtual std::vector<char> recv(int peer, int tag) = 0;
   /// Returns when every rank has called barrier().
   virtual void barrier() = 0;
+  /// True when a blob from peer under tag has arrived (recv would return it
+  /// at once); never waits. The default cannot tell and says false: a
+  /// bootstrap without it still works, but a failover (the "failover"
+  /// setting) then starts on a rank only once it sees its own side fail.
+  virtual bool poll(int peer, int tag) {
+    (void)peer;
+    (void)tag;
+    return false;
+  }
   /// From any thread: the call waiting in this bootstrap now, if any, ends
   /// with Error(Aborted). Calls begun later are not affected, so a job may
   /// go on using the bootstrap (a new communicator after an abort).
@@ -87,6 +96,7 @@ class TcpBootstrap : public Bootstrap {
   void send(const void* data, size_t size, int peer, int tag) override;
   std::vector<char> recv(int peer, int tag) override;
   void barrier() override;
+  bool poll(int peer, int tag) override;
 
  private:
   struct Impl;

@@ -179,6 +179,15 @@ class Communicator {
   void setup();
   /// connect() to every other rank, then setup(); returns connections by peer.
   std::map<int, std::shared_ptr<Connection>> connectAll(MemoryKind kind = MemoryKind::Host);
+  /// With the "failover" setting on: replaces the failed connection to
+  /// peer for `kind` memory by one over the next transport the pair's rule
+  /// (or, without a rule, the rising cost) allows. Closes the failed one
+  /// first, so the peer notices, then connects pairwise: the peer must call
+  /// it too. Logs the switch once per pair. Throws Error(Config) when
+  /// failover is off and Error(Remote) naming the pair when no transport is
+  /// left. Memory registered before stays registered (registrations cover
+  /// every loaded transport); peers' descriptors must be imported again.
+  std::shared_ptr<Connection> failover(int peer, MemoryKind kind = MemoryKind::Host);
   /// The established connection for `kind` memory to peer; throws
   /// Error(InvalidUsage) if none.
   std::shared_ptr<Connection> connection(int peer, MemoryKind kind = MemoryKind::Host) const;

@@ -121,6 +121,17 @@ std::vector<char> PeerLinks::recv(int peer, uint32_t space, int tag) {
   }
 }
 
+bool PeerLinks::hasMessage(int peer, uint32_t space, int tag) {
+  const Key key{peer, space, tag};
+  auto found = [&] {
+    auto it = stash_.find(key);
+    return it != stash_.end() && !it->second.empty();
+  };
+  if (found()) return true;
+  progress(net::Deadline::after(std::chrono::milliseconds(0)), nullptr);
+  return found();
+}
+
 void PeerLinks::failRecv(int peer, uint32_t space, int tag) {
   std::string what = messageText(space, tag);
   if (peer == ctx_.rank)

@@ -36,6 +36,9 @@ class PeerLinks {
   void send(int peer, uint32_t space, int tag, const void* data, size_t size);
   /// The next message from peer in (space, tag), waiting up to the timeout.
   std::vector<char> recv(int peer, uint32_t space, int tag);
+  /// True when that message has arrived (stashed or readable now); reads
+  /// what the sockets hold without waiting.
+  bool hasMessage(int peer, uint32_t space, int tag);
   /// Marks the start of one bootstrap call (its sends and recvs): an
   /// abort() after this point ends the call's waits.
   void beginCall() { callEpoch_ = abortEpoch_.load(std::memory_order_acquire); }

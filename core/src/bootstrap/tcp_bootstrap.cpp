@@ -81,6 +81,12 @@ std::vector<char> TcpBootstrap::recv(int peer, int tag) {
 
 void TcpBootstrap::abort() { impl_->links->abort(); }
 
+bool TcpBootstrap::poll(int peer, int tag) {
+  if (peer < 0 || peer >= impl_->ctx.nranks) return false;
+  impl_->links->beginCall();
+  return impl_->links->hasMessage(peer, bootstrap::kUserSpace, tag);
+}
+
 void TcpBootstrap::barrier() {
   std::vector<char> slots(static_cast<size_t>(size()), 0);
   allGather(slots.data(), 1);

@@ -9,6 +9,7 @@
 #include "communicator/wait.hpp"
 #include "plugboard/datatype.hpp"
 #include "plugboard/error.hpp"
+#include "plugboard/logger.hpp"
 
 namespace plugboard {
 namespace {
@@ -77,9 +78,9 @@ bool stepRecv(Communicator& comm, RecvJob& r, bool sendsDirectToo) {
     checkHeader(comm, r.link->header(), r);
     size_t offset = r.nextChunk * c;
     r.consume(offset, r.link->payload(), std::min(c, r.bytes - offset));
-    r.link->release();
-    ++r.nextChunk;
+    ++r.nextChunk;  // before release(), which may throw returning credits: the chunk is consumed either way
     moved = true;
+    r.link->release();
   }
   return moved;
 }
@@ -147,10 +148,30 @@ RecvJob copyJob(PeerLink* link, size_t bytes, char* dst, const CallSignature& ca
 
 namespace {
 
+/// With failover, in a wait: Error(Aborted) after an abort, and
+/// Error(Remote) when a peer of the jobs asks to fail their link over (its
+/// side failed while this side still looks fine); runExchange then moves
+/// the link. The bootstrap is polled at most once a millisecond.
+void checkFailoverRequests(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs) {
+  if (comm.aborted())
+    throw Error(ErrorCode::Aborted, "rank " + std::to_string(comm.rank()) + ": the communicator was aborted (Communicator::abort)");
+  thread_local std::chrono::steady_clock::time_point last;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last < std::chrono::milliseconds(1)) return;
+  last = now;
+  auto ask = [&](PeerLink* l) {
+    if (l->failoverAsked(comm))
+      throw Error(ErrorCode::Remote, "rank " + std::to_string(comm.rank()) + ": " + l->describePeer() +
+                                         " asks to move their link to another transport (failover)");
+  };
+  for (auto& s : sends) ask(s.link);
+  for (auto& r : recvs) ask(r.link);
+}
+
 /// The loop of runExchange: steps every job until all are done.
 void exchangeLoop(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
                   const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout,
-                  size_t pieceBytes) {
+                  size_t pieceBytes, bool failover) {
   const CallSignature call = !recvs.empty() ? recvs[0].call : !sends.empty() ? sends[0].call : CallSignature{};
   bool notifying = true;
   for (const auto& s : sends) notifying = notifying && s.link->notifiesWaiters();
@@ -188,7 +209,11 @@ void exchangeLoop(Communicator& comm, std::vector<SendJob>& sends, std::vector<R
     // its notice has landed on its link, maybe behind chunks it sent for
     // its next call (those are left where they are).
     if (auto failure = landedPeerFailure(comm, links, std::chrono::milliseconds(0))) throw *failure;
-    comm.checkErrors();
+    // With failover a failed link is this call's business only if the call
+    // uses it (its progress() throws then): another pair's failure waits
+    // for the call that uses it.
+    if (!failover) comm.checkErrors();
+    else checkFailoverRequests(comm, sends, recvs);
     if (backoff.expired())
       throw Error(ErrorCode::Timeout, "rank " + std::to_string(comm.rank()) + ": " +
                                           describeCall(call.kind, call.dtype, call.op, call.root, call.count) + " #" +
@@ -198,14 +223,42 @@ void exchangeLoop(Communicator& comm, std::vector<SendJob>& sends, std::vector<R
   }
 }
 
+/// Moves every link of the jobs whose connection failed onto the pair's
+/// next transport (PeerLink::failover); false when none had failed (the
+/// error is another one) or on abort.
+bool failOverLinks(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, const Error& e) {
+  if (e.code() == ErrorCode::Aborted || comm.aborted()) return false;
+  std::set<PeerLink*> used;
+  for (auto& s : sends) used.insert(s.link);
+  for (auto& r : recvs) used.insert(r.link);
+  bool any = false;
+  for (PeerLink* l : used) {
+    if (!l->connectionFailed() && !l->failoverAsked(comm)) continue;
+    PB_LOG(Warn, "COLL", "rank " << comm.rank() << ": " << e.what() << "; moving the link to " << l->describePeer()
+                                 << " to another transport (failover)");
+    l->failover(comm);
+    any = true;
+  }
+  return any;
+}
+
 }  // namespace
 
 void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
                  const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout,
-                 const DirectPolicy& direct) {
+                 const DirectPolicy& direct, bool failover) {
   chooseDirect(sends, recvs, direct.minBytes);
   try {
-    exchangeLoop(comm, sends, recvs, links, timeout, direct.pieceBytes);
+    for (;;) {
+      try {
+        exchangeLoop(comm, sends, recvs, links, timeout, direct.pieceBytes, failover);
+        break;
+      } catch (const Error& e) {
+        // The jobs keep their progress: after moving the failed links the
+        // loop resumes where it stopped.
+        if (!failover || !failOverLinks(comm, sends, recvs, e)) throw;
+      }
+    }
   } catch (...) {
     finishDirect(sends, recvs, timeout, true);
     throw;

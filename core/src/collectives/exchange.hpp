@@ -103,10 +103,12 @@ RecvJob copyJob(PeerLink* link, size_t bytes, char* dst, const CallSignature& ca
 /// direct.minBytes > 0 makes every message of at least that many bytes on
 /// a link whose transport registers cheaply a direct transfer
 /// (direct_transfer.hpp); every rank of the exchange must pass the same
-/// minBytes.
+/// minBytes. failover (the setting): a link whose connection fails moves
+/// to the pair's next transport and the exchange goes on
+/// (PeerLink::failover); direct transfers must be off then.
 void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
                  const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout,
-                 const DirectPolicy& direct = DirectPolicy());
+                 const DirectPolicy& direct = DirectPolicy(), bool failover = false);
 
 /// "allreduce(count 100, float, sum)" for messages.
 std::string describeCall(uint8_t kind, uint8_t dtype, uint8_t op, int32_t root, uint64_t count);

@@ -48,6 +48,10 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
   if (piece < 4096)
     throw Error(ErrorCode::Config, "host_direct_piece_bytes must be at least 4096, got " + std::to_string(piece));
   m.direct.pieceBytes = static_cast<size_t>(piece) / 4096 * 4096;  // whole elements of every type
+  // A direct transfer's target is registered with one transport: failover
+  // could not move it, so with failover every message goes in chunks.
+  m.failover = comm.config().getBool("failover");
+  if (m.failover) m.direct.minBytes = 0;
   auto conns = comm.connectAll();
   for (auto& [peer, conn] : conns)  // ascending peers: a consistent order on every rank
     m.links[peer] = std::make_unique<PeerLink>(comm, conn, chunk, slots, kLinkTag);
@@ -84,7 +88,7 @@ void HostCollectives::Impl::runDirect(std::vector<SendJob>& sends, std::vector<R
 void HostCollectives::Impl::exchange(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
                                      const DirectPolicy& policy) {
   try {
-    runExchange(comm, sends, recvs, links, timeout, policy);
+    runExchange(comm, sends, recvs, links, timeout, policy, failover);
   } catch (const Error& e) {
     // Not after an abort: it is local, and its connections refuse posts.
     if (e.code() == ErrorCode::Aborted) throw;

@@ -36,6 +36,7 @@ struct HostCollectives::Impl {
   int nranks = 1;
   size_t smallBytes = 65536;
   DirectPolicy direct;     ///< host_direct_bytes (0: no direct transfers), host_direct_piece_bytes
+  bool failover = false;   ///< the "failover" setting (direct transfers off then)
   std::chrono::milliseconds timeout{60000};
   std::map<int, std::unique_ptr<PeerLink>> links;
   std::map<int, uint64_t> sendSeq;  // per peer: point-to-point sends so far

@@ -6,10 +6,19 @@
 #include "plugboard/logger.hpp"
 
 namespace plugboard {
+namespace {
+
+/// Bootstrap / sendMemory tags of failover number f of a link are
+/// kFailoverTag + 4 f + {0: request, 1: inbox descriptor, 2: resume
+/// record}: Plugboard's own range (>= 2^29), above the links' tag.
+constexpr int kFailoverTag = (1 << 29) + 0x1000;
+int failoverTag(int failover, int what) { return kFailoverTag + 4 * failover + what; }
+
+}  // namespace
 
 PeerLink::PeerLink(Communicator& comm, std::shared_ptr<Connection> conn, size_t chunkBytes, int slots, int tag)
     : peer_(conn->remoteRank()), chunkBytes_(chunkBytes), slots_(static_cast<uint64_t>(slots)), conn_(std::move(conn)),
-      outbox_(slots_ * stride()), inbox_(slots_ * stride()), slotPostedSeq_(slots_, 0),
+      outbox_(slots_ * stride()), inbox_(slots_ * stride()), slotPostedSeq_(slots_, 0), slotBytes_(slots_, 0),
       description_("rank " + std::to_string(peer_) + " (host " + comm.hostOf(peer_) + ", " + conn_->transport() + ")") {
   outboxMem_ = comm.registerMemory(outbox_.data(), outbox_.size());
   inboxMem_ = comm.registerMemory(inbox_.data(), inbox_.size());
@@ -32,7 +41,7 @@ PeerLink::~PeerLink() {
   }
 }
 
-uint64_t PeerLink::credits() const { return std::max(free_->inbound(), peerCredits_); }
+uint64_t PeerLink::credits() const { return std::max(freeBase_ + free_->inbound(), peerCredits_); }
 
 bool PeerLink::canSend() const {
   if (sent_ - credits() >= slots_) {
@@ -54,18 +63,19 @@ void PeerLink::send(const ChunkHeader& header, const void* payload, size_t len) 
   if (len) std::memcpy(outbox_.data() + offset + sizeof(header), payload, len);
   data_->writeAndSignal(peerInbox_, offset, outboxMem_, offset, sizeof(header) + len);
   slotPostedSeq_[sent_ % slots_] = conn_->posted();
+  slotBytes_[sent_ % slots_] = sizeof(header) + len;
   ++sent_;
 }
 
 bool PeerLink::hasChunk() const {
-  if (data_->inbound() > received_) return true;
+  if (arrived() > received_) return true;
   conn_->progress();  // transports that can receive in the calling thread do it now: no hand-off
-  return data_->inbound() > received_;
+  return arrived() > received_;
 }
 
-bool PeerLink::hasLandedChunk() const { return data_->inbound() > received_; }
+bool PeerLink::hasLandedChunk() const { return arrived() > received_; }
 
-uint64_t PeerLink::landedCount() const { return std::min<uint64_t>(data_->inbound() - received_, slots_); }
+uint64_t PeerLink::landedCount() const { return std::min<uint64_t>(arrived() - received_, slots_); }
 
 const ChunkHeader& PeerLink::headerAt(uint64_t behind) const {
   return *reinterpret_cast<const ChunkHeader*>(inbox_.data() + ((received_ + behind) % slots_) * stride());
@@ -85,6 +95,63 @@ void PeerLink::release() {
 char* PeerLink::staging(size_t bytes) {
   if (staging_.size() < bytes) staging_.resize(bytes);
   return staging_.data();
+}
+
+bool PeerLink::connectionFailed() const {
+  try {
+    conn_->progress();
+    return false;
+  } catch (const Error& e) {
+    return e.code() != ErrorCode::Aborted;
+  }
+}
+
+bool PeerLink::failoverAsked(Communicator& comm) const {
+  return comm.bootstrap().poll(peer_, failoverTag(failovers_ + 1, 0));
+}
+
+void PeerLink::failover(Communicator& comm) {
+  const uint64_t landed = arrived();  // whole: a chunk's signal lands after its data
+  const uint64_t knownConsumed = credits();
+  const int f = ++failovers_;  // both ends count their failovers alike
+  const std::string failed = conn_->transport();
+  comm.bootstrap().send(failed.data(), failed.size(), peer_, failoverTag(f, 0));
+  const std::vector<char> asked = comm.bootstrap().recv(peer_, failoverTag(f, 0));
+  if (std::string(asked.begin(), asked.end()) != failed)
+    throw Error(ErrorCode::Remote, "failover with " + description_ + ": it moves the link off " +
+                                       std::string(asked.begin(), asked.end()) + ", this rank off " + failed);
+  conn_ = comm.failover(peer_, MemoryKind::Host);
+  description_ = "rank " + std::to_string(peer_) + " (host " + comm.hostOf(peer_) + ", " + conn_->transport() + ")";
+  comm.sendMemory(inboxMem_, peer_, failoverTag(f, 1));
+  peerInbox_ = comm.recvMemory(peer_, failoverTag(f, 1));
+  data_ = std::make_unique<Host2HostSemaphore>(comm, conn_);
+  free_ = std::make_unique<Host2HostSemaphore>(comm, conn_);
+  const uint64_t mine[2] = {landed, received_};
+  comm.bootstrap().send(mine, sizeof(mine), peer_, failoverTag(f, 2));
+  const std::vector<char> got = comm.bootstrap().recv(peer_, failoverTag(f, 2));
+  uint64_t theirs[2] = {0, 0};
+  if (got.size() != sizeof(theirs))
+    throw Error(ErrorCode::Remote, "failover with " + description_ + ": its resume record has " +
+                                       std::to_string(got.size()) + " bytes, not " + std::to_string(sizeof(theirs)));
+  std::memcpy(theirs, got.data(), sizeof(theirs));
+  const uint64_t peerLanded = theirs[0], peerConsumed = theirs[1];
+  if (peerConsumed > peerLanded || peerLanded > sent_ || sent_ - peerLanded > slots_ || peerConsumed < knownConsumed)
+    throw Error(ErrorCode::Remote, "failover with " + description_ + ": it reports " + std::to_string(peerLanded) +
+                                       " of this rank's chunks landed and " + std::to_string(peerConsumed) +
+                                       " consumed, but " + std::to_string(sent_) + " were sent and " +
+                                       std::to_string(knownConsumed) + " known consumed");
+  dataBase_ = landed;  // the peer resends from there: the new counter counts on from it
+  freeBase_ = peerConsumed;
+  peerCredits_ = std::max(peerCredits_, peerConsumed);
+  signalled_ = returned_ = received_;  // the peer's new credit count starts at our consumed count
+  std::fill(slotPostedSeq_.begin(), slotPostedSeq_.end(), 0);
+  for (uint64_t k = peerLanded; k < sent_; ++k) {
+    const size_t offset = (k % slots_) * stride();
+    data_->writeAndSignal(peerInbox_, offset, outboxMem_, offset, slotBytes_[k % slots_]);
+    slotPostedSeq_[k % slots_] = conn_->posted();
+  }
+  PB_LOG(Info, "COLL", "link to " << description_ << " resumed after failover: resent " << (sent_ - peerLanded)
+                                  << " chunk(s), " << (landed - received_) << " landed here unconsumed");
 }
 
 void PeerLink::returnCredits() {

@@ -97,6 +97,25 @@ class PeerLink {
   /// The connection (for direct transfers: writes straight between the
   /// callers' buffers, direct_transfer.hpp).
   Connection& connection() const { return *conn_; }
+  /// True when the link's connection has failed (the transport reported an
+  /// error); drives the transport once to find out.
+  bool connectionFailed() const;
+  /// True when the peer has asked to fail the link over (its side failed;
+  /// its request waits in the bootstrap). Never waits.
+  bool failoverAsked(Communicator& comm) const;
+  /// The "failover" setting: moves the link onto the pair's next transport
+  /// (Communicator::failover, pairwise: the peer calls it too) and resumes
+  /// where the failed connection stopped. Each side first sends the other a
+  /// request through the bootstrap and waits for the other's (a side whose
+  /// connection still looks fine learns of the failure from that request,
+  /// failoverAsked). Each side then tells the other how
+  /// many of its chunks arrived whole (their signal landed, so their data
+  /// did) and how many it consumed; each resends from its outbox the chunks
+  /// the other lacks (they are still there: a slot is reused only once the
+  /// peer consumed its chunk) and counts credits and arrivals from the
+  /// new semaphores on top of what it had. Throws Error(Remote) when the
+  /// peer's counts cannot be right.
+  void failover(Communicator& comm);
 
  private:
   size_t stride() const { return sizeof(ChunkHeader) + chunkBytes_; }
@@ -111,12 +130,19 @@ class PeerLink {
   RemoteMemory peerInbox_;
   std::unique_ptr<Host2HostSemaphore> data_, free_;
   std::vector<uint64_t> slotPostedSeq_;
+  std::vector<size_t> slotBytes_;  // header + payload of the chunk last sent from each slot (resent on failover)
   std::string description_;
   uint64_t credits() const;
   uint64_t sent_ = 0, received_ = 0;
   uint64_t returned_ = 0;       // credits the peer has been told of (headers or signals)
   uint64_t signalled_ = 0;      // sum of explicit "free" adds: the peer's counter equals it
   uint64_t peerCredits_ = 0;    // the peer's consumed count, as last seen in its headers
+  // After a failover the new semaphores count from 0: arrivals and credits
+  // before the switch are these bases.
+  uint64_t dataBase_ = 0;       // chunks from the peer that had landed whole
+  uint64_t freeBase_ = 0;       // chunks of ours the peer had consumed
+  int failovers_ = 0;
+  uint64_t arrived() const { return dataBase_ + data_->inbound(); }
 };
 
 }  // namespace plugboard

@@ -174,6 +174,34 @@ const PairChoice& Communicator::Impl::choiceFor(int peer, MemoryKind kind) const
   return table->second.at(key);
 }
 
+std::shared_ptr<ConnectionImpl> Communicator::Impl::takeFallback(int peer, MemoryKind kind, std::string* failed) {
+  PairChoice& choice = const_cast<PairChoice&>(choiceFor(peer, kind));
+  *failed = choice.transport;
+  std::shared_ptr<ConnectionImpl> old;
+  std::string why = "no error recorded";
+  if (auto it = connections.find({peer, choice.transport}); it != connections.end()) {
+    old = it->second;
+    connections.erase(it);
+    try {
+      old->throwIfFailed();
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+  }
+  const std::string pair = "rank " + std::to_string(self.rank) + " (host " + self.host + ") -> rank " +
+                           std::to_string(peer) + " (host " + views[peer].host + ")";
+  if (choice.fallbacks.empty())
+    throw Error(ErrorCode::Remote, pair + ": " + choice.transport + " failed (" + why +
+                                       ") and no other transport can take the pair (failover: the pair's rule or "
+                                       "the loaded transports list none left)");
+  PB_LOG(Warn, "NET", pair << ": " << choice.transport << " failed (" << why << "); failing over to "
+                           << choice.fallbacks.front());
+  choice.why += "; failed over from " + choice.transport;
+  choice.transport = choice.fallbacks.front();
+  choice.fallbacks.erase(choice.fallbacks.begin());
+  return old;
+}
+
 std::shared_ptr<ConnectionImpl> Communicator::Impl::findConnection(int peer, MemoryKind kind) const {
   auto it = connections.find({peer, choiceFor(peer, kind).transport});
   return it == connections.end() ? nullptr : it->second;

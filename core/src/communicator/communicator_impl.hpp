@@ -76,6 +76,11 @@ struct ConnectionImpl {
   void requireOpen() const;
   /// Records e as this connection's error (first one wins).
   void fail(std::exception_ptr e);
+  /// Throws the plugin's error for a post that returned st (what: "write",
+  /// ...), after recording it as the connection's: a transport that refused
+  /// a post is done, and later checks (failover among them) see it.
+  /// Caller holds mutex.
+  void checkPost(pb_status st, const char* what);
   /// Releases imported keys and frees the plugin connection. Idempotent.
   void close();
   ~ConnectionImpl() { close(); }
@@ -164,6 +169,10 @@ struct Communicator::Impl {
   /// The choice for the pair (rank, peer) and memory kind; throws the
   /// selection's error when no transport serves that kind.
   const PairChoice& choiceFor(int peer, MemoryKind kind) const;
+  /// Moves the pair's choice for `kind` to its first fallback and drops the
+  /// failed connection from the table (the caller closes it). Caller holds
+  /// mutex. Throws Error(Remote) naming the pair when no fallback is left.
+  std::shared_ptr<ConnectionImpl> takeFallback(int peer, MemoryKind kind, std::string* failedTransport);
   /// Selects transports for each memory kind (after exchangeReach's data).
   void selectAllKinds();
   /// The open connection carrying `kind` memory to peer, or null.

@@ -17,6 +17,16 @@ void ConnectionImpl::fail(std::exception_ptr e) {
   failed = true;
 }
 
+void ConnectionImpl::checkPost(pb_status st, const char* what) {
+  if (st == PB_OK) return;
+  try {
+    plugin->check(st, describe() + ": " + what);
+  } catch (...) {
+    fail(std::current_exception());
+    throw;
+  }
+}
+
 bool ConnectionImpl::progress(bool ifIdle) {
   std::unique_lock<std::mutex> lock(mutex, std::defer_lock);
   if (!ifIdle) lock.lock();
@@ -65,14 +75,14 @@ void ConnectionImpl::close() {
 uint64_t ConnectionImpl::postWrite(pb_mr* src, uint64_t srcOffset, pb_rkey* dst, uint64_t dstOffset, uint64_t size) {
   std::lock_guard<std::mutex> lock(mutex);
   requireOpen();
-  plugin->check(plugin->api().write(conn, src, srcOffset, dst, dstOffset, size), describe() + ": write");
+  checkPost(plugin->api().write(conn, src, srcOffset, dst, dstOffset, size), "write");
   return posted.fetch_add(1) + 1;
 }
 
 uint64_t ConnectionImpl::postSignal(pb_rkey* dst, uint64_t dstOffset, uint64_t value) {
   std::lock_guard<std::mutex> lock(mutex);
   requireOpen();
-  plugin->check(plugin->api().signal(conn, dst, dstOffset, value), describe() + ": signal");
+  checkPost(plugin->api().signal(conn, dst, dstOffset, value), "signal");
   return posted.fetch_add(1) + 1;
 }
 
@@ -86,8 +96,7 @@ uint64_t ConnectionImpl::postWriteSignal(pb_mr* src, uint64_t srcOffset, pb_rkey
   }
   std::lock_guard<std::mutex> lock(mutex);
   requireOpen();
-  plugin->check(fused(conn, src, srcOffset, dst, dstOffset, size, signalDst, signalOffset, value),
-                describe() + ": write with signal");
+  checkPost(fused(conn, src, srcOffset, dst, dstOffset, size, signalDst, signalOffset, value), "write with signal");
   return posted.fetch_add(1) + 1;
 }
 

@@ -1,5 +1,6 @@
 #include "communicator/proxy_service.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "plugboard/logger.hpp"
@@ -13,6 +14,11 @@ ProxyService::~ProxyService() { stop(); }
 void ProxyService::add(std::shared_ptr<ConnectionImpl> conn) {
   std::lock_guard<std::mutex> lock(mutex_);
   connections_.push_back(std::move(conn));
+}
+
+void ProxyService::remove(const std::shared_ptr<ConnectionImpl>& conn) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  connections_.erase(std::remove(connections_.begin(), connections_.end(), conn), connections_.end());
 }
 
 void ProxyService::stop() {

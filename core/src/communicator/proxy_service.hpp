@@ -23,6 +23,8 @@ class ProxyService {
 
   /// Starts driving conn.
   void add(std::shared_ptr<ConnectionImpl> conn);
+  /// Stops driving conn (a failed connection replaced by failover).
+  void remove(const std::shared_ptr<ConnectionImpl>& conn);
   /// Stops the thread (idempotent); connections are left to their owner.
   void stop();
 

@@ -148,6 +148,27 @@ std::map<int, std::shared_ptr<Connection>> Communicator::connectAll(MemoryKind k
   return out;
 }
 
+std::shared_ptr<Connection> Communicator::failover(int peer, MemoryKind kind) {
+  Impl& m = *impl_;
+  m.checkPeer(peer, "failover");
+  if (!config().getBool("failover"))
+    throw Error(ErrorCode::Config, "rank " + std::to_string(rank()) + ": failover to rank " + std::to_string(peer) +
+                                       " asked for with the failover setting off");
+  std::shared_ptr<ConnectionImpl> failed;
+  std::string failedTransport;
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    failed = m.takeFallback(peer, kind, &failedTransport);
+  }
+  if (failed) {
+    m.proxy->remove(failed);
+    failed->close();  // the peer's side sees it end, and fails over too
+  }
+  auto future = connect(peer, kind);
+  setup();
+  return future.get();
+}
+
 std::shared_ptr<Connection> Communicator::connection(int peer, MemoryKind kind) const {
   impl_->checkPeer(peer, "connection");
   std::lock_guard<std::mutex> lock(impl_->mutex);

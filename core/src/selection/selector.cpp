@@ -63,24 +63,33 @@ PairChoice chooseFor(const std::vector<RankView>& ranks, const std::vector<Rule>
                      uint32_t memType) {
   const Rule* rule = firstMatch(rules, ranks, a, b);
   std::vector<std::string> candidates = rule ? rule->use : allTransports(ranks);
-  std::string best, skipped;
-  int bestCost = -1;
+  std::string skipped;
+  std::vector<std::pair<int, std::string>> usable;  // (cost, transport) in candidate order
   for (const auto& t : candidates) {
     Reach r = pairReach(ranks, a, b, t, memType);
     if (r.cost < 0) {
-      skipped += (skipped.empty() ? "" : "; ") + t + ": " + r.reason;
+      // The reason names what was passed over: with a rule, only those before its choice.
+      if (!rule || usable.empty()) skipped += (skipped.empty() ? "" : "; ") + t + ": " + r.reason;
       continue;
     }
-    if (best.empty() || (!rule && r.cost < bestCost)) { best = t; bestCost = r.cost; }
-    if (rule) break;  // a rule's order is the user's preference
+    usable.emplace_back(r.cost, t);
   }
+  // A rule's order is the user's preference; without one, rising cost
+  // (stable: ties keep rank 0's load order).
+  if (!rule)
+    std::stable_sort(usable.begin(), usable.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  const std::string best = usable.empty() ? "" : usable.front().second;
   std::string basis = rule ? "rule " + rule->origin + " " + rule->peers.describe() : "lowest cost";
   if (best.empty())
     throw Error(ErrorCode::Config, std::string("no transport can move ") + memTypeName(memType) +
                                        " memory between rank " + std::to_string(a) + " (host " + ranks[a].host +
                                        ") and rank " + std::to_string(b) + " (host " + ranks[b].host + ") by " +
                                        basis + ": " + (skipped.empty() ? "no candidates" : skipped));
-  return {best, basis + (skipped.empty() ? "" : "; " + skipped)};
+  PairChoice choice;
+  choice.transport = best;
+  choice.why = basis + (skipped.empty() ? "" : "; " + skipped);
+  for (size_t i = 1; i < usable.size(); ++i) choice.fallbacks.push_back(usable[i].second);
+  return choice;
 }
 
 /// CUDA memory: a native transport if any works for the pair, else a staged one.

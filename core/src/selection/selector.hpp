@@ -43,6 +43,10 @@ struct PairChoice {
   std::string transport;  ///< Chosen transport name.
   std::string why;        ///< e.g. "rule config.yaml:4 same-host; cudaipc: different host".
   bool staged = false;    ///< CUDA memory goes through pinned host buffers (transport moves host memory only).
+  /// The other transports that work for the pair, in the order they would
+  /// have been chosen (the rule's, or rising cost): where the "failover"
+  /// setting takes the pair when its transport fails.
+  std::vector<std::string> fallbacks;
 };
 
 /// Chooses a transport for every unordered pair (a < b), among those that
