@@ -12,19 +12,11 @@ import argparse
 import datetime
 import multiprocessing as mp
 import os
-import socket
+import sys
 import time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_util import free_port, parse_bytes  # noqa: E402
 
-
-def parse_bytes(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sizes(max_bytes):

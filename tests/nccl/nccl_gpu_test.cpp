@@ -45,8 +45,9 @@ void cudaCheck(cudaError_t e, const char* what) {
 using Body = std::function<void(ncclComm_t, int rank, int n, cudaStream_t)>;
 
 /// n forked ranks, each with a communicator on GPU rank % devices and a
-/// stream; every rank's result.
-std::vector<RankResult> runNcclRanksResults(int n, const Body& body) {
+/// stream; every rank's result. bodyEndsComm: the body aborts or destroys
+/// the communicator itself (no finalize and destroy after it).
+std::vector<RankResult> runNcclRanksResults(int n, const Body& body, bool bodyEndsComm = false) {
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) throw std::runtime_error(std::string("ncclGetUniqueId: ") + ncclGetLastError(nullptr));
   return runRanks(n, std::chrono::seconds(100), [&](int rank, int nranks, const plugboard::UniqueId&) {
@@ -58,8 +59,10 @@ std::vector<RankResult> runNcclRanksResults(int n, const Body& body) {
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     body(comm, rank, nranks, s);
-    NCCL_OK(ncclCommFinalize(comm));
-    NCCL_OK(ncclCommDestroy(comm));
+    if (!bodyEndsComm) {
+      NCCL_OK(ncclCommFinalize(comm));
+      NCCL_OK(ncclCommDestroy(comm));
+    }
     cudaStreamDestroy(s);
   });
 }
@@ -589,6 +592,26 @@ TEST(NcclApiGpu, InitAllFromOneProcess) {
   expectAllPassed(results);
 }
 
+namespace {
+
+/// A 1000-float allreduce on comm of this rank's in(rank, i) must give the
+/// sum over the (old) ranks `members`.
+void checkPairSum(ncclComm_t comm, int rank, std::vector<int> members, cudaStream_t s, const std::string& what) {
+  Dev<float> a(1000), b(1000);
+  std::vector<float> h(1000);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = in(rank, i);
+  a.put(h);
+  NCCL_OK(ncclAllReduce(a.p, b.p, 1000, ncclFloat, ncclSum, comm, s));
+  sync(comm, s);
+  expectEq(b.get(), [&](size_t i) {
+    float sum = 0;
+    for (int m : members) sum += in(m, i);
+    return sum;
+  }, what);
+}
+
+}  // namespace
+
 // ncclCommShrink: ranks 1 and 3 of 4 are excluded and take no part; the
 // others get a 2-rank communicator in their old order. Bad lists and flags
 // are refused before anything is exchanged.
@@ -616,13 +639,7 @@ TEST(NcclApiGpu, ShrinkLeavesTheExcludedRanksOut) {
     NCCL_OK(ncclCommUserRank(sub, &subRank));
     NCCL_OK(ncclCommCount(sub, &subSize));
     if (subSize != 2 || subRank != rank / 2) throw std::runtime_error("shrunk ranks are not in their old order");
-    Dev<float> a(1000), b(1000);
-    std::vector<float> h(1000);
-    for (size_t i = 0; i < h.size(); ++i) h[i] = in(rank, i);
-    a.put(h);
-    NCCL_OK(ncclAllReduce(a.p, b.p, 1000, ncclFloat, ncclSum, sub, s));
-    sync(sub, s);
-    expectEq(b.get(), [](size_t i) { return in(0, i) + in(2, i); }, "allreduce in the shrunk communicator");
+    checkPairSum(sub, rank, {0, 2}, s, "allreduce in the shrunk communicator");
     NCCL_OK(ncclCommDestroy(sub));
   });
 }
@@ -632,23 +649,13 @@ TEST(NcclApiGpu, ShrinkLeavesTheExcludedRanksOut) {
 // abort flag (which ends the stuck call), and the new communicator works.
 TEST(NcclApiGpu, ShrinkWithAbortRecoversFromAStuckRank) {
   PB_REQUIRE_GPU_NO_INIT();
-  ncclUniqueId id;
-  NCCL_OK(ncclGetUniqueId(&id));
-  expectAllPassed(runRanks(3, std::chrono::seconds(100), [&](int rank, int nranks, const plugboard::UniqueId&) {
-    int devices = 0;
-    CUDA_OK(cudaGetDeviceCount(&devices));
-    CUDA_OK(cudaSetDevice(rank % devices));
-    ncclComm_t comm = nullptr;
-    NCCL_OK(ncclCommInitRank(&comm, nranks, id, rank));
-    cudaStream_t s;
-    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  expectAllPassed(runNcclRanksResults(3, [](ncclComm_t comm, int rank, int, cudaStream_t s) {
     if (rank == 2) {  // stuck: joins nothing, then leaves without a word to the parent
       std::this_thread::sleep_for(std::chrono::seconds(3));
       NCCL_OK(ncclCommAbort(comm));
-      cudaStreamDestroy(s);
       return;
     }
-    Dev<float> stuck(1 << 16), a(1000), b(1000);
+    Dev<float> stuck(1 << 16);
     NCCL_OK(ncclAllReduce(stuck.p, stuck.p, 1 << 16, ncclFloat, ncclSum, comm, s));  // rank 2 never joins
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     int exclude[] = {2};
@@ -656,16 +663,10 @@ TEST(NcclApiGpu, ShrinkWithAbortRecoversFromAStuckRank) {
     NCCL_OK(ncclCommShrink(comm, exclude, 1, &sub, nullptr, NCCL_SHRINK_ABORT));
     cudaStream_t s2;
     CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
-    std::vector<float> h(1000);
-    for (size_t i = 0; i < h.size(); ++i) h[i] = in(rank, i);
-    a.put(h);
-    NCCL_OK(ncclAllReduce(a.p, b.p, 1000, ncclFloat, ncclSum, sub, s2));
-    sync(sub, s2);
-    expectEq(b.get(), [](size_t i) { return in(0, i) + in(1, i); }, "allreduce after the aborting shrink");
+    checkPairSum(sub, rank, {0, 1}, s2, "allreduce after the aborting shrink");
     NCCL_OK(ncclCommDestroy(sub));
     NCCL_OK(ncclCommAbort(comm));  // the parent's resources, as NCCL asks
     cudaStreamSynchronize(s);      // the stuck call has ended (aborted)
     cudaStreamDestroy(s2);
-    cudaStreamDestroy(s);
-  }));
+  }, /*bodyEndsComm=*/true));
 }
