@@ -1,5 +1,7 @@
 """Plugboard from Python: a communicator and host collectives on NumPy
-arrays and any buffer-protocol object (torch CPU tensors too).
+arrays and any buffer-protocol object (torch CPU tensors too), and GPU
+collectives on CUDA tensors and __cuda_array_interface__ objects
+(GpuCollectives, where the package was built with CUDA).
 
     import numpy as np, plugboard
     comm = plugboard.Communicator.from_env()      # torchrun / mpirun / Slurm
@@ -15,10 +17,13 @@ transport. Calls must be made in the same order on every rank.
 from ._plugboard import Error, create_unique_id, default_settings, launch_info, unique_id_from_address
 from .buffers import as_buffer
 from .communicator import Communicator
+from .gpu import GpuCollectives, as_cuda_buffer
 
 __all__ = [
     "Communicator",
     "Error",
+    "GpuCollectives",
+    "as_cuda_buffer",
     "as_buffer",
     "create_unique_id",
     "default_settings",

@@ -15,10 +15,13 @@
 #include "plugboard/datatype.hpp"
 #include "plugboard/error.hpp"
 #include "py_communicator.hpp"
+#if defined(PLUGBOARD_HAVE_CUDA)
+#include "py_gpu_collectives.hpp"
+#endif
 
 namespace py = pybind11;
 using namespace plugboard;
-using plugboard::python::HostBuffer;
+using plugboard::python::Buffer;
 using plugboard::python::PyCommunicator;
 
 namespace {
@@ -26,8 +29,8 @@ namespace {
 /// (address, element count, type name) as the Python layer passes a buffer.
 using BufferTriple = std::tuple<uintptr_t, size_t, std::string>;
 
-HostBuffer toBuffer(const BufferTriple& t) {
-  return HostBuffer{std::get<0>(t), std::get<1>(t), parseDataType(std::get<2>(t))};
+Buffer toBuffer(const BufferTriple& t) {
+  return Buffer{std::get<0>(t), std::get<1>(t), parseDataType(std::get<2>(t))};
 }
 
 UniqueId toUniqueId(const py::bytes& bytes) {
@@ -175,6 +178,44 @@ void bindCommunicator(py::module_& m) {
       });
 }
 
+#if defined(PLUGBOARD_HAVE_CUDA)
+void bindGpuCollectives(py::module_& m) {
+  using plugboard::python::PyGpuCollectives;
+  using release = py::call_guard<py::gil_scoped_release>;
+  py::class_<PyGpuCollectives>(m, "_GpuCollectives")
+      .def(py::init([](PyCommunicator& c) {
+             py::gil_scoped_release unlocked;
+             return new PyGpuCollectives(c);
+           }),
+           py::arg("communicator"), py::keep_alive<1, 2>())
+      .def("all_reduce", [](PyGpuCollectives& g, const BufferTriple& s, const BufferTriple& r, const std::string& op,
+                            uintptr_t stream) { g.allReduce(toBuffer(s), toBuffer(r), parseReduceOp(op), stream); },
+           release())
+      .def("all_gather", [](PyGpuCollectives& g, const BufferTriple& s, const BufferTriple& r, uintptr_t stream) {
+             g.allGather(toBuffer(s), toBuffer(r), stream);
+           }, release())
+      .def("reduce_scatter", [](PyGpuCollectives& g, const BufferTriple& s, const BufferTriple& r, const std::string& op,
+                                uintptr_t stream) { g.reduceScatter(toBuffer(s), toBuffer(r), parseReduceOp(op), stream); },
+           release())
+      .def("broadcast", [](PyGpuCollectives& g, const BufferTriple& s, const BufferTriple& r, int root,
+                           uintptr_t stream) { g.broadcast(toBuffer(s), toBuffer(r), root, stream); }, release())
+      .def("reduce", [](PyGpuCollectives& g, const BufferTriple& s, const BufferTriple& r, const std::string& op, int root,
+                        uintptr_t stream) { g.reduce(toBuffer(s), toBuffer(r), parseReduceOp(op), root, stream); },
+           release())
+      .def("all_to_all", [](PyGpuCollectives& g, const BufferTriple& s, const BufferTriple& r, uintptr_t stream) {
+             g.allToAll(toBuffer(s), toBuffer(r), stream);
+           }, release())
+      .def("send", [](PyGpuCollectives& g, const BufferTriple& b, int peer, uintptr_t stream) {
+             g.send(toBuffer(b), peer, stream);
+           }, release())
+      .def("recv", [](PyGpuCollectives& g, const BufferTriple& b, int peer, uintptr_t stream) {
+             g.recv(toBuffer(b), peer, stream);
+           }, release())
+      .def("synchronize", &PyGpuCollectives::synchronize, release())
+      .def("check_errors", &PyGpuCollectives::checkErrors);
+}
+#endif
+
 }  // namespace
 
 PYBIND11_MODULE(_plugboard, m) {
@@ -182,4 +223,10 @@ PYBIND11_MODULE(_plugboard, m) {
   registerErrors(m);
   bindModuleFunctions(m);
   bindCommunicator(m);
+#if defined(PLUGBOARD_HAVE_CUDA)
+  bindGpuCollectives(m);
+  m.attr("has_cuda") = true;
+#else
+  m.attr("has_cuda") = false;
+#endif
 }

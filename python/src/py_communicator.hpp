@@ -10,22 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "buffer.hpp"
 #include "plugboard/bootstrap.hpp"
 #include "plugboard/communicator.hpp"
 #include "plugboard/host_collectives.hpp"
 
 namespace plugboard::python {
-
-/// One host buffer as the Python layer hands it over: its address, its
-/// element count and type. The Python layer has checked that it is
-/// contiguous, host memory, and writable where it is written.
-struct HostBuffer {
-  uintptr_t address = 0;  ///< First element.
-  size_t count = 0;       ///< Elements.
-  DataType type = DataType::Uint8;
-
-  void* data() const { return reinterpret_cast<void*>(address); }
-};
 
 /// A communicator with its host collectives. Every blocking call releases
 /// the GIL (the caller does that; this class knows nothing of Python).
@@ -42,18 +32,20 @@ class PyCommunicator {
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
   Communicator& communicator() const { return *comm_; }
+  /// Where a call of this rank stands, for the argument checks' messages.
+  CallSite at(const char* call) const { return CallSite{call, rank(), size()}; }
 
-  void allReduce(const HostBuffer& send, const HostBuffer& recv, ReduceOp op);
-  void allGather(const HostBuffer& send, const HostBuffer& recv);
-  void reduceScatter(const HostBuffer& send, const HostBuffer& recv, ReduceOp op);
-  void broadcast(const HostBuffer& send, const HostBuffer& recv, int root);
-  void reduce(const HostBuffer& send, const HostBuffer& recv, ReduceOp op, int root);
-  void allToAll(const HostBuffer& send, const HostBuffer& recv);
-  void send(const HostBuffer& buf, int peer);
-  void recv(const HostBuffer& buf, int peer);
+  void allReduce(const Buffer& send, const Buffer& recv, ReduceOp op);
+  void allGather(const Buffer& send, const Buffer& recv);
+  void reduceScatter(const Buffer& send, const Buffer& recv, ReduceOp op);
+  void broadcast(const Buffer& send, const Buffer& recv, int root);
+  void reduce(const Buffer& send, const Buffer& recv, ReduceOp op, int root);
+  void allToAll(const Buffer& send, const Buffer& recv);
+  void send(const Buffer& buf, int peer);
+  void recv(const Buffer& buf, int peer);
   /// Sends to one peer while receiving from another (pairwise exchanges
   /// without deadlock).
-  void sendRecv(const HostBuffer& sendBuf, int sendPeer, const HostBuffer& recvBuf, int recvPeer);
+  void sendRecv(const Buffer& sendBuf, int sendPeer, const Buffer& recvBuf, int recvPeer);
   void barrier();
 
   /// Ends every blocked call with Error(Aborted); any thread.
@@ -62,13 +54,6 @@ class PyCommunicator {
   std::optional<Error> asyncError() const { return comm_->asyncError(); }
 
  private:
-  /// Throws Error(InvalidUsage) naming the call unless the types match.
-  void requireSameType(const char* call, const HostBuffer& send, const HostBuffer& recv) const;
-  /// Throws Error(InvalidUsage) naming the call and the buffer when its
-  /// count is not the expected one.
-  void requireCount(const char* call, const char* which, const HostBuffer& buf, size_t expected) const;
-  void requirePeer(const char* call, const char* what, int peer) const;
-
   std::shared_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<HostCollectives> host_;

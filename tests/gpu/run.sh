@@ -43,9 +43,12 @@ step() {
 # UCX/libfabric headers carried in .gpu-deps (tests/gpu/net-deps.sh), if any.
 netargs=$(bash tests/gpu/net-deps.sh cmake-args)
 [ -d .gpu-deps/pc ] && export PKG_CONFIG_PATH="$PWD/.gpu-deps/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+# The Python package against this machine's python3 and its pybind11, if any.
+pyargs="-DPython_EXECUTABLE=$(command -v python3)"
+pybind=$(python3 -c 'import pybind11; print(pybind11.get_cmake_dir())' 2>/dev/null) && pyargs+=" -Dpybind11_DIR=$pybind"
 # shellcheck disable=SC2086
 step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPLUGBOARD_ENABLE_CUDA=ON \
-  -DPLUGBOARD_CUDA_ARCHITECTURES=90 $netargs
+  -DPLUGBOARD_CUDA_ARCHITECTURES=90 $netargs $pyargs
 # BUILD_TARGETS="a b": build only those targets (a short diagnostic run).
 # shellcheck disable=SC2086
 step build cmake --build "$build" -j "$jobs" ${BUILD_TARGETS:+--target $BUILD_TARGETS}
@@ -59,6 +62,19 @@ step plan-tests-mps with_mps ctest --test-dir "$build" -R "GpuPlan" --output-on-
 # The same with every rank on GPU 0 (ranks share its SMs: the slice count and residency checks).
 step plan-tests-shared-mps env CUDA_VISIBLE_DEVICES=0 bash -c "source tests/gpu/mps.sh && with_mps ctest --test-dir $build \
   -R GpuPlan --output-on-failure --timeout 120"
+# GPU collectives from Python (plugboard.GpuCollectives on CUDA tensors), 2
+# ranks on GPU 0. torch shares the process: the module is built with the
+# system g++ (a toolchain that links libstdc++ statically gives the process
+# two of them: "free(): invalid pointer" at the first call).
+python_gpu_sysgcc() {
+  [ -x /usr/bin/g++ ] || { echo "no /usr/bin/g++"; return 1; }
+  # shellcheck disable=SC2086
+  CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++ cmake -S . -B build-sysgcc -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DPLUGBOARD_ENABLE_CUDA=ON -DPLUGBOARD_CUDA_ARCHITECTURES=90 $pyargs && \
+  cmake --build build-sysgcc -j "$jobs" --target _plugboard plugboard-cudaipc plugboard-ethernet && \
+  with_mps env PYTHONPATH="$PWD/build-sysgcc/python" python3 -m pytest -q -p no:cacheprovider -rs python/tests/test_gpu.py
+}
+step python-gpu-mps python_gpu_sysgcc
 # The NCCL API library's GPU suite alone (also part of gpu-tests-mps).
 step nccl-tests-mps with_mps ctest --test-dir "$build" -R "NcclApi" --output-on-failure --timeout 200
 # SwitchChannel (issue 17): the peers backend's tests, then its allreduce and
