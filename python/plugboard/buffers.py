@@ -34,9 +34,12 @@ def _is_torch_tensor(obj):
     return type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr")
 
 
-def _torch_buffer(t, what, reducing):
+def _torch_buffer(t, what, reducing, cuda=False):
+    """The triple of a contiguous tensor on the CPU (cuda: on a CUDA device)."""
     import torch
-    if not t.is_cpu:
+    if cuda and not t.is_cuda:
+        raise ValueError(f"{what} is on {t.device}; the GPU collectives take CUDA tensors")
+    if not cuda and not t.is_cpu:
         raise ValueError(f"{what} is on {t.device}; the host collectives take CPU tensors")
     if not t.is_contiguous():
         raise ValueError(f"{what} is not contiguous (call .contiguous() first)")

@@ -15,26 +15,12 @@ waits, bounded, and raises plugboard.Error naming a failed peer.
 """
 
 from . import _plugboard
-from .buffers import _is_torch_tensor, _torch_type_table
+from .buffers import _is_torch_tensor, _torch_buffer
 from .communicator import _op_name
 
 # __cuda_array_interface__ typestr (byte order removed) -> Plugboard type name.
 _CAI_TYPES = {"i1": "int8", "u1": "uint8", "i4": "int32", "u4": "uint32", "i8": "int64", "u8": "uint64",
               "f2": "float16", "f4": "float32", "f8": "float64"}
-
-
-def _torch_cuda_buffer(t, what, reducing):
-    import torch
-    if not t.is_cuda:
-        raise ValueError(f"{what} is on {t.device}; the GPU collectives take CUDA tensors")
-    if not t.is_contiguous():
-        raise ValueError(f"{what} is not contiguous (call .contiguous() first)")
-    kind = _torch_type_table(torch).get(t.dtype)
-    if kind is None:
-        if reducing:
-            raise TypeError(f"{what} has dtype {t.dtype}, which Plugboard cannot reduce")
-        return (t.data_ptr(), t.numel() * t.element_size(), "uint8")
-    return (t.data_ptr(), t.numel(), kind)
 
 
 def _interface_buffer(cai, what, reducing):
@@ -75,7 +61,7 @@ def as_cuda_buffer(obj, what="buffer", reducing=False):
             raise TypeError(f"{what}: a raw buffer is (pointer, count, type name), got {len(obj)} items")
         return (int(obj[0]), int(obj[1]), str(obj[2]))
     if _is_torch_tensor(obj):
-        return _torch_cuda_buffer(obj, what, reducing)
+        return _torch_buffer(obj, what, reducing, cuda=True)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is None:
         raise TypeError(f"{what} ({type(obj).__name__}) is neither a CUDA tensor, an object with "
