@@ -37,7 +37,7 @@ for r in "${runs[@]}"; do
     continue
   fi
   # shellcheck disable=SC2086
-  env $envs timeout 300 "$perf" --mem host --nranks "$nranks" -C allreduce -d float -b 8 -e "$max" -f 8 \
+  env $envs timeout 300 "$perf" --mem host --nranks "$nranks" -C allreduce -d float -b "${MIN_BYTES:-8}" -e "$max" -f 8 \
     -n "$iters" -w 10 > "$logs/$name.log" 2>&1
   echo "$name: rc=$?" >&2
 done

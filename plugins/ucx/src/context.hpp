@@ -105,6 +105,10 @@ class Context : public transport_cxx::ErrorSlot {
   std::string unreachableReason(const PeerInfo& peer) const;
   /// can_connect's cost for a reachable peer.
   int connectCost() const { return networkOnlyTcp_ ? kTcpOnlyConnectCost : kConnectCost; }
+  /// True when every transport of UCX's resources registers host memory
+  /// without pinning it (tcp and the shared-memory ones but knem, xpmem):
+  /// what PB_CAP_CHEAP_REGISTRATION promises.
+  bool registersCheaply() const { return registersCheaply_; }
   /// "self, tcp, posix": the transports of UCX's resources, for messages.
   const std::string& resources() const { return resources_; }
   /// True when operations travel as active messages (Protocol::ActiveMessage).
@@ -220,6 +224,7 @@ class Context : public transport_cxx::ErrorSlot {
   Settings settings_;
   std::string tlsSource_;
   std::string effectiveTls_;
+  bool registersCheaply_ = false;  ///< surveyResources()
   std::string resources_;         // see resources()
   bool networkOnlyTcp_ = false;   // no UCX resource but TCP and host-local ones
   bool eagerOnly_ = false;        // see eagerOnly()

@@ -38,7 +38,8 @@ struct Traits {
       props.mem_types = uint32_t(PB_MEM_HOST) | (c.supportsCuda() && !c.activeMessages() ? uint32_t(PB_MEM_CUDA) : 0u);
     if (PB_HAS_FIELD(&props, P, flags))
       props.flags = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY |
-                    (c.settings().progressThread ? uint32_t(PB_CAP_SIGNAL_NOTIFY) : 0u);
+                    (c.settings().progressThread ? uint32_t(PB_CAP_SIGNAL_NOTIFY) : 0u) |
+                    (c.registersCheaply() ? uint32_t(PB_CAP_CHEAP_REGISTRATION) : 0u);
     // Fixed estimates (README): UCX picks the transport, these do not follow it.
     if (PB_HAS_FIELD(&props, P, bandwidth_gbps)) props.bandwidth_gbps = 12.5;  // a 100 Gb/s-class NIC
     if (PB_HAS_FIELD(&props, P, latency_us)) props.latency_us = 3.0;
