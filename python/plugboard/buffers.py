@@ -1,9 +1,10 @@
 """Turns the objects users pass (NumPy arrays, buffer-protocol objects,
-torch CPU tensors) into the (address, count, type name) triples the native
+torch CPU tensors, DLPack producers and capsules in host memory) into the (address, count, type name) triples the native
 module takes, checking what the collectives cannot see: contiguity, host
 memory, writability and a type they can reduce."""
 
 from ._plugboard import host_buffer
+from .dlpack import dlpack_buffer, is_dlpack
 
 # Buffer-protocol format (byte-order prefix removed) and item size ->
 # Plugboard type name. Types missing here still move (broadcast, gathers,
@@ -72,4 +73,14 @@ def as_buffer(obj, what="buffer", writable=False, reducing=False):
         raise TypeError(f"{what} is None")
     if _is_torch_tensor(obj):
         return _torch_buffer(obj, what, reducing)
+    if is_dlpack(obj) and not _has_buffer_protocol(obj):
+        return dlpack_buffer(obj, what, writable, reducing)
     return _protocol_buffer(obj, what, writable, reducing)
+
+
+def _has_buffer_protocol(obj):
+    try:
+        memoryview(obj).release()
+        return True
+    except TypeError:
+        return False

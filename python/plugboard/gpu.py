@@ -1,6 +1,7 @@
 """GPU collectives from Python: CUDA tensors (PyTorch), any object with
-``__cuda_array_interface__`` (CuPy, Numba, PyTorch), or (pointer, count,
-type name) tuples of raw CUDA pointers.
+``__cuda_array_interface__`` (CuPy, Numba, PyTorch), DLPack producers and
+capsules on a CUDA device (JAX, CuPy, ...), or (pointer, count, type name)
+tuples of raw CUDA pointers.
 
     import torch, plugboard
     comm = plugboard.Communicator.from_env()
@@ -17,6 +18,8 @@ waits, bounded, and raises plugboard.Error naming a failed peer.
 from . import _plugboard
 from .buffers import _is_torch_tensor, _torch_buffer
 from .communicator import _op_name
+from .dlpack import dlpack_buffer, is_dlpack
+from .layout import require_c_contiguous
 
 # __cuda_array_interface__ typestr (byte order removed) -> Plugboard type name.
 _CAI_TYPES = {"i1": "int8", "u1": "uint8", "i4": "int32", "u4": "uint32", "i8": "int64", "u8": "uint64",
@@ -24,21 +27,11 @@ _CAI_TYPES = {"i1": "int8", "u1": "uint8", "i4": "int32", "u4": "uint32", "i8": 
 
 
 def _interface_buffer(cai, what, reducing):
-    shape, typestr = tuple(cai["shape"]), cai["typestr"]
+    typestr = cai["typestr"]
     if typestr[0] == ">":
         raise ValueError(f"{what} is big-endian ({typestr}); the collectives take little-endian data")
     itemsize = int(typestr[2:])
-    count = 1
-    for n in shape:
-        count *= n
-    strides = cai.get("strides")
-    if strides is not None:
-        expected, step = [], itemsize
-        for n in reversed(shape):
-            expected.insert(0, step)
-            step *= n
-        if count > 1 and tuple(strides) != tuple(expected):
-            raise ValueError(f"{what} is not C-contiguous (strides {tuple(strides)})")
+    count = require_c_contiguous(cai["shape"], cai.get("strides"), itemsize, what)
     address, readonly = cai["data"]
     kind = _CAI_TYPES.get(typestr[1:])
     if kind is None:
@@ -48,11 +41,13 @@ def _interface_buffer(cai, what, reducing):
     return (int(address), count, kind)
 
 
-def as_cuda_buffer(obj, what="buffer", reducing=False):
+def as_cuda_buffer(obj, what="buffer", reducing=False, stream=0):
     """The (CUDA address, count, type name) triple for obj: a CUDA tensor,
-    an object with __cuda_array_interface__, or a (pointer, count, type
-    name) tuple (taken as given). what names obj in errors; reducing: its
-    type must be one the collectives reduce. The caller keeps obj alive
+    an object with __cuda_array_interface__, a DLPack producer or capsule
+    on a CUDA device, or a (pointer, count, type name) tuple (taken as
+    given). what names obj in errors; reducing: its type must be one the
+    collectives reduce; stream: the cudaStream_t the call runs on (a
+    DLPack producer makes its data ready there). The caller keeps obj alive
     until the stream has run the call."""
     if obj is None:
         raise TypeError(f"{what} is None")
@@ -63,10 +58,13 @@ def as_cuda_buffer(obj, what="buffer", reducing=False):
     if _is_torch_tensor(obj):
         return _torch_buffer(obj, what, reducing, cuda=True)
     cai = getattr(obj, "__cuda_array_interface__", None)
-    if cai is None:
-        raise TypeError(f"{what} ({type(obj).__name__}) is neither a CUDA tensor, an object with "
-                        "__cuda_array_interface__, nor a (pointer, count, type name) tuple")
-    return _interface_buffer(cai, what, reducing)
+    if cai is not None:
+        return _interface_buffer(cai, what, reducing)
+    if is_dlpack(obj):
+        return dlpack_buffer(obj, what, reducing=reducing, cuda=True, stream=stream)
+    raise TypeError(f"{what} ({type(obj).__name__}) is neither a CUDA tensor, an object with "
+                    "__cuda_array_interface__ or __dlpack__, a DLPack capsule, nor a (pointer, count, type name) "
+                    "tuple")
 
 
 def _stream_handle(stream):
@@ -95,46 +93,54 @@ class GpuCollectives:
     def all_reduce(self, send, recv=None, op="sum", stream=None):
         """recv = op over ranks of send (recv=None: in place). Returns recv."""
         recv = send if recv is None else recv
-        self._native.all_reduce(as_cuda_buffer(send, "send", True), as_cuda_buffer(recv, "recv", True), _op_name(op),
-                                _stream_handle(stream))
+        h = _stream_handle(stream)
+        self._native.all_reduce(as_cuda_buffer(send, "send", True, h), as_cuda_buffer(recv, "recv", True, h),
+                                _op_name(op), h)
         return recv
 
     def all_gather(self, send, recv, stream=None):
         """recv = every rank's send, concatenated by rank. Returns recv."""
-        self._native.all_gather(as_cuda_buffer(send, "send"), as_cuda_buffer(recv, "recv"), _stream_handle(stream))
+        h = _stream_handle(stream)
+        self._native.all_gather(as_cuda_buffer(send, "send", stream=h), as_cuda_buffer(recv, "recv", stream=h), h)
         return recv
 
     def reduce_scatter(self, send, recv, op="sum", stream=None):
         """recv = block `rank` of op over ranks of send. Returns recv."""
-        self._native.reduce_scatter(as_cuda_buffer(send, "send", True), as_cuda_buffer(recv, "recv", True),
-                                    _op_name(op), _stream_handle(stream))
+        h = _stream_handle(stream)
+        self._native.reduce_scatter(as_cuda_buffer(send, "send", True, h), as_cuda_buffer(recv, "recv", True, h),
+                                    _op_name(op), h)
         return recv
 
     def broadcast(self, buf, root=0, stream=None):
         """buf on every rank = buf on root. Returns buf."""
-        b = as_cuda_buffer(buf, "buf")
-        self._native.broadcast(b, b, int(root), _stream_handle(stream))
+        h = _stream_handle(stream)
+        b = as_cuda_buffer(buf, "buf", stream=h)
+        self._native.broadcast(b, b, int(root), h)
         return buf
 
     def reduce(self, send, recv=None, op="sum", root=0, stream=None):
         """recv on root = op over ranks of send (recv=None: in place)."""
         recv = send if recv is None else recv
-        self._native.reduce(as_cuda_buffer(send, "send", True), as_cuda_buffer(recv, "recv", True), _op_name(op),
-                            int(root), _stream_handle(stream))
+        h = _stream_handle(stream)
+        self._native.reduce(as_cuda_buffer(send, "send", True, h), as_cuda_buffer(recv, "recv", True, h),
+                            _op_name(op), int(root), h)
         return recv
 
     def all_to_all(self, send, recv, stream=None):
         """Block j of send goes to rank j; block i of recv comes from rank i."""
-        self._native.all_to_all(as_cuda_buffer(send, "send"), as_cuda_buffer(recv, "recv"), _stream_handle(stream))
+        h = _stream_handle(stream)
+        self._native.all_to_all(as_cuda_buffer(send, "send", stream=h), as_cuda_buffer(recv, "recv", stream=h), h)
         return recv
 
     def send(self, buf, peer, stream=None):
         """Sends buf to peer (which calls recv)."""
-        self._native.send(as_cuda_buffer(buf, "buf"), int(peer), _stream_handle(stream))
+        h = _stream_handle(stream)
+        self._native.send(as_cuda_buffer(buf, "buf", stream=h), int(peer), h)
 
     def recv(self, buf, peer, stream=None):
         """Receives into buf what peer sends. Returns buf."""
-        self._native.recv(as_cuda_buffer(buf, "buf"), int(peer), _stream_handle(stream))
+        h = _stream_handle(stream)
+        self._native.recv(as_cuda_buffer(buf, "buf", stream=h), int(peer), h)
         return buf
 
     def synchronize(self, stream=None):

@@ -14,6 +14,7 @@
 #include "plugboard/config.hpp"
 #include "plugboard/datatype.hpp"
 #include "plugboard/error.hpp"
+#include "dlpack.hpp"
 #include "py_communicator.hpp"
 #if defined(PLUGBOARD_HAVE_CUDA)
 #include "py_gpu_collectives.hpp"
@@ -83,7 +84,7 @@ py::tuple hostBufferOf(const py::handle& obj, const std::string& what, bool writ
   if (PyObject_GetBuffer(obj.ptr(), &view, PyBUF_STRIDES | PyBUF_FORMAT) != 0) {
     PyErr_Clear();
     throw py::type_error(what + " (" + std::string(Py_TYPE(obj.ptr())->tp_name) +
-                         ") is neither a NumPy array, a buffer nor a CPU tensor");
+                         ") is neither a NumPy array, a buffer, a CPU tensor nor a DLPack producer");
   }
   const bool contiguous = PyBuffer_IsContiguous(&view, 'C');
   const bool readonly = view.readonly;
@@ -222,6 +223,7 @@ PYBIND11_MODULE(_plugboard, m) {
   m.doc() = "Plugboard's native module; use the plugboard package instead.";
   registerErrors(m);
   bindModuleFunctions(m);
+  plugboard::python::bindDlpack(m);
   bindCommunicator(m);
 #if defined(PLUGBOARD_HAVE_CUDA)
   bindGpuCollectives(m);

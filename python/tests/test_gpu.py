@@ -1,5 +1,5 @@
 """GpuCollectives from Python on CUDA tensors, __cuda_array_interface__
-objects and raw pointers: every collective checked against torch on the
+objects, DLPack producers and capsules, and raw pointers: every collective checked against torch on the
 host, 2 ranks sharing GPU 0 (run under CUDA MPS, tests/gpu/run.sh step
 python-gpu-mps), and bad input refused by name. Skipped without a GPU."""
 
@@ -22,6 +22,21 @@ class Interface:
     def __init__(self, tensor):
         self.tensor = tensor
         self.__cuda_array_interface__ = tensor.__cuda_array_interface__
+
+
+class DlpackOnly:
+    """Only __dlpack__ / __dlpack_device__, as JAX arrays show themselves;
+    records the stream each export was asked to make the data ready on."""
+
+    def __init__(self, tensor):
+        self.tensor, self.streams = tensor, []
+
+    def __dlpack__(self, stream=None, max_version=None):
+        self.streams.append(stream)
+        return self.tensor.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
 
 
 def values(rank, count, dtype):
@@ -67,6 +82,15 @@ def every_collective(rank, n, address):
         assert torch.equal(red.cpu(), sum(host[1:], host[0])), "reduce from raw pointers"
     want = torch.cat([torch.arange(rank * 64, rank * 64 + 64, dtype=torch.float32) + 1000 * q for q in range(n)])
     assert torch.equal(a2a_out.cpu(), want), "all_to_all"
+    # DLPack: a producer, then a bare capsule (in place), on the caller's stream.
+    dl_in, dl_out = DlpackOnly(values(rank, count, torch.float32).to(dev)), DlpackOnly(torch.empty(count, device=dev))
+    gpu.all_reduce(dl_in, dl_out, op="max", stream=s)
+    cap = torch.full((4099,), float(rank + 1), device=dev)
+    gpu.all_reduce(torch.utils.dlpack.to_dlpack(cap), op="sum", stream=s)
+    gpu.synchronize(s)
+    assert torch.equal(dl_out.tensor.cpu(), torch.stack(host).max(0).values), "all_reduce through __dlpack__"
+    assert dl_in.streams == [s.cuda_stream] and dl_out.streams == [s.cuda_stream], dl_in.streams
+    assert torch.all(cap == n * (n + 1) / 2), "all_reduce on a DLPack capsule"
     if rank < 2:
         t = torch.full((77,), 5.0 + rank, device=dev)
         if rank == 0:
@@ -86,6 +110,8 @@ def every_collective(rank, n, address):
         gpu.all_gather(mine, torch.empty(3, device=dev))
     with pytest.raises(TypeError, match="neither a CUDA tensor"):
         gpu.all_reduce([1, 2, 3])
+    with pytest.raises(ValueError, match="CPU memory; the GPU collectives take CUDA memory"):
+        gpu.all_reduce(DlpackOnly(torch.ones(4)))
     del gpu
     comm.close()
     return True
