@@ -1,7 +1,7 @@
 """A validated Program as an execution plan: a dict in the JSON layout
 docs/execution-plans.md describes (version PLAN_VERSION)."""
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2
 
 
 def _chunk(c):
@@ -12,10 +12,13 @@ def _op(op):
     out = {"op": op.kind}
     if op.channel is not None:
         out["channel"] = op.channel.id
-    if op.kind in ("put", "copy"):
+    if op.kind in ("put", "copy", "put_packet"):
         out["src"], out["dst"] = _chunk(op.src), _chunk(op.dst)
     elif op.kind == "reduce":
         out["dst"], out["srcs"] = _chunk(op.dst), [_chunk(s) for s in op.srcs]
+    elif op.kind == "reduce_packet":
+        out["dst"], out["srcs"] = _chunk(op.dst), [_chunk(s) for s in op.srcs]
+        out["packets"] = [_chunk(c) for c in op.packets]
     return out
 
 

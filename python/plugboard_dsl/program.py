@@ -3,9 +3,13 @@ thread blocks. See the package docstring."""
 from dataclasses import dataclass, field
 
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "custom")
-PROTOCOLS = ("simple",)
+PROTOCOLS = ("simple", "ll")
 CHANNEL_TYPES = ("memory", "port")
-BUFFERS = ("input", "output", "scratch")
+BUFFERS = ("input", "output", "scratch", "packets")
+# Operations of each protocol: an LL program moves data between ranks only as
+# packets (each carries its call's flag, so no signal or wait is needed).
+SIMPLE_ONLY = ("put", "signal", "wait", "flush")
+LL_ONLY = ("put_packet", "reduce_packet")
 
 
 class ValidationError(ValueError):
@@ -51,13 +55,15 @@ class BufferView:
 
 
 class RankView:
-    """One rank's buffers: .input, .output, .scratch."""
+    """One rank's buffers: .input, .output, .scratch, .packets (LL programs:
+    where peers' put_packet lands, read by reduce_packet)."""
 
     def __init__(self, program, rank):
         self.rank = rank
         self.input = BufferView(program, rank, "input")
         self.output = BufferView(program, rank, "output")
         self.scratch = BufferView(program, rank, "scratch")
+        self.packets = BufferView(program, rank, "packets")
 
 
 @dataclass
@@ -71,6 +77,7 @@ class Op:
     src: Chunk = None
     dst: Chunk = None
     srcs: tuple = ()
+    packets: tuple = ()  # reduce_packet: its packet chunks
     reads: list = field(default_factory=list)
     writes: list = field(default_factory=list)
     index: int = -1  # position in its thread block
@@ -89,6 +96,8 @@ class Channel:
 
     def put(self, src, dst, tb):
         """Copies src (a chunk of rank) into dst (a chunk of peer)."""
+        self.program._require_protocol("put", tb, self.rank)
+        _no_packets("put", src, dst)
         if src.rank != self.rank or dst.rank != self.peer:
             raise ValidationError(f"put on the {self.type} channel rank {self.rank} -> {self.peer}: "
                                   f"source {src} must be on rank {self.rank} and destination {dst} on rank {self.peer}")
@@ -97,17 +106,42 @@ class Channel:
 
     def signal(self, tb):
         """Tells peer that this rank's earlier puts on this channel have landed."""
+        self.program._require_protocol("signal", tb, self.rank)
         return self.program._add(Op("signal", self.rank, tb, channel=self))
 
     def wait(self, tb):
         """Waits for the peer's next signal to this rank (on its channel of this type and tag)."""
+        self.program._require_protocol("wait", tb, self.rank)
         return self.program._add(Op("wait", self.rank, tb, channel=self))
 
     def flush(self, tb):
         """Port channels: waits until this rank's puts on the channel have left its buffers."""
+        self.program._require_protocol("flush", tb, self.rank)
         if self.type != "port":
             raise ValidationError(f"flush on rank {self.rank}'s memory channel to {self.peer}: only port channels flush")
         return self.program._add(Op("flush", self.rank, tb, channel=self))
+
+    def put_packet(self, src, dst, tb):
+        """LL: sends src (a data chunk of rank) as packets into dst (chunks of
+        peer's packets buffer), flagged with the call; peer's reduce_packet
+        waits for them there. Each packet chunk takes one put_packet per call."""
+        self.program._require_protocol("put_packet", tb, self.rank)
+        if src.rank != self.rank or dst.rank != self.peer:
+            raise ValidationError(f"put_packet on the {self.type} channel rank {self.rank} -> {self.peer}: source "
+                                  f"{src} must be on rank {self.rank} and destination {dst} on rank {self.peer}")
+        if src.buffer == "packets" or dst.buffer != "packets":
+            raise ValidationError(f"put_packet from {src} to {dst}: the source is a data chunk (input, output, "
+                                  "scratch) and the destination a packets chunk")
+        _same_size("put_packet", src, dst)
+        return self.program._add(Op("put_packet", self.rank, tb, channel=self, src=src, dst=dst, reads=[src],
+                                    writes=[dst]))
+
+
+def _no_packets(what, *chunks):
+    for c in chunks:
+        if c.buffer == "packets":
+            raise ValidationError(f"{what} touches {c}: packets chunks are written by put_packet and read by "
+                                  "reduce_packet only")
 
 
 def _same_size(what, *chunks):
@@ -121,19 +155,22 @@ class Program:
     chunk is the size of an input chunk)."""
 
     def __init__(self, name, collective, nranks, in_place=False, protocol="simple", instances=1,
-                 input_chunks=1, output_chunks=1, scratch_chunks=0):
+                 input_chunks=1, output_chunks=1, scratch_chunks=0, packet_chunks=0):
         if collective not in COLLECTIVES:
             raise ValidationError(f"collective {collective!r} is not one of {', '.join(COLLECTIVES)}")
         if protocol not in PROTOCOLS:
-            raise ValidationError(f"protocol {protocol!r} is not one of {', '.join(PROTOCOLS)} "
-                                  "(LL packets are not in plan version 1)")
+            raise ValidationError(f"protocol {protocol!r} is not one of {', '.join(PROTOCOLS)}")
         for what, v, least in (("nranks", nranks, 1), ("instances", instances, 1), ("input_chunks", input_chunks, 1),
-                               ("output_chunks", output_chunks, 1), ("scratch_chunks", scratch_chunks, 0)):
+                               ("output_chunks", output_chunks, 1), ("scratch_chunks", scratch_chunks, 0),
+                               ("packet_chunks", packet_chunks, 0)):
             if not isinstance(v, int) or v < least:
                 raise ValidationError(f"{what} must be an integer >= {least}, got {v!r}")
+        if packet_chunks and protocol != "ll":
+            raise ValidationError(f"packet_chunks={packet_chunks} needs protocol='ll' (packets are LL's)")
         self.name, self.collective, self.nranks = name, collective, nranks
         self.in_place, self.protocol, self.instances = bool(in_place), protocol, instances
-        self.buffer_chunks = {"input": input_chunks, "output": output_chunks, "scratch": scratch_chunks}
+        self.buffer_chunks = {"input": input_chunks, "output": output_chunks, "scratch": scratch_chunks,
+                              "packets": packet_chunks}
         self.channels = {}  # (rank, peer, type, tag) -> Channel
         self.threadblocks = {}  # (rank, tb) -> [Op]
 
@@ -160,6 +197,7 @@ class Program:
         """dst = src, both chunks of one rank."""
         if src.rank != dst.rank:
             raise ValidationError(f"copy from {src} to {dst}: both must be on one rank (use a channel's put)")
+        _no_packets("copy", src, dst)
         _same_size("copy", src, dst)
         return self._add(Op("copy", src.rank, tb, src=src, dst=dst, reads=[src], writes=[dst]))
 
@@ -170,8 +208,42 @@ class Program:
             raise ValidationError(f"reduce into {dst} with no sources")
         if any(s.rank != dst.rank for s in srcs):
             raise ValidationError(f"reduce into {dst}: every source must be on rank {dst.rank}")
+        _no_packets("reduce", dst, *srcs)
         _same_size("reduce", dst, *srcs)
         return self._add(Op("reduce", dst.rank, tb, dst=dst, srcs=srcs, reads=list(srcs), writes=[dst]))
+
+    def reduce_packet(self, dst, srcs, packets, tb):
+        """LL: waits for the packets chunks to arrive (a peer's put_packet of
+        this call), then dst = the call's reduction over srcs (data chunks,
+        may be empty) and the packets' data, in that order; with one packets
+        chunk and no srcs it unpacks. All on one rank."""
+        srcs, packets = tuple(srcs), tuple(packets)
+        self._require_protocol("reduce_packet", tb, dst.rank)
+        if not packets:
+            raise ValidationError(f"reduce_packet into {dst} with no packets chunks (use reduce)")
+        if any(c.rank != dst.rank for c in srcs + packets):
+            raise ValidationError(f"reduce_packet into {dst}: every source must be on rank {dst.rank}")
+        _no_packets("reduce_packet's destination and data sources", dst, *srcs)
+        for c in packets:
+            if c.buffer != "packets":
+                raise ValidationError(f"reduce_packet into {dst}: {c} is listed among packets but is a data chunk")
+        _same_size("reduce_packet", dst, *srcs, *packets)
+        return self._add(Op("reduce_packet", dst.rank, tb, dst=dst, srcs=srcs, packets=packets,
+                            reads=list(srcs) + list(packets), writes=[dst]))
+
+    def read_reduce_copy_send(self, dst, srcs, packets, sends, tb):
+        """LL, MSCCL++'s fused step: reduce_packet into dst, then put_packet
+        of dst to each (channel, peer packets chunk) of sends."""
+        self.reduce_packet(dst, srcs, packets, tb)
+        for channel, peer_chunk in sends:
+            channel.put_packet(dst, peer_chunk, tb)
+
+    def _require_protocol(self, kind, tb, rank):
+        if kind in SIMPLE_ONLY and self.protocol == "ll":
+            raise ValidationError(f"rank {rank} thread block {tb}: {kind} in an LL program (protocol='ll' moves "
+                                  "data between ranks with put_packet only)")
+        if kind in LL_ONLY and self.protocol != "ll":
+            raise ValidationError(f"rank {rank} thread block {tb}: {kind} needs protocol='ll'")
 
     def _check_rank(self, r, what):
         if not isinstance(r, int) or not 0 <= r < self.nranks:

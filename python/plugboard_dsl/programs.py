@@ -75,6 +75,26 @@ def allreduce_ring(n, channel="memory"):
     return p
 
 
+def allreduce_packets(n, channel="memory"):
+    """Two shots of LL packets: rank r reduces chunk r of every rank's input
+    as the packets arrive, then sends the result to every rank as packets."""
+    p = Program("allreduce_packets", "allreduce", n, protocol="ll", input_chunks=n, output_chunks=n,
+                packet_chunks=2 * n)
+    for r in range(n):
+        me = p.rank(r)
+        if n == 1:
+            p.copy(me.input[0], me.output[0], tb=0)
+            continue
+        peers = [q for q in range(n) if q != r]
+        for q in peers:  # reduce-scatter: chunk q of this rank's input to rank q's packets[r]
+            p.channel(r, q, channel).put_packet(me.input[q], p.rank(q).packets[r], tb=0)
+        sends = [(p.channel(r, q, channel), p.rank(q).packets[n + r]) for q in peers]
+        p.read_reduce_copy_send(me.output[r], [me.input[r]], [me.packets[q] for q in peers], sends, tb=0)
+        for q in peers:  # allgather: rank q's reduced chunk arrives in packets[n + q]
+            p.reduce_packet(me.output[q], [], [me.packets[n + q]], tb=0)
+    return p
+
+
 def alltoall_allpairs(n, channel="memory"):
     """Input chunk q goes straight into rank q's output chunk r."""
     p = Program("alltoall_allpairs", "alltoall", n, input_chunks=n, output_chunks=n)
@@ -90,5 +110,5 @@ def alltoall_allpairs(n, channel="memory"):
     return p
 
 
-SHIPPED = {f.__name__: f for f in (allgather_allpairs, allgather_ring, allreduce_allpairs, allreduce_ring,
-                                   alltoall_allpairs)}
+SHIPPED = {f.__name__: f for f in (allgather_allpairs, allgather_ring, allreduce_allpairs, allreduce_packets,
+                                   allreduce_ring, alltoall_allpairs)}

@@ -15,12 +15,14 @@ def run(plan, inputs, reduce=lambda a, b: a + b):
     chunks = plan["buffers"]
     bufs = []
     for r in range(n):
-        b = {"input": list(inputs[r]), "output": [None] * chunks["output"], "scratch": [None] * chunks["scratch"]}
+        b = {"input": list(inputs[r]), "output": [None] * chunks["output"], "scratch": [None] * chunks["scratch"],
+             "packets": [None] * chunks.get("packets", 0)}
         if plan["in_place"]:
             b["output"] = b["input"]
         bufs.append(b)
     channels = [{c["id"]: c for c in plan["ranks"][r]["channels"]} for r in range(n)]
     pending = {}  # (signaller, receiver, type, tag) -> signals not yet waited for
+    arrived = set()  # (rank, packets chunk index) put this call
     pcs = {(r, tb["id"]): 0 for r in range(n) for tb in plan["ranks"][r]["threadblocks"]}
     tbs = {(r, tb["id"]): tb["ops"] for r in range(n) for tb in plan["ranks"][r]["threadblocks"]}
 
@@ -38,14 +40,19 @@ def run(plan, inputs, reduce=lambda a, b: a + b):
         elif kind == "signal":
             key = (r, ch["peer"], ch["type"], ch["tag"])
             pending[key] = pending.get(key, 0) + 1
-        elif kind in ("put", "copy"):
-            (sb, si), (db, di) = span(r, op["src"]), span(ch["peer"] if kind == "put" else r, op["dst"])
+        elif kind in ("put", "copy", "put_packet"):
+            (sb, si), (db, di) = span(r, op["src"]), span(r if kind == "copy" else ch["peer"], op["dst"])
             vals = [sb[i] for i in si]
             for i, v in zip(di, vals):
                 db[i] = v
-        elif kind == "reduce":
+            if kind == "put_packet":
+                arrived.update((ch["peer"], i) for i in di)
+        elif kind in ("reduce", "reduce_packet"):
+            packets = op.get("packets", [])
+            if any((r, i) not in arrived for c in packets for i in range(c["index"], c["index"] + c["size"])):
+                return False
             db, di = span(r, op["dst"])
-            srcs = [span(r, s) for s in op["srcs"]]
+            srcs = [span(r, s) for s in op["srcs"] + packets]
             vals = []
             for k in range(len(di)):
                 acc = None

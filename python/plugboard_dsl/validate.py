@@ -1,14 +1,16 @@
 """Program checks: bounds and sizes are checked as operations are added;
-here the whole program: input writes, signal/wait pairing, deadlock (a
-cycle of waits), races (unordered accesses to the same bytes, one a write)
-and outputs nobody writes."""
+here the whole program: input writes, signal/wait pairing, LL packets
+(each packets chunk put once, every one read also put), deadlock (a cycle
+of waits), races (unordered accesses to the same bytes, one a write) and
+outputs nobody writes."""
 from .program import ValidationError
 
 
 def validate(p):
     ops = [op for key in sorted(p.threadblocks) for op in p.threadblocks[key]]
     _check_buffers(p, ops)
-    edges = _edges(p)
+    writers = _packet_writers(ops)
+    edges = _edges(p, writers)
     order = _topological(ops, edges)
     _check_races(p, ops, edges, order)
     _check_outputs(p, ops)
@@ -31,9 +33,32 @@ def _check_buffers(p, ops):
                 raise ValidationError(f"{op.where()} writes {c}: the input of an out-of-place program is read-only")
 
 
-def _edges(p):
-    """Successors of each op: program order in its thread block, and the k-th
-    signal rank -> peer to the peer's k-th wait on the matching channel."""
+def _packet_writers(ops):
+    """(rank, packets chunk index) -> the put_packet that writes it; raises
+    for a chunk put twice (a reader could not tell the two apart) and for
+    one read but never put (its reader would wait forever)."""
+    writers = {}
+    for op in ops:
+        if op.kind != "put_packet":
+            continue
+        for i in range(op.dst.index, op.dst.index + op.dst.size):
+            first = writers.setdefault((op.dst.rank, i), op)
+            if first is not op:
+                raise ValidationError(f"{op.where()} puts packets into rank {op.dst.rank} packets[{i}], which "
+                                      f"{first.where()} already puts: each packets chunk takes one put_packet per call")
+    for op in ops:
+        for c in op.packets:
+            for i in range(c.index, c.index + c.size):
+                if (c.rank, i) not in writers:
+                    raise ValidationError(f"{op.where()} waits for rank {c.rank} packets[{i}], which no put_packet "
+                                          "writes")
+    return writers
+
+
+def _edges(p, writers):
+    """Successors of each op: program order in its thread block, the k-th
+    signal rank -> peer to the peer's k-th wait on the matching channel, and
+    each put_packet to the reduce_packets that wait for its packets."""
     succ = {}
     for ops in p.threadblocks.values():
         for a, b in zip(ops, ops[1:]):
@@ -56,6 +81,11 @@ def _edges(p):
                 f"{len(w)} times for it; every wait needs its signal (first: {first.where()})")
         for sig, wait in zip(s, w):
             succ.setdefault(id(sig), []).append(wait)
+    for ops in p.threadblocks.values():
+        for op in ops:
+            for c in op.packets:
+                for put in {id(writers[(c.rank, i)]): writers[(c.rank, i)] for i in range(c.index, c.index + c.size)}.values():
+                    succ.setdefault(id(put), []).append(op)
     return succ
 
 
@@ -74,9 +104,9 @@ def _topological(ops, succ):
             if indegree[id(t)] == 0:
                 ready.append(t)
     if len(order) != len(ops):
-        stuck = [op for op in ops if indegree[id(op)] > 0 and op.kind == "wait"]
+        stuck = [op for op in ops if indegree[id(op)] > 0 and op.kind in ("wait", "reduce_packet")]
         first = (stuck or [op for op in ops if indegree[id(op)] > 0])[0]
-        raise ValidationError(f"deadlock: {first.where()} waits for a signal that is only sent after it "
+        raise ValidationError(f"deadlock: {first.where()} waits for a signal or packets only sent after it "
                               f"(a cycle of waits among {len(ops) - len(order)} operations)")
     return order
 

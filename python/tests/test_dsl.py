@@ -1,5 +1,5 @@
 """plugboard_dsl: the shipped programs compute their collectives (checked
-by the reference interpreter) at 1-8 ranks and compile to version-1 plans;
+by the reference interpreter) at 1-8 ranks and compile to version-2 plans;
 every validation error names where it is; the command line writes plans."""
 import json
 import os
@@ -27,7 +27,7 @@ def expected(name, n):
         return [[value(q, r) for q in range(n)] for r in range(n)]
     if name == "allreduce_allpairs":
         return [[sum(value(q, 0) for q in range(n))] for _ in range(n)]
-    if name == "allreduce_ring":
+    if name in ("allreduce_ring", "allreduce_packets"):
         return [[sum(value(q, c) for q in range(n)) for c in range(n)] for _ in range(n)]
     raise KeyError(name)
 
@@ -37,7 +37,7 @@ def expected(name, n):
 @pytest.mark.parametrize("channel", ["memory", "port"])
 def test_shipped_programs_compute_their_collective(name, n, channel):
     plan = json.loads(json.dumps(SHIPPED[name](n, channel).plan()))  # through JSON, as a file would
-    assert plan["plan_version"] == PLAN_VERSION == 1
+    assert plan["plan_version"] == PLAN_VERSION == 2
     assert plan["nranks"] == n and len(plan["ranks"]) == n
     assert all(c["type"] == channel for r in plan["ranks"] for c in r["channels"])
     inputs = [[value(r, c) for c in range(plan["buffers"]["input"])] for r in range(n)]
@@ -77,7 +77,8 @@ def test_channels_and_puts_must_join_the_right_ranks():
 
 def test_program_arguments():
     raises(lambda: Program("t", "allsum", 2), "collective 'allsum'")
-    raises(lambda: Program("t", "allreduce", 2, protocol="ll"), "protocol 'll'", "not in plan version 1")
+    raises(lambda: Program("t", "allreduce", 2, protocol="ll128"), "protocol 'll128' is not one of simple, ll")
+    raises(lambda: Program("t", "allreduce", 2, packet_chunks=2), "packet_chunks=2 needs protocol='ll'")
     raises(lambda: Program("t", "allreduce", 0), "nranks must be an integer >= 1")
     raises(lambda: Program("t", "allreduce", 2, in_place=True, input_chunks=1, output_chunks=2).validate(),
            "in place they are one buffer")
@@ -117,7 +118,7 @@ def test_a_cycle_of_waits_is_a_deadlock():
         p.channel(r, 1 - r).wait(tb=0)  # both wait first
         p.channel(r, 1 - r).signal(tb=0)
         p.copy(p.rank(r).input[0], p.rank(r).output[0], tb=0)
-    raises(p.validate, "deadlock", "waits for a signal that is only sent after it")
+    raises(p.validate, "deadlock", "waits for a signal or packets only sent after it")
     with pytest.raises(simulate.Deadlock):
         simulate.run(__import__("plugboard_dsl.plan", fromlist=["to_plan"]).to_plan(p), [[1], [2]])
 
@@ -142,6 +143,67 @@ def test_writing_the_input_out_of_place_and_unwritten_outputs():
     q = two_ranks()
     q.copy(q.rank(0).input[0], q.rank(0).output[0], tb=0)
     raises(q.validate, "rank 1 output[0] is never written")
+
+
+def ll_two_ranks():
+    return Program("t", "custom", 2, protocol="ll", input_chunks=1, output_chunks=1, packet_chunks=2)
+
+
+def test_a_correct_ll_program_runs_without_signals():
+    p = ll_two_ranks()
+    for r in (0, 1):
+        me, peer = p.rank(r), p.rank(1 - r)
+        p.channel(r, 1 - r).put_packet(me.input[0], peer.packets[0], tb=0)
+        p.reduce_packet(me.output[0], [me.input[0]], [me.packets[0]], tb=0)
+    assert simulate.run(p.plan(), [[3], [4]]) == [[7], [7]]
+    plan = p.plan()
+    assert plan["protocol"] == "ll" and plan["buffers"]["packets"] == 2
+    assert plan["ranks"][0]["threadblocks"][0]["ops"][1] == {
+        "op": "reduce_packet", "dst": {"buffer": "output", "index": 0, "size": 1},
+        "srcs": [{"buffer": "input", "index": 0, "size": 1}], "packets": [{"buffer": "packets", "index": 0, "size": 1}]}
+
+
+def test_ll_operations_and_their_buffers_are_checked():
+    simple = two_ranks(scratch_chunks=1)
+    raises(lambda: simple.channel(0, 1).put_packet(simple.rank(0).input[0], simple.rank(1).output[0], tb=0),
+           "rank 0 thread block 0: put_packet needs protocol='ll'")
+    p = ll_two_ranks()
+    me, peer, ch = p.rank(0), p.rank(1), p.channel(0, 1)
+    raises(lambda: ch.put(me.input[0], peer.output[0], tb=0), "put in an LL program")
+    raises(lambda: ch.signal(tb=3), "rank 0 thread block 3: signal in an LL program")
+    raises(lambda: ch.put_packet(me.input[0], peer.output[0], tb=0), "the destination a packets chunk")
+    raises(lambda: ch.put_packet(me.input[0], me.packets[0], tb=0), "destination rank 0 packets[0:1] on rank 1")
+    raises(lambda: p.reduce_packet(me.output[0], [me.input[0]], [], tb=0), "with no packets chunks")
+    raises(lambda: p.reduce_packet(me.output[0], [], [me.input[0]], tb=0), "is listed among packets but is a data chunk")
+    raises(lambda: p.copy(me.packets[0], me.output[0], tb=0), "copy touches rank 0 packets[0:1]",
+           "read by reduce_packet only")
+
+
+def test_ll_packets_are_put_once_and_only_awaited_when_put():
+    p = ll_two_ranks()
+    for r in (0, 1):
+        me, peer = p.rank(r), p.rank(1 - r)
+        p.channel(r, 1 - r).put_packet(me.input[0], peer.packets[0], tb=0)
+        p.channel(r, 1 - r).put_packet(me.input[0], peer.packets[0], tb=1)
+        p.reduce_packet(me.output[0], [], [me.packets[0]], tb=0)
+    raises(p.validate, "rank 0 thread block 1 operation 0 (put_packet) puts packets into rank 1 packets[0]",
+           "already puts", "one put_packet per call")
+    q = ll_two_ranks()
+    for r in (0, 1):
+        q.reduce_packet(q.rank(r).output[0], [], [q.rank(r).packets[1]], tb=0)
+    raises(q.validate, "rank 0 thread block 0 operation 0 (reduce_packet) waits for rank 0 packets[1]",
+           "which no put_packet writes")
+
+
+def test_ll_packets_awaited_before_they_are_sent_are_a_deadlock():
+    p = ll_two_ranks()
+    for r in (0, 1):  # each waits for the other's packets before putting its own
+        me, peer = p.rank(r), p.rank(1 - r)
+        p.reduce_packet(me.output[0], [me.input[0]], [me.packets[0]], tb=0)
+        p.channel(r, 1 - r).put_packet(me.input[0], peer.packets[0], tb=0)
+    raises(p.validate, "deadlock", "(reduce_packet) waits for a signal or packets only sent after it")
+    with pytest.raises(simulate.Deadlock):
+        simulate.run(__import__("plugboard_dsl.plan", fromlist=["to_plan"]).to_plan(p), [[1], [2]])
 
 
 def test_command_line_writes_a_plan_and_names_bad_programs(tmp_path):

@@ -4,9 +4,10 @@
 // host memory, each kernel flushing its puts before it ends); float sum and avg,
 // int32 max; counts with odd chunks, slices wider than small chunks, and
 // chunks larger than one block's share; three calls in a row on one
-// executor, a CUDA graph replayed with fresh inputs; refusals by name; a
-// rank that skips a call ends the others' call in a reported timeout that
-// names the thread block, operation and peer.
+// executor, a CUDA graph replayed with fresh inputs (simple and LL plans);
+// refusals by name (LL over port channels among them); a rank that skips a
+// call ends the others' call in a reported timeout that names the thread
+// block, operation and peer (for LL, the packets it waited for).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -143,19 +144,26 @@ TEST_P(GpuPlanTest, ShippedPlanOverMemoryChannels) {
 TEST_P(GpuPlanTest, ShippedPlanOverPortChannelsAndEthernet) {
   PB_REQUIRE_GPU_NO_INIT();
   if (std::get<1>(GetParam()) > 3) GTEST_SKIP() << "port plans run at 2 and 3 ranks (time)";
+  if (std::get<0>(GetParam()) == std::string("allreduce_packets"))
+    GTEST_SKIP() << "LL plans run over memory channels only on GPU buffers (BadPlansAndArgumentsAreRefusedByName)";
   runShipped(std::get<0>(GetParam()), std::get<1>(GetParam()), true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, GpuPlanTest,
                          ::testing::Combine(::testing::Values("allgather_allpairs", "allgather_ring", "allreduce_allpairs",
-                                                              "allreduce_ring", "alltoall_allpairs"),
+                                                              "allreduce_packets", "allreduce_ring", "alltoall_allpairs"),
                                             ::testing::Values(2, 3, 4)),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)); });
 
-TEST(GpuPlan, CapturedGraphReplaysWithFreshInputs) {
+class GpuPlanGraphTest : public ::testing::TestWithParam<std::string> {};
+
+// LL plans count their calls on the device: a replayed graph flags each
+// replay's packets anew (a flag baked into the launch would match stale packets).
+TEST_P(GpuPlanGraphTest, CapturedGraphReplaysWithFreshInputs) {
   PB_REQUIRE_GPU_NO_INIT();
-  runGpuPlanRanks(2, "cudaipc,ethernet", [](Communicator& comm, int rank, int n, cudaStream_t s) {
-    GpuPlanExecutor ex(comm, shipped("allreduce_ring", n), 1 << 20);
+  const std::string name = GetParam();
+  runGpuPlanRanks(2, "cudaipc,ethernet", [&](Communicator& comm, int rank, int n, cudaStream_t s) {
+    GpuPlanExecutor ex(comm, shipped(name, n), 1 << 20);
     const size_t count = 2 * 4099;
     float *in = nullptr, *out = nullptr;
     check(cudaMalloc(&in, count * sizeof(float)), "cudaMalloc");
@@ -183,6 +191,8 @@ TEST(GpuPlan, CapturedGraphReplaysWithFreshInputs) {
   });
 }
 
+INSTANTIATE_TEST_SUITE_P(Plans, GpuPlanGraphTest, ::testing::Values("allreduce_ring", "allreduce_packets"));
+
 TEST(GpuPlan, BadPlansAndArgumentsAreRefusedByName) {
   PB_REQUIRE_GPU_NO_INIT();
   runGpuPlanRanks(2, "ethernet", [](Communicator& comm, int, int, cudaStream_t s) {
@@ -190,6 +200,8 @@ TEST(GpuPlan, BadPlansAndArgumentsAreRefusedByName) {
                  {"the plan is for 3 ranks, the communicator has 2"});
     requireError([&] { GpuPlanExecutor(comm, shipped("allgather_ring", 2), 1024); }, ErrorCode::InvalidUsage,
                  {"is a memory channel", "does not map peer memory", "ethernet"});
+    requireError([&] { GpuPlanExecutor(comm, shipped("allreduce_packets", 2, true), 1024); }, ErrorCode::InvalidUsage,
+                 {"is a port channel", "LL packets on GPU buffers travel over memory channels only"});
     GpuPlanExecutor ex(comm, shipped("allreduce_ring", 2, true), 1024);
     float* buf = nullptr;
     check(cudaMalloc(&buf, 4096), "cudaMalloc");
@@ -220,6 +232,32 @@ TEST(GpuPlan, RankSkippingACallEndsInATimeoutNamingTheWait) {
           check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
           requireError([&] { ex.checkErrors(); }, ErrorCode::Timeout,
                        {"rank 0 (GPU plan allgather_ring", "the start handshake", "to rank 1", "gave up after gpu_wait_timeout"});
+        }
+        comm.bootstrap().barrier();
+        cudaFree(in);
+        cudaFree(out);
+      },
+      {{"gpu_wait_timeout", "0.5"}});
+}
+
+TEST(GpuPlan, RankSkippingAnLlCallEndsInATimeoutNamingThePackets) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuPlanRanks(
+      2, "cudaipc,ethernet",
+      [](Communicator& comm, int rank, int, cudaStream_t s) {
+        GpuPlanExecutor ex(comm, shipped("allreduce_packets", 2), 4096);
+        float *in = nullptr, *out = nullptr;
+        check(cudaMalloc(&in, 4096), "cudaMalloc");
+        check(cudaMalloc(&out, 4096), "cudaMalloc");
+        ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s);
+        check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+        ex.checkErrors();
+        if (rank == 0) {
+          ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s);  // rank 1 skips it
+          check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+          requireError([&] { ex.checkErrors(); }, ErrorCode::Timeout,
+                       {"rank 0 (GPU plan allreduce_packets", "(reduce_packet)", "waiting for packets[1] from rank 1",
+                        "never sent them"});
         }
         comm.bootstrap().barrier();
         cudaFree(in);

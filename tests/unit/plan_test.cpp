@@ -1,7 +1,7 @@
 // Execution plans (plan.hpp): every shipped plan loads; hostile and broken
 // plans (syntax, version, types, huge or negative numbers, bounds,
-// channels, signal/wait pairing, deep nesting) end in Error(Config) naming
-// the JSON path, never a crash.
+// channels, signal/wait pairing, LL packets, deep nesting) end in
+// Error(Config) naming the JSON path, never a crash.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -27,13 +27,32 @@ const std::string kValid =
     R"({"op": "put", "channel": 0, "src": {"buffer": "input", "index": 0, "size": 1}, "dst": {"buffer": "output", "index": 1, "size": 1}}, )"
     R"({"op": "signal", "channel": 0}, {"op": "wait", "channel": 0}]}]}]})";
 
-/// kValid with the first occurrence of from replaced by to.
-std::string mutate(const std::string& from, const std::string& to) {
-  std::string s = kValid;
+/// A version-2 LL plan: each of 2 ranks puts its input as packets into the
+/// other's packets[0] and reduces its input with them.
+const std::string kValidLl =
+    R"({"plan_version": 2, "name": "ll", "collective": "allreduce", "nranks": 2, "in_place": false, )"
+    R"("protocol": "ll", "instances": 1, "buffers": {"input": 1, "output": 1, "scratch": 0, "packets": 2}, "ranks": [)"
+    R"({"rank": 0, "channels": [{"id": 0, "peer": 1, "type": "memory", "tag": 0}], "threadblocks": [{"id": 0, "ops": [)"
+    R"({"op": "put_packet", "channel": 0, "src": {"buffer": "input", "index": 0, "size": 1}, "dst": {"buffer": "packets", "index": 0, "size": 1}}, )"
+    R"({"op": "reduce_packet", "dst": {"buffer": "output", "index": 0, "size": 1}, "srcs": [{"buffer": "input", "index": 0, "size": 1}], )"
+    R"("packets": [{"buffer": "packets", "index": 0, "size": 1}]}]}]}, )"
+    R"({"rank": 1, "channels": [{"id": 0, "peer": 0, "type": "memory", "tag": 0}], "threadblocks": [{"id": 0, "ops": [)"
+    R"({"op": "put_packet", "channel": 0, "src": {"buffer": "input", "index": 0, "size": 1}, "dst": {"buffer": "packets", "index": 0, "size": 1}}, )"
+    R"({"op": "reduce_packet", "dst": {"buffer": "output", "index": 0, "size": 1}, "srcs": [], )"
+    R"("packets": [{"buffer": "packets", "index": 0, "size": 1}]}]}]}]})";
+
+/// base with the first occurrence of from replaced by to.
+std::string mutateText(const std::string& base, const std::string& from, const std::string& to) {
+  std::string s = base;
   const size_t at = s.find(from);
   EXPECT_NE(at, std::string::npos) << from;
   return at == std::string::npos ? s : s.replace(at, from.size(), to);
 }
+
+/// kValid with the first occurrence of from replaced by to.
+std::string mutate(const std::string& from, const std::string& to) { return mutateText(kValid, from, to); }
+/// kValidLl with the first occurrence of from replaced by to.
+std::string mutateLl(const std::string& from, const std::string& to) { return mutateText(kValidLl, from, to); }
 
 void expectRefused(const std::string& text, const std::string& fragment) {
   try {
@@ -72,7 +91,7 @@ TEST(Plan, EveryShippedPlanLoads) {
       ++loaded;
     }
   }
-  EXPECT_EQ(loaded, 50);  // 5 programs: 2-8 ranks over memory channels, 2-4 over port channels
+  EXPECT_EQ(loaded, 60);  // 6 programs: 2-8 ranks over memory channels, 2-4 over port channels
 }
 
 TEST(Plan, BrokenDocumentsAreNamed) {
@@ -85,15 +104,61 @@ TEST(Plan, BrokenDocumentsAreNamed) {
 }
 
 TEST(Plan, WrongVersionsTypesAndNumbersAreNamed) {
-  expectRefused(mutate("\"plan_version\": 1", "\"plan_version\": 2"), "$.plan_version: is 2; this Plugboard reads version 1");
+  expectRefused(mutate("\"plan_version\": 1", "\"plan_version\": 3"), "$.plan_version: is 3; this Plugboard reads versions 1 to 2");
+  expectRefused(mutate("\"plan_version\": 1", "\"plan_version\": 0"), "$.plan_version: is 0");
   expectRefused(mutate("\"nranks\": 2", "\"nranks\": -1"), "$.nranks: must be between 1 and");
   expectRefused(mutate("\"nranks\": 2", "\"nranks\": 1e30"), "$.nranks: must be an integer");
   expectRefused(mutate("\"nranks\": 2", "\"nranks\": 18446744073709551615"), "$.nranks: must be between 1 and");
   expectRefused(mutate("\"nranks\": 2", "\"nranks\": 1"), "$.ranks: has 2 entries for 1 ranks");
   expectRefused(mutate("\"in_place\": false", "\"in_place\": 0"), "$.in_place: must be true or false");
-  expectRefused(mutate("\"protocol\": \"simple\"", "\"protocol\": \"ll\""), "$.protocol: \"ll\" is not simple");
+  expectRefused(mutate("\"protocol\": \"simple\"", "\"protocol\": \"ll\""),
+                "$.protocol: \"ll\" is not simple (the only protocol of version 1)");
+  expectRefused(mutateLl("\"protocol\": \"ll\"", "\"protocol\": \"ll128\""), "$.protocol: \"ll128\" is not simple or ll");
+  expectRefused(mutateLl(", \"packets\": 2}", "}"), "$.buffers: lacks \"packets\"");
   expectRefused(mutate("\"name\": \"allgather_allpairs\"", "\"name\": 7"), "$.name: must be a string");
   expectRefused(mutate("\"scratch\": 0", "\"scratch\": -5"), "$.buffers.scratch: must be between 0 and");
+}
+
+TEST(Plan, AnLlPlanLoads) {
+  const Plan p = parsePlan(kValidLl, "test.json");
+  EXPECT_TRUE(p.ll());
+  EXPECT_EQ(p.packetChunks, 2u);
+  const PlanOp& put = p.ranks[0].threadblocks[0].ops[0];
+  EXPECT_EQ(put.kind, PlanOp::Kind::PutPacket);
+  EXPECT_EQ(put.dst.buffer, PlanChunk::Buffer::Packets);
+  const PlanOp& red = p.ranks[0].threadblocks[0].ops[1];
+  EXPECT_EQ(red.kind, PlanOp::Kind::ReducePacket);
+  EXPECT_EQ(red.srcs.size(), 1u);
+  ASSERT_EQ(red.packets.size(), 1u);
+  EXPECT_EQ(p.ranks[1].threadblocks[0].ops[1].srcs.size(), 0u);
+}
+
+TEST(Plan, LlOperationsAndPacketsAreChecked) {
+  const std::string op0 = "$.ranks[0].threadblocks[0].ops[0]", op1 = "$.ranks[0].threadblocks[0].ops[1]";
+  expectRefused(mutateLl("\"op\": \"put_packet\"", "\"op\": \"put\""),
+                op0 + ".op: put, signal, wait and flush are not in LL plans");
+  expectRefused(mutate("\"op\": \"put\"", "\"op\": \"put_packet\""),
+                ".op: a packet operation in a plan whose protocol is \"simple\"");
+  expectRefused(mutateLl("\"dst\": {\"buffer\": \"packets\"", "\"dst\": {\"buffer\": \"output\""), op0 + ".dst: must be a packets chunk");
+  expectRefused(mutateLl("\"src\": {\"buffer\": \"input\"", "\"src\": {\"buffer\": \"packets\""),
+                op0 + ".src: is a packets chunk; only put_packet (its dst) and reduce_packet (its packets) use them");
+  expectRefused(mutateLl("\"packets\": [{\"buffer\": \"packets\"", "\"packets\": [{\"buffer\": \"scratch\""),
+                op1 + ".packets[0]: chunks [0, 1) of scratch are out of bounds");
+  expectRefused(mutateLl("\"packets\": [{\"buffer\": \"packets\"", "\"packets\": [{\"buffer\": \"input\""),
+                op1 + ".packets[0]: must be a packets chunk");
+  expectRefused(mutateLl("\"srcs\": [{\"buffer\": \"input\"", "\"srcs\": [{\"buffer\": \"packets\""),
+                op1 + ".srcs[0]: is a packets chunk");
+  expectRefused(mutateLl("\"packets\": [{\"buffer\": \"packets\", \"index\": 0, \"size\": 1}]}]}]}, ", "\"packets\": []}]}]}, "),
+                op1 + ".packets: must not be empty");
+  expectRefused(mutateLl("\"packets\": [{\"buffer\": \"packets\", \"index\": 0", "\"packets\": [{\"buffer\": \"packets\", \"index\": 1"),
+                op1 + ": waits for packets[1], which no put_packet writes");
+  // Rank 1 puts into rank 0's packets[0] twice (its second op becomes a put_packet).
+  const std::string twice = mutateText(kValidLl, R"({"op": "reduce_packet", "dst": {"buffer": "output", "index": 0, "size": 1}, "srcs": [], )"
+                                                 R"("packets": [{"buffer": "packets", "index": 0, "size": 1}]})",
+                                       R"({"op": "put_packet", "channel": 0, "src": {"buffer": "input", "index": 0, "size": 1}, )"
+                                       R"("dst": {"buffer": "packets", "index": 0, "size": 1}})");
+  expectRefused(twice, "$.ranks[1].threadblocks[0].ops[1]: puts packets into rank 0 packets[0], which "
+                       "$.ranks[1].threadblocks[0].ops[0] already puts");
 }
 
 TEST(Plan, OperationsOutOfBoundsOrMalformedAreNamed) {

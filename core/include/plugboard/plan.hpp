@@ -1,8 +1,9 @@
 /// @file plan.hpp
-/// Execution plans (docs/execution-plans.md, version 1): a collective
-/// algorithm as data, written by plugboard_dsl. Loading checks the whole
-/// plan (structure, types, bounds, channels, signal/wait pairing) and names
-/// the JSON path of anything wrong. Running plans is not written yet.
+/// Execution plans (docs/execution-plans.md, versions 1 and 2): a
+/// collective algorithm as data, written by plugboard_dsl. Loading checks
+/// the whole plan (structure, types, bounds, channels, signal/wait pairing,
+/// LL packets) and names the JSON path of anything wrong. host_plan.hpp and
+/// gpu/plan_executor.hpp run them.
 #pragma once
 
 #include <cstdint>
@@ -11,12 +12,13 @@
 
 namespace plugboard {
 
-/// The plan versions this library reads.
-inline constexpr int kPlanVersion = 1;
+/// The newest plan version this library reads (and plugboard_dsl writes);
+/// it reads every version from 1 (version 1: no LL packets).
+inline constexpr int kPlanVersion = 2;
 
 /// Chunks [index, index + size) of one of a rank's buffers.
 struct PlanChunk {
-  enum class Buffer { Input, Output, Scratch };
+  enum class Buffer { Input, Output, Scratch, Packets };  ///< Packets: LL plans' landing buffer
   Buffer buffer = Buffer::Input;
   uint64_t index = 0;
   uint64_t size = 0;
@@ -30,13 +32,18 @@ struct PlanChannel {
   int64_t tag = 0;
 };
 
-/// One operation of a thread block.
+/// One operation of a thread block. put_packet sends src as LL packets
+/// (flagged with the call) into the peer's packets chunks dst;
+/// reduce_packet waits for its packets chunks and reduces srcs and them
+/// into dst.
 struct PlanOp {
-  enum class Kind { Put, Signal, Wait, Flush, Copy, Reduce };
+  enum class Kind { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket };
   Kind kind = Kind::Copy;
-  int channel = -1;           ///< Index into the rank's channels (put, signal, wait, flush).
-  PlanChunk src, dst;         ///< put, copy: src; put, copy, reduce: dst (a put's dst is on the peer).
-  std::vector<PlanChunk> srcs;  ///< reduce.
+  int channel = -1;              ///< Index into the rank's channels (put, put_packet, signal, wait, flush).
+  PlanChunk src, dst;            ///< put, put_packet, copy: src; all but signal, wait, flush: dst
+                                 ///< (a put's and a put_packet's dst is on the peer).
+  std::vector<PlanChunk> srcs;     ///< reduce, reduce_packet (may be empty there).
+  std::vector<PlanChunk> packets;  ///< reduce_packet: this rank's packets chunks it waits for.
 };
 
 /// A thread block's operations, run in order.
@@ -54,12 +61,14 @@ struct PlanRank {
 /// A loaded, checked plan.
 struct Plan {
   std::string source;  ///< The file (or name) it came from, for messages.
-  std::string name, collective, protocol;
+  std::string name, collective, protocol;  ///< protocol: "simple" or "ll"
   int nranks = 0;
   bool inPlace = false;
   int64_t instances = 1;
-  uint64_t inputChunks = 0, outputChunks = 0, scratchChunks = 0;
+  uint64_t inputChunks = 0, outputChunks = 0, scratchChunks = 0, packetChunks = 0;
   std::vector<PlanRank> ranks;
+  /// True for an LL plan: data moves between ranks only by put_packet.
+  bool ll() const { return protocol == "ll"; }
 };
 
 /// Parses and checks plan text; throws Error(Config) "<source>: <json

@@ -1,9 +1,17 @@
 // HostPlanExecutor: a rank's thread blocks run as cooperative tasks on the
 // calling thread. Each steps through its operations until one must wait (a
-// signal not yet arrived); then the next task runs. Puts are writes on the
-// pair's connection into the peer's registered buffer, signals and waits a
-// Host2HostSemaphore per channel (a signal lands after every earlier write
-// on its connection, so a wait orders the data of the puts before it).
+// signal or packets not yet arrived); then the next task runs. Puts are
+// writes on the pair's connection into the peer's registered buffer, signals
+// and waits a Host2HostSemaphore per channel (a signal lands after every
+// earlier write on its connection, so a wait orders the data of the puts
+// before it).
+//
+// LL packets on host buffers: host transports deliver bytes, not 16-byte
+// packets a reader can poll, so a put_packet is a write into the peer's
+// packets buffer followed by +1 on the peer's flag word of each chunk
+// written, and a reduce_packet waits until each of its chunks' flags reach
+// this call's number. Every packets chunk is put once per call (the loader
+// checks it) and the start handshake keeps calls apart, so flag == calls.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -19,7 +27,10 @@
 namespace plugboard {
 
 namespace {
-constexpr int kBufferTags[3] = {0x2d504c00, 0x2d504c01, 0x2d504c02};  // input, output, scratch (below 2^30)
+// input, output, scratch, packets, packet flags (below 2^30)
+constexpr int kBufferTags[5] = {0x2d504c00, 0x2d504c01, 0x2d504c02, 0x2d504c03, 0x2d504c04};
+constexpr size_t kBuffers = 4;  ///< Data buffers, as PlanChunk::Buffer; the flags are registered after them.
+constexpr size_t kFlags = 4;    ///< Index of the packet flags in local and remote.
 
 }  // namespace
 
@@ -35,9 +46,11 @@ struct HostPlanExecutor::Impl {
   Communicator& comm;
   Plan plan;
   size_t maxInputBytes;
-  std::vector<std::vector<char>> storage = std::vector<std::vector<char>>(3);  // input, output, scratch
-  std::vector<RegisteredMemory> local = std::vector<RegisteredMemory>(3);
-  std::map<int, std::vector<RemoteMemory>> remote;  // peer -> its input, output, scratch
+  std::vector<std::vector<char>> storage = std::vector<std::vector<char>>(kBuffers);  // as PlanChunk::Buffer
+  std::vector<uint64_t> packetFlags;  // per packets chunk: +1 by the put_packet of each call
+  uint64_t calls = 0;                 // runs so far, this one included
+  std::vector<RegisteredMemory> local = std::vector<RegisteredMemory>(kBuffers + 1);  // buffers, then the flags
+  std::map<int, std::vector<RemoteMemory>> remote;  // peer -> its buffers and flags, as local
   std::vector<Channel> channels;                    // as the plan lists this rank's
 
   Impl(Communicator& c, Plan p, size_t maxBytes) : comm(c), plan(std::move(p)), maxInputBytes(maxBytes) {}
@@ -60,7 +73,9 @@ struct HostPlanExecutor::Impl {
   std::vector<char> acc;  // reduce's accumulator, kept between operations (no allocation per op once grown)
   char* at(PlanChunk::Buffer b, uint64_t index) { return storage[slot(b)].data() + index * chunkBytes; }
   bool step(const PlanOp& o);
-  void reduce(const PlanOp& o);
+  void reduce(const PlanOp& o, const std::vector<PlanChunk>& srcs);
+  void putPacket(const PlanOp& o);
+  bool packetsArrived(const std::vector<PlanChunk>& packets) const;
   void runTasks();
   void handshake();
   /// Fails with the stuck thread blocks (pc: each one's next operation) once nothing moved for the timeout.
@@ -72,11 +87,13 @@ void HostPlanExecutor::Impl::setup() {
     throw Error(ErrorCode::InvalidUsage, who() + ": the plan is for " + std::to_string(plan.nranks) +
                                              " ranks, the communicator has " + std::to_string(comm.size()));
   const uint64_t chunk = (maxInputBytes + plan.inputChunks - 1) / plan.inputChunks;
-  const uint64_t counts[3] = {plan.inputChunks, plan.outputChunks, plan.scratchChunks};
-  for (size_t b = 0; b < 3; ++b) {
+  const uint64_t counts[kBuffers] = {plan.inputChunks, plan.outputChunks, plan.scratchChunks, plan.packetChunks};
+  for (size_t b = 0; b < kBuffers; ++b) {
     storage[b].assign(std::max<uint64_t>(counts[b] * chunk, 1), 0);
     local[b] = comm.registerMemory(storage[b].data(), storage[b].size(), MemoryKind::Host);
   }
+  packetFlags.assign(std::max<uint64_t>(plan.packetChunks, 1), 0);
+  local[kFlags] = comm.registerMemory(packetFlags.data(), packetFlags.size() * sizeof(uint64_t), MemoryKind::Host);
   connectAndExchange();
   makeSemaphores();
 }
@@ -89,9 +106,9 @@ void HostPlanExecutor::Impl::connectAndExchange() {
   for (int p : peers) comm.connect(p, MemoryKind::Host);
   comm.setup();
   for (int p : peers)
-    for (size_t b = 0; b < 3; ++b) comm.sendMemory(local[b], p, kBufferTags[b]);  // buffered: no order needed
+    for (size_t b = 0; b < local.size(); ++b) comm.sendMemory(local[b], p, kBufferTags[b]);  // buffered: no order needed
   for (int p : peers)
-    for (size_t b = 0; b < 3; ++b) remote[p].push_back(comm.recvMemory(p, kBufferTags[b]));
+    for (size_t b = 0; b < local.size(); ++b) remote[p].push_back(comm.recvMemory(p, kBufferTags[b]));
   for (const auto& c : mine().channels) channels.push_back(Channel{c.peer, comm.connection(c.peer, MemoryKind::Host), {}, 0});
 }
 
@@ -110,14 +127,29 @@ void HostPlanExecutor::Impl::makeSemaphores() {
   for (const auto& [key, i] : order) channels[i].semaphore = std::make_unique<Host2HostSemaphore>(comm, channels[i].connection);
 }
 
-void HostPlanExecutor::Impl::reduce(const PlanOp& o) {
+void HostPlanExecutor::Impl::reduce(const PlanOp& o, const std::vector<PlanChunk>& srcs) {
   const size_t bytes = o.dst.size * chunkBytes, count = bytes / dataTypeSize(type);
   char* dst = at(o.dst.buffer, o.dst.index);
   // dst may be one of the sources: accumulate in a copy when it is not the first.
-  const char* first = at(o.srcs[0].buffer, o.srcs[0].index);
+  const char* first = at(srcs[0].buffer, srcs[0].index);
   acc.assign(first, first + bytes);
-  for (size_t i = 1; i < o.srcs.size(); ++i) reduceInto(acc.data(), at(o.srcs[i].buffer, o.srcs[i].index), count, type, op);
+  for (size_t i = 1; i < srcs.size(); ++i) reduceInto(acc.data(), at(srcs[i].buffer, srcs[i].index), count, type, op);
   std::memcpy(dst, acc.data(), bytes);
+}
+
+void HostPlanExecutor::Impl::putPacket(const PlanOp& o) {
+  Channel& c = channels[o.channel];
+  const std::vector<RemoteMemory>& peer = remote.at(c.peer);
+  c.connection->write(peer[static_cast<size_t>(PlanChunk::Buffer::Packets)], o.dst.index * chunkBytes, local[slot(o.src.buffer)], o.src.index * chunkBytes,
+                      o.src.size * chunkBytes);
+  for (uint64_t k = 0; k < o.dst.size; ++k) c.connection->signal(peer[kFlags], (o.dst.index + k) * sizeof(uint64_t), 1);
+}
+
+bool HostPlanExecutor::Impl::packetsArrived(const std::vector<PlanChunk>& packets) const {
+  for (const PlanChunk& c : packets)
+    for (uint64_t i = c.index; i < c.index + c.size; ++i)
+      if (__atomic_load_n(&packetFlags[i], __ATOMIC_ACQUIRE) < calls) return false;
+  return true;
 }
 
 /// One operation; false when it must wait (a signal that has not arrived).
@@ -139,7 +171,15 @@ bool HostPlanExecutor::Impl::step(const PlanOp& o) {
     }
     case PlanOp::Kind::Flush: channels[o.channel].connection->flush(); return true;
     case PlanOp::Kind::Copy: std::memmove(at(o.dst.buffer, o.dst.index), at(o.src.buffer, o.src.index), bytes); return true;
-    case PlanOp::Kind::Reduce: reduce(o); return true;
+    case PlanOp::Kind::Reduce: reduce(o, o.srcs); return true;
+    case PlanOp::Kind::PutPacket: putPacket(o); return true;
+    case PlanOp::Kind::ReducePacket: {
+      if (!packetsArrived(o.packets)) return false;
+      std::vector<PlanChunk> all = o.srcs;
+      all.insert(all.end(), o.packets.begin(), o.packets.end());
+      reduce(o, all);
+      return true;
+    }
   }
   return true;
 }
@@ -176,7 +216,7 @@ void HostPlanExecutor::Impl::checkStuck(std::chrono::steady_clock::time_point la
     if (pc[t] < tbs[t].ops.size())
       stuck += " thread block " + std::to_string(tbs[t].id) + " at operation " + std::to_string(pc[t]) + ";";
   throw Error(ErrorCode::Timeout, who() + " made no progress for " + std::to_string(timeout.count()) + " ms; waiting for " +
-                                      (pc.empty() ? std::string(" its peers' start signals") : "a signal in:" + stuck));
+                                      (pc.empty() ? std::string(" its peers' start signals") : "a signal or packets in:" + stuck));
 }
 
 // Every channel signals once and waits once before any operation: a peer
@@ -214,6 +254,7 @@ void HostPlanExecutor::run(const void* input, void* output, size_t count, DataTy
   const size_t outBytes = m.plan.outputChunks * m.chunkBytes;
   // In place, the input is the output buffer (the plan writes into it).
   if (bytes) std::memcpy(m.storage[m.plan.inPlace ? 1 : 0].data(), input, bytes);
+  ++m.calls;
   m.handshake();
   m.runTasks();
   for (auto& c : m.channels) c.connection->flush();  // this rank's puts have landed before their sources change

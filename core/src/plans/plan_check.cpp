@@ -20,6 +20,36 @@ std::string channelPath(int rank, size_t index) {
   return "$.ranks[" + std::to_string(rank) + "].channels[" + std::to_string(index) + "]";
 }
 
+std::string opPath(int rank, size_t tb, size_t op) {
+  return "$.ranks[" + std::to_string(rank) + "].threadblocks[" + std::to_string(tb) + "].ops[" + std::to_string(op) + "]";
+}
+
+/// LL: each packets chunk is put at most once per call (its reader could
+/// not tell two apart), and every one a reduce_packet waits for is put.
+void checkPackets(const Plan& plan) {
+  std::map<std::pair<int, uint64_t>, std::string> putBy;  // (rank, packets chunk) -> the put_packet's path
+  for (int r = 0; r < plan.nranks; ++r)
+    for (size_t t = 0; t < plan.ranks[r].threadblocks.size(); ++t)
+      for (size_t k = 0; k < plan.ranks[r].threadblocks[t].ops.size(); ++k) {
+        const PlanOp& op = plan.ranks[r].threadblocks[t].ops[k];
+        if (op.kind != PlanOp::Kind::PutPacket) continue;
+        const int peer = plan.ranks[r].channels[op.channel].peer;
+        for (uint64_t i = op.dst.index; i < op.dst.index + op.dst.size; ++i) {
+          auto [it, fresh] = putBy.emplace(std::make_pair(peer, i), opPath(r, t, k));
+          if (!fresh)
+            fail(plan, opPath(r, t, k), "puts packets into rank " + std::to_string(peer) + " packets[" + std::to_string(i) +
+                                            "], which " + it->second + " already puts (one put_packet per chunk per call)");
+        }
+      }
+  for (int r = 0; r < plan.nranks; ++r)
+    for (size_t t = 0; t < plan.ranks[r].threadblocks.size(); ++t)
+      for (size_t k = 0; k < plan.ranks[r].threadblocks[t].ops.size(); ++k)
+        for (const PlanChunk& c : plan.ranks[r].threadblocks[t].ops[k].packets)
+          for (uint64_t i = c.index; i < c.index + c.size; ++i)
+            if (!putBy.count({r, i}))
+              fail(plan, opPath(r, t, k), "waits for packets[" + std::to_string(i) + "], which no put_packet writes");
+}
+
 }  // namespace
 
 void checkPlanAcrossRanks(const Plan& plan) {
@@ -52,6 +82,7 @@ void checkPlanAcrossRanks(const Plan& plan) {
                                               std::to_string(w) + " times: every wait needs its signal");
     }
   }
+  checkPackets(plan);
 }
 
 }  // namespace plugboard

@@ -61,7 +61,8 @@ PlanChunk chunk(const Reader& r, const Json& v, const std::string& path, const P
   if (buffer == "input") c.buffer = PlanChunk::Buffer::Input, count = plan.inputChunks;
   else if (buffer == "output") c.buffer = PlanChunk::Buffer::Output, count = plan.outputChunks;
   else if (buffer == "scratch") c.buffer = PlanChunk::Buffer::Scratch, count = plan.scratchChunks;
-  else r.fail(path + ".buffer", "\"" + buffer + "\" is not input, output or scratch");
+  else if (buffer == "packets") c.buffer = PlanChunk::Buffer::Packets, count = plan.packetChunks;
+  else r.fail(path + ".buffer", "\"" + buffer + "\" is not input, output, scratch or packets");
   c.index = static_cast<uint64_t>(r.integer(r.field(v, path, "index"), path + ".index", 0, kMaxChunks));
   c.size = static_cast<uint64_t>(r.integer(r.field(v, path, "size"), path + ".size", 1, kMaxChunks));
   if (c.index + c.size > count)
@@ -72,11 +73,30 @@ PlanChunk chunk(const Reader& r, const Json& v, const std::string& path, const P
 
 PlanOp::Kind opKind(const Reader& r, const std::string& name, const std::string& path) {
   static const std::pair<const char*, PlanOp::Kind> kinds[] = {
-      {"put", PlanOp::Kind::Put},   {"signal", PlanOp::Kind::Signal}, {"wait", PlanOp::Kind::Wait},
-      {"flush", PlanOp::Kind::Flush}, {"copy", PlanOp::Kind::Copy},   {"reduce", PlanOp::Kind::Reduce}};
+      {"put", PlanOp::Kind::Put},       {"signal", PlanOp::Kind::Signal},         {"wait", PlanOp::Kind::Wait},
+      {"flush", PlanOp::Kind::Flush},   {"copy", PlanOp::Kind::Copy},             {"reduce", PlanOp::Kind::Reduce},
+      {"put_packet", PlanOp::Kind::PutPacket}, {"reduce_packet", PlanOp::Kind::ReducePacket}};
   for (const auto& [n, k] : kinds)
     if (name == n) return k;
-  r.fail(path, "\"" + name + "\" is not an operation (put, signal, wait, flush, copy, reduce)");
+  r.fail(path, "\"" + name + "\" is not an operation (put, signal, wait, flush, copy, reduce, put_packet, reduce_packet)");
+}
+
+/// Refuses operations of the other protocol: an LL plan moves data between
+/// ranks only as packets, a simple plan has none.
+void checkProtocol(const Reader& r, const std::string& path, const Plan& plan, PlanOp::Kind k) {
+  const bool packetOp = k == PlanOp::Kind::PutPacket || k == PlanOp::Kind::ReducePacket;
+  const bool simpleOnly = k == PlanOp::Kind::Put || k == PlanOp::Kind::Signal || k == PlanOp::Kind::Wait ||
+                          k == PlanOp::Kind::Flush;
+  if (packetOp && !plan.ll()) r.fail(path, "a packet operation in a plan whose protocol is \"" + plan.protocol + "\" (needs \"ll\")");
+  if (simpleOnly && plan.ll())
+    r.fail(path, "put, signal, wait and flush are not in LL plans (they move data between ranks with put_packet only)");
+}
+
+/// Packets chunks are where put_packet lands and what reduce_packet reads; no other use.
+void requireBuffer(const Reader& r, const std::string& path, const PlanChunk& c, bool packets) {
+  if (packets && c.buffer != PlanChunk::Buffer::Packets) r.fail(path, "must be a packets chunk");
+  if (!packets && c.buffer == PlanChunk::Buffer::Packets)
+    r.fail(path, "is a packets chunk; only put_packet (its dst) and reduce_packet (its packets) use them");
 }
 
 void sameSize(const Reader& r, const std::string& path, const PlanChunk& a, const PlanChunk& b) {
@@ -84,33 +104,52 @@ void sameSize(const Reader& r, const std::string& path, const PlanChunk& a, cons
     r.fail(path, "chunks of different sizes (" + std::to_string(a.size) + " and " + std::to_string(b.size) + ")");
 }
 
+/// The chunks of array `key` at path, each the size of dst; packets: they
+/// must be packets chunks (else data chunks).
+std::vector<PlanChunk> chunkList(const Reader& r, const Json& v, const std::string& path, const char* key,
+                                 const Plan& plan, const PlanChunk& dst, bool packets) {
+  std::vector<PlanChunk> out;
+  const Json& list = r.array(r.field(v, path, key), path + "." + key);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = path + "." + key + "[" + std::to_string(i) + "]";
+    out.push_back(chunk(r, list[i], at, plan));
+    requireBuffer(r, at, out.back(), packets);
+    sameSize(r, path, dst, out.back());
+  }
+  return out;
+}
+
 PlanOp op(const Reader& r, const Json& v, const std::string& path, const Plan& plan, const PlanRank& rank) {
   PlanOp o;
   o.kind = opKind(r, r.text(r.field(v, path, "op"), path + ".op"), path + ".op");
+  checkProtocol(r, path + ".op", plan, o.kind);
   const bool onChannel = o.kind == PlanOp::Kind::Put || o.kind == PlanOp::Kind::Signal ||
-                         o.kind == PlanOp::Kind::Wait || o.kind == PlanOp::Kind::Flush;
+                         o.kind == PlanOp::Kind::Wait || o.kind == PlanOp::Kind::Flush ||
+                         o.kind == PlanOp::Kind::PutPacket;
   if (onChannel) {
     o.channel = static_cast<int>(r.integer(r.field(v, path, "channel"), path + ".channel", 0,
                                            static_cast<int64_t>(rank.channels.size()) - 1));
     if (o.kind == PlanOp::Kind::Flush && rank.channels[o.channel].type != PlanChannel::Type::Port)
       r.fail(path, "flush on a memory channel (only port channels flush)");
   }
-  if (o.kind == PlanOp::Kind::Put || o.kind == PlanOp::Kind::Copy) {
+  if (o.kind == PlanOp::Kind::Put || o.kind == PlanOp::Kind::Copy || o.kind == PlanOp::Kind::PutPacket) {
     o.src = chunk(r, r.field(v, path, "src"), path + ".src", plan);
     o.dst = chunk(r, r.field(v, path, "dst"), path + ".dst", plan);
+    requireBuffer(r, path + ".src", o.src, false);
+    requireBuffer(r, path + ".dst", o.dst, o.kind == PlanOp::Kind::PutPacket);
     sameSize(r, path, o.src, o.dst);
-  } else if (o.kind == PlanOp::Kind::Reduce) {
+  } else if (o.kind == PlanOp::Kind::Reduce || o.kind == PlanOp::Kind::ReducePacket) {
     o.dst = chunk(r, r.field(v, path, "dst"), path + ".dst", plan);
-    const Json& srcs = r.array(r.field(v, path, "srcs"), path + ".srcs");
-    if (srcs.empty()) r.fail(path + ".srcs", "must not be empty");
-    for (size_t i = 0; i < srcs.size(); ++i) {
-      o.srcs.push_back(chunk(r, srcs[i], path + ".srcs[" + std::to_string(i) + "]", plan));
-      sameSize(r, path, o.dst, o.srcs.back());
-    }
+    requireBuffer(r, path + ".dst", o.dst, false);
+    o.srcs = chunkList(r, v, path, "srcs", plan, o.dst, false);
+    if (o.kind == PlanOp::Kind::ReducePacket) o.packets = chunkList(r, v, path, "packets", plan, o.dst, true);
+    const std::vector<PlanChunk>& needed = o.kind == PlanOp::Kind::Reduce ? o.srcs : o.packets;
+    if (needed.empty()) r.fail(path + (o.kind == PlanOp::Kind::Reduce ? ".srcs" : ".packets"), "must not be empty");
   }
   const auto writesInput = [&](const PlanChunk& c) { return c.buffer == PlanChunk::Buffer::Input && !plan.inPlace; };
-  if ((o.kind == PlanOp::Kind::Copy || o.kind == PlanOp::Kind::Reduce || o.kind == PlanOp::Kind::Put) && writesInput(o.dst))
-    r.fail(path + ".dst", "writes the input of an out-of-place plan");
+  const bool writes = o.kind == PlanOp::Kind::Copy || o.kind == PlanOp::Kind::Reduce || o.kind == PlanOp::Kind::Put ||
+                      o.kind == PlanOp::Kind::ReducePacket;
+  if (writes && writesInput(o.dst)) r.fail(path + ".dst", "writes the input of an out-of-place plan");
   return o;
 }
 
@@ -186,12 +225,13 @@ Plan parsePlan(const std::string& text, const std::string& source) {
   Plan plan;
   plan.source = source;
   const int64_t version = r.integer(r.field(doc, "$", "plan_version"), "$.plan_version", 0, std::numeric_limits<int32_t>::max());
-  if (version != kPlanVersion)
-    r.fail("$.plan_version", "is " + std::to_string(version) + "; this Plugboard reads version " + std::to_string(kPlanVersion));
+  if (version < 1 || version > kPlanVersion)
+    r.fail("$.plan_version", "is " + std::to_string(version) + "; this Plugboard reads versions 1 to " + std::to_string(kPlanVersion));
   plan.name = r.text(r.field(doc, "$", "name"), "$.name");
   plan.collective = r.text(r.field(doc, "$", "collective"), "$.collective");
   plan.protocol = r.text(r.field(doc, "$", "protocol"), "$.protocol");
-  if (plan.protocol != "simple") r.fail("$.protocol", "\"" + plan.protocol + "\" is not simple (the only protocol of version 1)");
+  if (plan.protocol != "simple" && (plan.protocol != "ll" || version < 2))
+    r.fail("$.protocol", "\"" + plan.protocol + "\" is not " + (version < 2 ? "simple (the only protocol of version 1)" : "simple or ll"));
   plan.nranks = static_cast<int>(r.integer(r.field(doc, "$", "nranks"), "$.nranks", 1, kMaxRanks));
   const Json& inPlace = r.field(doc, "$", "in_place");
   if (!inPlace.is_boolean()) r.fail("$.in_place", "must be true or false");
@@ -201,6 +241,8 @@ Plan parsePlan(const std::string& text, const std::string& source) {
   plan.inputChunks = static_cast<uint64_t>(r.integer(r.field(buffers, "$.buffers", "input"), "$.buffers.input", 1, kMaxChunks));
   plan.outputChunks = static_cast<uint64_t>(r.integer(r.field(buffers, "$.buffers", "output"), "$.buffers.output", 1, kMaxChunks));
   plan.scratchChunks = static_cast<uint64_t>(r.integer(r.field(buffers, "$.buffers", "scratch"), "$.buffers.scratch", 0, kMaxChunks));
+  if (version >= 2)
+    plan.packetChunks = static_cast<uint64_t>(r.integer(r.field(buffers, "$.buffers", "packets"), "$.buffers.packets", 0, kMaxChunks));
   if (plan.inPlace && plan.inputChunks != plan.outputChunks)
     r.fail("$.buffers", "an in-place plan cuts input and output alike (one buffer)");
   const Json& ranks = r.array(r.field(doc, "$", "ranks"), "$.ranks");

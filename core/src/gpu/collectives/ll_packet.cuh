@@ -28,16 +28,19 @@ __device__ __forceinline__ void storePacket(char* dst, uint2 v, uint32_t flag) {
                : "memory");
 }
 
+/// One look at an LL16 packet: true, with its payload, when both flags equal flag.
+__device__ __forceinline__ bool tryLoadPacket(const char* src, uint32_t flag, uint2& out) {
+  uint32_t d1, f1, d2, f2;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(d1), "=r"(f1), "=r"(d2), "=r"(f2) : "l"(src));
+  out = make_uint2(d1, d2);
+  return f1 == flag && f2 == flag;
+}
+
 /// Polls an LL16 packet until both flags equal flag; false (recorded) on timeout or abort.
 __device__ inline bool pollPacket(const DeviceCtx& c, const char* src, uint32_t flag, int peer, Coll coll, uint2& out) {
   WaitClock clock(c.waitTimeoutNs);
   for (int64_t spins = 0;; ++spins) {
-    uint32_t d1, f1, d2, f2;
-    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(d1), "=r"(f1), "=r"(d2), "=r"(f2) : "l"(src));
-    if (f1 == flag && f2 == flag) {
-      out = make_uint2(d1, d2);
-      return true;
-    }
+    if (tryLoadPacket(src, flag, out)) return true;
     if (!WaitClock::checkNow(spins)) continue;
     if (*c.abortFlag) {
       recordFailure(c, peer, coll, kSemaphoreAborted);

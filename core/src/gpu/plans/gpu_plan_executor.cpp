@@ -5,6 +5,8 @@
 //                  signal on its matching channel adds 1 to ours
 //   output, scratch, and an input copy (port channels put from registered
 //                  memory only), each chunk of up to maxChunkBytes
+//   packets        LL plans: two halves (odd and even calls) of packetChunks
+//                  chunks of 2 * maxChunkBytes (16 bytes per 8 of payload)
 // The layout is a function of the plan, slices and maxInputBytes, which
 // every rank shares, so a peer computes where to signal and put.
 //
@@ -16,6 +18,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <set>
 #include <tuple>
 
 #include "communicator/communicator_impl.hpp"
@@ -41,6 +44,8 @@ const char* opName(PlanOp::Kind k) {
     case PlanOp::Kind::Flush: return "flush";
     case PlanOp::Kind::Copy: return "copy";
     case PlanOp::Kind::Reduce: return "reduce";
+    case PlanOp::Kind::PutPacket: return "put_packet";
+    case PlanOp::Kind::ReducePacket: return "reduce_packet";
   }
   return "?";
 }
@@ -60,7 +65,7 @@ struct GpuPlanExecutor::Impl {
   int64_t timeoutNs = 0;
 
   // Storage layout (same on every rank).
-  uint64_t maxChunkBytes = 0, outputAt = 0, scratchAt = 0, inputAt = 0, total = 0;
+  uint64_t maxChunkBytes = 0, outputAt = 0, scratchAt = 0, inputAt = 0, packetsAt = 0, packetHalfBytes = 0, total = 0;
   bool copiesInput = false;  // a port channel puts from the input: it must be in the storage
   bool hostStorage = false;  // see the top of this file
   bool reduces = false;      // some operation reduces (avg divides its output)
@@ -68,6 +73,7 @@ struct GpuPlanExecutor::Impl {
   char* storage = nullptr;      // device address (of the host allocation, with hostStorage)
   char* storageHost = nullptr;  // the pinned host allocation, with hostStorage
   uint64_t* expected = nullptr;
+  uint64_t* calls = nullptr;  // LL: per CUDA block
   gpuplan::DevOp* ops = nullptr;
   gpuplan::DevThreadBlock* threadBlocks = nullptr;
   gpuplan::DevChunk* srcs = nullptr;
@@ -106,6 +112,11 @@ struct GpuPlanExecutor::Impl {
   void makePorts();
   void uploadPlan();
   std::vector<std::vector<int32_t>> assignHandshakes();
+  /// LL: every pair that exchanges packets does so both ways (then calls
+  /// need no start handshake, see assignHandshakes).
+  bool packetsBothWays() const;
+  /// LL: the rank whose put_packet writes this rank's packets chunk, or -1.
+  int packetWriter(uint64_t chunk) const;
   void appendFinalFlushes(const PlanThreadBlock& tb, std::vector<gpuplan::DevOp>& ops) const;
   /// Why this rank's plan cannot run here as to waits, or "".
   std::string waitsProblem() const;
@@ -134,7 +145,8 @@ GpuPlanExecutor::Impl::~Impl() {
   local = RegisteredMemory();
   if (storageHost) cudaFreeHost(storageHost);
   else if (storage) cudaFree(storage);
-  for (void* p : {static_cast<void*>(handshakes), static_cast<void*>(sliceDone), static_cast<void*>(expected), static_cast<void*>(ops),
+  for (void* p : {static_cast<void*>(handshakes), static_cast<void*>(sliceDone), static_cast<void*>(expected),
+                  static_cast<void*>(calls), static_cast<void*>(ops),
                   static_cast<void*>(threadBlocks), static_cast<void*>(srcs), static_cast<void*>(channels),
                   static_cast<void*>(ports)})
     if (p) cudaFree(p);
@@ -247,6 +259,11 @@ void GpuPlanExecutor::Impl::connect() {
       problem = "channel " + std::to_string(i) + " to rank " + std::to_string(chans[i].peer) + " (host " +
                 comm.hostOf(chans[i].peer) + ") is a memory channel, but the pair's transport " + conn->transport() +
                 " does not map peer memory: use port channels (plugboard_dsl channel=\"port\") or a mapping transport (cudaipc)";
+    if (chans[i].type == PlanChannel::Type::Port && plan.ll())
+      problem = "channel " + std::to_string(i) + " to rank " + std::to_string(chans[i].peer) +
+                " is a port channel, but LL packets on GPU buffers travel over memory channels only (a transport's "
+                "own writes do not keep 16-byte packets whole): use plugboard_dsl channel=\"memory\" and a mapping "
+                "transport (cudaipc), or a simple plan";
     if (chans[i].type == PlanChannel::Type::Port) copiesInput = true;
     if (chans[i].type == PlanChannel::Type::Port && !conn->mapsPeerMemory()) hostStorage = true;
   }
@@ -272,7 +289,9 @@ void GpuPlanExecutor::Impl::allocate() {
   scratchAt = outputAt + roundUp(plan.outputChunks * maxChunkBytes, 256);
   inputAt = scratchAt + roundUp(plan.scratchChunks * maxChunkBytes, 256);
   // Port channels put from the input: with an out-of-place plan it is copied in.
-  total = inputAt + (copiesInput && !plan.inPlace ? roundUp(plan.inputChunks * maxChunkBytes, 256) : 0);
+  packetsAt = inputAt + (copiesInput && !plan.inPlace ? roundUp(plan.inputChunks * maxChunkBytes, 256) : 0);
+  packetHalfBytes = roundUp(plan.packetChunks * 2 * maxChunkBytes, 256);
+  total = packetsAt + 2 * packetHalfBytes;
   if (copiesInput && total > 0xffffffffull)
     throw Error(ErrorCode::InvalidUsage, who() + ": " + std::to_string(total) + " bytes of storage for inputs of " +
                                              std::to_string(maxInputBytes) +
@@ -287,6 +306,11 @@ void GpuPlanExecutor::Impl::allocate() {
   }
   PB_CUDA_CHECK(cudaMalloc(&expected, std::max<uint64_t>(n * slices, 1) * sizeof(uint64_t)));
   PB_CUDA_CHECK(cudaMemset(expected, 0, std::max<uint64_t>(n * slices, 1) * sizeof(uint64_t)));
+  if (plan.ll()) {
+    const uint64_t blocks = std::max<uint64_t>(mine().threadblocks.size() * slices, 1);
+    PB_CUDA_CHECK(cudaMalloc(&calls, blocks * sizeof(uint64_t)));
+    PB_CUDA_CHECK(cudaMemset(calls, 0, blocks * sizeof(uint64_t)));
+  }
   PB_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&flags), 64, cudaHostAllocMapped));
   std::memset(flags, 0, 64);
   PB_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flagsDev), flags, 0));
@@ -350,6 +374,7 @@ std::vector<gpuplan::DevChannel> GpuPlanExecutor::Impl::deviceChannels() const {
       char* base = static_cast<char*>(conn->remotePointer(remotes.at(chans[i].peer)));
       d.remote[gpuplan::kOutput] = base + outputAt;
       d.remote[gpuplan::kScratch] = base + scratchAt;
+      d.remote[gpuplan::kPackets] = base + packetsAt;
       const int theirs = matchingChannel(chans[i].peer, comm.rank(), chans[i].type, chans[i].tag);
       d.remoteInbound = reinterpret_cast<uint64_t*>(base) + static_cast<uint64_t>(theirs) * slices;
     }
@@ -403,10 +428,17 @@ void GpuPlanExecutor::Impl::appendFinalFlushes(const PlanThreadBlock& tb, std::v
 // touches a channel whose peer has not started this call. A channel without
 // operations here is thread block 0's (its peer may still put through it).
 // Otherwise the handshake kernel makes every channel's first.
+//
+// LL plans whose packets go both ways on every pair need no handshake at
+// all: a peer that reaches call k + 2 (the same packets half as call k) has
+// read this rank's packets of call k + 1, written only after this rank
+// finished reading call k; and no peer writes anything else into this
+// rank's storage.
 std::vector<std::vector<int32_t>> GpuPlanExecutor::Impl::assignHandshakes() {
   const auto& tbs = mine().threadblocks;
   std::vector<int64_t> owner(mine().channels.size(), -1);
   blocksHandshake = !tbs.empty();
+  if (plan.ll() && packetsBothWays()) return std::vector<std::vector<int32_t>>(tbs.size());
   for (size_t t = 0; t < tbs.size(); ++t)
     for (const auto& op : tbs[t].ops) {
       if (op.channel < 0) continue;
@@ -417,6 +449,27 @@ std::vector<std::vector<int32_t>> GpuPlanExecutor::Impl::assignHandshakes() {
   if (!blocksHandshake) return lists;
   for (size_t c = 0; c < owner.size(); ++c) lists[owner[c] < 0 ? 0 : owner[c]].push_back(static_cast<int32_t>(c));
   return lists;
+}
+
+bool GpuPlanExecutor::Impl::packetsBothWays() const {
+  std::set<std::pair<int, int>> sends;  // (from, to)
+  for (int r = 0; r < plan.nranks; ++r)
+    for (const auto& tb : plan.ranks[r].threadblocks)
+      for (const auto& op : tb.ops)
+        if (op.kind == PlanOp::Kind::PutPacket) sends.insert({r, plan.ranks[r].channels[op.channel].peer});
+  for (const auto& [from, to] : sends)
+    if (!sends.count({to, from})) return false;
+  return true;
+}
+
+int GpuPlanExecutor::Impl::packetWriter(uint64_t chunk) const {
+  for (int r = 0; r < plan.nranks; ++r)
+    for (const auto& tb : plan.ranks[r].threadblocks)
+      for (const auto& op : tb.ops)
+        if (op.kind == PlanOp::Kind::PutPacket && plan.ranks[r].channels[op.channel].peer == comm.rank() &&
+            op.dst.index <= chunk && chunk < op.dst.index + op.dst.size)
+          return r;
+  return -1;
 }
 
 void GpuPlanExecutor::Impl::uploadPlan() {
@@ -432,9 +485,10 @@ void GpuPlanExecutor::Impl::uploadPlan() {
     h.insert(h.end(), lists[i].begin(), lists[i].end());
     for (size_t i = 0; i < tb.ops.size(); ++i) {
       const PlanOp& p = tb.ops[i];
-      if (p.srcs.size() > gpuplan::kMaxReduceSources)
+      if (p.srcs.size() + p.packets.size() > gpuplan::kMaxReduceSources)
         throw Error(ErrorCode::InvalidUsage, who() + ": thread block " + std::to_string(tb.id) + " operation " +
-                                                 std::to_string(i) + " reduces " + std::to_string(p.srcs.size()) +
+                                                 std::to_string(i) + " reduces " +
+                                                 std::to_string(p.srcs.size() + p.packets.size()) +
                                                  " chunks; the GPU executor reduces at most " +
                                                  std::to_string(gpuplan::kMaxReduceSources));
       gpuplan::DevOp d{};
@@ -444,8 +498,10 @@ void GpuPlanExecutor::Impl::uploadPlan() {
       d.src = devChunk(p.src);
       d.srcsAt = static_cast<uint32_t>(s.size());
       d.nsrcs = static_cast<uint32_t>(p.srcs.size());
+      d.npackets = static_cast<uint32_t>(p.packets.size());
       for (const auto& c : p.srcs) s.push_back(devChunk(c));
-      reduces = reduces || p.kind == PlanOp::Kind::Reduce;
+      for (const auto& c : p.packets) s.push_back(devChunk(c));
+      reduces = reduces || p.kind == PlanOp::Kind::Reduce || p.kind == PlanOp::Kind::ReducePacket;
       o.push_back(d);
     }
     appendFinalFlushes(tb, o);
@@ -470,6 +526,7 @@ gpuplan::PlanArgs GpuPlanExecutor::Impl::args(const void* input, size_t bytes) c
   a.expected = expected;
   a.local[gpuplan::kOutput] = storage + outputAt;
   a.local[gpuplan::kScratch] = storage + scratchAt;
+  a.local[gpuplan::kPackets] = storage + packetsAt;
   a.local[gpuplan::kInput] = plan.inPlace ? storage + outputAt : copiesInput ? storage + inputAt : static_cast<char*>(const_cast<void*>(input));
   a.storageOffset[gpuplan::kInput] = plan.inPlace ? outputAt : inputAt;
   a.storageOffset[gpuplan::kOutput] = outputAt;
@@ -480,6 +537,9 @@ gpuplan::PlanArgs GpuPlanExecutor::Impl::args(const void* input, size_t bytes) c
   a.outputChunks = static_cast<uint32_t>(plan.outputChunks);
   a.chunkBytes = bytes / plan.inputChunks;
   a.sliceBytes = std::max<uint64_t>(roundUp((a.chunkBytes + slices - 1) / slices, 16), 16);
+  a.packetStride = 2 * roundUp(a.chunkBytes, 8);
+  a.packetHalfBytes = packetHalfBytes;
+  a.calls = calls;
   a.slices = static_cast<uint32_t>(slices);
   a.threadBlockCount = static_cast<uint32_t>(mine().threadblocks.size());
   a.channelCount = static_cast<uint32_t>(mine().channels.size());
@@ -500,6 +560,10 @@ std::string GpuPlanExecutor::Impl::describeFailure(const gpuplan::PlanStatus& s)
   } else {
     where = "the start handshake";
   }
+  const int writer = s.packetChunk >= 0 ? packetWriter(static_cast<uint64_t>(s.packetChunk)) : -1;
+  if (writer >= 0)
+    where += " waiting for packets[" + std::to_string(s.packetChunk) + "] from rank " + std::to_string(writer) + " (host " +
+             comm.hostOf(writer) + ", " + connections.at(writer)->transport() + ")";
   if (s.channel >= 0 && size_t(s.channel) < chans.size()) {
     const int peer = chans[s.channel].peer;
     const auto& conn = connections.at(peer);
@@ -510,7 +574,8 @@ std::string GpuPlanExecutor::Impl::describeFailure(const gpuplan::PlanStatus& s)
   switch (s.code) {
     case gpuplan::kPlanWaitTimeout:
       return who() + ": " + where + ": the wait gave up after gpu_wait_timeout (" + std::to_string(timeoutNs / 1e9) +
-             " s): the peer never signalled (stopped, failed, or runs another plan or count)";
+             " s): the peer never " + (writer >= 0 ? "sent them" : "signalled") +
+             " (stopped, failed, or runs another plan or count)";
     case gpuplan::kPlanAborted: return who() + ": " + where + ": aborted (Communicator::abort)";
     case gpuplan::kPlanFifoFailed: return who() + ": " + where + ": the proxy's queue did not take the request in time";
     default: return who() + ": " + where + ": device failure code " + std::to_string(s.code);

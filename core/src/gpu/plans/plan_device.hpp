@@ -9,6 +9,13 @@
 // plan depends only on slice s: each slice is the plan on a narrower chunk,
 // with semaphores of its own, and the plan's order (and race freedom) holds
 // for each.
+//
+// LL plans (protocol "ll"): put_packet stores LL16 packets (8 payload bytes,
+// two copies of the call's flag) through the peer mapping into the peer's
+// packets buffer; reduce_packet polls them. Slice s moves packets
+// [lo / 8, (lo + len + 7) / 8) of a chunk. The packets buffer has two halves,
+// used by odd and even calls; the call number is counted per CUDA block in
+// device memory (graph replays count too).
 #pragma once
 
 #include <cstdint>
@@ -22,8 +29,10 @@ inline constexpr uint32_t kMaxThreads = 512;
 /// Most sources of one reduce operation.
 inline constexpr uint32_t kMaxReduceSources = 32;
 
-enum class OpKind : uint8_t { Put, Signal, Wait, Flush, Copy, Reduce };
-enum Buffer : uint8_t { kInput = 0, kOutput = 1, kScratch = 2 };
+/// In plan.hpp's PlanOp::Kind order (the executor casts).
+enum class OpKind : uint8_t { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket };
+/// In plan.hpp's PlanChunk::Buffer order.
+enum Buffer : uint8_t { kInput = 0, kOutput = 1, kScratch = 2, kPackets = 3 };
 
 /// Chunks [index, index + size) of one of this rank's buffers.
 struct DevChunk {
@@ -33,12 +42,13 @@ struct DevChunk {
 };
 
 /// One operation (plan.hpp's PlanOp). Reduce's sources are
-/// srcs[srcsAt, srcsAt + nsrcs) of PlanArgs::srcs.
+/// srcs[srcsAt, srcsAt + nsrcs) of PlanArgs::srcs; reduce_packet's packets
+/// chunks follow them, npackets of them.
 struct DevOp {
   OpKind kind;
-  int32_t channel;  ///< Put, signal, wait, flush.
+  int32_t channel;  ///< Put, put_packet, signal, wait, flush.
   DevChunk dst, src;
-  uint32_t srcsAt, nsrcs;
+  uint32_t srcsAt, nsrcs, npackets;
 };
 
 /// A plan thread block: ops[opStart, opStart + opCount), and the channels
@@ -51,11 +61,11 @@ struct DevThreadBlock {
 
 /// One plan channel of this rank.
 struct DevChannel {
-  /// Memory channel: the peer's output and scratch mapped here (indexed by
-  /// Buffer; [kInput] is null, no plan writes a peer's input) and the
-  /// peer's inbound counters of this channel, one per slice. Null for a
-  /// port channel.
-  char* remote[3];
+  /// Memory channel: the peer's output, scratch and packets mapped here
+  /// (indexed by Buffer; [kInput] is null, no plan writes a peer's input)
+  /// and the peer's inbound counters of this channel, one per slice. Null
+  /// for a port channel.
+  char* remote[4];
   uint64_t* remoteInbound;
   /// Port channel: PlanArgs::ports[port + slice]; -1 for a memory channel.
   int32_t port;
@@ -69,6 +79,7 @@ enum PlanError : uint32_t { kPlanOk = 0, kPlanWaitTimeout = 1, kPlanAborted = 2,
 struct PlanStatus {
   uint32_t code;
   int32_t threadBlock, op, channel, slice;
+  int32_t packetChunk;  ///< reduce_packet: the packets chunk it waited for, else -1.
 };
 
 /// Everything the kernels need.
@@ -80,7 +91,7 @@ struct PlanArgs {
   PortChannelDeviceHandle* ports;  ///< Port channels' handles, [channel's port + slice].
   uint64_t* inbound;               ///< This rank's counters, [channel * slices + slice] (peers add to them).
   uint64_t* expected;              ///< Signals consumed per counter (same index).
-  char* local[3];                  ///< This call's input, output and scratch on this rank.
+  char* local[4];                  ///< This call's input, output, scratch and packets on this rank.
   uint64_t storageOffset[3];       ///< Where output and scratch ([kInput]: the input copy) start in the
                                    ///< registered storage, the same on every rank (port channel offsets).
   const int32_t* handshakes;       ///< Channel lists of DevThreadBlock::handshake*.
@@ -97,6 +108,9 @@ struct PlanArgs {
   uint32_t outputChunks;
   uint64_t chunkBytes;             ///< Bytes per chunk in this call.
   uint64_t sliceBytes;             ///< Bytes per slice of a chunk (a multiple of 16).
+  uint64_t packetStride;           ///< LL: bytes per packets chunk in this call (16 per 8 payload bytes).
+  uint64_t packetHalfBytes;        ///< LL: bytes of each half of the packets buffer.
+  uint64_t* calls;                 ///< LL: calls so far, per CUDA block; null for simple plans.
   uint32_t slices, threadBlockCount, channelCount;
   int64_t timeoutNs;
   volatile uint32_t* abortFlag;    ///< Mapped host memory: non-zero ends every wait.

@@ -15,9 +15,14 @@
 // Waits are done by one thread per counter; a wait that times out or is
 // aborted records the first failure in PlanStatus and ends its block. Loads
 // that may read what a peer wrote bypass L1 (__ldcg in copyBytes,
-// reduceElems and loadElem).
+// reduceElems, loadElem and loadPayloadCg).
+//
+// LL plans: every thread stores and polls its own packets (plan_device.hpp);
+// a poll that times out or is aborted ends that thread's part of the
+// operation, and the block ends after it.
 #include <cuda/atomic>
 
+#include "gpu/collectives/ll_packet.cuh"
 #include "gpu/collectives/pipe_device.cuh"  // copyBytes
 #include "gpu/collectives/reduce_ops.cuh"
 #include "gpu/collectives/type_dispatch.cuh"
@@ -29,12 +34,14 @@ namespace {
 
 using gpucoll::copyBytes;
 
-__device__ void recordFailure(const PlanArgs& a, uint32_t code, int tb, int op, int channel, int slice) {
+__device__ void recordFailure(const PlanArgs& a, uint32_t code, int tb, int op, int channel, int slice,
+                              int packetChunk = -1) {
   if (atomicCAS(&a.status->code, 0u, code) != 0u) return;
   a.status->threadBlock = tb;
   a.status->op = op;
   a.status->channel = channel;
   a.status->slice = slice;
+  a.status->packetChunk = packetChunk;
   __threadfence_system();
 }
 
@@ -127,9 +134,92 @@ __device__ void reduce(const PlanArgs& a, const DevOp& o, SliceRange r) {
   }
 }
 
-/// One operation of this block; kPlanOk or the failure (thread 0's view).
+/// This call's LL flag and packets half, and the packets chunk a failed poll waited for.
+struct LlCall {
+  uint32_t flag;
+  uint64_t half;
+  int32_t failedChunk;
+};
+
+/// Packets chunk `index` of this call's half of the packets buffer at base.
+__device__ __forceinline__ char* packetsAt(const PlanArgs& a, char* base, uint64_t index, const LlCall& ll) {
+  return base + ll.half + index * a.packetStride;
+}
+
+/// The 8 bytes of payload unit u of a chunk of `bytes` (zero past the end), through L2.
+__device__ __forceinline__ uint2 loadPayloadCg(const char* src, uint64_t u, uint64_t bytes) {
+  const char* p = src + 8 * u;
+  if (8 * u + 8 <= bytes && (reinterpret_cast<uintptr_t>(p) % 8) == 0) return __ldcg(reinterpret_cast<const uint2*>(p));
+  uint2 v = make_uint2(0, 0);
+  char* out = reinterpret_cast<char*>(&v);
+  for (uint64_t k = 0; k < 8 && 8 * u + k < bytes; ++k) out[k] = static_cast<char>(__ldcg(reinterpret_cast<const unsigned char*>(p + k)));
+  return v;
+}
+
+/// Polls one packet until its flags are this call's; kPlanOk or why it gave up.
+__device__ uint32_t pollPacket(const PlanArgs& a, const char* p, uint32_t flag, uint2& out) {
+  WaitClock clock(a.timeoutNs);
+  for (int64_t spins = 0;; ++spins) {
+    if (gpucoll::tryLoadPacket(p, flag, out)) return kPlanOk;
+    if (!WaitClock::checkNow(spins)) continue;
+    if (*a.abortFlag) return kPlanAborted;
+    if (clock.expired()) return kPlanWaitTimeout;
+  }
+}
+
+/// put_packet over a memory channel: slice r of src as packets into the peer's packets chunks.
+__device__ uint32_t putPackets(const PlanArgs& a, const DevOp& o, SliceRange r, const LlCall& ll) {
+  const DevChannel& ch = a.channels[o.channel];
+  const uint64_t first = r.lo / 8, end = (r.lo + r.len + 7) / 8;
+  for (uint32_t k = 0; k < o.src.size; ++k) {
+    const char* src = at(a, o.src, k, 0);
+    char* dst = packetsAt(a, ch.remote[kPackets], o.dst.index + k, ll);
+    for (uint64_t u = first + threadIdx.x; u < end; u += blockDim.x)
+      gpucoll::storePacket(dst + 16 * u, loadPayloadCg(src, u, a.chunkBytes), ll.flag);
+  }
+  return kPlanOk;
+}
+
+/// reduce_packet: dst = op over the data sources and then the packets
+/// (each polled until it is this call's), 8 payload bytes per thread step.
 template <typename T, typename Op>
-__device__ uint32_t runOp(const PlanArgs& a, const DevOp& o, uint32_t s, SliceRange r) {
+__device__ uint32_t reducePackets(const PlanArgs& a, const DevOp& o, SliceRange r, LlCall& ll) {
+  using A = typename gpucoll::Acc<T>::type;
+  constexpr uint32_t kPer = 8 / sizeof(T);
+  const uint64_t first = r.lo / 8, end = (r.lo + r.len + 7) / 8;
+  for (uint32_t k = 0; k < o.dst.size; ++k) {
+    char* dst = at(a, o.dst, k, 0);
+    for (uint64_t u = first + threadIdx.x; u < end; u += blockDim.x) {
+      A acc[kPer];
+      for (uint32_t i = 0; i < o.nsrcs + o.npackets; ++i) {
+        const DevChunk& c = a.srcs[o.srcsAt + i];
+        uint2 v;
+        if (i < o.nsrcs) {
+          v = loadPayloadCg(at(a, c, k, 0), u, a.chunkBytes);
+        } else if (const uint32_t code = pollPacket(a, packetsAt(a, a.local[kPackets], c.index + k, ll) + 16 * u, ll.flag, v);
+                   code != kPlanOk) {
+          ll.failedChunk = static_cast<int32_t>(c.index + k);
+          return code;
+        }
+        const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+        for (uint32_t j = 0; j < kPer; ++j)
+          acc[j] = i == 0 ? gpucoll::Acc<T>::in(e[j]) : Op::template apply<T, A>(acc[j], gpucoll::Acc<T>::in(e[j]));
+      }
+      uint2 out;
+      T* e = reinterpret_cast<T*>(&out);
+#pragma unroll
+      for (uint32_t j = 0; j < kPer; ++j) e[j] = gpucoll::finish<T>(acc[j], 1);
+      gpucoll::storeResult(dst, u, a.chunkBytes, out);
+    }
+  }
+  return kPlanOk;
+}
+
+/// One operation of this block; kPlanOk or the failure (a thread's view:
+/// thread 0's for channel operations, each thread's own for packet polls).
+template <typename T, typename Op>
+__device__ uint32_t runOp(const PlanArgs& a, const DevOp& o, uint32_t s, SliceRange r, LlCall& ll) {
   switch (o.kind) {
     case OpKind::Put: return put(a, o, s, r);
     case OpKind::Signal:
@@ -147,6 +237,8 @@ __device__ uint32_t runOp(const PlanArgs& a, const DevOp& o, uint32_t s, SliceRa
         copyBytes(at(a, o.dst, k, r.lo), at(a, o.src, k, r.lo), r.len, threadIdx.x, blockDim.x);
       return kPlanOk;
     case OpKind::Reduce: reduce<T, Op>(a, o, r); return kPlanOk;
+    case OpKind::PutPacket: return putPackets(a, o, r, ll);
+    case OpKind::ReducePacket: return reducePackets<T, Op>(a, o, r, ll);
   }
   return kPlanOk;
 }
@@ -201,8 +293,19 @@ __global__ void __launch_bounds__(kMaxThreads, 1) planKernel(PlanArgs a) {
   const DevThreadBlock t = a.threadBlocks[tb];
   const SliceRange r = sliceOf(a, s);
   __shared__ uint32_t failed;
-  if (threadIdx.x == 0) failed = kPlanOk;
+  __shared__ LlCall call;
+  if (threadIdx.x == 0) {
+    failed = kPlanOk;
+    if (a.calls) {  // only this block reads and writes its counter
+      const uint64_t n = a.calls[blockIdx.x] + 1;
+      a.calls[blockIdx.x] = n;
+      call = LlCall{gpucoll::llFlag(n), (n & 1) * a.packetHalfBytes, -1};
+    } else {
+      call = LlCall{0, 0, -1};
+    }
+  }
   __syncthreads();
+  LlCall ll = call;
   if (a.blocksHandshake) {
     blockHandshake(a, t, tb, s, &failed);
     __syncthreads();
@@ -210,10 +313,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1) planKernel(PlanArgs a) {
   }
   for (uint32_t i = 0; i < t.opCount; ++i) {
     const DevOp& o = a.ops[t.opStart + i];
-    const uint32_t code = runOp<T, Op>(a, o, s, r);
-    if (threadIdx.x == 0) {
+    const uint32_t code = runOp<T, Op>(a, o, s, r, ll);
+    if (code != kPlanOk) {
       failed = code;
-      if (code != kPlanOk) recordFailure(a, code, static_cast<int>(tb), static_cast<int>(i), o.channel, static_cast<int>(s));
+      recordFailure(a, code, static_cast<int>(tb), static_cast<int>(i), o.channel, static_cast<int>(s), ll.failedChunk);
     }
     __syncthreads();
     if (failed != kPlanOk) return;
