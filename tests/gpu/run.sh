@@ -59,6 +59,8 @@ source tests/gpu/mps.sh
 step gpu-tests-mps with_mps ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
 # The execution-plan executor's GPU suite alone (also part of gpu-tests-mps).
 step plan-tests-mps with_mps ctest --test-dir "$build" -R "GpuPlan" --output-on-failure --timeout 120
+# Plans (LL two-shot, ring, one-shot) beside the built-in allreduce, 2 ranks (sharing the GPU under MPS on one GPU).
+step plans-bench-mps with_mps bash bench/gpu/plans-vs-builtin.sh "$build" "$LOGS/plans-bench"
 # The same with every rank on GPU 0 (ranks share its SMs: the slice count and residency checks).
 step plan-tests-shared-mps env CUDA_VISIBLE_DEVICES=0 bash -c "source tests/gpu/mps.sh && with_mps ctest --test-dir $build \
   -R GpuPlan --output-on-failure --timeout 120"
@@ -153,8 +155,8 @@ if [ "$ngpu" -ge 2 ]; then
   for c in allgather allreduce alltoall; do
     step "perf-plans-builtin-$c" "$perf" "${cmp[@]}" -C "$c" -b 1K -e 256M -f 4 -n 20 -w 5 --csv "$LOGS/plans-builtin-$c.csv"
   done
-  for p in allgather_allpairs:allgather allgather_ring:allgather allreduce_allpairs:allreduce allreduce_ring:allreduce \
-           alltoall_allpairs:alltoall; do
+  for p in allgather_allpairs:allgather allgather_ring:allgather allreduce_allpairs:allreduce allreduce_packets:allreduce \
+           allreduce_ring:allreduce alltoall_allpairs:alltoall; do
     step "perf-plan-${p%%:*}" "$perf" "${cmp[@]}" --plan "plans/${p%%:*}/${nr}ranks.json" -C "${p#*:}" -b 1K -e 256M -f 4 \
       -n 20 -w 5 --csv "$LOGS/plan-${p%%:*}.csv"
   done
