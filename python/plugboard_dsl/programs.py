@@ -75,6 +75,23 @@ def allreduce_ring(n, channel="memory"):
     return p
 
 
+def allreduce_allpairs_packets(n, channel="memory"):
+    """One shot of LL packets: every rank sends its whole input to every
+    peer as packets and reduces them with its own as they arrive."""
+    p = Program("allreduce_allpairs_packets", "allreduce", n, protocol="ll", input_chunks=1, output_chunks=1,
+                packet_chunks=n)
+    for r in range(n):
+        me = p.rank(r)
+        if n == 1:
+            p.copy(me.input[0], me.output[0], tb=0)
+            continue
+        peers = [q for q in range(n) if q != r]
+        for q in peers:
+            p.channel(r, q, channel).put_packet(me.input[0], p.rank(q).packets[r], tb=0)
+        p.reduce_packet(me.output[0], [me.input[0]], [me.packets[q] for q in peers], tb=0)
+    return p
+
+
 def allreduce_packets(n, channel="memory"):
     """Two shots of LL packets: rank r reduces chunk r of every rank's input
     as the packets arrive, then sends the result to every rank as packets."""
@@ -110,5 +127,5 @@ def alltoall_allpairs(n, channel="memory"):
     return p
 
 
-SHIPPED = {f.__name__: f for f in (allgather_allpairs, allgather_ring, allreduce_allpairs, allreduce_packets,
-                                   allreduce_ring, alltoall_allpairs)}
+SHIPPED = {f.__name__: f for f in (allgather_allpairs, allgather_ring, allreduce_allpairs, allreduce_allpairs_packets,
+                                   allreduce_packets, allreduce_ring, alltoall_allpairs)}

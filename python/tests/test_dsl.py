@@ -25,7 +25,7 @@ def expected(name, n):
         return [[value(q, 0) for q in range(n)] for _ in range(n)]
     if name.startswith("alltoall"):
         return [[value(q, r) for q in range(n)] for r in range(n)]
-    if name == "allreduce_allpairs":
+    if name in ("allreduce_allpairs", "allreduce_allpairs_packets"):
         return [[sum(value(q, 0) for q in range(n))] for _ in range(n)]
     if name in ("allreduce_ring", "allreduce_packets"):
         return [[sum(value(q, c) for q in range(n)) for c in range(n)] for _ in range(n)]

@@ -91,7 +91,7 @@ TEST(Plan, EveryShippedPlanLoads) {
       ++loaded;
     }
   }
-  EXPECT_EQ(loaded, 60);  // 6 programs: 2-8 ranks over memory channels, 2-4 over port channels
+  EXPECT_EQ(loaded, 70);  // 7 programs: 2-8 ranks over memory channels, 2-4 over port channels
 }
 
 TEST(Plan, BrokenDocumentsAreNamed) {

@@ -536,7 +536,9 @@ gpuplan::PlanArgs GpuPlanExecutor::Impl::args(const void* input, size_t bytes) c
   a.sliceDone = sliceDone;
   a.outputChunks = static_cast<uint32_t>(plan.outputChunks);
   a.chunkBytes = bytes / plan.inputChunks;
-  a.sliceBytes = std::max<uint64_t>(roundUp((a.chunkBytes + slices - 1) / slices, 16), 16);
+  // At least 8 bytes per thread (plan_device.hpp): a small call runs fewer slices.
+  a.sliceBytes = std::max<uint64_t>(roundUp((a.chunkBytes + slices - 1) / slices, 16), uint64_t(threads) * 8);
+  a.activeSlices = static_cast<uint32_t>(std::clamp<uint64_t>((a.chunkBytes + a.sliceBytes - 1) / a.sliceBytes, 1, slices));
   a.packetStride = 2 * roundUp(a.chunkBytes, 8);
   a.packetHalfBytes = packetHalfBytes;
   a.calls = calls;

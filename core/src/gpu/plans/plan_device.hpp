@@ -8,7 +8,10 @@
 // chunk's bytes to the same bytes of another chunk, so slice s of the whole
 // plan depends only on slice s: each slice is the plan on a narrower chunk,
 // with semaphores of its own, and the plan's order (and race freedom) holds
-// for each.
+// for each. A slice holds at least 8 bytes per thread (one LL payload unit
+// each), so a small call runs fewer slices than the executor has: only
+// slices [0, activeSlices) are launched, on every rank alike (the count is
+// a function of the call's size), and the others' counters stay as they are.
 //
 // LL plans (protocol "ll"): put_packet stores LL16 packets (8 payload bytes,
 // two copies of the call's flag) through the peer mapping into the peer's
@@ -110,8 +113,9 @@ struct PlanArgs {
   uint64_t sliceBytes;             ///< Bytes per slice of a chunk (a multiple of 16).
   uint64_t packetStride;           ///< LL: bytes per packets chunk in this call (16 per 8 payload bytes).
   uint64_t packetHalfBytes;        ///< LL: bytes of each half of the packets buffer.
-  uint64_t* calls;                 ///< LL: calls so far, per CUDA block; null for simple plans.
+  uint64_t* calls;                 ///< LL: calls so far, per [thread block][slice]; null for simple plans.
   uint32_t slices, threadBlockCount, channelCount;
+  uint32_t activeSlices;           ///< Slices with bytes in this call: the grid is threadBlockCount x activeSlices.
   int64_t timeoutNs;
   volatile uint32_t* abortFlag;    ///< Mapped host memory: non-zero ends every wait.
   PlanStatus* status;              ///< Mapped host memory.

@@ -289,7 +289,7 @@ __device__ void finishSlice(const PlanArgs& a, uint32_t s, SliceRange r) {
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kMaxThreads, 1) planKernel(PlanArgs a) {
-  const uint32_t tb = blockIdx.x / a.slices, s = blockIdx.x % a.slices;
+  const uint32_t tb = blockIdx.x / a.activeSlices, s = blockIdx.x % a.activeSlices;
   const DevThreadBlock t = a.threadBlocks[tb];
   const SliceRange r = sliceOf(a, s);
   __shared__ uint32_t failed;
@@ -297,8 +297,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1) planKernel(PlanArgs a) {
   if (threadIdx.x == 0) {
     failed = kPlanOk;
     if (a.calls) {  // only this block reads and writes its counter
-      const uint64_t n = a.calls[blockIdx.x] + 1;
-      a.calls[blockIdx.x] = n;
+      uint64_t& counter = a.calls[static_cast<uint64_t>(tb) * a.slices + s];
+      const uint64_t n = counter + 1;
+      counter = n;
       call = LlCall{gpucoll::llFlag(n), (n & 1) * a.packetHalfBytes, -1};
     } else {
       call = LlCall{0, 0, -1};
@@ -348,7 +349,7 @@ void launchHandshake(const PlanArgs& a, cudaStream_t stream) {
 }
 
 void launchPlan(const PlanArgs& a, DataType type, ReduceOp op, uint32_t threads, cudaStream_t stream) {
-  const uint32_t blocks = a.threadBlockCount * a.slices;
+  const uint32_t blocks = a.threadBlockCount * a.activeSlices;
   gpucoll::dispatchTypeOp(type, op, [&](auto t, auto o) {
     planKernel<decltype(t), decltype(o)><<<blocks, threads, 0, stream>>>(a);
   });
