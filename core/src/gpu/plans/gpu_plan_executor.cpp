@@ -623,6 +623,13 @@ void GpuPlanExecutor::run(const void* input, void* output, size_t count, DataTyp
                                              std::to_string(current) + " is current");
   if (bytes == 0) return;  // every rank passes the same count: none runs
   gpuplan::PlanArgs a = m.args(input, bytes);
+  // No peer writes into an LL plan's output (only into its packets): it is
+  // written in the caller's buffer itself, saving the copy at the end, unless
+  // an out-of-place plan is handed one buffer as input and output.
+  if (m.plan.ll() && (m.plan.inPlace || input != output)) {
+    a.local[gpuplan::kOutput] = static_cast<char*>(output);
+    if (m.plan.inPlace) a.local[gpuplan::kInput] = static_cast<char*>(output);
+  }
   a.userOutput = output != a.local[gpuplan::kOutput] ? static_cast<char*>(output) : nullptr;
   a.divisor = op == ReduceOp::Avg && m.reduces ? static_cast<uint32_t>(m.comm.size()) : 1;
   if (a.local[gpuplan::kInput] != input)
