@@ -193,6 +193,17 @@ TEST_P(GpuPlanGraphTest, CapturedGraphReplaysWithFreshInputs) {
 
 INSTANTIATE_TEST_SUITE_P(Plans, GpuPlanGraphTest, ::testing::Values("allreduce_ring", "allreduce_packets"));
 
+TEST(GpuPlan, InstancesAreSlicesAtLeast) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuPlanRanks(2, "cudaipc,ethernet", [](Communicator& comm, int rank, int n, cudaStream_t s) {
+    Plan plan = shipped("allreduce_packets", n);
+    plan.instances = 4;
+    GpuPlanExecutor ex(comm, plan, 1 << 20);
+    if (ex.slices() != 4) throw std::runtime_error("4 instances over gpu_plan_slices=1 gave " + std::to_string(ex.slices()) + " slices");
+    runChecked<float>(ex, rank, n, 2 * 100003, DataType::Float32, ReduceOp::Sum, s);
+  }, {{"gpu_plan_slices", "1"}});
+}
+
 TEST(GpuPlan, BadPlansAndArgumentsAreRefusedByName) {
   PB_REQUIRE_GPU_NO_INIT();
   runGpuPlanRanks(2, "ethernet", [](Communicator& comm, int, int, cudaStream_t s) {

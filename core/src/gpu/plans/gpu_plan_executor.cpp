@@ -200,6 +200,9 @@ void GpuPlanExecutor::Impl::chooseShape(int slicesArg) {
   const int cap = hostStorage ? static_cast<int>(std::clamp<int64_t>(cfg.getInt("gpu_port_blocks"), 1, 128)) : 64;
   const int sharing = ranksOnThisGpu();
   slices = slicesArg > 0 ? slicesArg : setting > 0 ? static_cast<int>(setting) : std::clamp(sms / (tbs * sharing), 1, cap);
+  // A plan's instances are slices: copies of every thread block on 1/n of
+  // every chunk, with semaphores of their own. It asks for at least that many.
+  slices = std::max<int>(slices, static_cast<int>(plan.instances));
   // Every rank uses the same count (the storage layout depends on it): the
   // smallest (ranks may see different SM counts, e.g. under MPS).
   std::vector<int32_t> all(comm.size(), 0);
