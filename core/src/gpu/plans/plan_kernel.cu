@@ -244,17 +244,20 @@ __device__ uint32_t runOp(const PlanArgs& a, const DevOp& o, uint32_t s, SliceRa
 }
 
 /// Thread i signals, then waits on, this block's i-th handshake channel
-/// (slice s): each counter has one waiting thread.
-__device__ void blockHandshake(const PlanArgs& a, const DevThreadBlock& t, uint32_t tb, uint32_t s, uint32_t* failed) {
+/// (slice s): each counter has one waiting thread. Returns this thread's
+/// failure, or kPlanOk.
+__device__ uint32_t blockHandshake(const PlanArgs& a, const DevThreadBlock& t, uint32_t s) {
+  uint32_t failed = kPlanOk;
   for (uint32_t i = threadIdx.x; i < t.handshakeCount; i += blockDim.x) {
     const int c = a.handshakes[t.handshakeStart + i];
     uint32_t code = signalOn(a, c, s);
     if (code == kPlanOk) code = waitOn(a, c, s);
     if (code != kPlanOk) {
       recordFailure(a, code, -1, -1, c, static_cast<int>(s));
-      *failed = code;
+      failed = code;
     }
   }
+  return failed;
 }
 
 /// The last block of slice s to finish moves slice s of every output chunk
@@ -287,41 +290,36 @@ __device__ void finishSlice(const PlanArgs& a, uint32_t s, SliceRange r) {
   }
 }
 
+/// Operations of a thread block held in shared memory (more are read from
+/// global memory one by one).
+constexpr uint32_t kSharedOps = 32;
+
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kMaxThreads, 1) planKernel(PlanArgs a) {
   const uint32_t tb = blockIdx.x / a.activeSlices, s = blockIdx.x % a.activeSlices;
   const DevThreadBlock t = a.threadBlocks[tb];
   const SliceRange r = sliceOf(a, s);
-  __shared__ uint32_t failed;
-  __shared__ LlCall call;
-  if (threadIdx.x == 0) {
-    failed = kPlanOk;
-    if (a.calls) {  // only this block reads and writes its counter
-      uint64_t& counter = a.calls[static_cast<uint64_t>(tb) * a.slices + s];
-      const uint64_t n = counter + 1;
-      counter = n;
-      call = LlCall{gpucoll::llFlag(n), (n & 1) * a.packetHalfBytes, -1};
-    } else {
-      call = LlCall{0, 0, -1};
-    }
-  }
+  // LL: every thread reads this block's call count; thread 0 writes it back
+  // after the last barrier (only this block uses it).
+  uint64_t* counter = a.calls ? a.calls + static_cast<uint64_t>(tb) * a.slices + s : nullptr;
+  const uint64_t call = counter ? *counter + 1 : 0;
+  LlCall ll{counter ? gpucoll::llFlag(call) : 0u, (call & 1) * a.packetHalfBytes, -1};
+  // The block's operations, loaded together: one memory latency before the
+  // first operation instead of one per operation.
+  __shared__ DevOp ops[kSharedOps];
+  const bool held = t.opCount <= kSharedOps;
+  if (held)
+    for (uint32_t i = threadIdx.x; i < t.opCount; i += blockDim.x) ops[i] = a.ops[t.opStart + i];
   __syncthreads();
-  LlCall ll = call;
-  if (a.blocksHandshake) {
-    blockHandshake(a, t, tb, s, &failed);
-    __syncthreads();
-    if (failed != kPlanOk) return;
-  }
+  if (a.blocksHandshake && __syncthreads_or(blockHandshake(a, t, s) != kPlanOk)) return;
   for (uint32_t i = 0; i < t.opCount; ++i) {
-    const DevOp& o = a.ops[t.opStart + i];
+    const DevOp o = held ? ops[i] : a.ops[t.opStart + i];
     const uint32_t code = runOp<T, Op>(a, o, s, r, ll);
-    if (code != kPlanOk) {
-      failed = code;
+    if (code != kPlanOk)
       recordFailure(a, code, static_cast<int>(tb), static_cast<int>(i), o.channel, static_cast<int>(s), ll.failedChunk);
-    }
-    __syncthreads();
-    if (failed != kPlanOk) return;
+    if (__syncthreads_or(code != kPlanOk)) return;
   }
+  if (counter && threadIdx.x == 0) *counter = call;
   if (a.userOutput || a.divisor != 1) finishSlice<T>(a, s, r);
 }
 
