@@ -75,17 +75,21 @@ def allreduce_ring(n, channel="memory"):
     return p
 
 
+def _one_rank(p):
+    """A one-rank program: its output is its input."""
+    p.copy(p.rank(0).input[0:p.buffer_chunks["input"]], p.rank(0).output[0:p.buffer_chunks["output"]], tb=0)
+    return p
+
+
 def allreduce_allpairs_packets(n, channel="memory"):
     """One shot of LL packets: every rank sends its whole input to every
     peer as packets and reduces them with its own as they arrive."""
     p = Program("allreduce_allpairs_packets", "allreduce", n, protocol="ll", input_chunks=1, output_chunks=1,
                 packet_chunks=n)
+    if n == 1:
+        return _one_rank(p)
     for r in range(n):
-        me = p.rank(r)
-        if n == 1:
-            p.copy(me.input[0], me.output[0], tb=0)
-            continue
-        peers = [q for q in range(n) if q != r]
+        me, peers = p.rank(r), [q for q in range(n) if q != r]
         for q in peers:
             p.channel(r, q, channel).put_packet(me.input[0], p.rank(q).packets[r], tb=0)
         p.reduce_packet(me.output[0], [me.input[0]], [me.packets[q] for q in peers], tb=0)
@@ -97,12 +101,10 @@ def allreduce_packets(n, channel="memory"):
     as the packets arrive, then sends the result to every rank as packets."""
     p = Program("allreduce_packets", "allreduce", n, protocol="ll", input_chunks=n, output_chunks=n,
                 packet_chunks=2 * n)
+    if n == 1:
+        return _one_rank(p)
     for r in range(n):
-        me = p.rank(r)
-        if n == 1:
-            p.copy(me.input[0], me.output[0], tb=0)
-            continue
-        peers = [q for q in range(n) if q != r]
+        me, peers = p.rank(r), [q for q in range(n) if q != r]
         for q in peers:  # reduce-scatter: chunk q of this rank's input to rank q's packets[r]
             p.channel(r, q, channel).put_packet(me.input[q], p.rank(q).packets[r], tb=0)
         sends = [(p.channel(r, q, channel), p.rank(q).packets[n + r]) for q in peers]
