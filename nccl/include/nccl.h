@@ -56,8 +56,11 @@ typedef enum {
 #define NCCL_SPLIT_NOCOLOR -1
 
 /** Communicator options (ncclCommInitRankConfig, ncclCommSplit). Plugboard
- * reads blocking (always behaves as blocking) and logs the others; fields
- * past `size` are never read, so older and newer layouts both work. */
+ * reads blocking (0: ncclCommInitRankConfig and ncclCommInitRankScalable
+ * outside a group return ncclInProgress and set up in the background;
+ * splits, shrinks, group inits and calls still complete before returning)
+ * and accepts the others; fields past `size` are never read, so older and
+ * newer layouts both work. */
 typedef struct ncclConfig_v21700 {
   size_t size;          /**< sizeof(ncclConfig_t) of the caller's header. */
   unsigned int magic;   /**< 0xcafebeef. */
@@ -120,7 +123,9 @@ ncclResult_t ncclGetVersion(int* version);
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
 /** Joins rank `rank` of `nranks` on the current CUDA device (collective, blocking). */
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
-/** ncclCommInitRank with options (see ncclConfig_t). */
+/** ncclCommInitRank with options (see ncclConfig_t). With blocking = 0:
+ * ncclInProgress at once; poll ncclCommGetAsyncError until ncclSuccess
+ * before any other call on *comm (earlier ones are ncclInvalidArgument). */
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t* config);
 /** One process, ndev ranks: comm[i] on devlist[i] (or device i when devlist is NULL). */
@@ -143,9 +148,12 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
 ncclResult_t ncclCommFinalize(ncclComm_t comm);
 /** Frees the communicator (every rank destroys its own). */
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
-/** Ends every wait of the communicator's work, then frees it. */
+/** Ends every wait of the communicator's work, then frees it (a
+ * non-blocking init still running finishes, bounded by the timeout
+ * setting, and frees it in the background). */
 ncclResult_t ncclCommAbort(ncclComm_t comm);
-/** *asyncError = the first error the communicator's background work met (ncclSuccess if none). */
+/** *asyncError = ncclInProgress while a non-blocking init runs, else the
+ * first error the communicator's set-up or background work met (ncclSuccess if none). */
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
 /** Ranks of the communicator. */
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);

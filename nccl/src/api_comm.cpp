@@ -94,25 +94,32 @@ std::vector<int> shrinkSurvivors(int n, int me, const int* list, int count) {
   return survivors;
 }
 
-/// Creates a rank now, or records it for the open group's end.
-void initRank(ncclComm_t* comm, int nranks, const UniqueId& id, int rank) {
+/// Creates a rank now, starts it on a thread of its own (nonBlocking: true
+/// returned, the caller answers ncclInProgress), or records it for the open
+/// group's end (a group's inits complete in ncclGroupEnd).
+bool initRank(ncclComm_t* comm, int nranks, const UniqueId& id, int rank, bool nonBlocking = false) {
   const int device = checkInit(comm, nranks, rank);
   Group& g = Group::current();
   *comm = nullptr;
   if (g.open()) {
     g.inits.push_back({comm, nranks, id, rank, device});
-    return;
+    return false;
+  }
+  if (nonBlocking) {
+    *comm = ncclComm::startNonBlocking(rank, nranks, id);
+    return true;
   }
   *comm = new ncclComm(rank, nranks, id);
+  return false;
 }
 
-/// Config fields this library reads, if the caller's struct has them.
-void readConfig(const ncclConfig_t* config) {
-  if (!config) return;
+/// Config fields this library reads, if the caller's struct has them;
+/// true for config.blocking = 0.
+bool readConfig(const ncclConfig_t* config) {
+  if (!config) return false;
   if (config->magic != 0xcafebeef)
     throw ApiFailure(Result::InvalidArgument, "config was not initialised with NCCL_CONFIG_INITIALIZER (bad magic)");
-  if (config->size >= offsetof(ncclConfig_t, blocking) + sizeof(int) && config->blocking == 0)
-    PB_LOG(Info, "NCCL", "config.blocking = 0: Plugboard's init and calls complete before returning (blocking)");
+  return config->size >= offsetof(ncclConfig_t, blocking) + sizeof(int) && config->blocking == 0;
 }
 
 /// How long ncclCommDestroy waits for the teardown before letting it finish alone.
@@ -157,21 +164,26 @@ PB_NCCL_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniq
   return guarded("ncclCommInitRank", [&] { initRank(comm, nranks, toUniqueId(commId), rank); });
 }
 
+// config.blocking = 0 outside a group: ncclInProgress at once, the set-up
+// on a thread of its own; ncclCommGetAsyncError answers ncclInProgress
+// until it is done.
 PB_NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                                 ncclConfig_t* config) {
-  return guarded("ncclCommInitRankConfig", [&] {
-    readConfig(config);
-    initRank(comm, nranks, toUniqueId(commId), rank);
+  bool pending = false;
+  const ncclResult_t r = guarded("ncclCommInitRankConfig", [&] {
+    pending = initRank(comm, nranks, toUniqueId(commId), rank, readConfig(config));
   });
+  return r == ncclSuccess && pending ? ncclInProgress : r;
 }
 
 PB_NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                                   ncclUniqueId* commIds, ncclConfig_t* config) {
-  return guarded("ncclCommInitRankScalable", [&] {
+  bool pending = false;
+  const ncclResult_t r = guarded("ncclCommInitRankScalable", [&] {
     if (nId < 1 || !commIds) throw ApiFailure(Result::InvalidArgument, "commIds must hold at least one id");
-    readConfig(config);
-    initRank(newcomm, nranks, toUniqueId(commIds[0]), myrank);
+    pending = initRank(newcomm, nranks, toUniqueId(commIds[0]), myrank, readConfig(config));
   });
+  return r == ncclSuccess && pending ? ncclInProgress : r;
 }
 
 PB_NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
@@ -201,7 +213,7 @@ PB_NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
     requireArg(newcomm, "newcomm");
     if (color < NCCL_SPLIT_NOCOLOR)
       throw ApiFailure(Result::InvalidArgument, "color " + std::to_string(color) + " is negative (only NCCL_SPLIT_NOCOLOR is)");
-    readConfig(config);
+    readConfig(config);  // completes before returning also with blocking = 0 (NCCL allows ncclSuccess)
     *newcomm = nullptr;
     Bootstrap& boot = comm->comm->bootstrap();
     const int n = comm->size(), me = comm->rank();
@@ -230,7 +242,7 @@ PB_NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, 
       throw ApiFailure(Result::InvalidArgument, "shrinkFlags " + std::to_string(shrinkFlags) +
                                                     " is neither NCCL_SHRINK_DEFAULT nor NCCL_SHRINK_ABORT");
     const std::vector<int> survivors = shrinkSurvivors(comm->size(), comm->rank(), excludeRanksList, excludeRanksCount);
-    readConfig(config);
+    readConfig(config);  // completes before returning also with blocking = 0 (NCCL allows ncclSuccess)
     if (shrinkFlags == NCCL_SHRINK_ABORT) {  // end the parent's waits; its bootstrap still serves new calls
       if (comm->real) comm->real->abort();
       comm->comm->abort();
@@ -255,17 +267,23 @@ PB_NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 
 PB_NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return guarded("ncclCommAbort", [&] {
-    if (!comm) return;
-    if (comm->real) comm->real->abort();
-    comm->comm->abort();
-    delete comm;
+    if (comm) comm->abortAndFree();
   });
 }
 
 PB_NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   return guarded("ncclCommGetAsyncError", [&] {
-    requireComm(comm);
+    if (!comm) throw ApiFailure(Result::InvalidArgument, "comm is NULL");
     requireArg(asyncError, "asyncError");
+    if (comm->initState() == ncclComm::InitState::InProgress) {
+      *asyncError = ncclInProgress;
+      return;
+    }
+    if (comm->initState() == ncclComm::InitState::Failed) {
+      *asyncError = fail(static_cast<Result>(comm->initResult()),
+                         "ncclCommGetAsyncError: the communicator's non-blocking init failed: " + comm->initError());
+      return;
+    }
     *asyncError = ncclSuccess;
     try {
       comm->gpu->checkErrors();

@@ -14,9 +14,21 @@
 
 namespace plugboard::ncclapi {
 
-/// comm must not be NULL.
+/// comm must not be NULL, and its set-up must be done: a non-blocking
+/// init still running is ncclInvalidArgument (as NCCL answers), a failed
+/// one its own code and message.
 inline void requireComm(const ncclComm* comm) {
   if (!comm) throw ApiFailure(Result::InvalidArgument, "comm is NULL");
+  switch (comm->initState()) {
+    case ncclComm::InitState::Ready: return;
+    case ncclComm::InitState::InProgress:
+      throw ApiFailure(Result::InvalidArgument,
+                       "the communicator's non-blocking init (config.blocking = 0) is still running: poll "
+                       "ncclCommGetAsyncError until it returns ncclSuccess before using it");
+    case ncclComm::InitState::Failed:
+      throw ApiFailure(static_cast<Result>(comm->initResult()),
+                       "the communicator's non-blocking init failed: " + comm->initError());
+  }
 }
 
 /// The checked arguments of one call, in Plugboard's terms.

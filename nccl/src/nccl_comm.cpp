@@ -5,6 +5,7 @@
 #include <thread>
 #include <string>
 
+#include "nccl_error.hpp"
 #include "plugboard/config.hpp"
 #include "plugboard/error.hpp"
 
@@ -24,7 +25,46 @@ plugboard::Config loadConfig() {
 
 }  // namespace
 
-ncclComm::ncclComm(int rank, int nranks, const plugboard::UniqueId& id) {
+ncclComm::ncclComm(int rank, int nranks, const plugboard::UniqueId& id) { join(rank, nranks, id); }
+
+ncclComm* ncclComm::startNonBlocking(int rank, int nranks, const plugboard::UniqueId& id) {
+  std::unique_ptr<ncclComm> c(new ncclComm());
+  cudaCheck(cudaGetDevice(&c->device), "cudaGetDevice");
+  c->state_.store(InitState::InProgress, std::memory_order_relaxed);
+  ncclComm* self = c.get();
+  c->initThread_ = std::thread([self, rank, nranks, id] {
+    InitState end = InitState::Ready;
+    try {
+      cudaCheck(cudaSetDevice(self->device), "cudaSetDevice (the set-up thread)");
+      self->join(rank, nranks, id);
+    } catch (const plugboard::Error& e) {
+      self->initError_ = e.what();
+      self->initResult_ = static_cast<ncclResult_t>(plugboard::ncclapi::resultFor(e.code()));
+      end = InitState::Failed;
+    } catch (const std::exception& e) {
+      self->initError_ = e.what();
+      self->initResult_ = ncclInternalError;
+      end = InitState::Failed;
+    }
+    self->state_.store(end, std::memory_order_release);
+    if (self->initDoneOrAbandoned_.exchange(true)) self->abortNow();  // abandoned by ncclCommAbort
+  });
+  return c.release();
+}
+
+void ncclComm::abortAndFree() {
+  if (!initThread_.joinable()) return abortNow();
+  initThread_.detach();
+  if (initDoneOrAbandoned_.exchange(true)) abortNow();  // the set-up already ended; else its thread frees it
+}
+
+void ncclComm::abortNow() {
+  if (real) real->abort();
+  if (comm) comm->abort();
+  delete this;
+}
+
+void ncclComm::join(int rank, int nranks, const plugboard::UniqueId& id) {
   cudaCheck(cudaGetDevice(&device), "cudaGetDevice");
   plugboard::CommunicatorOptions options;
   options.config = loadConfig();
@@ -40,6 +80,7 @@ ncclComm::ncclComm(int rank, int nranks, const plugboard::UniqueId& id) {
 // The real NCCL and the collectives go before the communicator, the
 // communicator before its bootstrap.
 ncclComm::~ncclComm() {
+  if (initThread_.joinable()) initThread_.join();
   real.reset();
   gpu.reset();
   comm.reset();

@@ -5,8 +5,12 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <memory>
+#include <string>
+#include <thread>
 
+#include "nccl.h"
 #include "plugboard/bootstrap.hpp"
 #include "plugboard/communicator.hpp"
 #include "plugboard/gpu/collectives.hpp"
@@ -19,7 +23,22 @@ struct ncclComm {
   /// NCCL beside it when nccl_fallback_library is set. Reads the settings
   /// as Communicator does (PLUGBOARD_CONFIG or defaults + env).
   ncclComm(int rank, int nranks, const plugboard::UniqueId& id);
+  /// config.blocking = 0: the same set-up on a thread of its own (on the
+  /// current device); initState() says when it is done. Returns at once.
+  static ncclComm* startNonBlocking(int rank, int nranks, const plugboard::UniqueId& id);
+  /// Waits for a non-blocking set-up still running (as NCCL's destroy does).
   ~ncclComm();
+
+  /// What a non-blocking set-up has come to.
+  enum class InitState { Ready, InProgress, Failed };
+  InitState initState() const { return state_.load(std::memory_order_acquire); }
+  /// Why a non-blocking set-up failed, and the NCCL code for it (Failed only).
+  const std::string& initError() const { return initError_; }
+  ncclResult_t initResult() const { return initResult_; }
+  /// ncclCommAbort: the communicator's waits end and the object goes; a
+  /// set-up still running finishes on its own thread (bounded by the
+  /// "timeout" setting) and frees it there.
+  void abortAndFree();
   ncclComm(const ncclComm&) = delete;
   ncclComm& operator=(const ncclComm&) = delete;
 
@@ -68,6 +87,19 @@ struct ncclComm {
   void before(cudaStream_t stream, cudaStream_t alsoAfter);
   void after(cudaStream_t stream, cudaStream_t alsoAfter);
 
+  ncclComm() = default;
+  /// The set-up: bootstrap, communicator, GPU collectives, real NCCL, events.
+  void join(int rank, int nranks, const plugboard::UniqueId& id);
+  /// Abort, then free (a ready or failed communicator).
+  void abortNow();
+
+  std::atomic<InitState> state_{InitState::Ready};
+  std::string initError_;
+  ncclResult_t initResult_ = ncclSuccess;
+  std::thread initThread_;
+  /// Set by the set-up thread's end and by abortAndFree(): whichever finds
+  /// it already set frees the abandoned object.
+  std::atomic<bool> initDoneOrAbandoned_{false};
   cudaStream_t lastStream_ = nullptr;
   bool entered_ = false;
   bool capturing_ = false;      // the current call's stream is being captured into a graph

@@ -670,3 +670,92 @@ TEST(NcclApiGpu, ShrinkWithAbortRecoversFromAStuckRank) {
     cudaStreamDestroy(s2);
   }, /*bodyEndsComm=*/true));
 }
+
+namespace {
+
+/// Polls ncclCommGetAsyncError until it stops answering ncclInProgress (at most 60 s).
+ncclResult_t waitForInit(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+    NCCL_OK(ncclCommGetAsyncError(comm, &state));
+    if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return state;
+}
+
+ncclComm_t startNonBlocking(int nranks, const ncclUniqueId& id, int rank) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  const ncclResult_t r = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
+  if (r != ncclInProgress || !comm)
+    throw std::runtime_error("non-blocking init returned " + std::to_string(r) + ", want ncclInProgress (7)");
+  return comm;
+}
+
+}  // namespace
+
+// config.blocking = 0: the init returns ncclInProgress at once; until the
+// set-up is done ncclCommGetAsyncError says so and other calls are refused
+// by name (rank 1 joins 500 ms late, so rank 0's set-up cannot be done
+// sooner); then the communicator works.
+TEST(NcclApiGpu, NonBlockingInitAnswersInProgressUntilReady) {
+  PB_REQUIRE_GPU_NO_INIT();
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  expectAllPassed(runRanks(2, std::chrono::seconds(100), [&](int rank, int nranks, const plugboard::UniqueId&) {
+    int devices = 0;
+    CUDA_OK(cudaGetDeviceCount(&devices));
+    CUDA_OK(cudaSetDevice(rank % devices));
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ncclComm_t comm = startNonBlocking(nranks, id, rank);
+    if (rank == 0) {
+      ncclResult_t state = ncclSuccess;
+      NCCL_OK(ncclCommGetAsyncError(comm, &state));
+      if (state != ncclInProgress) throw std::runtime_error("the set-up ended before rank 1 joined");
+      Dev<float> a(4);
+      int count = 0;
+      if (ncclCommCount(comm, &count) != ncclInvalidArgument ||
+          std::string(ncclGetLastError(comm)).find("non-blocking init (config.blocking = 0) is still running") ==
+              std::string::npos)
+        throw std::runtime_error(std::string("a call during the set-up: ") + ncclGetLastError(comm));
+    }
+    if (waitForInit(comm) != ncclSuccess) throw std::runtime_error(std::string("set-up: ") + ncclGetLastError(comm));
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    checkPairSum(comm, rank, {0, 1}, s, "allreduce after a non-blocking init");
+    NCCL_OK(ncclCommFinalize(comm));
+    NCCL_OK(ncclCommDestroy(comm));
+    cudaStreamDestroy(s);
+  }));
+}
+
+// A non-blocking set-up that cannot finish (its peer never comes) ends in
+// the "timeout" setting's time with a named failure that every later call
+// repeats; one aborted while it runs returns at once and ends by itself.
+TEST(NcclApiGpu, NonBlockingInitFailsByNameOrIsAborted) {
+  PB_REQUIRE_GPU_NO_INIT();
+  ncclUniqueId failing, aborted;
+  ASSERT_EQ(ncclGetUniqueId(&failing), ncclSuccess) << ncclGetLastError(nullptr);
+  ASSERT_EQ(ncclGetUniqueId(&aborted), ncclSuccess) << ncclGetLastError(nullptr);
+  expectAllPassed(runRanks(1, std::chrono::seconds(60), [&](int, int, const plugboard::UniqueId&) {
+    CUDA_OK(cudaSetDevice(0));
+    setenv("PLUGBOARD_TIMEOUT", "1", 1);
+    ncclComm_t comm = startNonBlocking(2, failing, 0);  // rank 1 never joins
+    const ncclResult_t state = waitForInit(comm);
+    const std::string why = ncclGetLastError(comm);
+    if (state == ncclSuccess || state == ncclInProgress || why.find("non-blocking init failed") == std::string::npos)
+      throw std::runtime_error("set-up without its peer: " + std::to_string(state) + " " + why);
+    Dev<float> a(4);
+    if (ncclAllReduce(a.p, a.p, 4, ncclFloat, ncclSum, comm, nullptr) != state)
+      throw std::runtime_error("a call after the failed set-up did not repeat its code");
+    NCCL_OK(ncclCommDestroy(comm));
+    ncclComm_t pending = startNonBlocking(2, aborted, 0);
+    const auto start = std::chrono::steady_clock::now();
+    NCCL_OK(ncclCommAbort(pending));
+    if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(500))
+      throw std::runtime_error("ncclCommAbort waited for the set-up");
+    std::this_thread::sleep_for(std::chrono::seconds(3));  // the set-up gives up (1 s) and frees itself
+  }));
+}
