@@ -132,15 +132,17 @@ constexpr auto kDestroyWait = std::chrono::seconds(1);
 void destroyInBackground(ncclComm* comm) {
   auto done = std::make_shared<std::promise<void>>();
   std::future<void> finished = done->get_future();
-  const int rank = comm->rank();
+  // A non-blocking set-up that failed (or still runs) has no communicator to ask.
+  const std::string who = comm->initState() == ncclComm::InitState::Ready ? "rank " + std::to_string(comm->rank())
+                                                                          : std::string("a rank");
   std::thread([comm, done] {
     cudaSetDevice(comm->device);
     delete comm;  // noexcept: failures are logged by the core
     done->set_value();
   }).detach();
   if (finished.wait_for(kDestroyWait) == std::future_status::timeout)
-    PB_LOG(Info, "NCCL", "ncclCommDestroy: rank " << rank << " waits for its peers to destroy theirs; "
-                                                     "the teardown finishes in the background");
+    PB_LOG(Info, "NCCL", "ncclCommDestroy: " << who << " waits for its peers to destroy theirs (or for its "
+                                                 "non-blocking init); the teardown finishes in the background");
 }
 
 }  // namespace
