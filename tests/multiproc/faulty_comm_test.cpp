@@ -35,12 +35,15 @@ std::string faultyDir() {
 #endif
 }
 
-/// In a rank: use faulty over ethernet with these faulty.* settings and a short timeout.
-void useFaulty(const std::map<std::string, std::string>& settings) {
+/// In a rank: use faulty over `inner` (ethernet unless named) with these
+/// faulty.* settings and a short timeout; libfabric on tcp;ofi_rxm, ucx on tcp.
+void useFaulty(const std::map<std::string, std::string>& settings, const std::string& inner = "ethernet") {
   setenv("PLUGBOARD_PLUGIN_PATH", faultyDir().c_str(), 1);
   setenv("PLUGBOARD_TRANSPORTS", "faulty", 1);
   setenv("PLUGBOARD_TIMEOUT", "5", 1);
-  setenv("PLUGBOARD_FAULTY_INNER", "ethernet", 1);
+  setenv("PLUGBOARD_FAULTY_INNER", inner.c_str(), 1);
+  setenv("FI_PROVIDER", "tcp;ofi_rxm", 1);
+  setenv("UCX_TLS", "tcp", 1);
   for (const auto& [key, value] : settings) {
     std::string name = "PLUGBOARD_FAULTY_" + key;
     for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -209,3 +212,48 @@ TEST(FaultyTransport, FailoverWithNoTransportLeftEndsInANamedError) {
     else expectFailureNaming(rank, n, id, {"rank 1"});
   }));
 }
+
+// The faulty transport over the other network plugins (issue 15: faults
+// injected around libfabric and ucx, not only ethernet): delays still give
+// correct results, a failed operation and dropped signals end every rank
+// with an error naming the rank.
+class FaultyOverNetworkPlugin : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (faultyDir().empty()) GTEST_SKIP() << "the faulty plugin is not built";
+    const std::string lib = faultyDir() + "/../plugboard/libplugboard-" + GetParam() + ".so";  // where faulty looks
+    if (access(lib.c_str(), R_OK) != 0) GTEST_SKIP() << lib << " is not built (its library was not found at configure time)";
+  }
+};
+
+TEST_P(FaultyOverNetworkPlugin, DelayedOperationsStillGiveCorrectResults) {
+  const std::string inner = GetParam();
+  expectAllPassed(runRanks(3, kTestTimeout, [&](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "delay"}, {"count", "0"}, {"delay_us", "200"}}, inner);
+    auto boot = loopbackBootstrap(rank, n, id);
+    Communicator comm(boot);
+    HostCollectives hc(comm);
+    if (comm.transportFor((rank + 1) % n) != "faulty") throw std::runtime_error("the pair does not use faulty");
+    allReduceRounds(hc, 2);
+  }));
+}
+
+TEST_P(FaultyOverNetworkPlugin, AFailedOperationEndsEveryRankWithAnErrorNamingTheRank) {
+  const std::string inner = GetParam();
+  expectAllPassed(runRanks(3, kTestTimeout, [&](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "fail_op"}, {"ranks", "1"}, {"after", "20"}}, inner);
+    if (rank == 1) expectFailureNaming(rank, n, id, {"injected fail_op", "on rank 1"});
+    else expectFailureNaming(rank, n, id, {"rank 1"});
+  }));
+}
+
+TEST_P(FaultyOverNetworkPlugin, DroppedSignalsEndInATimeoutNamingThePeer) {
+  const std::string inner = GetParam();
+  expectAllPassed(runRanks(2, kTestTimeout, [&](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "drop"}, {"ops", "signal"}, {"ranks", "1"}, {"after", "20"}, {"count", "0"}}, inner);
+    expectFailureNaming(rank, n, id, {"rank " + std::to_string(1 - rank)});
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Inner, FaultyOverNetworkPlugin, ::testing::Values("libfabric", "ucx"),
+                         [](const auto& info) { return info.param; });

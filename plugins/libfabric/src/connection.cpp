@@ -7,6 +7,8 @@
 // whatever order the provider delivers operations in.
 #include "connection.hpp"
 
+#include <algorithm>
+
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
@@ -384,6 +386,20 @@ size_t Connection::encodeWriteSignal(const Pending& s, uint8_t* buf) const {
   // Read at send time: the source stays the caller's until the operation completes.
   if (s.inlineLen) std::memcpy(buf + wire::Message::kSize + wire::WriteExt::kSize, s.inlineSrc, s.inlineLen);
   return wire::Message::kSize + wire::WriteExt::kSize + s.inlineLen;
+}
+
+void Connection::forgetSource(const char* base, size_t size) {
+  const auto reads = [&](const Pending& p) {
+    const auto in = [&](const char* q) { return q && q >= base && q < base + size; };
+    return in(p.src) || in(p.inlineSrc);
+  };
+  const size_t before = backlog_.size() + signals_.size();
+  backlog_.erase(std::remove_if(backlog_.begin(), backlog_.end(), reads), backlog_.end());
+  signals_.erase(std::remove_if(signals_.begin(), signals_.end(), reads), signals_.end());
+  if (backlog_.size() + signals_.size() != before && !failure_)
+    fail(PB_ERR_INVALID, "libfabric " + link() + ": a region was deregistered while " +
+                             std::to_string(before - backlog_.size() - signals_.size()) +
+                             " queued operation(s) still had to read it (dropped)");
 }
 
 bool Connection::writesDoneBefore(uint64_t seq) const {

@@ -71,6 +71,10 @@ class Connection {
   void onHello(const wire::Message& m);
   /// Records the connection's final failure (first one wins) and logs it.
   void fail(pb_status status, const std::string& reason);
+  /// Drops the queued operations whose source lies in [base, base + size)
+  /// (a region being deregistered; the core gave up on them), failing the
+  /// connection if any was. Context mutex held.
+  void forgetSource(const char* base, size_t size);
 
  private:
   /// A write or signal not yet (fully) handed to the provider.

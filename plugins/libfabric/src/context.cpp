@@ -318,7 +318,10 @@ LocalRegion* Context::registerMemory(void* ptr, size_t size, pb_mem_type type) {
   return regions_.add(std::move(region));
 }
 
-void Context::deregisterMemory(LocalRegion* region) { regions_.remove(region); }
+void Context::deregisterMemory(LocalRegion* region) {
+  for (auto& [id, conn] : connections_) conn->forgetSource(region->base, region->size);
+  regions_.remove(region);
+}
 
 uint64_t Context::addConnection(Connection* conn) {
   uint64_t id = nextConnection_++;

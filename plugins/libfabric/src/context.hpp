@@ -117,6 +117,8 @@ class Context : public transport_cxx::ErrorSlot {
   /// Registers [ptr, ptr + size) of the given type; throws Error.
   LocalRegion* registerMemory(void* ptr, size_t size, pb_mem_type type);
   /// Deregisters region (found by address: a stale handle is PB_ERR_INVALID).
+  /// Operations still queued in a connection with their source in it are
+  /// dropped, failing that connection: they are never read again.
   void deregisterMemory(LocalRegion* region);
   /// Live regions.
   size_t regionCount() const { return regions_.size(); }

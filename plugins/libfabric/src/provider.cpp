@@ -92,11 +92,6 @@ int ProviderChoice::cost() const {
   return 150;  // sockets, udp;ofi_rxd and anything unknown
 }
 
-bool ProviderChoice::registersCheaply() const {
-  std::string c = core();
-  return c == "tcp" || c == "sockets" || c == "udp";
-}
-
 double ProviderChoice::bandwidthGbps() const {
   std::string c = core();
   if (c == "efa" || c == "verbs" || c == "psm2" || c == "psm3" || c == "opx" || c == "cxi") return 12.5;

@@ -44,10 +44,6 @@ struct ProviderChoice {
   bool hostLocal() const;
   /// can_connect's cost for a reachable peer (see README.md).
   int cost() const;
-  /// True for providers whose fi_mr_reg of host memory only fills a table,
-  /// pinning nothing (tcp, sockets, udp): what PB_CAP_CHEAP_REGISTRATION
-  /// promises. verbs, efa and the other RDMA providers pin pages.
-  bool registersCheaply() const;
   /// Estimated bandwidth (GB/s) and one-way latency (us), for properties().
   double bandwidthGbps() const;
   double latencyUs() const;
