@@ -33,7 +33,7 @@ def _device_name(kind):
     return _DEVICE_NAMES.get(kind, f"DLPack device type {kind}")
 
 
-def _capsule(obj, what, stream):
+def _capsule(obj, stream):
     """The capsule of a producer (asked for DLPack 1.x first, so read-only
     arrays can say so), or obj itself when it is one."""
     if type(obj).__name__ == "PyCapsule":
@@ -56,7 +56,7 @@ def dlpack_buffer(obj, what, writable=False, reducing=False, cuda=False, stream=
             raise ValueError(f"{what} is {_device_name(kind)} memory; the {'GPU' if cuda else 'host'} collectives "
                              f"take {'CUDA' if cuda else 'host'} memory")
     dl_stream = None if not cuda else (1 if not stream else int(stream))
-    view = _plugboard.dlpack_view(_capsule(obj, what, dl_stream), what)
+    view = _plugboard.dlpack_view(_capsule(obj, dl_stream), what)
     if view["device_type"] not in wanted:
         raise ValueError(f"{what} is {_device_name(view['device_type'])} memory; the {'GPU' if cuda else 'host'} "
                          f"collectives take {'CUDA' if cuda else 'host'} memory")

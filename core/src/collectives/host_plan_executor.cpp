@@ -73,7 +73,8 @@ struct HostPlanExecutor::Impl {
   std::vector<char> acc;  // reduce's accumulator, kept between operations (no allocation per op once grown)
   char* at(PlanChunk::Buffer b, uint64_t index) { return storage[slot(b)].data() + index * chunkBytes; }
   bool step(const PlanOp& o);
-  void reduce(const PlanOp& o, const std::vector<PlanChunk>& srcs);
+  /// dst = op over o.srcs, then (reduce_packet) o.packets.
+  void reduce(const PlanOp& o);
   void putPacket(const PlanOp& o);
   bool packetsArrived(const std::vector<PlanChunk>& packets) const;
   void runTasks();
@@ -127,14 +128,18 @@ void HostPlanExecutor::Impl::makeSemaphores() {
   for (const auto& [key, i] : order) channels[i].semaphore = std::make_unique<Host2HostSemaphore>(comm, channels[i].connection);
 }
 
-void HostPlanExecutor::Impl::reduce(const PlanOp& o, const std::vector<PlanChunk>& srcs) {
+void HostPlanExecutor::Impl::reduce(const PlanOp& o) {
   const size_t bytes = o.dst.size * chunkBytes, count = bytes / dataTypeSize(type);
-  char* dst = at(o.dst.buffer, o.dst.index);
+  const size_t n = o.srcs.size() + o.packets.size();
+  const auto source = [&](size_t i) {
+    const PlanChunk& c = i < o.srcs.size() ? o.srcs[i] : o.packets[i - o.srcs.size()];
+    return at(c.buffer, c.index);
+  };
   // dst may be one of the sources: accumulate in a copy when it is not the first.
-  const char* first = at(srcs[0].buffer, srcs[0].index);
+  const char* first = source(0);
   acc.assign(first, first + bytes);
-  for (size_t i = 1; i < srcs.size(); ++i) reduceInto(acc.data(), at(srcs[i].buffer, srcs[i].index), count, type, op);
-  std::memcpy(dst, acc.data(), bytes);
+  for (size_t i = 1; i < n; ++i) reduceInto(acc.data(), source(i), count, type, op);
+  std::memcpy(at(o.dst.buffer, o.dst.index), acc.data(), bytes);
 }
 
 void HostPlanExecutor::Impl::putPacket(const PlanOp& o) {
@@ -171,15 +176,12 @@ bool HostPlanExecutor::Impl::step(const PlanOp& o) {
     }
     case PlanOp::Kind::Flush: channels[o.channel].connection->flush(); return true;
     case PlanOp::Kind::Copy: std::memmove(at(o.dst.buffer, o.dst.index), at(o.src.buffer, o.src.index), bytes); return true;
-    case PlanOp::Kind::Reduce: reduce(o, o.srcs); return true;
+    case PlanOp::Kind::Reduce: reduce(o); return true;
     case PlanOp::Kind::PutPacket: putPacket(o); return true;
-    case PlanOp::Kind::ReducePacket: {
+    case PlanOp::Kind::ReducePacket:
       if (!packetsArrived(o.packets)) return false;
-      std::vector<PlanChunk> all = o.srcs;
-      all.insert(all.end(), o.packets.begin(), o.packets.end());
-      reduce(o, all);
+      reduce(o);
       return true;
-    }
   }
   return true;
 }
