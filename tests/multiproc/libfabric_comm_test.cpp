@@ -194,3 +194,58 @@ TEST_F(LibfabricComm, FourRanksAllToAll) { runAllToAll(4, 1 << 20, "auto"); }
 TEST_F(LibfabricComm, TwoRanksAllToAllWithMessageSignals) { runAllToAll(2, 1 << 16, "message"); }
 TEST_F(LibfabricComm, HostAllReduceTwoRanks) { runAllReduce(2); }
 TEST_F(LibfabricComm, HostAllReduceFourRanks) { runAllReduce(4); }
+
+// A peer that has finished its call may free memory that a late signal
+// (a slot return it no longer needs) still targets: the signal fails and
+// so does the connection, but a wait for the operations posted before it
+// still succeeds, so the sender's call does not fail on it; flush(), which
+// waits for the signal too, throws.
+TEST_F(LibfabricComm, WaitForEarlierWritesSucceedsAfterALaterSignalToFreedMemoryFailed) {
+  expectAllPassed(runRanks(2, kTestTimeout, [&](int rank, int n, const UniqueId& id) {
+    useLibfabric();
+    auto boot = loopbackBootstrap(rank, n, id);
+    Communicator comm(boot);
+    auto conn = comm.connectAll().at(1 - rank);
+    constexpr int kFreed = 77, kDone = 78;
+    std::vector<uint64_t> counter(1, 0);
+    std::vector<char> data(4096, char(rank + 1));
+    const char byte = 1;
+    if (rank == 1) {
+      RegisteredMemory counterMem = comm.registerMemory(counter.data(), 8);
+      RegisteredMemory dataMem = comm.registerMemory(data.data(), data.size());
+      comm.sendMemory(counterMem, 0);
+      comm.sendMemory(dataMem, 0);
+      boot->barrier();               // rank 0's write has landed
+      counterMem = RegisteredMemory();  // the counter's registration is gone
+      boot->send(&byte, 1, 0, kFreed);
+      boot->recv(0, kDone);
+      return;
+    }
+    RemoteMemory peerCounter = comm.recvMemory(1), peerData = comm.recvMemory(1);
+    RegisteredMemory src = comm.registerMemory(data.data(), data.size());
+    conn->write(peerData, 0, src, 0, data.size());
+    const uint64_t writes = conn->posted();
+    conn->waitCompleted(writes);
+    boot->barrier();
+    boot->recv(1, kFreed);
+    conn->signal(peerCounter, 0, 1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    bool failed = false;
+    while (!failed && std::chrono::steady_clock::now() < deadline) {
+      try {
+        conn->progress();
+      } catch (const Error&) {
+        failed = true;
+      }
+    }
+    boot->send(&byte, 1, 1, kDone);
+    if (!failed) throw std::runtime_error("a signal into a deregistered region did not fail the connection in 10 s");
+    conn->waitCompleted(writes);  // must not throw: those completed before the failure
+    try {
+      conn->flush();
+    } catch (const Error&) {
+      return;
+    }
+    throw std::runtime_error("flush() succeeded though the signal failed");
+  }));
+}

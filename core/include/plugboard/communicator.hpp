@@ -122,6 +122,11 @@ class Connection {
   /// timeout < 0 uses the "timeout" setting. Throws Error(Timeout) naming
   /// the peer, host and transport.
   void flush(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1));
+  /// Waits until the first upTo operations posted (posted() read after
+  /// posting them) have completed locally, not those posted after: a
+  /// caller reusing a buffer waits for its own writes only, never for a
+  /// later signal to a peer that may already be gone. Same errors as flush.
+  void waitCompleted(uint64_t upTo, std::chrono::milliseconds timeout = std::chrono::milliseconds(-1));
   /// Operations posted / completed so far.
   uint64_t posted() const;
   uint64_t completed() const;

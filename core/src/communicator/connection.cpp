@@ -34,10 +34,10 @@ bool ConnectionImpl::progress(bool ifIdle) {
   if (closed || error) return true;
   uint64_t done = 0;
   pb_status st = plugin->api().proxy_progress(conn, &done);
-  if (st == PB_OK) {
-    if (done > completed.load(std::memory_order_relaxed)) completed.store(done, std::memory_order_release);
-    return true;
-  }
+  // Also on failure: what completed before it (0, so no change, from a
+  // plugin that does not say).
+  if (done > completed.load(std::memory_order_relaxed)) completed.store(done, std::memory_order_release);
+  if (st == PB_OK) return true;
   std::string why = plugin->lastError();
   fail(std::make_exception_ptr(Error(errorCodeForStatus(st), describe() + ": " + (why.empty() ? "transport error" : why))));
   PB_LOG(Warn, "NET", describe() << " failed: " << why);
@@ -252,10 +252,19 @@ void Connection::signal(const RemoteMemory& dst, uint64_t dstOffset, uint64_t va
   c.postSignal(dst.impl_->rkey, dstOffset, value);
 }
 
-void Connection::flush(std::chrono::milliseconds timeout) {
+void Connection::flush(std::chrono::milliseconds timeout) { waitCompleted(impl_->posted.load(), timeout); }
+
+void Connection::waitCompleted(uint64_t target, std::chrono::milliseconds timeout) {
   ConnectionImpl& c = *impl_;
+  // Completion is checked before failure: a connection that failed after
+  // these operations completed (a later signal to a peer that has gone)
+  // still answers for them. An abort ends every wait.
+  const auto done = [&] { return c.completed.load(std::memory_order_acquire) >= target; };
+  if (c.aborted && c.aborted->load(std::memory_order_acquire)) c.throwIfFailed();
+  if (done()) return;
+  c.progress();
+  if (done()) return;
   c.throwIfFailed();
-  const uint64_t target = c.posted.load();
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     c.requireOpen();
@@ -263,10 +272,10 @@ void Connection::flush(std::chrono::milliseconds timeout) {
   }
   if (timeout.count() < 0) timeout = c.timeout;
   Backoff backoff(timeout, notifiesWaiters());
-  for (backoff.arm(); c.completed.load(std::memory_order_acquire) < target; backoff.arm()) {
+  for (backoff.arm(); !done(); backoff.arm()) {
     c.progress();
+    if (done()) break;
     c.throwIfFailed();
-    if (c.completed.load(std::memory_order_acquire) >= target) break;
     if (backoff.expired())
       throw Error(ErrorCode::Timeout, c.describe() + ": flush timed out after " + backoff.elapsedText() + " with " +
                                           std::to_string(c.completed.load()) + " of " + std::to_string(target) +

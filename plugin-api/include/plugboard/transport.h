@@ -336,7 +336,10 @@ typedef struct pb_transport_v1 {
    * Make progress and report *completed, the sequence number of the last
    * completed operation. An error here (peer vanished, bad message) is
    * final for the connection. A peer's clean close alone is not an error;
-   * posting after it is.
+   * posting after it is. With an error the plugin may still set
+   * *completed to the operations that completed before it (the core then
+   * counts them done: a caller waiting for an earlier write is not failed
+   * by a later signal to a peer that has gone); else it leaves it alone.
    */
   pb_status (*proxy_progress)(pb_conn* conn, uint64_t* completed);
   /**

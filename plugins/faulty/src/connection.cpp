@@ -195,16 +195,19 @@ void Connection::releaseHeld() {
 }
 
 void Connection::progress(uint64_t* completed) {
+  *completed = completed_;
   throwIfFailed();
   releaseHeld();
   InnerTransport& in = ctx_.inner();
   uint64_t innerDone = 0;
-  in.check(in.api().proxy_progress(inner_, &innerDone), "proxy_progress");
+  // The inner plugin may report what completed before a failure: pass it on.
+  const pb_status st = in.api().proxy_progress(inner_, &innerDone);
   for (auto it = posted_.begin(); it != posted_.end() && it->first == completed_ + 1 && it->second <= innerDone;) {
     completed_ = it->first;
     it = posted_.erase(it);
   }
   *completed = completed_;
+  in.check(st, "proxy_progress");
 }
 
 void Connection::flush() {

@@ -190,6 +190,7 @@ void Connection::enqueueWrite(uint64_t seq, const LocalRegion& src, size_t srcOf
   writeFragments_[seq] = fragmentsOf(size);
   Pending w;
   w.seq = seq;
+  w.source = &src;
   w.src = src.base + srcOffset;
   w.desc = src.reg.desc;
   w.remote = dst.rmaBase + dstOffset;
@@ -258,6 +259,7 @@ uint64_t Connection::postWriteSignal(const LocalRegion& src, size_t srcOffset, c
     parts_.push_back(pieces);
     for (uint64_t i = 0; i < pieces; ++i) {
       Pending p = s;
+      p.source = &src;
       p.fused = true;
       p.inlineSrc = src.base + srcOffset + i * piece;
       p.inlineLen = std::min<uint64_t>(piece, size - i * piece);
@@ -388,11 +390,8 @@ size_t Connection::encodeWriteSignal(const Pending& s, uint8_t* buf) const {
   return wire::Message::kSize + wire::WriteExt::kSize + s.inlineLen;
 }
 
-void Connection::forgetSource(const char* base, size_t size) {
-  const auto reads = [&](const Pending& p) {
-    const auto in = [&](const char* q) { return q && q >= base && q < base + size; };
-    return in(p.src) || in(p.inlineSrc);
-  };
+void Connection::forgetSource(const LocalRegion* region) {
+  const auto reads = [&](const Pending& p) { return p.source == region; };
   const size_t before = backlog_.size() + signals_.size();
   backlog_.erase(std::remove_if(backlog_.begin(), backlog_.end(), reads), backlog_.end());
   signals_.erase(std::remove_if(signals_.begin(), signals_.end(), reads), signals_.end());

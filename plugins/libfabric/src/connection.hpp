@@ -71,15 +71,18 @@ class Connection {
   void onHello(const wire::Message& m);
   /// Records the connection's final failure (first one wins) and logs it.
   void fail(pb_status status, const std::string& reason);
-  /// Drops the queued operations whose source lies in [base, base + size)
-  /// (a region being deregistered; the core gave up on them), failing the
-  /// connection if any was. Context mutex held.
-  void forgetSource(const char* base, size_t size);
+  /// Drops the queued operations that read region (being deregistered: the
+  /// core gave up on them), failing the connection if any was. Matched by
+  /// registration, not by address: another region over the same bytes (a
+  /// caller's buffer registered once to receive into, once to send from)
+  /// keeps its operations. Context mutex held.
+  void forgetSource(const LocalRegion* region);
 
  private:
   /// A write or signal not yet (fully) handed to the provider.
   struct Pending {
     uint64_t seq = 0;
+    const LocalRegion* source = nullptr;  ///< The region a write or fused signal reads; NULL for a bare signal.
     // write: the rest of it
     const char* src = nullptr;
     void* desc = nullptr;

@@ -319,7 +319,7 @@ LocalRegion* Context::registerMemory(void* ptr, size_t size, pb_mem_type type) {
 }
 
 void Context::deregisterMemory(LocalRegion* region) {
-  for (auto& [id, conn] : connections_) conn->forgetSource(region->base, region->size);
+  for (auto& [id, conn] : connections_) conn->forgetSource(region);
   regions_.remove(region);
 }
 
