@@ -52,6 +52,32 @@ def allreduce_allpairs(n, channel="memory"):
     return p
 
 
+def allreduce_allpairs_twoshot(n, channel="memory"):
+    """Two shots: rank r collects chunk r of every peer's input in its
+    scratch and reduces it (reduce-scatter), then puts the result into
+    every peer's output (allgather). Half the memory traffic of one shot
+    for large messages."""
+    p = Program("allreduce_allpairs_twoshot", "allreduce", n, input_chunks=n, output_chunks=n, scratch_chunks=n)
+    if n == 1:
+        return _one_rank(p)
+    for r in range(n):
+        me, peers = p.rank(r), [q for q in range(n) if q != r]
+        for q in peers:
+            ch = p.channel(r, q, channel)
+            ch.put(me.input[q], p.rank(q).scratch[r], tb=0)
+            ch.signal(tb=0)
+        for q in peers:
+            p.channel(r, q, channel).wait(tb=0)
+        p.reduce(me.output[r], [me.input[r]] + [me.scratch[q] for q in peers], tb=0)
+        for q in peers:
+            ch = p.channel(r, q, channel)
+            ch.put(me.output[r], p.rank(q).output[r], tb=0)
+            ch.signal(tb=0)
+        for q in peers:
+            p.channel(r, q, channel).wait(tb=0)
+    return p
+
+
 def allreduce_ring(n, channel="memory"):
     """Ring reduce-scatter then ring allgather: 2(n - 1) steps of 1/n of the data."""
     p = Program("allreduce_ring", "allreduce", n, input_chunks=n, output_chunks=n, scratch_chunks=max(n - 1, 1))
@@ -130,4 +156,4 @@ def alltoall_allpairs(n, channel="memory"):
 
 
 SHIPPED = {f.__name__: f for f in (allgather_allpairs, allgather_ring, allreduce_allpairs, allreduce_allpairs_packets,
-                                   allreduce_packets, allreduce_ring, alltoall_allpairs)}
+                                   allreduce_allpairs_twoshot, allreduce_packets, allreduce_ring, alltoall_allpairs)}
