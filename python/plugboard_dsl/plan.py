@@ -1,7 +1,7 @@
 """A validated Program as an execution plan: a dict in the JSON layout
 docs/execution-plans.md describes (version PLAN_VERSION)."""
 
-PLAN_VERSION = 2
+PLAN_VERSION = 3
 
 
 def _chunk(c):
@@ -16,6 +16,8 @@ def _op(op):
         out["src"], out["dst"] = _chunk(op.src), _chunk(op.dst)
     elif op.kind == "reduce":
         out["dst"], out["srcs"] = _chunk(op.dst), [_chunk(s) for s in op.srcs]
+    elif op.kind == "barrier":
+        out["barrier"], out["threadblocks"] = op.barrier, list(op.group)
     elif op.kind == "reduce_packet":
         out["dst"], out["srcs"] = _chunk(op.dst), [_chunk(s) for s in op.srcs]
         out["packets"] = [_chunk(c) for c in op.packets]

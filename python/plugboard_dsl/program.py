@@ -78,6 +78,8 @@ class Op:
     dst: Chunk = None
     srcs: tuple = ()
     packets: tuple = ()  # reduce_packet: its packet chunks
+    barrier: int = -1  # barrier: its id in the rank
+    group: tuple = ()  # barrier: the thread blocks it joins
     reads: list = field(default_factory=list)
     writes: list = field(default_factory=list)
     index: int = -1  # position in its thread block
@@ -173,6 +175,7 @@ class Program:
                               "packets": packet_chunks}
         self.channels = {}  # (rank, peer, type, tag) -> Channel
         self.threadblocks = {}  # (rank, tb) -> [Op]
+        self.barriers = {}  # rank -> barriers made so far
 
     def rank(self, r):
         """The buffers of rank r."""
@@ -211,6 +214,19 @@ class Program:
         _no_packets("reduce", dst, *srcs)
         _same_size("reduce", dst, *srcs)
         return self._add(Op("reduce", dst.rank, tb, dst=dst, srcs=srcs, reads=list(srcs), writes=[dst]))
+
+    def barrier(self, rank, tbs):
+        """Joins thread blocks tbs of rank: each waits at this point until all
+        have reached it, so what any did before happens before what any
+        does after (the way to order thread blocks of one rank; peers are
+        ordered by signal and wait). Returns the barrier's operations."""
+        self._check_rank(rank, "barrier rank")
+        group = tuple(sorted(set(tbs)))
+        if len(group) != len(tuple(tbs)) or len(group) < 2:
+            raise ValidationError(f"rank {rank}: a barrier joins two or more distinct thread blocks, got {list(tbs)!r}")
+        bid = self.barriers.get(rank, 0)
+        self.barriers[rank] = bid + 1
+        return [self._add(Op("barrier", rank, tb, barrier=bid, group=group)) for tb in group]
 
     def reduce_packet(self, dst, srcs, packets, tb):
         """LL: waits for the packets chunks to arrive (a peer's put_packet of

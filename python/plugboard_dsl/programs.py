@@ -52,6 +52,24 @@ def allreduce_allpairs(n, channel="memory"):
     return p
 
 
+def allreduce_allpairs_blocks(n, channel="memory"):
+    """One shot with a thread block per peer (1 + q): the puts to every
+    peer run at once; a barrier then lets thread block 0 reduce."""
+    p = Program("allreduce_allpairs_blocks", "allreduce", n, input_chunks=1, output_chunks=1, scratch_chunks=n)
+    if n == 1:
+        return _one_rank(p)
+    for r in range(n):
+        me, peers = p.rank(r), [q for q in range(n) if q != r]
+        for q in peers:
+            ch = p.channel(r, q, channel)
+            ch.put(me.input[0], p.rank(q).scratch[r], tb=1 + q)
+            ch.signal(tb=1 + q)
+            ch.wait(tb=1 + q)
+        p.barrier(r, [0] + [1 + q for q in peers])
+        p.reduce(me.output[0], [me.input[0]] + [me.scratch[q] for q in peers], tb=0)
+    return p
+
+
 def allreduce_allpairs_twoshot(n, channel="memory"):
     """Two shots: rank r collects chunk r of every peer's input in its
     scratch and reduces it (reduce-scatter), then puts the result into
@@ -155,5 +173,6 @@ def alltoall_allpairs(n, channel="memory"):
     return p
 
 
-SHIPPED = {f.__name__: f for f in (allgather_allpairs, allgather_ring, allreduce_allpairs, allreduce_allpairs_packets,
-                                   allreduce_allpairs_twoshot, allreduce_packets, allreduce_ring, alltoall_allpairs)}
+SHIPPED = {f.__name__: f for f in (allgather_allpairs, allgather_ring, allreduce_allpairs, allreduce_allpairs_blocks,
+                                   allreduce_allpairs_packets, allreduce_allpairs_twoshot, allreduce_packets,
+                                   allreduce_ring, alltoall_allpairs)}

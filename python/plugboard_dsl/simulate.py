@@ -23,14 +23,19 @@ def run(plan, inputs, reduce=lambda a, b: a + b):
     channels = [{c["id"]: c for c in plan["ranks"][r]["channels"]} for r in range(n)]
     pending = {}  # (signaller, receiver, type, tag) -> signals not yet waited for
     arrived = set()  # (rank, packets chunk index) put this call
+    at_barrier = {}  # (rank, barrier id) -> thread blocks that have reached it
     pcs = {(r, tb["id"]): 0 for r in range(n) for tb in plan["ranks"][r]["threadblocks"]}
     tbs = {(r, tb["id"]): tb["ops"] for r in range(n) for tb in plan["ranks"][r]["threadblocks"]}
 
     def span(rank, c):
         return bufs[rank][c["buffer"]], range(c["index"], c["index"] + c["size"])
 
-    def step(r, op):
+    def step(r, tb, op):
         kind = op["op"]
+        if kind == "barrier":
+            came = at_barrier.setdefault((r, op["barrier"]), set())
+            came.add(tb)
+            return len(came) == len(op["threadblocks"])
         ch = channels[r].get(op.get("channel"))
         if kind == "wait":
             key = (ch["peer"], r, ch["type"], ch["tag"])
@@ -67,7 +72,7 @@ def run(plan, inputs, reduce=lambda a, b: a + b):
     while True:
         moved, left = False, False
         for key, ops in tbs.items():
-            while pcs[key] < len(ops) and step(key[0], ops[pcs[key]]):
+            while pcs[key] < len(ops) and step(key[0], key[1], ops[pcs[key]]):
                 pcs[key] += 1
                 moved = True
             left = left or pcs[key] < len(ops)

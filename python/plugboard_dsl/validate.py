@@ -81,12 +81,30 @@ def _edges(p, writers):
                 f"{len(w)} times for it; every wait needs its signal (first: {first.where()})")
         for sig, wait in zip(s, w):
             succ.setdefault(id(sig), []).append(wait)
+    _barrier_edges(p, succ)
     for ops in p.threadblocks.values():
         for op in ops:
             for c in op.packets:
                 for put in {id(writers[(c.rank, i)]): writers[(c.rank, i)] for i in range(c.index, c.index + c.size)}.values():
                     succ.setdefault(id(put), []).append(op)
     return succ
+
+
+def _barrier_edges(p, succ):
+    """A barrier orders what its thread blocks did before it before what
+    any of them does after: an edge from each member to the operation after
+    every other member. Members reached in different orders make a cycle
+    (a deadlock)."""
+    groups = {}
+    for (rank, tb), ops in p.threadblocks.items():
+        for op in ops:
+            if op.kind == "barrier":
+                groups.setdefault((rank, op.barrier), []).append((op, ops))
+    for members in groups.values():
+        for op, _ in members:
+            for other, other_ops in members:
+                if other is not op and other.index + 1 < len(other_ops):
+                    succ.setdefault(id(op), []).append(other_ops[other.index + 1])
 
 
 def _topological(ops, succ):
@@ -104,10 +122,10 @@ def _topological(ops, succ):
             if indegree[id(t)] == 0:
                 ready.append(t)
     if len(order) != len(ops):
-        stuck = [op for op in ops if indegree[id(op)] > 0 and op.kind in ("wait", "reduce_packet")]
+        stuck = [op for op in ops if indegree[id(op)] > 0 and op.kind in ("wait", "reduce_packet", "barrier")]
         first = (stuck or [op for op in ops if indegree[id(op)] > 0])[0]
-        raise ValidationError(f"deadlock: {first.where()} waits for a signal or packets only sent after it "
-                              f"(a cycle of waits among {len(ops) - len(order)} operations)")
+        raise ValidationError(f"deadlock: {first.where()} waits for a signal, packets or a barrier's thread blocks "
+                              f"that come only after it (a cycle of waits among {len(ops) - len(order)} operations)")
     return order
 
 
@@ -137,7 +155,7 @@ def _check_races(p, ops, succ, order):
                 ordered = (anc[id(op2)] >> pos[id(op1)]) & 1 or (anc[id(op1)] >> pos[id(op2)]) & 1
                 if not ordered:
                     raise ValidationError(f"race on {c1 if w1 else c2}: {op1.where()} and {op2.where()} touch it "
-                                          "with no signal/wait or thread-block order between them")
+                                          "with no signal/wait, barrier or thread-block order between them")
 
 
 def _check_outputs(p, ops):

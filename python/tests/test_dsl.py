@@ -1,5 +1,5 @@
 """plugboard_dsl: the shipped programs compute their collectives (checked
-by the reference interpreter) at 1-8 ranks and compile to version-2 plans;
+by the reference interpreter) at 1-8 ranks and compile to version-3 plans;
 every validation error names where it is; the command line writes plans."""
 import json
 import os
@@ -25,7 +25,7 @@ def expected(name, n):
         return [[value(q, 0) for q in range(n)] for _ in range(n)]
     if name.startswith("alltoall"):
         return [[value(q, r) for q in range(n)] for r in range(n)]
-    if name in ("allreduce_allpairs", "allreduce_allpairs_packets"):
+    if name in ("allreduce_allpairs", "allreduce_allpairs_packets", "allreduce_allpairs_blocks"):
         return [[sum(value(q, 0) for q in range(n))] for _ in range(n)]
     if name in ("allreduce_ring", "allreduce_packets", "allreduce_allpairs_twoshot"):
         return [[sum(value(q, c) for q in range(n)) for c in range(n)] for _ in range(n)]
@@ -37,7 +37,7 @@ def expected(name, n):
 @pytest.mark.parametrize("channel", ["memory", "port"])
 def test_shipped_programs_compute_their_collective(name, n, channel):
     plan = json.loads(json.dumps(SHIPPED[name](n, channel).plan()))  # through JSON, as a file would
-    assert plan["plan_version"] == PLAN_VERSION == 2
+    assert plan["plan_version"] == PLAN_VERSION == 3
     assert plan["nranks"] == n and len(plan["ranks"]) == n
     assert all(c["type"] == channel for r in plan["ranks"] for c in r["channels"])
     inputs = [[value(r, c) for c in range(plan["buffers"]["input"])] for r in range(n)]
@@ -118,7 +118,7 @@ def test_a_cycle_of_waits_is_a_deadlock():
         p.channel(r, 1 - r).wait(tb=0)  # both wait first
         p.channel(r, 1 - r).signal(tb=0)
         p.copy(p.rank(r).input[0], p.rank(r).output[0], tb=0)
-    raises(p.validate, "deadlock", "waits for a signal or packets only sent after it")
+    raises(p.validate, "deadlock", "waits for a signal, packets or a barrier's thread blocks that come only after it")
     with pytest.raises(simulate.Deadlock):
         simulate.run(__import__("plugboard_dsl.plan", fromlist=["to_plan"]).to_plan(p), [[1], [2]])
 
@@ -201,7 +201,7 @@ def test_ll_packets_awaited_before_they_are_sent_are_a_deadlock():
         me, peer = p.rank(r), p.rank(1 - r)
         p.reduce_packet(me.output[0], [me.input[0]], [me.packets[0]], tb=0)
         p.channel(r, 1 - r).put_packet(me.input[0], peer.packets[0], tb=0)
-    raises(p.validate, "deadlock", "(reduce_packet) waits for a signal or packets only sent after it")
+    raises(p.validate, "deadlock", "(reduce_packet) waits for a signal, packets or a barrier's thread blocks")
     with pytest.raises(simulate.Deadlock):
         simulate.run(__import__("plugboard_dsl.plan", fromlist=["to_plan"]).to_plan(p), [[1], [2]])
 
@@ -256,3 +256,43 @@ def test_pip_install_of_the_python_directory_gives_the_dsl_and_its_command(tmp_p
                    check=True, env=env, cwd=str(tmp_path))
     plan = json.loads(out.read_text())
     assert plan["plan_version"] == PLAN_VERSION and plan["nranks"] == 4 and plan["collective"] == "allreduce"
+
+
+@pytest.mark.parametrize("n", range(2, 6))
+def test_a_barrier_orders_thread_blocks_of_a_rank(n):
+    plan = json.loads(json.dumps(SHIPPED["allreduce_allpairs_blocks"](n).plan()))
+    ops = plan["ranks"][0]["threadblocks"][0]["ops"]
+    assert ops[0] == {"op": "barrier", "barrier": 0, "threadblocks": [0] + [1 + q for q in range(1, n)]}
+    assert simulate.run(plan, [[value(r, 0)] for r in range(n)]) == expected("allreduce_allpairs", n)
+
+
+def test_without_the_barrier_the_reduce_races_the_peers_puts():
+    p = Program("t", "allreduce", 2, input_chunks=1, output_chunks=1, scratch_chunks=2)
+    for r in (0, 1):
+        ch = p.channel(r, 1 - r)
+        ch.put(p.rank(r).input[0], p.rank(1 - r).scratch[r], tb=1)
+        ch.signal(tb=1)
+        ch.wait(tb=1)
+        p.reduce(p.rank(r).output[0], [p.rank(r).input[0], p.rank(r).scratch[1 - r]], tb=0)  # no barrier
+    raises(p.validate, "race on rank 0 scratch[1:2]", "no signal/wait, barrier or thread-block order between them")
+
+
+def test_thread_blocks_meeting_a_barrier_in_a_cycle_deadlock():
+    p = two_ranks()
+    p.channel(0, 1).wait(tb=1)  # rank 0 thread block 1 waits for rank 1 before the barrier...
+    p.barrier(0, [0, 1])
+    p.channel(0, 1).signal(tb=0)  # ...which signals only after rank 0 thread block 0 passed it
+    p.channel(1, 0).wait(tb=0)
+    p.channel(1, 0).signal(tb=0)
+    for r in (0, 1):
+        p.copy(p.rank(r).input[0], p.rank(r).output[0], tb=0)
+    raises(p.validate, "deadlock", "a barrier's thread blocks")
+    with pytest.raises(simulate.Deadlock):
+        simulate.run(__import__("plugboard_dsl.plan", fromlist=["to_plan"]).to_plan(p), [[1], [2]])
+
+
+def test_a_barrier_needs_two_distinct_thread_blocks_of_a_rank():
+    p = two_ranks()
+    raises(lambda: p.barrier(0, [3]), "rank 0: a barrier joins two or more distinct thread blocks, got [3]")
+    raises(lambda: p.barrier(0, [1, 1]), "two or more distinct thread blocks, got [1, 1]")
+    raises(lambda: p.barrier(2, [0, 1]), "barrier rank 2 is out of range [0, 2)")

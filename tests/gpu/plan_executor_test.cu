@@ -150,7 +150,7 @@ TEST_P(GpuPlanTest, ShippedPlanOverPortChannelsAndEthernet) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, GpuPlanTest,
-                         ::testing::Combine(::testing::Values("allgather_allpairs", "allgather_ring", "allreduce_allpairs",
+                         ::testing::Combine(::testing::Values("allgather_allpairs", "allgather_ring", "allreduce_allpairs", "allreduce_allpairs_blocks",
                                                               "allreduce_allpairs_packets", "allreduce_allpairs_twoshot", "allreduce_packets",
                                                               "allreduce_ring", "alltoall_allpairs"),
                                             ::testing::Values(2, 3, 4)),

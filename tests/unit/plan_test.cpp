@@ -91,7 +91,7 @@ TEST(Plan, EveryShippedPlanLoads) {
       ++loaded;
     }
   }
-  EXPECT_EQ(loaded, 70);  // 7 programs: 2-8 ranks over memory channels, 2-4 over port channels
+  EXPECT_EQ(loaded, 90);  // 9 programs: 2-8 ranks over memory channels, 2-4 over port channels
 }
 
 TEST(Plan, BrokenDocumentsAreNamed) {
@@ -104,7 +104,7 @@ TEST(Plan, BrokenDocumentsAreNamed) {
 }
 
 TEST(Plan, WrongVersionsTypesAndNumbersAreNamed) {
-  expectRefused(mutate("\"plan_version\": 1", "\"plan_version\": 3"), "$.plan_version: is 3; this Plugboard reads versions 1 to 2");
+  expectRefused(mutate("\"plan_version\": 1", "\"plan_version\": 4"), "$.plan_version: is 4; this Plugboard reads versions 1 to 3");
   expectRefused(mutate("\"plan_version\": 1", "\"plan_version\": 0"), "$.plan_version: is 0");
   expectRefused(mutate("\"nranks\": 2", "\"nranks\": -1"), "$.nranks: must be between 1 and");
   expectRefused(mutate("\"nranks\": 2", "\"nranks\": 1e30"), "$.nranks: must be an integer");
@@ -185,4 +185,55 @@ TEST(Plan, ChannelsAndSignalsMustPairAcrossRanks) {
   expectRefused(mutate("\"type\": \"memory\"", "\"type\": \"port\""), "has no matching channel back");
   expectRefused(mutate("{\"op\": \"wait\", \"channel\": 0}", "{\"op\": \"signal\", \"channel\": 0}"),
                 "rank 0 signals rank 1 2 times on it but rank 1 waits 1 times");
+}
+
+namespace {
+
+/// kValid as version 3 with a barrier joining rank 0's thread blocks 0
+/// (after its copy) and 1 (after its wait).
+std::string withBarrier(const std::string& tb0List = "[0, 1]", const std::string& tb1List = "[0, 1]") {
+  std::string s = mutate("\"plan_version\": 1", "\"plan_version\": 3");
+  s = mutateText(s, "\"scratch\": 0}", "\"scratch\": 0, \"packets\": 0}");
+  s = mutateText(s, "\"index\": 0, \"size\": 1}}]}, ",
+                 "\"index\": 0, \"size\": 1}}, {\"op\": \"barrier\", \"barrier\": 4, \"threadblocks\": " + tb0List + "}]}, ");
+  return mutateText(s, "{\"op\": \"wait\", \"channel\": 0}]}]}, ",
+                    "{\"op\": \"wait\", \"channel\": 0}, {\"op\": \"barrier\", \"barrier\": 4, \"threadblocks\": " + tb1List +
+                        "}]}]}, ");
+}
+
+}  // namespace
+
+TEST(Plan, ABarrierLoadsWithItsGroupNumbered) {
+  const Plan p = parsePlan(withBarrier(), "test.json");
+  EXPECT_EQ(p.version, 3);
+  ASSERT_EQ(p.ranks[0].barriers, 1);
+  const PlanOp& a = p.ranks[0].threadblocks[0].ops.back();
+  const PlanOp& b = p.ranks[0].threadblocks[1].ops.back();
+  EXPECT_EQ(a.kind, PlanOp::Kind::Barrier);
+  EXPECT_EQ(a.barrier, 0) << "barrier id 4 is the rank's first group";
+  EXPECT_EQ(b.barrier, 0);
+  EXPECT_EQ(a.parties, 2u);
+  EXPECT_EQ(p.ranks[1].barriers, 0);
+  const Plan shipped = loadPlan(std::string(PLUGBOARD_TEST_SOURCE_DIR) + "/../plans/allreduce_allpairs_blocks/4ranks.json");
+  for (const auto& rank : shipped.ranks) {
+    EXPECT_EQ(rank.barriers, 1);
+    EXPECT_EQ(rank.threadblocks.size(), 4u);
+    EXPECT_EQ(rank.threadblocks[0].ops.front().parties, 4u);
+  }
+}
+
+TEST(Plan, BarriersThatCannotCompleteAreNamed) {
+  expectRefused(mutateText(withBarrier(), "\"plan_version\": 3", "\"plan_version\": 2"),
+                "barrier needs plan_version 3 (this plan is version 2)");
+  expectRefused(withBarrier("[0]", "[0]"), "threadblocks: a barrier joins at least two thread blocks");
+  expectRefused(withBarrier("[0, 0]"), "threadblocks: lists thread block 0 twice");
+  expectRefused(withBarrier("[1, 2]"), "does not list thread block 0, which holds the barrier");
+  expectRefused(withBarrier("[0, 1]", "[0, 1, 2]"), "barrier 4 lists other thread blocks than at $.ranks[0].threadblocks[0].ops[1]");
+  expectRefused(mutateText(withBarrier(), "\"barrier\": 4, \"threadblocks\": [0, 1]}]}]}", "\"barrier\": 5, \"threadblocks\": [0, 1]}]}]}"),
+                "barrier 4 lists thread block 1, which never reaches it (it would wait forever)");
+  expectRefused(mutateText(withBarrier(), "{\"op\": \"wait\", \"channel\": 0}, {\"op\": \"barrier\"",
+                           "{\"op\": \"barrier\", \"barrier\": 4, \"threadblocks\": [0, 1]}, {\"op\": \"wait\", \"channel\": 0}, "
+                           "{\"op\": \"barrier\""),
+                "thread block 1 holds barrier 4 twice");
+  expectRefused(mutateText(withBarrier(), "\"barrier\": 4", "\"barrier\": -1"), "ops[1].barrier: must be between 0 and");
 }

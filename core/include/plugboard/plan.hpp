@@ -13,8 +13,9 @@
 namespace plugboard {
 
 /// The newest plan version this library reads (and plugboard_dsl writes);
-/// it reads every version from 1 (version 1: no LL packets).
-inline constexpr int kPlanVersion = 2;
+/// it reads every version from 1 (version 1: no LL packets; version 2: no
+/// barrier).
+inline constexpr int kPlanVersion = 3;
 
 /// Chunks [index, index + size) of one of a rank's buffers.
 struct PlanChunk {
@@ -35,15 +36,19 @@ struct PlanChannel {
 /// One operation of a thread block. put_packet sends src as LL packets
 /// (flagged with the call) into the peer's packets chunks dst;
 /// reduce_packet waits for its packets chunks and reduces srcs and them
-/// into dst.
+/// into dst; barrier (version 3) waits until every thread block of its
+/// group has reached it: what they did before it happens before what any
+/// of them does after.
 struct PlanOp {
-  enum class Kind { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket };
+  enum class Kind { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket, Barrier };
   Kind kind = Kind::Copy;
   int channel = -1;              ///< Index into the rank's channels (put, put_packet, signal, wait, flush).
   PlanChunk src, dst;            ///< put, put_packet, copy: src; all but signal, wait, flush: dst
                                  ///< (a put's and a put_packet's dst is on the peer).
   std::vector<PlanChunk> srcs;     ///< reduce, reduce_packet (may be empty there).
   std::vector<PlanChunk> packets;  ///< reduce_packet: this rank's packets chunks it waits for.
+  int barrier = -1;     ///< barrier: its group, numbered 0.. in the rank by the plan's barrier ids.
+  uint32_t parties = 0;  ///< barrier: thread blocks in the group.
 };
 
 /// A thread block's operations, run in order.
@@ -56,12 +61,14 @@ struct PlanThreadBlock {
 struct PlanRank {
   std::vector<PlanChannel> channels;
   std::vector<PlanThreadBlock> threadblocks;
+  int barriers = 0;  ///< Barrier groups (PlanOp::barrier is below this).
 };
 
 /// A loaded, checked plan.
 struct Plan {
   std::string source;  ///< The file (or name) it came from, for messages.
   std::string name, collective, protocol;  ///< protocol: "simple" or "ll"
+  int version = 0;  ///< plan_version as written
   int nranks = 0;
   bool inPlace = false;
   int64_t instances = 1;

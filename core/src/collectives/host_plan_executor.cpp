@@ -71,8 +71,10 @@ struct HostPlanExecutor::Impl {
   DataType type = DataType::Uint8;
   ReduceOp op = ReduceOp::Sum;
   std::vector<char> acc;  // reduce's accumulator, kept between operations (no allocation per op once grown)
+  std::vector<uint32_t> barrierArrivals;  // this call: thread blocks that reached each barrier group
+  std::vector<char> atBarrier;            // this call: the thread block has counted itself at its current barrier
   char* at(PlanChunk::Buffer b, uint64_t index) { return storage[slot(b)].data() + index * chunkBytes; }
-  bool step(const PlanOp& o);
+  bool step(const PlanOp& o, size_t tb);
   /// dst = op over o.srcs, then (reduce_packet) o.packets.
   void reduce(const PlanOp& o);
   void putPacket(const PlanOp& o);
@@ -157,8 +159,9 @@ bool HostPlanExecutor::Impl::packetsArrived(const std::vector<PlanChunk>& packet
   return true;
 }
 
-/// One operation; false when it must wait (a signal that has not arrived).
-bool HostPlanExecutor::Impl::step(const PlanOp& o) {
+/// One operation of thread block tb (an index); false when it must wait
+/// (a signal, packets or the rest of a barrier's group not there yet).
+bool HostPlanExecutor::Impl::step(const PlanOp& o, size_t tb) {
   const size_t bytes = (o.kind == PlanOp::Kind::Reduce ? o.dst.size : o.src.size) * chunkBytes;
   switch (o.kind) {
     case PlanOp::Kind::Put: {
@@ -182,6 +185,11 @@ bool HostPlanExecutor::Impl::step(const PlanOp& o) {
       if (!packetsArrived(o.packets)) return false;
       reduce(o);
       return true;
+    case PlanOp::Kind::Barrier:
+      if (!atBarrier[tb]) atBarrier[tb] = 1, ++barrierArrivals[static_cast<size_t>(o.barrier)];
+      if (barrierArrivals[static_cast<size_t>(o.barrier)] < o.parties) return false;
+      atBarrier[tb] = 0;
+      return true;
   }
   return true;
 }
@@ -189,11 +197,13 @@ bool HostPlanExecutor::Impl::step(const PlanOp& o) {
 void HostPlanExecutor::Impl::runTasks() {
   const auto& tbs = mine().threadblocks;
   std::vector<size_t> pc(tbs.size(), 0);
+  barrierArrivals.assign(static_cast<size_t>(mine().barriers), 0);
+  atBarrier.assign(tbs.size(), 0);
   auto lastMove = std::chrono::steady_clock::now();
   for (;;) {
     bool moved = false, left = false;
     for (size_t t = 0; t < tbs.size(); ++t) {
-      while (pc[t] < tbs[t].ops.size() && step(tbs[t].ops[pc[t]])) ++pc[t], moved = true;
+      while (pc[t] < tbs[t].ops.size() && step(tbs[t].ops[pc[t]], t)) ++pc[t], moved = true;
       left = left || pc[t] < tbs[t].ops.size();
     }
     if (!left) return;
@@ -218,7 +228,7 @@ void HostPlanExecutor::Impl::checkStuck(std::chrono::steady_clock::time_point la
     if (pc[t] < tbs[t].ops.size())
       stuck += " thread block " + std::to_string(tbs[t].id) + " at operation " + std::to_string(pc[t]) + ";";
   throw Error(ErrorCode::Timeout, who() + " made no progress for " + std::to_string(timeout.count()) + " ms; waiting for " +
-                                      (pc.empty() ? std::string(" its peers' start signals") : "a signal or packets in:" + stuck));
+                                      (pc.empty() ? std::string(" its peers' start signals") : "a signal, packets or a barrier in:" + stuck));
 }
 
 // Every channel signals once and waits once before any operation: a peer

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -75,10 +76,12 @@ PlanOp::Kind opKind(const Reader& r, const std::string& name, const std::string&
   static const std::pair<const char*, PlanOp::Kind> kinds[] = {
       {"put", PlanOp::Kind::Put},       {"signal", PlanOp::Kind::Signal},         {"wait", PlanOp::Kind::Wait},
       {"flush", PlanOp::Kind::Flush},   {"copy", PlanOp::Kind::Copy},             {"reduce", PlanOp::Kind::Reduce},
-      {"put_packet", PlanOp::Kind::PutPacket}, {"reduce_packet", PlanOp::Kind::ReducePacket}};
+      {"put_packet", PlanOp::Kind::PutPacket}, {"reduce_packet", PlanOp::Kind::ReducePacket},
+      {"barrier", PlanOp::Kind::Barrier}};
   for (const auto& [n, k] : kinds)
     if (name == n) return k;
-  r.fail(path, "\"" + name + "\" is not an operation (put, signal, wait, flush, copy, reduce, put_packet, reduce_packet)");
+  r.fail(path, "\"" + name + "\" is not an operation (put, signal, wait, flush, copy, reduce, put_packet, reduce_packet, "
+               "barrier)");
 }
 
 /// Refuses operations of the other protocol: an LL plan moves data between
@@ -119,10 +122,35 @@ std::vector<PlanChunk> chunkList(const Reader& r, const Json& v, const std::stri
   return out;
 }
 
-PlanOp op(const Reader& r, const Json& v, const std::string& path, const Plan& plan, const PlanRank& rank) {
+/// A barrier's id (kept in o.barrier until barrierGroups numbers the
+/// groups) and its thread blocks' ids, which must include its own.
+void barrierOp(const Reader& r, const Json& v, const std::string& path, const Plan& plan, int64_t ownTb, PlanOp& o,
+               std::vector<int64_t>& members) {
+  if (plan.version < 3) r.fail(path + ".op", "barrier needs plan_version 3 (this plan is version " + std::to_string(plan.version) + ")");
+  o.barrier = static_cast<int>(r.integer(r.field(v, path, "barrier"), path + ".barrier", 0, kMaxChunks));
+  const Json& list = r.array(r.field(v, path, "threadblocks"), path + ".threadblocks");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const int64_t tb = r.integer(list[i], path + ".threadblocks[" + std::to_string(i) + "]", 0, kMaxChunks);
+    if (std::find(members.begin(), members.end(), tb) != members.end())
+      r.fail(path + ".threadblocks", "lists thread block " + std::to_string(tb) + " twice");
+    members.push_back(tb);
+  }
+  if (members.size() < 2) r.fail(path + ".threadblocks", "a barrier joins at least two thread blocks");
+  if (std::find(members.begin(), members.end(), ownTb) == members.end())
+    r.fail(path + ".threadblocks", "does not list thread block " + std::to_string(ownTb) + ", which holds the barrier");
+  std::sort(members.begin(), members.end());
+  o.parties = static_cast<uint32_t>(members.size());
+}
+
+PlanOp op(const Reader& r, const Json& v, const std::string& path, const Plan& plan, const PlanRank& rank, int64_t tb,
+          std::vector<int64_t>& barrierMembers) {
   PlanOp o;
   o.kind = opKind(r, r.text(r.field(v, path, "op"), path + ".op"), path + ".op");
   checkProtocol(r, path + ".op", plan, o.kind);
+  if (o.kind == PlanOp::Kind::Barrier) {
+    barrierOp(r, v, path, plan, tb, o, barrierMembers);
+    return o;
+  }
   const bool onChannel = o.kind == PlanOp::Kind::Put || o.kind == PlanOp::Kind::Signal ||
                          o.kind == PlanOp::Kind::Wait || o.kind == PlanOp::Kind::Flush ||
                          o.kind == PlanOp::Kind::PutPacket;
@@ -153,8 +181,48 @@ PlanOp op(const Reader& r, const Json& v, const std::string& path, const Plan& p
   return o;
 }
 
+/// Where a barrier op was found: its thread block, the group it lists, its path.
+struct BarrierSite {
+  int64_t tb;
+  std::vector<int64_t> members;
+  std::string path;
+};
+
+/// Checks that every thread block a barrier lists holds it exactly once,
+/// all listing the same group, and numbers the groups 0.. by id.
+void barrierGroups(const Reader& r, PlanRank& rank, const std::vector<std::pair<int, BarrierSite>>& sites) {
+  std::map<int, std::vector<const BarrierSite*>> byId;
+  for (const auto& [id, site] : sites) byId[id].push_back(&site);
+  std::map<int, int> group;
+  for (const auto& [id, list] : byId) {
+    const BarrierSite& first = *list.front();
+    std::vector<int64_t> holders;
+    for (const BarrierSite* s : list) {
+      if (s->members != first.members)
+        r.fail(s->path, "barrier " + std::to_string(id) + " lists other thread blocks than at " + first.path);
+      if (std::find(holders.begin(), holders.end(), s->tb) != holders.end())
+        r.fail(s->path, "thread block " + std::to_string(s->tb) + " holds barrier " + std::to_string(id) + " twice");
+      holders.push_back(s->tb);
+    }
+    std::sort(holders.begin(), holders.end());
+    if (holders != first.members) {
+      for (int64_t m : first.members)
+        if (std::find(holders.begin(), holders.end(), m) == holders.end())
+          r.fail(first.path, "barrier " + std::to_string(id) + " lists thread block " + std::to_string(m) +
+                                 ", which never reaches it (it would wait forever)");
+    }
+    const int g = static_cast<int>(group.size());
+    group[id] = g;
+  }
+  for (auto& tb : rank.threadblocks)
+    for (auto& o : tb.ops)
+      if (o.kind == PlanOp::Kind::Barrier) o.barrier = group.at(o.barrier);
+  rank.barriers = static_cast<int>(group.size());
+}
+
 PlanRank rankPart(const Reader& r, const Json& v, const std::string& path, const Plan& plan, int index) {
   PlanRank out;
+  std::vector<std::pair<int, BarrierSite>> barriers;
   const int64_t rank = r.integer(r.field(v, path, "rank"), path + ".rank", 0, plan.nranks - 1);
   if (rank != index) r.fail(path + ".rank", "is " + std::to_string(rank) + " at position " + std::to_string(index));
   const Json& channels = r.array(r.field(v, path, "channels"), path + ".channels");
@@ -180,9 +248,15 @@ PlanRank rankPart(const Reader& r, const Json& v, const std::string& path, const
     for (const auto& other : out.threadblocks)
       if (other.id == tb.id) r.fail(tp + ".id", "thread block " + std::to_string(tb.id) + " appears twice");
     const Json& ops = r.array(r.field(tbs[i], tp, "ops"), tp + ".ops");
-    for (size_t k = 0; k < ops.size(); ++k) tb.ops.push_back(op(r, ops[k], tp + ".ops[" + std::to_string(k) + "]", plan, out));
+    for (size_t k = 0; k < ops.size(); ++k) {
+      const std::string opPath = tp + ".ops[" + std::to_string(k) + "]";
+      std::vector<int64_t> members;
+      tb.ops.push_back(op(r, ops[k], opPath, plan, out, tb.id, members));
+      if (tb.ops.back().kind == PlanOp::Kind::Barrier) barriers.push_back({tb.ops.back().barrier, {tb.id, members, opPath}});
+    }
     out.threadblocks.push_back(std::move(tb));
   }
+  barrierGroups(r, out, barriers);
   return out;
 }
 
@@ -227,6 +301,7 @@ Plan parsePlan(const std::string& text, const std::string& source) {
   const int64_t version = r.integer(r.field(doc, "$", "plan_version"), "$.plan_version", 0, std::numeric_limits<int32_t>::max());
   if (version < 1 || version > kPlanVersion)
     r.fail("$.plan_version", "is " + std::to_string(version) + "; this Plugboard reads versions 1 to " + std::to_string(kPlanVersion));
+  plan.version = static_cast<int>(version);
   plan.name = r.text(r.field(doc, "$", "name"), "$.name");
   plan.collective = r.text(r.field(doc, "$", "collective"), "$.collective");
   plan.protocol = r.text(r.field(doc, "$", "protocol"), "$.protocol");

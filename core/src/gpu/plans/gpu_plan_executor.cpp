@@ -46,6 +46,7 @@ const char* opName(PlanOp::Kind k) {
     case PlanOp::Kind::Reduce: return "reduce";
     case PlanOp::Kind::PutPacket: return "put_packet";
     case PlanOp::Kind::ReducePacket: return "reduce_packet";
+    case PlanOp::Kind::Barrier: return "barrier";
   }
   return "?";
 }
@@ -74,6 +75,7 @@ struct GpuPlanExecutor::Impl {
   char* storageHost = nullptr;  // the pinned host allocation, with hostStorage
   uint64_t* expected = nullptr;
   uint64_t* calls = nullptr;  // LL: per CUDA block
+  gpuplan::PlanBarrier* barriers = nullptr;  // per barrier group and slice
   gpuplan::DevOp* ops = nullptr;
   gpuplan::DevThreadBlock* threadBlocks = nullptr;
   gpuplan::DevChunk* srcs = nullptr;
@@ -125,6 +127,8 @@ struct GpuPlanExecutor::Impl {
   int matchingChannel(int rank, int peer, PlanChannel::Type type, int64_t tag) const;
   gpuplan::PlanArgs args(const void* input, size_t bytes) const;
   std::string describeFailure(const gpuplan::PlanStatus& s) const;
+  /// True when the failure is a barrier's.
+  bool barrierOp(const gpuplan::PlanStatus& s) const;
 };
 
 GpuPlanExecutor::Impl::~Impl() {
@@ -146,7 +150,7 @@ GpuPlanExecutor::Impl::~Impl() {
   if (storageHost) cudaFreeHost(storageHost);
   else if (storage) cudaFree(storage);
   for (void* p : {static_cast<void*>(handshakes), static_cast<void*>(sliceDone), static_cast<void*>(expected),
-                  static_cast<void*>(calls), static_cast<void*>(ops),
+                  static_cast<void*>(calls), static_cast<void*>(barriers), static_cast<void*>(ops),
                   static_cast<void*>(threadBlocks), static_cast<void*>(srcs), static_cast<void*>(channels),
                   static_cast<void*>(ports)})
     if (p) cudaFree(p);
@@ -313,6 +317,11 @@ void GpuPlanExecutor::Impl::allocate() {
     const uint64_t blocks = std::max<uint64_t>(mine().threadblocks.size() * slices, 1);
     PB_CUDA_CHECK(cudaMalloc(&calls, blocks * sizeof(uint64_t)));
     PB_CUDA_CHECK(cudaMemset(calls, 0, blocks * sizeof(uint64_t)));
+  }
+  if (mine().barriers > 0) {
+    const uint64_t n = static_cast<uint64_t>(mine().barriers) * slices * sizeof(gpuplan::PlanBarrier);
+    PB_CUDA_CHECK(cudaMalloc(&barriers, n));
+    PB_CUDA_CHECK(cudaMemset(barriers, 0, n));
   }
   PB_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&flags), 64, cudaHostAllocMapped));
   std::memset(flags, 0, 64);
@@ -502,6 +511,8 @@ void GpuPlanExecutor::Impl::uploadPlan() {
       d.srcsAt = static_cast<uint32_t>(s.size());
       d.nsrcs = static_cast<uint32_t>(p.srcs.size());
       d.npackets = static_cast<uint32_t>(p.packets.size());
+      d.barrier = p.barrier >= 0 ? static_cast<uint32_t>(p.barrier) : 0;
+      d.parties = p.parties;
       for (const auto& c : p.srcs) s.push_back(devChunk(c));
       for (const auto& c : p.packets) s.push_back(devChunk(c));
       reduces = reduces || p.kind == PlanOp::Kind::Reduce || p.kind == PlanOp::Kind::ReducePacket;
@@ -545,6 +556,7 @@ gpuplan::PlanArgs GpuPlanExecutor::Impl::args(const void* input, size_t bytes) c
   a.packetStride = 2 * roundUp(a.chunkBytes, 8);
   a.packetHalfBytes = packetHalfBytes;
   a.calls = calls;
+  a.barriers = barriers;
   a.slices = static_cast<uint32_t>(slices);
   a.threadBlockCount = static_cast<uint32_t>(mine().threadblocks.size());
   a.channelCount = static_cast<uint32_t>(mine().channels.size());
@@ -552,6 +564,12 @@ gpuplan::PlanArgs GpuPlanExecutor::Impl::args(const void* input, size_t bytes) c
   a.abortFlag = flagsDev;
   a.status = reinterpret_cast<gpuplan::PlanStatus*>(flagsDev + 4);
   return a;
+}
+
+bool GpuPlanExecutor::Impl::barrierOp(const gpuplan::PlanStatus& s) const {
+  if (s.threadBlock < 0 || size_t(s.threadBlock) >= mine().threadblocks.size()) return false;
+  const auto& ops = mine().threadblocks[s.threadBlock].ops;
+  return s.op >= 0 && size_t(s.op) < ops.size() && ops[s.op].kind == PlanOp::Kind::Barrier;
 }
 
 std::string GpuPlanExecutor::Impl::describeFailure(const gpuplan::PlanStatus& s) const {
@@ -578,6 +596,8 @@ std::string GpuPlanExecutor::Impl::describeFailure(const gpuplan::PlanStatus& s)
   where += ", slice " + std::to_string(s.slice);
   switch (s.code) {
     case gpuplan::kPlanWaitTimeout:
+      if (barrierOp(s)) return who() + ": " + where + ": the barrier gave up after gpu_wait_timeout (" +
+                                 std::to_string(timeoutNs / 1e9) + " s): a thread block of its group never reached it";
       return who() + ": " + where + ": the wait gave up after gpu_wait_timeout (" + std::to_string(timeoutNs / 1e9) +
              " s): the peer never " + (writer >= 0 ? "sent them" : "signalled") +
              " (stopped, failed, or runs another plan or count)";

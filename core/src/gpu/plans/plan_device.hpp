@@ -33,7 +33,7 @@ inline constexpr uint32_t kMaxThreads = 512;
 inline constexpr uint32_t kMaxReduceSources = 32;
 
 /// In plan.hpp's PlanOp::Kind order (the executor casts).
-enum class OpKind : uint8_t { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket };
+enum class OpKind : uint8_t { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket, Barrier };
 /// In plan.hpp's PlanChunk::Buffer order.
 enum Buffer : uint8_t { kInput = 0, kOutput = 1, kScratch = 2, kPackets = 3 };
 
@@ -52,6 +52,15 @@ struct DevOp {
   int32_t channel;  ///< Put, put_packet, signal, wait, flush.
   DevChunk dst, src;
   uint32_t srcsAt, nsrcs, npackets;
+  uint32_t barrier, parties;  ///< Barrier: its group (PlanArgs::barriers) and thread blocks in it.
+};
+
+/// A barrier group's state for one slice: arrivals this round and rounds
+/// completed. Only the slice's blocks meet (each slice is the plan on its
+/// own bytes, see above), so a barrier joins one block per thread block.
+struct PlanBarrier {
+  uint32_t count;
+  uint32_t round;
 };
 
 /// A plan thread block: ops[opStart, opStart + opCount), and the channels
@@ -114,6 +123,7 @@ struct PlanArgs {
   uint64_t packetStride;           ///< LL: bytes per packets chunk in this call (16 per 8 payload bytes).
   uint64_t packetHalfBytes;        ///< LL: bytes of each half of the packets buffer.
   uint64_t* calls;                 ///< LL: calls so far, per [thread block][slice]; null for simple plans.
+  PlanBarrier* barriers;           ///< [group * slices + slice]; null without barriers.
   uint32_t slices, threadBlockCount, channelCount;
   uint32_t activeSlices;           ///< Slices with bytes in this call: the grid is threadBlockCount x activeSlices.
   int64_t timeoutNs;

@@ -216,6 +216,30 @@ __device__ uint32_t reducePackets(const PlanArgs& a, const DevOp& o, SliceRange 
   return kPlanOk;
 }
 
+/// A barrier, by thread 0 after the block's earlier operations: counts this
+/// block in (slice s of the group) and waits until the group's last block
+/// has come, which opens the round. The round is read before arriving, so
+/// a block cannot miss the opening.
+__device__ uint32_t barrierWait(const PlanArgs& a, const DevOp& o, uint32_t s) {
+  PlanBarrier& b = a.barriers[static_cast<uint64_t>(o.barrier) * a.slices + s];
+  cuda::atomic_ref<uint32_t, cuda::thread_scope_device> count(b.count), round(b.round);
+  __threadfence();  // the block's writes (every thread's, after the barrier that ended the last op) first
+  const uint32_t mine = round.load(cuda::memory_order_acquire);
+  if (count.fetch_add(1, cuda::memory_order_acq_rel) == o.parties - 1) {
+    count.store(0, cuda::memory_order_relaxed);  // before the round opens: the next round counts from 0
+    round.fetch_add(1, cuda::memory_order_acq_rel);
+    return kPlanOk;
+  }
+  WaitClock clock(a.timeoutNs);
+  for (int64_t spins = 0; round.load(cuda::memory_order_acquire) == mine; ++spins) {
+    if (!WaitClock::checkNow(spins)) continue;
+    if (*a.abortFlag) return kPlanAborted;
+    if (clock.expired()) return kPlanWaitTimeout;
+  }
+  __threadfence();
+  return kPlanOk;
+}
+
 /// One operation of this block; kPlanOk or the failure (a thread's view:
 /// thread 0's for channel operations, each thread's own for packet polls).
 template <typename T, typename Op>
@@ -239,6 +263,7 @@ __device__ uint32_t runOp(const PlanArgs& a, const DevOp& o, uint32_t s, SliceRa
     case OpKind::Reduce: reduce<T, Op>(a, o, r); return kPlanOk;
     case OpKind::PutPacket: return putPackets(a, o, r, ll);
     case OpKind::ReducePacket: return reducePackets<T, Op>(a, o, r, ll);
+    case OpKind::Barrier: return threadIdx.x == 0 ? barrierWait(a, o, s) : kPlanOk;
   }
   return kPlanOk;
 }
