@@ -48,8 +48,9 @@ int checkInit(ncclComm_t* comm, int nranks, int rank) {
 /// Makes this rank's communicator of parent's ranks `oldRanks` (in their
 /// new order; this rank among them): the first hands a fresh unique id to
 /// the others through the parent's bootstrap, point to point (ranks outside
-/// oldRanks take no part), then they initialise together.
-ncclComm* joinMembers(ncclComm_t parent, const std::vector<int>& oldRanks, int tag, const char* call) {
+/// oldRanks take no part), then they initialise together, on a thread of
+/// their own when nonBlocking (the caller answers ncclInProgress).
+ncclComm* joinMembers(ncclComm_t parent, const std::vector<int>& oldRanks, int tag, const char* call, bool nonBlocking) {
   Bootstrap& boot = parent->comm->bootstrap();
   const int me = parent->rank();
   const int newRank = static_cast<int>(std::find(oldRanks.begin(), oldRanks.end(), me) - oldRanks.begin());
@@ -65,8 +66,10 @@ ncclComm* joinMembers(ncclComm_t parent, const std::vector<int>& oldRanks, int t
     std::memcpy(id.bytes.data(), got.data(), got.size());
   }
   if (cudaSetDevice(parent->device) != cudaSuccess) throw Error(ErrorCode::System, "cudaSetDevice failed");
+  if (nonBlocking) return ncclComm::startNonBlocking(newRank, static_cast<int>(oldRanks.size()), id);
   return new ncclComm(newRank, static_cast<int>(oldRanks.size()), id);
 }
+
 
 /// The parent's ranks left after excluding `list` (count entries), in
 /// order; ApiFailure(InvalidArgument) for a bad list or when the caller
@@ -120,6 +123,12 @@ bool readConfig(const ncclConfig_t* config) {
   if (config->magic != 0xcafebeef)
     throw ApiFailure(Result::InvalidArgument, "config was not initialised with NCCL_CONFIG_INITIALIZER (bad magic)");
   return config->size >= offsetof(ncclConfig_t, blocking) + sizeof(int) && config->blocking == 0;
+}
+
+/// Whether a split or shrink of parent with this config sets up in the
+/// background: config.blocking = 0, or no config and a non-blocking parent.
+bool childNonBlocking(const ncclComm* parent, const ncclConfig_t* config) {
+  return config ? readConfig(config) : parent->nonBlocking;
 }
 
 /// How long ncclCommDestroy waits for the teardown before letting it finish alone.
@@ -209,13 +218,18 @@ PB_NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* 
   });
 }
 
+// With config.blocking = 0 (or no config and a non-blocking parent) the
+// colors are exchanged and the new communicator's id handed out before
+// returning; its set-up runs on a thread of its own and the call answers
+// ncclInProgress (NOCOLOR ranks: ncclSuccess and NULL).
 PB_NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
-  return guarded("ncclCommSplit", [&] {
+  bool pending = false;
+  const ncclResult_t r = guarded("ncclCommSplit", [&] {
     requireComm(comm);
     requireArg(newcomm, "newcomm");
     if (color < NCCL_SPLIT_NOCOLOR)
       throw ApiFailure(Result::InvalidArgument, "color " + std::to_string(color) + " is negative (only NCCL_SPLIT_NOCOLOR is)");
-    readConfig(config);  // completes before returning also with blocking = 0 (NCCL allows ncclSuccess)
+    const bool nonBlocking = childNonBlocking(comm, config);
     *newcomm = nullptr;
     Bootstrap& boot = comm->comm->bootstrap();
     const int n = comm->size(), me = comm->rank();
@@ -230,13 +244,16 @@ PB_NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
     std::sort(members.begin(), members.end());
     std::vector<int> oldRanks;
     for (const auto& m : members) oldRanks.push_back(std::get<1>(m));
-    *newcomm = joinMembers(comm, oldRanks, kSplitTag, "ncclCommSplit");
+    *newcomm = joinMembers(comm, oldRanks, kSplitTag, "ncclCommSplit", nonBlocking);
+    pending = nonBlocking;
   });
+  return r == ncclSuccess && pending ? ncclInProgress : r;
 }
 
 PB_NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                         ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  return guarded("ncclCommShrink", [&] {
+  bool pending = false;
+  const ncclResult_t r = guarded("ncclCommShrink", [&] {
     requireComm(comm);
     requireArg(newcomm, "newcomm");
     *newcomm = nullptr;
@@ -244,13 +261,15 @@ PB_NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, 
       throw ApiFailure(Result::InvalidArgument, "shrinkFlags " + std::to_string(shrinkFlags) +
                                                     " is neither NCCL_SHRINK_DEFAULT nor NCCL_SHRINK_ABORT");
     const std::vector<int> survivors = shrinkSurvivors(comm->size(), comm->rank(), excludeRanksList, excludeRanksCount);
-    readConfig(config);  // completes before returning also with blocking = 0 (NCCL allows ncclSuccess)
+    const bool nonBlocking = childNonBlocking(comm, config);
     if (shrinkFlags == NCCL_SHRINK_ABORT) {  // end the parent's waits; its bootstrap still serves new calls
       if (comm->real) comm->real->abort();
       comm->comm->abort();
     }
-    *newcomm = joinMembers(comm, survivors, kShrinkTag, "ncclCommShrink");
+    *newcomm = joinMembers(comm, survivors, kShrinkTag, "ncclCommShrink", nonBlocking);
+    pending = nonBlocking;
   });
+  return r == ncclSuccess && pending ? ncclInProgress : r;
 }
 
 PB_NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {

@@ -31,6 +31,7 @@ ncclComm* ncclComm::startNonBlocking(int rank, int nranks, const plugboard::Uniq
   std::unique_ptr<ncclComm> c(new ncclComm());
   cudaCheck(cudaGetDevice(&c->device), "cudaGetDevice");
   c->state_.store(InitState::InProgress, std::memory_order_relaxed);
+  c->nonBlocking = true;
   ncclComm* self = c.get();
   c->initThread_ = std::thread([self, rank, nranks, id] {
     InitState end = InitState::Ready;

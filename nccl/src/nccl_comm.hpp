@@ -64,6 +64,9 @@ struct ncclComm {
   int size() const { return comm->size(); }
 
   int device = 0;
+  /// Made with config.blocking = 0: splits and shrinks given no config
+  /// inherit it, as NCCL's do.
+  bool nonBlocking = false;
   std::shared_ptr<plugboard::TcpBootstrap> bootstrap;
   std::unique_ptr<plugboard::Communicator> comm;
   std::unique_ptr<plugboard::GpuCollectives> gpu;

@@ -731,6 +731,43 @@ TEST(NcclApiGpu, NonBlockingInitAnswersInProgressUntilReady) {
   }));
 }
 
+// A split of a non-blocking communicator given no config is non-blocking
+// too (NCCL's inheritance): ncclInProgress, then ready and working; a
+// shrink with config.blocking = 1 completes before returning.
+TEST(NcclApiGpu, NonBlockingSplitAnswersInProgressThenWorks) {
+  PB_REQUIRE_GPU_NO_INIT();
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  expectAllPassed(runRanks(2, std::chrono::seconds(100), [&](int rank, int nranks, const plugboard::UniqueId&) {
+    int devices = 0;
+    CUDA_OK(cudaGetDeviceCount(&devices));
+    CUDA_OK(cudaSetDevice(rank % devices));
+    ncclComm_t parent = startNonBlocking(nranks, id, rank);
+    if (waitForInit(parent) != ncclSuccess) throw std::runtime_error(std::string("parent: ") + ncclGetLastError(parent));
+    ncclComm_t sub = nullptr;
+    const ncclResult_t split = ncclCommSplit(parent, 0, -rank, &sub, nullptr);
+    if (split != ncclInProgress || !sub)
+      throw std::runtime_error("split of a non-blocking parent returned " + std::to_string(split) + ", want ncclInProgress");
+    if (waitForInit(sub) != ncclSuccess) throw std::runtime_error(std::string("split: ") + ncclGetLastError(sub));
+    int newRank = -1;
+    NCCL_OK(ncclCommUserRank(sub, &newRank));
+    if (newRank != 1 - rank) throw std::runtime_error("key -rank should reverse the ranks");
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    checkPairSum(sub, newRank, {0, 1}, s, "allreduce on a non-blocking split");
+    ncclConfig_t blocking = NCCL_CONFIG_INITIALIZER;
+    blocking.blocking = 1;
+    ncclComm_t shrunk = nullptr;
+    NCCL_OK(ncclCommShrink(parent, nullptr, 0, &shrunk, &blocking, NCCL_SHRINK_DEFAULT));  // ready on return
+    checkPairSum(shrunk, rank, {0, 1}, s, "allreduce on a blocking shrink of a non-blocking parent");
+    for (ncclComm_t c : {shrunk, sub, parent}) {
+      NCCL_OK(ncclCommFinalize(c));
+      NCCL_OK(ncclCommDestroy(c));
+    }
+    cudaStreamDestroy(s);
+  }));
+}
+
 // A non-blocking set-up that cannot finish (its peer never comes) ends in
 // the "timeout" setting's time with a named failure that every later call
 // repeats; one aborted while it runs returns at once and ends by itself.
