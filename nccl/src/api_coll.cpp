@@ -289,12 +289,17 @@ PB_NCCL_API ncclResult_t ncclGroupStart(void) {
   return guarded("ncclGroupStart", [] { ++Group::current().depth; });
 }
 
+// Non-blocking inits of the group (config.blocking = 0) start here on
+// threads of their own: ncclInProgress, and ncclCommGetAsyncError on each
+// new communicator says when it is ready.
 PB_NCCL_API ncclResult_t ncclGroupEnd(void) {
-  return guarded("ncclGroupEnd", [] {
+  bool pending = false;
+  const ncclResult_t r = guarded("ncclGroupEnd", [&] {
     Group& g = Group::current();
     if (g.depth == 0) throw ApiFailure(Result::InvalidUsage, "no group is open (ncclGroupEnd without ncclGroupStart)");
-    if (--g.depth == 0) g.issue();
+    if (--g.depth == 0) pending = g.issue();
   });
+  return r == ncclSuccess && pending ? ncclInProgress : r;
 }
 
 PB_NCCL_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {

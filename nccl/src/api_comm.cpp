@@ -105,7 +105,7 @@ bool initRank(ncclComm_t* comm, int nranks, const UniqueId& id, int rank, bool n
   Group& g = Group::current();
   *comm = nullptr;
   if (g.open()) {
-    g.inits.push_back({comm, nranks, id, rank, device});
+    g.inits.push_back({comm, nranks, id, rank, device, nonBlocking});
     return false;
   }
   if (nonBlocking) {

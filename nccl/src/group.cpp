@@ -1,5 +1,6 @@
 #include "group.hpp"
 
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -9,6 +10,28 @@
 
 namespace plugboard::ncclapi {
 namespace {
+
+/// Starts the non-blocking inits (each on its device, on a thread of its
+/// own) and removes them from inits; true if there were any.
+bool startNonBlockingInits(std::vector<PendingInit>& inits) {
+  if (std::none_of(inits.begin(), inits.end(), [](const PendingInit& p) { return p.nonBlocking; })) return false;
+  int current = 0;
+  if (cudaGetDevice(&current) != cudaSuccess) throw Error(ErrorCode::System, "cudaGetDevice failed");
+  bool started = false;
+  for (auto it = inits.begin(); it != inits.end();) {
+    if (!it->nonBlocking) {
+      ++it;
+      continue;
+    }
+    if (cudaSetDevice(it->device) != cudaSuccess)
+      throw Error(ErrorCode::System, "cudaSetDevice(" + std::to_string(it->device) + ") failed");
+    *it->out = ncclComm::startNonBlocking(it->rank, it->nranks, it->id);
+    started = true;
+    it = inits.erase(it);
+  }
+  cudaSetDevice(current);
+  return started;
+}
 
 /// Runs the inits on one thread each (each on its device), all at once.
 void runInits(std::vector<PendingInit>& inits) {
@@ -79,7 +102,7 @@ void issueP2P(ncclComm* comm, const std::vector<PendingP2P>& ops) {
   }
 }
 
-void Group::issue() {
+bool Group::issue() {
   std::vector<PendingInit> myInits;
   std::vector<std::function<void()>> myColls;
   std::vector<PendingP2P> myP2P;
@@ -88,6 +111,7 @@ void Group::issue() {
   myP2P.swap(p2p);
   const NcclApi* api = realApi;
   realApi = nullptr;
+  const bool pending = startNonBlockingInits(myInits);
   if (!myInits.empty()) runInits(myInits);
   for (const auto& op : myP2P)
     if (const RealNcclComm* real = op.comm->forwards(FallbackCall::SendRecv)) api = &real->api();
@@ -102,6 +126,7 @@ void Group::issue() {
   }
   for (ncclComm* c : order) issueP2P(c, byComm[c]);
   realGroup.end();
+  return pending;
 }
 
 }  // namespace plugboard::ncclapi

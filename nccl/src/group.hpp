@@ -23,6 +23,7 @@ struct PendingInit {
   UniqueId id;
   int rank;
   int device;  ///< The device current at the call.
+  bool nonBlocking = false;  ///< config.blocking = 0: set up in the background from the group's end.
 };
 
 /// A send or receive recorded by the group.
@@ -49,8 +50,10 @@ struct Group {
   static Group& current();
   bool open() const { return depth > 0; }
   /// Issues everything recorded (inits, then collectives, then each comm's
-  /// sends and receives) and clears it, also when something throws.
-  void issue();
+  /// sends and receives) and clears it, also when something throws. True
+  /// when a non-blocking init is still setting up (ncclGroupEnd answers
+  /// ncclInProgress).
+  bool issue();
 };
 
 /// Issues one communicator's sends and receives: to the real NCCL when it

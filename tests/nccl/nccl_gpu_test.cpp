@@ -768,6 +768,34 @@ TEST(NcclApiGpu, NonBlockingSplitAnswersInProgressThenWorks) {
   }));
 }
 
+// A non-blocking init inside a group starts at ncclGroupEnd, which answers
+// ncclInProgress; the communicator is then ready and works.
+TEST(NcclApiGpu, NonBlockingInitInAGroupEndsInProgress) {
+  PB_REQUIRE_GPU_NO_INIT();
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
+  expectAllPassed(runRanks(2, std::chrono::seconds(100), [&](int rank, int nranks, const plugboard::UniqueId&) {
+    int devices = 0;
+    CUDA_OK(cudaGetDeviceCount(&devices));
+    CUDA_OK(cudaSetDevice(rank % devices));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    NCCL_OK(ncclGroupStart());
+    NCCL_OK(ncclCommInitRankConfig(&comm, nranks, id, rank, &config));  // deferred to the group's end
+    const ncclResult_t end = ncclGroupEnd();
+    if (end != ncclInProgress || !comm)
+      throw std::runtime_error("ncclGroupEnd of a non-blocking init returned " + std::to_string(end) + ", want 7");
+    if (waitForInit(comm) != ncclSuccess) throw std::runtime_error(std::string("set-up: ") + ncclGetLastError(comm));
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    checkPairSum(comm, rank, {0, 1}, s, "allreduce after a grouped non-blocking init");
+    NCCL_OK(ncclCommFinalize(comm));
+    NCCL_OK(ncclCommDestroy(comm));
+    cudaStreamDestroy(s);
+  }));
+}
+
 // A non-blocking set-up that cannot finish (its peer never comes) ends in
 // the "timeout" setting's time with a named failure that every later call
 // repeats; one aborted while it runs returns at once and ends by itself.
