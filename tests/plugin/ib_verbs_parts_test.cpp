@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "completion.hpp"
+#include "completion_router.hpp"
 #include "device.hpp"
 #include "error.hpp"
 #include "gid.hpp"
@@ -373,5 +374,67 @@ TEST(IbDevice, DiscoveryOnThisHostSaysWhyNothingIsUsable) {
     if (line.find(" port ") != std::string::npos) {
       EXPECT_NE(line.find("ib_verbs.hca"), std::string::npos) << line;
     }
+  }
+}
+
+namespace {
+
+ibv_wc completion(uint32_t qp, uint64_t wrId) {
+  ibv_wc wc{};
+  wc.qp_num = qp;
+  wc.wr_id = wrId;
+  wc.status = IBV_WC_SUCCESS;
+  return wc;
+}
+
+}  // namespace
+
+// The shared completion queue's routing: each completion reaches the
+// connection of its queue pair, in arrival order; a detached connection's
+// leftovers are dropped and its entries given back.
+TEST(IbCompletionRouter, CompletionsReachTheirConnectionInOrder) {
+  CompletionRouter r;
+  const uint64_t a = r.attach({11, 12}, 512), b = r.attach({21}, 256);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(r.entriesNeeded(), 768u);
+  for (const auto& wc : {completion(11, 1), completion(21, 7), completion(12, 2), completion(11, 3)}) EXPECT_TRUE(r.route(wc));
+  EXPECT_FALSE(r.route(completion(99, 5))) << "no connection has queue pair 99";
+  std::vector<ibv_wc> got;
+  r.take(a, got);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].wr_id, 1u);
+  EXPECT_EQ(got[1].wr_id, 2u);
+  EXPECT_EQ(got[2].wr_id, 3u);
+  r.take(a, got);
+  EXPECT_TRUE(got.empty()) << "taken once";
+  r.detach(b);
+  EXPECT_EQ(r.entriesNeeded(), 512u);
+  EXPECT_FALSE(r.route(completion(21, 8))) << "a destroyed queue pair's late completion is dropped";
+  r.take(b, got);
+  EXPECT_TRUE(got.empty());
+  // A queue-pair number the device hands out again belongs to its new owner.
+  const uint64_t c = r.attach({21}, 256);
+  EXPECT_TRUE(r.route(completion(21, 9)));
+  r.take(c, got);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].wr_id, 9u);
+  r.detach(a);
+  r.detach(a);  // twice is harmless
+  EXPECT_EQ(r.entriesNeeded(), 256u);
+}
+
+TEST(IbCompletionRouter, QueueSizesArePowersOfTwoWithinTheDevice) {
+  EXPECT_EQ(completionQueueSize(0, 65536, 4194303, "mlx5_0 port 1"), 65536);
+  EXPECT_EQ(completionQueueSize(65537, 0, 4194303, "mlx5_0 port 1"), 131072);
+  EXPECT_EQ(completionQueueSize(0, 65536, 32767, "dev"), 32767) << "capped by max_cqe";
+  EXPECT_EQ(completionQueueSize(30000, 0, 32767, "dev"), 32767);
+  try {
+    completionQueueSize(40000, 0, 32767, "mlx5_0 port 1");
+    ADD_FAILURE() << "40000 entries on a device of 32767";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), PB_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("need a completion queue of 40000 entries, the device's hold at most 32767"),
+              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("mlx5_0 port 1"), std::string::npos) << e.what();
   }
 }

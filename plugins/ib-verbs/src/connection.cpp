@@ -21,12 +21,10 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
   inlineLimit_ = s.inlineBytes;
   const size_t nqps = static_cast<size_t>(s.qpsPerConnection);
   const std::string to = "ib-verbs: " + ctx.where() + ": connection to " + peer_.describe() + ": ";
-  cq_.reset(ibv_create_cq(ctx.verbs(), static_cast<int>(nqps * kSendDepth), nullptr, nullptr, 0));
-  if (!cq_) verbsNullFailure(to + "ibv_create_cq", PB_ERR_SYSTEM);
   const QpStep init = initStep(localPort());
   for (size_t i = 0; i < nqps; ++i) {
     ibv_qp_init_attr a{};
-    a.send_cq = a.recv_cq = cq_.get();
+    a.send_cq = a.recv_cq = ctx.cq().handle();
     a.qp_type = IBV_QPT_RC;
     a.cap.max_send_wr = kSendDepth;
     a.cap.max_recv_wr = 1;
@@ -61,15 +59,18 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
             "ib-verbs setup: the address buffer has " + std::to_string(room) + " bytes, the address needs " +
                 std::to_string(blob.size()));
   blob.encode(static_cast<uint8_t*>(addr));
+  std::vector<uint32_t> qpNums;
+  for (const auto& qp : qps_) qpNums.push_back(qp->qp_num);
+  cqId_ = ctx.cq().attach(qpNums, static_cast<uint32_t>(nqps * kSendDepth));  // last: nothing after it throws
   ++ctx_.connections();
 }
 
 Connection::~Connection() {
   // Queue pairs first (nothing in flight touches a buffer after this), then
-  // the completion queue and the atomics' word; only then may finalize free
-  // the protection domain.
+  // their place in the shared completion queue and the atomics' word; only
+  // then may finalize free the protection domain.
   qps_.clear();
-  cq_.reset();
+  ctx_.cq().detach(cqId_);
   fetchedMr_.reset();
   --ctx_.connections();
 }
@@ -292,13 +293,11 @@ void Connection::progress(uint64_t* completed) {
   std::lock_guard<std::mutex> lock(mutex_);
   throwIfFailed();
   pump();
-  ibv_wc wcs[16];
-  int n = 0;
-  while ((n = ibv_poll_cq(cq_.get(), 16, wcs)) > 0)
-    for (int i = 0; i < n; ++i) complete(wcs[i]);
-  if (n < 0)
-    fail(PB_ERR_SYSTEM, "ib-verbs: " + ctx_.where() + ": ibv_poll_cq failed (" + std::to_string(n) +
-                            ") on the connection to " + peer_.describe());
+  const int rc = ctx_.cq().poll(cqId_, completions_);
+  for (const ibv_wc& wc : completions_) complete(wc);
+  if (rc < 0)
+    fail(PB_ERR_SYSTEM, "ib-verbs: " + ctx_.where() + ": ibv_poll_cq failed (" + std::to_string(rc) +
+                            ") on the queue shared with the connection to " + peer_.describe());
   pump();
   *completed = completed_;
 }

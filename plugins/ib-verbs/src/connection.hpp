@@ -1,5 +1,5 @@
-// One connection to a peer: a completion queue and ib_verbs.qps_per_connection
-// reliable-connected queue pairs. Writes are RDMA writes striped over the
+// One connection to a peer: ib_verbs.qps_per_connection reliable-connected
+// queue pairs on the context's shared completion queue. Writes are RDMA writes striped over the
 // queue pairs; signals are RDMA atomic fetch-and-adds on queue pair 0,
 // posted only once every earlier write on the other queue pairs completed
 // (queue pairs do not order among themselves; on one queue pair the
@@ -35,7 +35,7 @@ class Connection {
   /// Work requests one queue pair keeps in flight.
   static constexpr uint32_t kSendDepth = 256;
 
-  /// Creates the completion queue and queue pairs (moved to INIT) and
+  /// Creates the queue pairs (moved to INIT) on the shared completion queue and
   /// writes this end's address blob into addr (*addrLen bytes at most).
   Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen);
   ~Connection();
@@ -95,8 +95,9 @@ class Connection {
   Context& ctx_;
   PeerInfo peer_;
   std::mutex mutex_;
-  CompletionQueue cq_;
-  std::vector<QueuePair> qps_;  // destroyed before cq_
+  std::vector<QueuePair> qps_;
+  uint64_t cqId_ = 0;                       // this connection in the shared completion queue
+  std::vector<ibv_wc> completions_;         // what the last poll brought this connection
   std::vector<uint32_t> psns_;
   std::vector<uint32_t> inFlight_;          // work requests per queue pair
   uint32_t inlineLimit_ = 0;                // largest inline write every queue pair takes

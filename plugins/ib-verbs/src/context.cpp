@@ -40,6 +40,7 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "ib-verbs") {
   if (!device_) verbsNullFailure("ib-verbs: " + where() + ": ibv_open_device", PB_ERR_SYSTEM);
   pd_.reset(ibv_alloc_pd(device_.get()));
   if (!pd_) verbsNullFailure("ib-verbs: " + where() + ": ibv_alloc_pd", PB_ERR_SYSTEM);
+  cq_ = std::make_unique<SharedCq>(device_.get(), where());
   dmabuf_ = host_.exportsCudaDmabuf();
   peerMemory_ = peerMemoryModuleLoaded();
   log(PB_LOG_INFO, "ib-verbs uses " + port_.describe() +

@@ -16,6 +16,7 @@
 
 #include "device.hpp"
 #include "memory.hpp"
+#include "shared_cq.hpp"
 #include "settings.hpp"
 #include "verbs.hpp"
 
@@ -39,6 +40,8 @@ class Context : public transport_cxx::ErrorSlot {
   const PortInfo& port() const { return port_; }
   ibv_context* verbs() const { return device_.get(); }
   ibv_pd* pd() const { return pd_.get(); }
+  /// The completion queue every connection's queue pairs share.
+  SharedCq& cq() { return *cq_; }
   /// True when CUDA memory can be registered: as a dma-buf the core exports
   /// (ibv_reg_dmabuf_mr), or by ibv_reg_mr where nvidia-peermem is loaded.
   bool cudaMemory() const { return dmabuf_ || peerMemory_; }
@@ -66,6 +69,7 @@ class Context : public transport_cxx::ErrorSlot {
   PortInfo port_;
   DeviceContext device_;
   ProtectionDomain pd_;
+  std::unique_ptr<SharedCq> cq_;  // after device_: destroyed before it
   bool dmabuf_ = false;      // the core exports CUDA memory as dma-bufs
   bool peerMemory_ = false;  // nvidia_peermem lets ibv_reg_mr take CUDA pointers
   mutable std::mutex mutex_;  // guards regions_ and nextRegion_
