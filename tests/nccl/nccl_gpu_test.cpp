@@ -694,6 +694,25 @@ ncclComm_t startNonBlocking(int nranks, const ncclUniqueId& id, int rank) {
   return comm;
 }
 
+/// Makes rank's GPU current (ranks share the GPUs round-robin).
+void useRankGpu(int rank) {
+  int devices = 0;
+  CUDA_OK(cudaGetDeviceCount(&devices));
+  CUDA_OK(cudaSetDevice(rank % devices));
+}
+
+/// Waits for comm's non-blocking set-up, checks a 2-rank allreduce on it
+/// (this rank's values as valueRank's), then finalizes and destroys it.
+void checkReadyThenDestroy(ncclComm_t comm, int valueRank, const std::string& what) {
+  if (waitForInit(comm) != ncclSuccess) throw std::runtime_error(what + ": set-up: " + ncclGetLastError(comm));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  checkPairSum(comm, valueRank, {0, 1}, s, "allreduce after " + what);
+  NCCL_OK(ncclCommFinalize(comm));
+  NCCL_OK(ncclCommDestroy(comm));
+  cudaStreamDestroy(s);
+}
+
 }  // namespace
 
 // config.blocking = 0: the init returns ncclInProgress at once; until the
@@ -705,9 +724,7 @@ TEST(NcclApiGpu, NonBlockingInitAnswersInProgressUntilReady) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
   expectAllPassed(runRanks(2, std::chrono::seconds(100), [&](int rank, int nranks, const plugboard::UniqueId&) {
-    int devices = 0;
-    CUDA_OK(cudaGetDeviceCount(&devices));
-    CUDA_OK(cudaSetDevice(rank % devices));
+    useRankGpu(rank);
     if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     ncclComm_t comm = startNonBlocking(nranks, id, rank);
     if (rank == 0) {
@@ -721,13 +738,7 @@ TEST(NcclApiGpu, NonBlockingInitAnswersInProgressUntilReady) {
               std::string::npos)
         throw std::runtime_error(std::string("a call during the set-up: ") + ncclGetLastError(comm));
     }
-    if (waitForInit(comm) != ncclSuccess) throw std::runtime_error(std::string("set-up: ") + ncclGetLastError(comm));
-    cudaStream_t s;
-    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    checkPairSum(comm, rank, {0, 1}, s, "allreduce after a non-blocking init");
-    NCCL_OK(ncclCommFinalize(comm));
-    NCCL_OK(ncclCommDestroy(comm));
-    cudaStreamDestroy(s);
+    checkReadyThenDestroy(comm, rank, "a non-blocking init");
   }));
 }
 
@@ -739,9 +750,7 @@ TEST(NcclApiGpu, NonBlockingSplitAnswersInProgressThenWorks) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
   expectAllPassed(runRanks(2, std::chrono::seconds(100), [&](int rank, int nranks, const plugboard::UniqueId&) {
-    int devices = 0;
-    CUDA_OK(cudaGetDeviceCount(&devices));
-    CUDA_OK(cudaSetDevice(rank % devices));
+    useRankGpu(rank);
     ncclComm_t parent = startNonBlocking(nranks, id, rank);
     if (waitForInit(parent) != ncclSuccess) throw std::runtime_error(std::string("parent: ") + ncclGetLastError(parent));
     ncclComm_t sub = nullptr;
@@ -752,19 +761,16 @@ TEST(NcclApiGpu, NonBlockingSplitAnswersInProgressThenWorks) {
     int newRank = -1;
     NCCL_OK(ncclCommUserRank(sub, &newRank));
     if (newRank != 1 - rank) throw std::runtime_error("key -rank should reverse the ranks");
-    cudaStream_t s;
-    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    checkPairSum(sub, newRank, {0, 1}, s, "allreduce on a non-blocking split");
+    checkReadyThenDestroy(sub, newRank, "a non-blocking split");
     ncclConfig_t blocking = NCCL_CONFIG_INITIALIZER;
     blocking.blocking = 1;
     ncclComm_t shrunk = nullptr;
-    NCCL_OK(ncclCommShrink(parent, nullptr, 0, &shrunk, &blocking, NCCL_SHRINK_DEFAULT));  // ready on return
-    checkPairSum(shrunk, rank, {0, 1}, s, "allreduce on a blocking shrink of a non-blocking parent");
-    for (ncclComm_t c : {shrunk, sub, parent}) {
-      NCCL_OK(ncclCommFinalize(c));
-      NCCL_OK(ncclCommDestroy(c));
-    }
-    cudaStreamDestroy(s);
+    NCCL_OK(ncclCommShrink(parent, nullptr, 0, &shrunk, &blocking, NCCL_SHRINK_DEFAULT));
+    ncclResult_t state = ncclInProgress;
+    NCCL_OK(ncclCommGetAsyncError(shrunk, &state));
+    if (state != ncclSuccess) throw std::runtime_error("a blocking shrink returned before its set-up was done");
+    checkReadyThenDestroy(shrunk, rank, "a blocking shrink of a non-blocking parent");
+    checkReadyThenDestroy(parent, rank, "the parent");
   }));
 }
 
@@ -775,9 +781,7 @@ TEST(NcclApiGpu, NonBlockingInitInAGroupEndsInProgress) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
   expectAllPassed(runRanks(2, std::chrono::seconds(100), [&](int rank, int nranks, const plugboard::UniqueId&) {
-    int devices = 0;
-    CUDA_OK(cudaGetDeviceCount(&devices));
-    CUDA_OK(cudaSetDevice(rank % devices));
+    useRankGpu(rank);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclComm_t comm = nullptr;
@@ -786,13 +790,7 @@ TEST(NcclApiGpu, NonBlockingInitInAGroupEndsInProgress) {
     const ncclResult_t end = ncclGroupEnd();
     if (end != ncclInProgress || !comm)
       throw std::runtime_error("ncclGroupEnd of a non-blocking init returned " + std::to_string(end) + ", want 7");
-    if (waitForInit(comm) != ncclSuccess) throw std::runtime_error(std::string("set-up: ") + ncclGetLastError(comm));
-    cudaStream_t s;
-    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    checkPairSum(comm, rank, {0, 1}, s, "allreduce after a grouped non-blocking init");
-    NCCL_OK(ncclCommFinalize(comm));
-    NCCL_OK(ncclCommDestroy(comm));
-    cudaStreamDestroy(s);
+    checkReadyThenDestroy(comm, rank, "a grouped non-blocking init");
   }));
 }
 
