@@ -227,8 +227,9 @@ TEST(Plan, BarriersThatCannotCompleteAreNamed) {
                 "barrier needs plan_version 3 (this plan is version 2)");
   expectRefused(withBarrier("[0]", "[0]"), "threadblocks: a barrier joins at least two thread blocks");
   expectRefused(withBarrier("[0, 0]"), "threadblocks: lists thread block 0 twice");
+  expectRefused(withBarrier("[0, 1, 2]"), "threadblocks: lists 3 thread blocks; the rank has 2");
   expectRefused(withBarrier("[1, 2]"), "does not list thread block 0, which holds the barrier");
-  expectRefused(withBarrier("[0, 1]", "[0, 1, 2]"), "barrier 4 lists other thread blocks than at $.ranks[0].threadblocks[0].ops[1]");
+  expectRefused(withBarrier("[0, 1]", "[1, 5]"), "barrier 4 lists other thread blocks than at $.ranks[0].threadblocks[0].ops[1]");
   expectRefused(mutateText(withBarrier(), "\"barrier\": 4, \"threadblocks\": [0, 1]}]}]}", "\"barrier\": 5, \"threadblocks\": [0, 1]}]}]}"),
                 "barrier 4 lists thread block 1, which never reaches it (it would wait forever)");
   expectRefused(mutateText(withBarrier(), "{\"op\": \"wait\", \"channel\": 0}, {\"op\": \"barrier\"",

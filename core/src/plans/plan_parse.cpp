@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -124,15 +125,18 @@ std::vector<PlanChunk> chunkList(const Reader& r, const Json& v, const std::stri
 
 /// A barrier's id (kept in o.barrier until barrierGroups numbers the
 /// groups) and its thread blocks' ids, which must include its own.
-void barrierOp(const Reader& r, const Json& v, const std::string& path, const Plan& plan, int64_t ownTb, PlanOp& o,
-               std::vector<int64_t>& members) {
+void barrierOp(const Reader& r, const Json& v, const std::string& path, const Plan& plan, int64_t ownTb,
+               size_t rankThreadBlocks, PlanOp& o, std::vector<int64_t>& members) {
   if (plan.version < 3) r.fail(path + ".op", "barrier needs plan_version 3 (this plan is version " + std::to_string(plan.version) + ")");
-  o.barrier = static_cast<int>(r.integer(r.field(v, path, "barrier"), path + ".barrier", 0, kMaxChunks));
+  o.barrier = static_cast<int>(r.integer(r.field(v, path, "barrier"), path + ".barrier", 0, std::numeric_limits<int32_t>::max()));
   const Json& list = r.array(r.field(v, path, "threadblocks"), path + ".threadblocks");
+  if (list.size() > rankThreadBlocks)
+    r.fail(path + ".threadblocks", "lists " + std::to_string(list.size()) + " thread blocks; the rank has " +
+                                       std::to_string(rankThreadBlocks));
+  std::set<int64_t> seen;
   for (size_t i = 0; i < list.size(); ++i) {
     const int64_t tb = r.integer(list[i], path + ".threadblocks[" + std::to_string(i) + "]", 0, kMaxChunks);
-    if (std::find(members.begin(), members.end(), tb) != members.end())
-      r.fail(path + ".threadblocks", "lists thread block " + std::to_string(tb) + " twice");
+    if (!seen.insert(tb).second) r.fail(path + ".threadblocks", "lists thread block " + std::to_string(tb) + " twice");
     members.push_back(tb);
   }
   if (members.size() < 2) r.fail(path + ".threadblocks", "a barrier joins at least two thread blocks");
@@ -143,12 +147,12 @@ void barrierOp(const Reader& r, const Json& v, const std::string& path, const Pl
 }
 
 PlanOp op(const Reader& r, const Json& v, const std::string& path, const Plan& plan, const PlanRank& rank, int64_t tb,
-          std::vector<int64_t>& barrierMembers) {
+          size_t rankThreadBlocks, std::vector<int64_t>& barrierMembers) {
   PlanOp o;
   o.kind = opKind(r, r.text(r.field(v, path, "op"), path + ".op"), path + ".op");
   checkProtocol(r, path + ".op", plan, o.kind);
   if (o.kind == PlanOp::Kind::Barrier) {
-    barrierOp(r, v, path, plan, tb, o, barrierMembers);
+    barrierOp(r, v, path, plan, tb, rankThreadBlocks, o, barrierMembers);
     return o;
   }
   const bool onChannel = o.kind == PlanOp::Kind::Put || o.kind == PlanOp::Kind::Signal ||
@@ -251,7 +255,7 @@ PlanRank rankPart(const Reader& r, const Json& v, const std::string& path, const
     for (size_t k = 0; k < ops.size(); ++k) {
       const std::string opPath = tp + ".ops[" + std::to_string(k) + "]";
       std::vector<int64_t> members;
-      tb.ops.push_back(op(r, ops[k], opPath, plan, out, tb.id, members));
+      tb.ops.push_back(op(r, ops[k], opPath, plan, out, tb.id, tbs.size(), members));
       if (tb.ops.back().kind == PlanOp::Kind::Barrier) barriers.push_back({tb.ops.back().barrier, {tb.id, members, opPath}});
     }
     out.threadblocks.push_back(std::move(tb));
