@@ -99,7 +99,6 @@ bool stepDirectSend(Communicator& comm, SendJob& s, bool receivesToo, size_t pie
   while (d.posted < s.bytes && link.canSend()) {
     const size_t n = std::min(pieceBytes, s.bytes - d.posted);
     link.connection().write(d.target, d.posted, d.source, d.posted, n);
-    d.lastWrite = link.connection().posted();
     d.posted += n;
     ChunkHeader h = controlHeader(s.call, s.bytes, kPhaseDone);
     h.chunk = d.pieces++;
@@ -147,10 +146,10 @@ void finishDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, std:
     if (!s.direct) continue;
     if (s.directState.posted > 0) {
       try {
-        // The writes only: a slot's return signal posted after them may go
-        // to a peer that has finished and freed its memory meanwhile.
-        s.link->connection().waitCompleted(s.directState.lastWrite,
-                                           afterError ? std::chrono::milliseconds(1000) : timeout);
+        // Everything posted on the link, not only the writes: a rank that
+        // left its call with its Done chunks still in flight let its peer
+        // return slots to it after it had closed (ucx refuses such posts).
+        s.link->connection().flush(afterError ? std::chrono::milliseconds(1000) : timeout);
       } catch (...) {
         if (!afterError) throw;
       }
