@@ -9,17 +9,26 @@
 # GPU tests skip themselves (with the reason) where there is no CUDA device.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's wall time, so CI's budget (40 minutes) can be watched.
+stage() { echo "== test.sh: $1 done at $SECONDS s"; }
 bash tools/install-deps.sh
+stage "install-deps"
 # The Python package's environment (pybind11, NumPy, pytest, PyTorch).
 bash tools/python-env.sh
+stage python-env
 bash tools/build.sh "$@"
+stage build
 build=${PLUGBOARD_BUILD_DIR:-build}
 # The ABI header must stay plain C99.
 gcc -std=c99 -pedantic -Werror -Wall -Wextra -fsyntax-only -x c plugin-api/include/plugboard/transport.h
 ctest --test-dir "$build" --output-on-failure --timeout 300 -j "${PLUGBOARD_TEST_JOBS:-2}"
+stage tests
 # The host code again under AddressSanitizer + UndefinedBehaviorSanitizer.
 [ "${PLUGBOARD_SKIP_SANITIZERS:-0}" = 1 ] || bash tools/sanitize.sh
+stage asan
 # And under ThreadSanitizer (data races, lock order).
 [ "${PLUGBOARD_SKIP_TSAN:-0}" = 1 ] || bash tools/tsan.sh
+stage tsan
 # Fuzzing: the YAML config, the bootstrap's and the ethernet plugin's wire formats.
 [ "${PLUGBOARD_SKIP_FUZZ:-0}" = 1 ] || bash tools/fuzz.sh
+stage fuzz
