@@ -49,6 +49,10 @@ class Bootstrap {
     (void)tag;
     return false;
   }
+  /// True when poll() can tell (a bootstrap that overrides poll() says so
+  /// here): waits that poll, such as closing host collectives, skip peers
+  /// they could only wait for blindly.
+  virtual bool canPoll() const { return false; }
   /// From any thread: the call waiting in this bootstrap now, if any, ends
   /// with Error(Aborted). Calls begun later are not affected, so a job may
   /// go on using the bootstrap (a new communicator after an abort).
@@ -97,6 +101,7 @@ class TcpBootstrap : public Bootstrap {
   std::vector<char> recv(int peer, int tag) override;
   void barrier() override;
   bool poll(int peer, int tag) override;
+  bool canPoll() const override { return true; }
 
  private:
   struct Impl;

@@ -26,6 +26,15 @@ class HostCollectives {
  public:
   /// Collective over comm, which must outlive this object.
   explicit HostCollectives(Communicator& comm);
+  /// Closes in step with the peers (like NCCL's ncclCommDestroy, which
+  /// finalizes first): waits until this rank's own operations have
+  /// completed and every peer has finished its last call and is closing
+  /// too, so that no peer still writes to this rank's slots after they are
+  /// freed. The wait is bounded by the close_timeout setting (then it logs
+  /// the peers it did not hear from and closes anyway) and skipped after an
+  /// abort, after a failed call, for peers whose connection failed, and
+  /// where the bootstrap cannot poll. Destroy host collectives in the same
+  /// order on every rank, or each close waits out its timeout.
   ~HostCollectives();
   HostCollectives(const HostCollectives&) = delete;
   HostCollectives& operator=(const HostCollectives&) = delete;

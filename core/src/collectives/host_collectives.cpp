@@ -2,6 +2,8 @@
 // reducing it. The reducing ones are in host_reductions.cpp.
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <thread>
 
 #include "collectives/failure_notice.hpp"
 #include "collectives/host_collectives_impl.hpp"
@@ -12,6 +14,7 @@ namespace plugboard {
 namespace {
 
 constexpr int kLinkTag = (1 << 29) + 1;  // sendMemory tags >= 2^29 are Plugboard's own
+constexpr int kCloseTag = (1 << 29) + 2;  // a peer's "closing": it has left its last call
 /// How long a rank whose connection failed looks for a peer's failure
 /// notice that explains it (failure_notice.hpp).
 constexpr std::chrono::milliseconds kNoticeWait{50};
@@ -36,6 +39,10 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
   m.rank = comm.rank();
   m.nranks = comm.size();
   m.timeout = comm.defaultTimeout();
+  const double closeSeconds = comm.config().getDouble("close_timeout");
+  if (!(closeSeconds >= 0 && closeSeconds <= 86400))
+    throw Error(ErrorCode::Config, "close_timeout must be 0-86400 seconds, got " + std::to_string(closeSeconds));
+  m.closeTimeout = std::chrono::milliseconds(static_cast<int64_t>(closeSeconds * 1000));
   size_t chunk = chunkSetting(comm.config());
   int slots = slotSetting(comm.config());
   int64_t small = comm.config().getInt("allreduce_small_bytes");
@@ -60,7 +67,61 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
                                                  << " slots, one-step up to " << m.smallBytes << " B");
 }
 
-HostCollectives::~HostCollectives() = default;
+HostCollectives::~HostCollectives() {
+  try {
+    impl_->closeLinks();
+  } catch (const std::exception& e) {
+    PB_LOG(Warn, "COLL", "rank " << impl_->rank << ": closing host collectives: " << e.what());
+  }
+}
+
+void HostCollectives::Impl::closeLinks() {
+  if (links.empty() || comm.aborted()) return;
+  if (!comm.bootstrap().canPoll()) {
+    PB_LOG(Info, "COLL", "rank " << rank << ": the bootstrap cannot poll; host collectives close without waiting for peers");
+    return;
+  }
+  // After a failed call the peers may be anywhere: say "closing" (so no
+  // peer waits for this rank) but wait for nobody.
+  const bool wait = !callFailed && closeTimeout.count() > 0;
+  const auto deadline = std::chrono::steady_clock::now() + closeTimeout;
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                       deadline - std::chrono::steady_clock::now()));
+  };
+  // This rank's own writes complete while every peer still listens: a peer
+  // closes only after this rank's word, which follows them.
+  std::map<int, PeerLink*> waiting;
+  for (auto& [peer, link] : links) {
+    try {
+      if (wait) link->connection().flush(left());
+      const char closing = 1;
+      comm.bootstrap().send(&closing, 1, peer, kCloseTag);
+      if (wait) waiting[peer] = link.get();
+    } catch (const std::exception& e) {
+      PB_LOG(Info, "COLL", "rank " << rank << ": closing without " << link->describePeer() << ": " << e.what());
+    }
+  }
+  // Peers still in their last call may post to this rank until their word
+  // comes: keep the connections moving (some transports land writes only
+  // when the target drives them).
+  while (!waiting.empty() && std::chrono::steady_clock::now() < deadline) {
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      if (it->second->connectionFailed()) {
+        it = waiting.erase(it);
+      } else if (comm.bootstrap().poll(it->first, kCloseTag)) {
+        comm.bootstrap().recv(it->first, kCloseTag);
+        it = waiting.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (!waiting.empty()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  for (const auto& [peer, link] : waiting)
+    PB_LOG(Warn, "COLL", "rank " << rank << ": " << link->describePeer() << " did not close host collectives within "
+                                 << closeTimeout.count() << " ms (close_timeout); closing anyway");
+}
 
 Communicator& HostCollectives::communicator() const { return impl_->comm; }
 
@@ -90,6 +151,7 @@ void HostCollectives::Impl::exchange(std::vector<SendJob>& sends, std::vector<Re
   try {
     runExchange(comm, sends, recvs, links, timeout, policy, failover);
   } catch (const Error& e) {
+    callFailed = true;
     // Not after an abort: it is local, and its connections refuse posts.
     if (e.code() == ErrorCode::Aborted) throw;
     // A connection that closed under this call usually closed because its
@@ -100,6 +162,9 @@ void HostCollectives::Impl::exchange(std::vector<SendJob>& sends, std::vector<Re
     // Peers blocked on this rank learn now rather than at their timeouts.
     sendFailureNotices(links, call, cause ? cause->what() : e.what());
     if (cause) throw *cause;
+    throw;
+  } catch (...) {
+    callFailed = true;
     throw;
   }
 }

@@ -38,6 +38,8 @@ struct HostCollectives::Impl {
   DirectPolicy direct;     ///< host_direct_bytes (0: no direct transfers), host_direct_piece_bytes
   bool failover = false;   ///< the "failover" setting (direct transfers off then)
   std::chrono::milliseconds timeout{60000};
+  std::chrono::milliseconds closeTimeout{10000};  ///< the close_timeout setting
+  bool callFailed = false;  ///< a call threw: the peers may be anywhere, so closing does not wait for them
   std::map<int, std::unique_ptr<PeerLink>> links;
   std::map<int, uint64_t> sendSeq;  // per peer: point-to-point sends so far
   std::map<int, uint64_t> recvSeq;  // per peer: point-to-point receives so far
@@ -63,8 +65,17 @@ struct HostCollectives::Impl {
   /// is its size as rules count it, inputCount its input's elements.
   bool servedByPlan(const char* collective, size_t bytes, const void* input, void* output, size_t inputCount,
                     DataType type, ReduceOp op) {
-    return plans && plans->run(collective, bytes, input, output, inputCount, type, op);
+    try {
+      return plans && plans->run(collective, bytes, input, output, inputCount, type, op);
+    } catch (...) {
+      callFailed = true;
+      throw;
+    }
   }
+  /// The closing handshake of ~HostCollectives: flushes every link, tells
+  /// every peer through the bootstrap, and waits (bounded by closeTimeout,
+  /// driving the connections meanwhile) for every peer's word.
+  void closeLinks();
   /// Scratch space of at least bytes (contents undefined).
   char* scratchOf(size_t bytes);
 

@@ -15,6 +15,10 @@ const std::vector<SettingDecl>& coreSettingDecls() {
        "named in an error; 0: no probe", true},
       {"timeout", SettingType::Double, "60",
        "Seconds any wait (bootstrap, connect, flush, semaphore) may take before it fails", false},
+      {"close_timeout", SettingType::Double, "10",
+       "Seconds destroying host collectives waits for every peer to finish its last call and close too (until "
+       "then a peer may still write to this rank's slots); skipped after an abort or a failed call",
+       false},
       {"wait_yield_polls", SettingType::Int, "300",
        "Host waits: polls that yield the CPU before a waiter sleeps (process-wide; 0 sleeps after 20 busy polls). "
        "Yielding lets a transport's receiver thread on the same core run while the waiter stays awake",
