@@ -7,6 +7,7 @@
 #include <memory>
 #include <thread>
 
+#include "close_check.hpp"
 #include "collective_reference.hpp"
 #include "comm_fixture.hpp"
 #include "multiproc.hpp"
@@ -246,11 +247,10 @@ TEST(HostCollectivesDirect, DisagreeingSizesEndInANamedError) {
 
 namespace {
 
-/// Ethernet, chunks of 64 KiB, direct transfers from directBytes (0: none).
-CommunicatorOptions closeOptions(const std::string& directBytes, const std::string& closeTimeout = "10") {
+/// Ethernet, a 10 s timeout, closing waits closeTimeout seconds at most.
+CommunicatorOptions closeOptions(const std::string& closeTimeout) {
   CommunicatorOptions o;
-  o.overrides = {{"transports", "ethernet"}, {"host_chunk_bytes", "65536"}, {"host_direct_bytes", directBytes},
-                 {"timeout", "10"}, {"close_timeout", closeTimeout}};
+  o.overrides = {{"transports", "ethernet"}, {"timeout", "10"}, {"close_timeout", closeTimeout}};
   return o;
 }
 
@@ -259,26 +259,12 @@ CommunicatorOptions closeOptions(const std::string& directBytes, const std::stri
 // Send, then leave at once: the sender's call ends before the receiver has
 // consumed (and returned slots for) what it sent. Closing waits for the
 // receiver, so its late receive neither fails nor finds the link broken.
-// Without the closing handshake the receive failed ("connection ... closed").
+// With close_timeout 0 (no wait) the receive failed.
 TEST(HostCollectivesClose, ASenderThatLeavesAtOnceDoesNotFailItsLateReceiver) {
   for (const std::string direct : {"0", "4096"}) {
     SCOPED_TRACE("host_direct_bytes " + direct);
     expectAllPassed(runRanks(2, std::chrono::seconds(60), [&](int rank, int n, const UniqueId& id) {
-      Communicator comm(loopbackBootstrap(rank, n, id), closeOptions(direct));
-      HostCollectives hc(comm);
-      std::vector<float> data(4 * 16384);  // 256 KiB: four chunks, all within the slots
-      if (rank == 0) {
-        for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i % 1000);
-        hc.send(data.data(), data.size(), DataType::Float32, 1);
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 0 is closing meanwhile
-      hc.recv(data.data(), data.size(), DataType::Float32, 0);
-      for (size_t i = 0; i < data.size(); ++i)
-        if (data[i] != static_cast<float>(i % 1000))
-          throw std::runtime_error("element " + std::to_string(i) + " is " + std::to_string(data[i]));
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a returned slot reaches rank 0
-      comm.checkErrors();  // the link to rank 0 is whole: rank 0 waits for this rank to close
+      senderLeavesAtOnce(rank, n, id, {{"transports", "ethernet"}, {"host_direct_bytes", direct}});
     }));
   }
 }
@@ -287,7 +273,7 @@ TEST(HostCollectivesClose, ASenderThatLeavesAtOnceDoesNotFailItsLateReceiver) {
 TEST(HostCollectivesClose, APeerThatDoesNotCloseDelaysClosingByCloseTimeoutOnly) {
   expectAllPassed(runRanks(2, std::chrono::seconds(60), [&](int rank, int n, const UniqueId& id) {
     auto boot = loopbackBootstrap(rank, n, id);
-    Communicator comm(boot, closeOptions("0", "1"));
+    Communicator comm(boot, closeOptions("1"));
     auto hc = std::make_unique<HostCollectives>(comm);
     float x = 1;
     hc->allReduce(&x, &x, 1, DataType::Float32, ReduceOp::Sum);

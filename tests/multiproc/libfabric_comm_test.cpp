@@ -13,6 +13,7 @@
 #include <map>
 
 #include "collective_reference.hpp"
+#include "close_check.hpp"
 #include "comm_fixture.hpp"
 #include "multiproc.hpp"
 #include "plugboard/host_collectives.hpp"
@@ -248,4 +249,16 @@ TEST_F(LibfabricComm, WaitForEarlierWritesSucceedsAfterALaterSignalToFreedMemory
     }
     throw std::runtime_error("flush() succeeded though the signal failed");
   }));
+}
+
+// Closing waits for a peer still in its last call (close_check.hpp), with
+// direct transfers (cheap registration) and in chunks.
+TEST_F(LibfabricComm, ASenderThatLeavesAtOnceDoesNotFailItsLateReceiver) {
+  for (const std::string direct : {"0", "4096"}) {
+    SCOPED_TRACE("host_direct_bytes " + direct);
+    expectAllPassed(runRanks(2, kTestTimeout, [&](int rank, int n, const UniqueId& id) {
+      useLibfabric();
+      senderLeavesAtOnce(rank, n, id, {{"host_direct_bytes", direct}});
+    }));
+  }
 }

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "collective_reference.hpp"
+#include "close_check.hpp"
 #include "comm_fixture.hpp"
 #include "multiproc.hpp"
 #include "plugboard/host_collectives.hpp"
@@ -159,4 +160,17 @@ TEST(UcxCommunicator, DeadPeerBecomesAnErrorNotAHang) {
   });
   // Rank 1 exits 0 on purpose; rank 0 must have seen the error.
   expectAllPassed(results);
+}
+
+// Closing waits for a peer still in its last call (close_check.hpp), with
+// direct transfers (cheap registration) and in chunks.
+TEST(UcxCommunicator, ASenderThatLeavesAtOnceDoesNotFailItsLateReceiver) {
+  SKIP_WITHOUT_UCX();
+  for (const std::string direct : {"0", "4096"}) {
+    SCOPED_TRACE("host_direct_bytes " + direct);
+    expectAllPassed(runRanks(2, kTestTimeout, [&](int rank, int n, const UniqueId& id) {
+      useUcx();
+      senderLeavesAtOnce(rank, n, id, {{"host_direct_bytes", direct}});
+    }));
+  }
 }

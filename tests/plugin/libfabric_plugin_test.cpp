@@ -258,7 +258,10 @@ TEST_F(LibfabricTest, PropertiesAndReachability) {
   props.struct_size = sizeof(props);
   ASSERT_EQ(t_->properties(ctx, &props), PB_OK);
   EXPECT_TRUE(props.mem_types & PB_MEM_HOST);
-  EXPECT_EQ(props.flags, uint32_t(PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY));
+  const uint32_t always = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY;
+  // tcp pins nothing, so host registration is cheap there (and only there).
+  const bool tcp = testProvider().rfind("tcp", 0) == 0;
+  EXPECT_EQ(props.flags, always | (tcp ? uint32_t(PB_CAP_CHEAP_REGISTRATION) : 0u)) << testProvider();
   EXPECT_GT(props.bandwidth_gbps, 0.0);
   EXPECT_GT(props.latency_us, 0.0);
   EXPECT_GT(props.max_address_size, 56u);

@@ -99,6 +99,7 @@ bool stepDirectSend(Communicator& comm, SendJob& s, bool receivesToo, size_t pie
   while (d.posted < s.bytes && link.canSend()) {
     const size_t n = std::min(pieceBytes, s.bytes - d.posted);
     link.connection().write(d.target, d.posted, d.source, d.posted, n);
+    d.lastWrite = link.connection().posted();
     d.posted += n;
     ChunkHeader h = controlHeader(s.call, s.bytes, kPhaseDone);
     h.chunk = d.pieces++;
@@ -146,10 +147,11 @@ void finishDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, std:
     if (!s.direct) continue;
     if (s.directState.posted > 0) {
       try {
-        // Everything posted on the link, not only the writes: a rank that
-        // left its call with its Done chunks still in flight let its peer
-        // return slots to it after it had closed (ucx refuses such posts).
-        s.link->connection().flush(afterError ? std::chrono::milliseconds(1000) : timeout);
+        // The writes only (the caller may reuse its buffer once they have
+        // landed): the Done chunks after them complete in the background, and
+        // closing the host collectives waits for them and for the peers.
+        s.link->connection().waitCompleted(s.directState.lastWrite,
+                                           afterError ? std::chrono::milliseconds(1000) : timeout);
       } catch (...) {
         if (!afterError) throw;
       }

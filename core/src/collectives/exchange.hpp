@@ -38,6 +38,7 @@ struct DirectSendState {
   bool offerTaken = false;  ///< target and source are set
   size_t posted = 0;        ///< bytes written and announced (a Done chunk each piece)
   uint64_t pieces = 0;      ///< Done chunks posted
+  uint64_t lastWrite = 0;   ///< the connection's posted() after the last piece's write
 };
 
 /// Where a direct receive stands.

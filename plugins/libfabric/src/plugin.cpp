@@ -36,10 +36,11 @@ struct Traits {
   static void properties(Context& c, pb_transport_properties_v1& props) {
     using P = pb_transport_properties_v1;
     if (PB_HAS_FIELD(&props, P, mem_types)) props.mem_types = PB_MEM_HOST | (c.hmem() ? PB_MEM_CUDA : 0);
-    // Not PB_CAP_CHEAP_REGISTRATION, though tcp registers cheaply: with
-    // direct transfers a rank can close while its peer still returns slots
-    // to it (README "Cheap registration").
-    if (PB_HAS_FIELD(&props, P, flags)) props.flags = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY;
+    // Cheap registration on tcp: the host collectives then write large
+    // messages straight between the callers' buffers (README "Cheap registration").
+    if (PB_HAS_FIELD(&props, P, flags))
+      props.flags = PB_CAP_ONE_SIDED_WRITE | PB_CAP_ATOMIC_SIGNAL | PB_CAP_NEEDS_PROXY |
+                    (c.registersCheaply() ? uint32_t(PB_CAP_CHEAP_REGISTRATION) : 0u);
     if (PB_HAS_FIELD(&props, P, bandwidth_gbps)) props.bandwidth_gbps = c.provider().bandwidthGbps();
     if (PB_HAS_FIELD(&props, P, latency_us)) props.latency_us = c.provider().latencyUs();
     if (PB_HAS_FIELD(&props, P, max_address_size))
