@@ -31,9 +31,9 @@ class HostCollectives {
   /// completed and every peer has finished its last call and is closing
   /// too, so that no peer still writes to this rank's slots after they are
   /// freed. The wait is bounded by the close_timeout setting (then it logs
-  /// the peers it did not hear from and closes anyway) and skipped after an
-  /// abort, after a failed call, for peers whose connection failed, and
-  /// where the bootstrap cannot poll. Destroy host collectives in the same
+  /// the peers it did not hear from and closes anyway); after an abort or a
+  /// failed call it says "closing" but waits for nobody; it skips peers
+  /// whose connection failed, and all of it where the bootstrap cannot poll. Destroy host collectives in the same
   /// order on every rank, or each close waits out its timeout.
   ~HostCollectives();
   HostCollectives(const HostCollectives&) = delete;

@@ -62,6 +62,13 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
   auto conns = comm.connectAll();
   for (auto& [peer, conn] : conns)  // ascending peers: a consistent order on every rank
     m.links[peer] = std::make_unique<PeerLink>(comm, conn, chunk, slots, kLinkTag);
+  // A "closing" that an earlier host collectives on this bootstrap sent and
+  // nobody took (its receiver had aborted or failed) arrived before the
+  // peer's link descriptor above: drop it, or this instance's close would
+  // take it for the peer's.
+  if (comm.bootstrap().canPoll())
+    for (const auto& [peer, link] : m.links)
+      while (comm.bootstrap().poll(peer, kCloseTag)) comm.bootstrap().recv(peer, kCloseTag);
   if (!comm.config().planRules().empty()) m.plans = std::make_unique<HostPlanSelection>(comm);
   PB_LOG(Info, "COLL", "host collectives ready: " << m.links.size() << " peers, chunk " << chunk << " B x " << slots
                                                  << " slots, one-step up to " << m.smallBytes << " B");
@@ -76,14 +83,14 @@ HostCollectives::~HostCollectives() {
 }
 
 void HostCollectives::Impl::closeLinks() {
-  if (links.empty() || comm.aborted()) return;
+  if (links.empty()) return;
   if (!comm.bootstrap().canPoll()) {
     PB_LOG(Info, "COLL", "rank " << rank << ": the bootstrap cannot poll; host collectives close without waiting for peers");
     return;
   }
-  // After a failed call the peers may be anywhere: say "closing" (so no
-  // peer waits for this rank) but wait for nobody.
-  const bool wait = !callFailed && closeTimeout.count() > 0;
+  // After an abort or a failed call the peers may be anywhere: say
+  // "closing" (so no peer waits for this rank) but wait for nobody.
+  const bool wait = !callFailed && !comm.aborted() && closeTimeout.count() > 0;
   const auto deadline = std::chrono::steady_clock::now() + closeTimeout;
   auto left = [&] {
     return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
