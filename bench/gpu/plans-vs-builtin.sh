@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issue 18's target: a plan-run allreduce beside the built-in allreduce
-# kernels (and NCCL where every rank has its own GPU) in one run, 2+ ranks,
+# Issue 18's target: a plan-run allreduce (or COLLECTIVE) beside the built-in
+# kernels of that collective (and NCCL where every rank has its own GPU) in one run, 2+ ranks,
 # results checked (#wrong must be 0). On a one-GPU machine both ranks share
 # the GPU: call it under CUDA MPS (tests/gpu/mps.sh: with_mps); NCCL refuses
 # two ranks on one GPU, so its column is left out there.
 #   bash bench/gpu/plans-vs-builtin.sh BUILD_DIR OUT_DIR
-# Environment: NRANKS (2), PLANS ("allreduce_allpairs_packets
+# Environment: COLLECTIVE (allreduce; PLANS must compute it), NRANKS (2), PLANS ("allreduce_allpairs_packets
 # allreduce_packets allreduce_allpairs allreduce_allpairs_blocks allreduce_allpairs_twoshot allreduce_ring"), MIN (1K), MAX (64M), FACTOR (4), ITERS (20),
 # WARMUP (5), COMPARE_NCCL (1 when NRANKS <= the GPU count, else 0).
 # Prints one table: time per size of each run and plan / built-in time.
@@ -16,6 +16,7 @@ mkdir -p "$out"
 here=$(cd "$(dirname "$0")/../.." && pwd)
 perf="$build/bin/plugboard-perf"
 n=${NRANKS:-2}
+coll=${COLLECTIVE:-allreduce}
 gpus=$(nvidia-smi -L 2> /dev/null | wc -l)
 nccl=${COMPARE_NCCL:-$([ "$gpus" -ge "$n" ] && echo 1 || echo 0)}
 sizes=(-b "${MIN:-1K}" -e "${MAX:-64M}" -f "${FACTOR:-4}" -n "${ITERS:-20}" -w "${WARMUP:-5}")
@@ -30,10 +31,10 @@ run() {
 
 cmp=()
 [ "$nccl" = 1 ] && cmp=(--compare nccl)
-run builtin "$perf" --mem gpu --nranks "$n" "${cmp[@]}" -C allreduce "${sizes[@]}" --csv "$out/builtin.csv"
+run builtin "$perf" --mem gpu --nranks "$n" "${cmp[@]}" -C "$coll" "${sizes[@]}" --csv "$out/builtin.csv"
 runs=(builtin)
 for p in ${PLANS:-allreduce_allpairs_packets allreduce_packets allreduce_allpairs allreduce_allpairs_blocks allreduce_allpairs_twoshot allreduce_ring}; do
-  run "$p" "$perf" --mem gpu --nranks "$n" --plan "$here/plans/$p/${n}ranks.json" -C allreduce "${sizes[@]}" \
+  run "$p" "$perf" --mem gpu --nranks "$n" --plan "$here/plans/$p/${n}ranks.json" -C "$coll" "${sizes[@]}" \
     --csv "$out/$p.csv"
   runs+=("$p")
 done

@@ -5,7 +5,8 @@ Pure Python, standard library only. A program names its collective, rank
 count and buffers (input, output, scratch, each cut into equal chunks), opens
 channels between ranks (memory: direct stores through peer mappings; port:
 through the proxy and any network transport), and places operations (put,
-signal, wait, flush, copy, reduce) on thread blocks of each rank; a
+get (memory channels: a read of the peer's chunk), signal, wait, flush,
+copy, reduce) on thread blocks of each rank; a
 barrier (Program.barrier(rank, tbs)) orders thread blocks of one rank. An LL
 program (protocol="ll", packet_chunks=k) moves data between ranks only as
 packets: put_packet into a peer's packets buffer, reduce_packet (or
@@ -26,8 +27,8 @@ read_reduce_copy_send) waiting for them, no signals or waits::
 
 Validation (Program.validate, run by plan() and write()) raises
 ValidationError naming the rank, thread block, operation and chunk: chunks
-out of bounds or of unequal sizes, puts whose chunks are not on the
-channel's two ranks, signals and waits that do not pair up, a wait that can
+out of bounds or of unequal sizes, puts and gets whose chunks are not on
+the channel's two ranks, a get on a port channel, signals and waits that do not pair up, a wait that can
 never be satisfied (a cycle of waits or barriers: deadlock), two operations touching the same
 bytes (one of them writing) with no order between them, writes into the
 input of an out-of-place program, output chunks nobody writes; in LL

@@ -1,7 +1,7 @@
 """A validated Program as an execution plan: a dict in the JSON layout
 docs/execution-plans.md describes (version PLAN_VERSION)."""
 
-PLAN_VERSION = 3
+PLAN_VERSION = 4
 
 
 def _chunk(c):
@@ -12,7 +12,7 @@ def _op(op):
     out = {"op": op.kind}
     if op.channel is not None:
         out["channel"] = op.channel.id
-    if op.kind in ("put", "copy", "put_packet"):
+    if op.kind in ("put", "get", "copy", "put_packet"):
         out["src"], out["dst"] = _chunk(op.src), _chunk(op.dst)
     elif op.kind == "reduce":
         out["dst"], out["srcs"] = _chunk(op.dst), [_chunk(s) for s in op.srcs]

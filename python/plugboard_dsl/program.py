@@ -8,7 +8,7 @@ CHANNEL_TYPES = ("memory", "port")
 BUFFERS = ("input", "output", "scratch", "packets")
 # Operations of each protocol: an LL program moves data between ranks only as
 # packets (each carries its call's flag, so no signal or wait is needed).
-SIMPLE_ONLY = ("put", "signal", "wait", "flush")
+SIMPLE_ONLY = ("put", "get", "signal", "wait", "flush")
 LL_ONLY = ("put_packet", "reduce_packet")
 
 
@@ -106,8 +106,24 @@ class Channel:
         _same_size("put", src, dst)
         return self.program._add(Op("put", self.rank, tb, channel=self, src=src, dst=dst, reads=[src], writes=[dst]))
 
+    def get(self, src, dst, tb):
+        """Copies src (a chunk of peer) into dst (a chunk of rank): a read of
+        the peer's memory, so memory channels only. Order it after the
+        peer's writes to src (a signal from the peer, then a wait here) and
+        before the peer's next writes to it (a signal back after it)."""
+        self.program._require_protocol("get", tb, self.rank)
+        _no_packets("get", src, dst)
+        if self.type != "memory":
+            raise ValidationError(f"get on rank {self.rank}'s {self.type} channel to {self.peer}: only memory channels "
+                                  "read peer memory (port channels move data by put)")
+        if src.rank != self.peer or dst.rank != self.rank:
+            raise ValidationError(f"get on the memory channel rank {self.rank} -> {self.peer}: source {src} must be "
+                                  f"on rank {self.peer} and destination {dst} on rank {self.rank}")
+        _same_size("get", src, dst)
+        return self.program._add(Op("get", self.rank, tb, channel=self, src=src, dst=dst, reads=[src], writes=[dst]))
+
     def signal(self, tb):
-        """Tells peer that this rank's earlier puts on this channel have landed."""
+        """Tells peer that this rank's earlier operations (puts landed, gets done) are complete."""
         self.program._require_protocol("signal", tb, self.rank)
         return self.program._add(Op("signal", self.rank, tb, channel=self))
 

@@ -1,6 +1,6 @@
 """The programs Plugboard ships, for any rank count: generated plans come
 from here (python -m plugboard_dsl NAME --nranks N -o plan.json)."""
-from .program import Program
+from .program import Program, ValidationError
 
 
 def allgather_allpairs(n, channel="memory"):
@@ -13,6 +13,24 @@ def allgather_allpairs(n, channel="memory"):
             if q != r:
                 ch = p.channel(r, q, channel)
                 ch.put(me.input[0], p.rank(q).output[r], tb=q)
+                ch.signal(tb=q)
+                ch.wait(tb=q)
+    return p
+
+
+def allgather_allpairs_get(n, channel="memory"):
+    """Every rank reads every peer's input straight into its own output
+    (get), then tells that peer it has read it. Memory channels only."""
+    if channel != "memory":
+        raise ValidationError(f"allgather_allpairs_get reads peer memory: memory channels only, not {channel!r}")
+    p = Program("allgather_allpairs_get", "allgather", n, input_chunks=1, output_chunks=n)
+    for r in range(n):
+        me = p.rank(r)
+        p.copy(me.input[0], me.output[r], tb=0)
+        for q in range(n):
+            if q != r:
+                ch = p.channel(r, q, "memory")
+                ch.get(p.rank(q).input[0], me.output[q], tb=q)
                 ch.signal(tb=q)
                 ch.wait(tb=q)
     return p
@@ -173,6 +191,9 @@ def alltoall_allpairs(n, channel="memory"):
     return p
 
 
-SHIPPED = {f.__name__: f for f in (allgather_allpairs, allgather_ring, allreduce_allpairs, allreduce_allpairs_blocks,
+SHIPPED = {f.__name__: f for f in (allgather_allpairs, allgather_allpairs_get, allgather_ring, allreduce_allpairs, allreduce_allpairs_blocks,
                                    allreduce_allpairs_packets, allreduce_allpairs_twoshot, allreduce_packets,
                                    allreduce_ring, alltoall_allpairs)}
+
+# Programs that read peer memory (get): memory channels only, so no port plans.
+MEMORY_ONLY = frozenset({"allgather_allpairs_get"})

@@ -45,8 +45,10 @@ def run(plan, inputs, reduce=lambda a, b: a + b):
         elif kind == "signal":
             key = (r, ch["peer"], ch["type"], ch["tag"])
             pending[key] = pending.get(key, 0) + 1
-        elif kind in ("put", "copy", "put_packet"):
-            (sb, si), (db, di) = span(r, op["src"]), span(r if kind == "copy" else ch["peer"], op["dst"])
+        elif kind in ("put", "get", "copy", "put_packet"):
+            src_rank = ch["peer"] if kind == "get" else r
+            dst_rank = ch["peer"] if kind in ("put", "put_packet") else r
+            (sb, si), (db, di) = span(src_rank, op["src"]), span(dst_rank, op["dst"])
             vals = [sb[i] for i in si]
             for i, v in zip(di, vals):
                 db[i] = v

@@ -1,8 +1,8 @@
 """Program checks: bounds and sizes are checked as operations are added;
 here the whole program: input writes, signal/wait pairing, LL packets
 (each packets chunk put once, every one read also put), deadlock (a cycle
-of waits), races (unordered accesses to the same bytes, one a write) and
-outputs nobody writes."""
+of waits), races (unordered accesses to the same bytes, one a write), gets
+the chunk's owner may outlive, and outputs nobody writes."""
 from .program import ValidationError
 
 
@@ -12,7 +12,9 @@ def validate(p):
     writers = _packet_writers(ops)
     edges = _edges(p, writers)
     order = _topological(ops, edges)
-    _check_races(p, ops, edges, order)
+    pos, anc = _ancestors(ops, edges, order)
+    _check_races(p, ops, pos, anc)
+    _check_gets(ops, pos, anc)
     _check_outputs(p, ops)
 
 
@@ -129,8 +131,8 @@ def _topological(ops, succ):
     return order
 
 
-def _check_races(p, ops, succ, order):
-    # ancestors[op] as a bit set over positions in order
+def _ancestors(ops, succ, order):
+    """Each op's position in order, and its ancestors as a bit set over positions."""
     pos = {id(op): i for i, op in enumerate(order)}
     preds = {id(op): [] for op in ops}
     for src, targets in succ.items():
@@ -142,6 +144,22 @@ def _check_races(p, ops, succ, order):
         for pr in preds[id(op)]:
             bits |= anc[pr] | (1 << pos[pr])
         anc[id(op)] = bits
+    return pos, anc
+
+
+def _check_gets(ops, pos, anc):
+    """A get reads the peer's memory while the peer runs: some operation of
+    the peer must come after it, or the peer could end its call (and its
+    next call overwrite the chunk) before the read."""
+    for get in (op for op in ops if op.kind == "get"):
+        owner = get.channel.peer
+        if not any(op.rank == owner and (anc[id(op)] >> pos[id(get)]) & 1 for op in ops):
+            raise ValidationError(f"{get.where()} reads {get.src}, but no operation of rank {owner} comes after it: "
+                                  f"rank {owner} could end its call before the read (signal rank {owner} after the "
+                                  "get and let it wait for that)")
+
+
+def _check_races(p, ops, pos, anc):
     accesses = [(op, _alias(p, c), False) for op in ops for c in op.reads]
     accesses += [(op, _alias(p, c), True) for op in ops for c in op.writes]
     by_buffer = {}

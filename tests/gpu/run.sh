@@ -61,6 +61,9 @@ step gpu-tests-mps with_mps ctest --test-dir "$build" -L gpu --output-on-failure
 step plan-tests-mps with_mps ctest --test-dir "$build" -R "GpuPlan" --output-on-failure --timeout 120
 # Plans (LL two-shot, ring, one-shot) beside the built-in allreduce, 2 ranks (sharing the GPU under MPS on one GPU).
 step plans-bench-mps with_mps bash bench/gpu/plans-vs-builtin.sh "$build" "$LOGS/plans-bench"
+# Allgather plans (the get plan beside puts and the ring) beside the built-in allgather.
+step plans-bench-allgather-mps with_mps env COLLECTIVE=allgather PLANS="allgather_allpairs allgather_allpairs_get allgather_ring" \
+  bash bench/gpu/plans-vs-builtin.sh "$build" "$LOGS/plans-bench-allgather"
 # The same with every rank on GPU 0 (ranks share its SMs: the slice count and residency checks).
 step plan-tests-shared-mps env CUDA_VISIBLE_DEVICES=0 bash -c "source tests/gpu/mps.sh && with_mps ctest --test-dir $build \
   -R GpuPlan --output-on-failure --timeout 120"
@@ -155,7 +158,7 @@ if [ "$ngpu" -ge 2 ]; then
   for c in allgather allreduce alltoall; do
     step "perf-plans-builtin-$c" "$perf" "${cmp[@]}" -C "$c" -b 1K -e 256M -f 4 -n 20 -w 5 --csv "$LOGS/plans-builtin-$c.csv"
   done
-  for p in allgather_allpairs:allgather allgather_ring:allgather allreduce_allpairs:allreduce allreduce_allpairs_blocks:allreduce allreduce_allpairs_packets:allreduce allreduce_allpairs_twoshot:allreduce allreduce_packets:allreduce \
+  for p in allgather_allpairs:allgather allgather_allpairs_get:allgather allgather_ring:allgather allreduce_allpairs:allreduce allreduce_allpairs_blocks:allreduce allreduce_allpairs_packets:allreduce allreduce_allpairs_twoshot:allreduce allreduce_packets:allreduce \
            allreduce_ring:allreduce alltoall_allpairs:alltoall; do
     step "perf-plan-${p%%:*}" "$perf" "${cmp[@]}" --plan "plans/${p%%:*}/${nr}ranks.json" -C "${p#*:}" -b 1K -e 256M -f 4 \
       -n 20 -w 5 --csv "$LOGS/plan-${p%%:*}.csv"

@@ -77,7 +77,7 @@ class HostPlanTest : public ::testing::TestWithParam<std::tuple<std::string, int
 TEST_P(HostPlanTest, ShippedPlanComputesItsCollective) { runPlan(std::get<0>(GetParam()), std::get<1>(GetParam())); }
 
 INSTANTIATE_TEST_SUITE_P(Plans, HostPlanTest,
-                         ::testing::Combine(::testing::Values("allgather_allpairs", "allgather_ring", "allreduce_allpairs", "allreduce_allpairs_blocks",
+                         ::testing::Combine(::testing::Values("allgather_allpairs", "allgather_allpairs_get", "allgather_ring", "allreduce_allpairs", "allreduce_allpairs_blocks",
                                                               "allreduce_allpairs_packets", "allreduce_allpairs_twoshot", "allreduce_packets",
                                                               "allreduce_ring", "alltoall_allpairs"),
                                             ::testing::Values(2, 3, 4)),

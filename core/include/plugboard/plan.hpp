@@ -15,7 +15,7 @@ namespace plugboard {
 /// The newest plan version this library reads (and plugboard_dsl writes);
 /// it reads every version from 1 (version 1: no LL packets; version 2: no
 /// barrier).
-inline constexpr int kPlanVersion = 3;
+inline constexpr int kPlanVersion = 4;
 
 /// Chunks [index, index + size) of one of a rank's buffers.
 struct PlanChunk {
@@ -40,11 +40,11 @@ struct PlanChannel {
 /// group has reached it: what they did before it happens before what any
 /// of them does after.
 struct PlanOp {
-  enum class Kind { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket, Barrier };
+  enum class Kind { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket, Barrier, Get };
   Kind kind = Kind::Copy;
-  int channel = -1;              ///< Index into the rank's channels (put, put_packet, signal, wait, flush).
-  PlanChunk src, dst;            ///< put, put_packet, copy: src; all but signal, wait, flush: dst
-                                 ///< (a put's and a put_packet's dst is on the peer).
+  int channel = -1;              ///< Index into the rank's channels (put, get, put_packet, signal, wait, flush).
+  PlanChunk src, dst;            ///< put, get, put_packet, copy: src; all but signal, wait, flush: dst
+                                 ///< (a put's and a put_packet's dst is on the peer, a get's src).
   std::vector<PlanChunk> srcs;     ///< reduce, reduce_packet (may be empty there).
   std::vector<PlanChunk> packets;  ///< reduce_packet: this rank's packets chunks it waits for.
   int barrier = -1;     ///< barrier: its group, numbered 0.. in the rank by the plan's barrier ids.

@@ -12,6 +12,18 @@
 // written, and a reduce_packet waits until each of its chunks' flags reach
 // this call's number. Every packets chunk is put once per call (the loader
 // checks it) and the start handshake keeps calls apart, so flag == calls.
+//
+// get on host buffers: transports write, they do not read, so the chunk's
+// owner serves each get. Both ends number the gets from the plan alone (the
+// owner: every get reading it, by rank, thread block and position; the
+// reader: its own, in its order). The reader adds 1 to the owner's request
+// word of its get and waits for its served word to reach the call's
+// number; the owner, between its own operations, writes each requested
+// chunk into the reader's buffer and then adds 1 to the served word (it
+// lands after the write), and ends its call only once it has served every
+// get of the call. The plan orders a get after the owner's writes to the
+// chunk and before its next ones (plugboard_dsl checks it), so the bytes
+// served are the ones the reader asked for.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -27,10 +39,12 @@
 namespace plugboard {
 
 namespace {
-// input, output, scratch, packets, packet flags (below 2^30)
-constexpr int kBufferTags[5] = {0x2d504c00, 0x2d504c01, 0x2d504c02, 0x2d504c03, 0x2d504c04};
-constexpr size_t kBuffers = 4;  ///< Data buffers, as PlanChunk::Buffer; the flags are registered after them.
+// input, output, scratch, packets, packet flags, get requests, gets served (below 2^30)
+constexpr int kBufferTags[7] = {0x2d504c00, 0x2d504c01, 0x2d504c02, 0x2d504c03, 0x2d504c04, 0x2d504c05, 0x2d504c06};
+constexpr size_t kBuffers = 4;  ///< Data buffers, as PlanChunk::Buffer; the flag words are registered after them.
 constexpr size_t kFlags = 4;    ///< Index of the packet flags in local and remote.
+constexpr size_t kGetRequests = 5;  ///< Index of the get request words (this rank as owner).
+constexpr size_t kGetsServed = 6;   ///< Index of the served words (this rank as reader).
 
 }  // namespace
 
@@ -43,13 +57,32 @@ struct HostPlanExecutor::Impl {
     uint64_t waited = 0;  // signals consumed by waits (the handshake's included)
   };
 
+  /// A get some peer makes of this rank's memory, which this rank serves.
+  struct ServedGet {
+    size_t channel = 0;     // this rank's channel to the reader
+    PlanChunk src, dst;     // src here, dst at the reader
+    uint64_t readerIndex = 0;  // the get's served word at the reader
+    bool doneThisCall = false;
+  };
+  /// One of this rank's own gets.
+  struct OwnGet {
+    uint64_t ownerIndex = 0;  // its request word at the owner
+    uint64_t index = 0;       // its served word here
+    bool requested = false;   // this call's request is out
+  };
+
   Communicator& comm;
   Plan plan;
   size_t maxInputBytes;
   std::vector<std::vector<char>> storage = std::vector<std::vector<char>>(kBuffers);  // as PlanChunk::Buffer
   std::vector<uint64_t> packetFlags;  // per packets chunk: +1 by the put_packet of each call
   uint64_t calls = 0;                 // runs so far, this one included
-  std::vector<RegisteredMemory> local = std::vector<RegisteredMemory>(kBuffers + 1);  // buffers, then the flags
+  std::vector<uint64_t> getRequests;  // per get of this rank's memory: +1 by its reader each call
+  std::vector<uint64_t> getsServed;   // per own get: +1 by its owner each call, after the data
+  std::vector<ServedGet> toServe;     // as getRequests
+  std::map<const PlanOp*, OwnGet> ownGets;
+  size_t servedThisCall = 0;
+  std::vector<RegisteredMemory> local = std::vector<RegisteredMemory>(kBuffers + 3);  // buffers, then the flag words
   std::map<int, std::vector<RemoteMemory>> remote;  // peer -> its buffers and flags, as local
   std::vector<Channel> channels;                    // as the plan lists this rank's
 
@@ -63,7 +96,13 @@ struct HostPlanExecutor::Impl {
   std::string who() const { return "rank " + std::to_string(comm.rank()) + " (plan " + plan.source + ")"; }
 
   void setup();
+  /// Numbers the plan's gets (see the top of the file) and sizes their words.
+  void numberGets();
   void connectAndExchange();
+  /// This rank's own get o: asks once, then true when it has been served.
+  bool get(const PlanOp& o);
+  /// Serves every get of this call whose request has come; true if any.
+  bool serveGets();
   void makeSemaphores();
 
   // run()
@@ -97,8 +136,43 @@ void HostPlanExecutor::Impl::setup() {
   }
   packetFlags.assign(std::max<uint64_t>(plan.packetChunks, 1), 0);
   local[kFlags] = comm.registerMemory(packetFlags.data(), packetFlags.size() * sizeof(uint64_t), MemoryKind::Host);
+  numberGets();
+  local[kGetRequests] = comm.registerMemory(getRequests.data(), getRequests.size() * sizeof(uint64_t), MemoryKind::Host);
+  local[kGetsServed] = comm.registerMemory(getsServed.data(), getsServed.size() * sizeof(uint64_t), MemoryKind::Host);
   connectAndExchange();
   makeSemaphores();
+}
+
+void HostPlanExecutor::Impl::numberGets() {
+  const int me = comm.rank();
+  for (int r = 0; r < plan.nranks; ++r) {
+    uint64_t readerIndex = 0;
+    for (const auto& tb : plan.ranks[r].threadblocks)
+      for (const auto& o : tb.ops) {
+        if (o.kind != PlanOp::Kind::Get) continue;
+        const PlanChannel& ch = plan.ranks[r].channels[o.channel];
+        if (r == me) ownGets[&o] = OwnGet{0, readerIndex, false};
+        if (ch.peer == me) {
+          size_t back = 0;  // this rank's channel to the reader (the loader checks that it exists)
+          while (back < mine().channels.size() && !(mine().channels[back].peer == r && mine().channels[back].type == ch.type &&
+                                                     mine().channels[back].tag == ch.tag))
+            ++back;
+          toServe.push_back(ServedGet{back, o.src, o.dst, readerIndex, false});
+        }
+        ++readerIndex;
+      }
+  }
+  // The owner's index of each own get: its position among the gets of the owner's memory.
+  std::map<int, uint64_t> nextAt;  // owner -> gets of it numbered so far, in (reader, tb, op) order
+  for (int r = 0; r < plan.nranks; ++r)
+    for (const auto& tb : plan.ranks[r].threadblocks)
+      for (const auto& o : tb.ops) {
+        if (o.kind != PlanOp::Kind::Get) continue;
+        const uint64_t at = nextAt[plan.ranks[r].channels[o.channel].peer]++;
+        if (r == me) ownGets[&o].ownerIndex = at;
+      }
+  getRequests.assign(std::max<size_t>(toServe.size(), 1), 0);
+  getsServed.assign(std::max<size_t>(ownGets.size(), 1), 0);
 }
 
 void HostPlanExecutor::Impl::connectAndExchange() {
@@ -152,6 +226,35 @@ void HostPlanExecutor::Impl::putPacket(const PlanOp& o) {
   for (uint64_t k = 0; k < o.dst.size; ++k) c.connection->signal(peer[kFlags], (o.dst.index + k) * sizeof(uint64_t), 1);
 }
 
+bool HostPlanExecutor::Impl::get(const PlanOp& o) {
+  OwnGet& g = ownGets.at(&o);
+  if (!g.requested) {
+    Channel& c = channels[o.channel];
+    c.connection->signal(remote.at(c.peer)[kGetRequests], g.ownerIndex * sizeof(uint64_t), 1);
+    g.requested = true;
+  }
+  if (__atomic_load_n(&getsServed[g.index], __ATOMIC_ACQUIRE) < calls) return false;
+  g.requested = false;
+  return true;
+}
+
+bool HostPlanExecutor::Impl::serveGets() {
+  bool served = false;
+  for (size_t j = 0; j < toServe.size(); ++j) {
+    ServedGet& g = toServe[j];
+    if (g.doneThisCall || __atomic_load_n(&getRequests[j], __ATOMIC_ACQUIRE) < calls) continue;
+    Channel& c = channels[g.channel];
+    const std::vector<RemoteMemory>& reader = remote.at(c.peer);
+    c.connection->write(reader[slot(g.dst.buffer)], g.dst.index * chunkBytes, local[slot(g.src.buffer)],
+                        g.src.index * chunkBytes, g.src.size * chunkBytes);
+    c.connection->signal(reader[kGetsServed], g.readerIndex * sizeof(uint64_t), 1);
+    g.doneThisCall = true;
+    ++servedThisCall;
+    served = true;
+  }
+  return served;
+}
+
 bool HostPlanExecutor::Impl::packetsArrived(const std::vector<PlanChunk>& packets) const {
   for (const PlanChunk& c : packets)
     for (uint64_t i = c.index; i < c.index + c.size; ++i)
@@ -185,6 +288,7 @@ bool HostPlanExecutor::Impl::step(const PlanOp& o, size_t tb) {
       if (!packetsArrived(o.packets)) return false;
       reduce(o);
       return true;
+    case PlanOp::Kind::Get: return get(o);
     case PlanOp::Kind::Barrier:
       if (!atBarrier[tb]) atBarrier[tb] = 1, ++barrierArrivals[static_cast<size_t>(o.barrier)];
       if (barrierArrivals[static_cast<size_t>(o.barrier)] < o.parties) return false;
@@ -199,9 +303,11 @@ void HostPlanExecutor::Impl::runTasks() {
   std::vector<size_t> pc(tbs.size(), 0);
   barrierArrivals.assign(static_cast<size_t>(mine().barriers), 0);
   atBarrier.assign(tbs.size(), 0);
+  servedThisCall = 0;
+  for (auto& g : toServe) g.doneThisCall = false;
   auto lastMove = std::chrono::steady_clock::now();
   for (;;) {
-    bool moved = false, left = false;
+    bool moved = serveGets(), left = servedThisCall < toServe.size();
     for (size_t t = 0; t < tbs.size(); ++t) {
       while (pc[t] < tbs[t].ops.size() && step(tbs[t].ops[pc[t]], t)) ++pc[t], moved = true;
       left = left || pc[t] < tbs[t].ops.size();
@@ -227,8 +333,11 @@ void HostPlanExecutor::Impl::checkStuck(std::chrono::steady_clock::time_point la
   for (size_t t = 0; t < tbs.size() && t < pc.size(); ++t)
     if (pc[t] < tbs[t].ops.size())
       stuck += " thread block " + std::to_string(tbs[t].id) + " at operation " + std::to_string(pc[t]) + ";";
+  for (const ServedGet& g : toServe)
+    if (!pc.empty() && !g.doneThisCall)
+      stuck += " a get by rank " + std::to_string(channels[g.channel].peer) + " (its request has not come);";
   throw Error(ErrorCode::Timeout, who() + " made no progress for " + std::to_string(timeout.count()) + " ms; waiting for " +
-                                      (pc.empty() ? std::string(" its peers' start signals") : "a signal, packets or a barrier in:" + stuck));
+                                      (pc.empty() ? std::string(" its peers' start signals") : "a signal, packets, a get or a barrier in:" + stuck));
 }
 
 // Every channel signals once and waits once before any operation: a peer

@@ -78,22 +78,22 @@ PlanOp::Kind opKind(const Reader& r, const std::string& name, const std::string&
       {"put", PlanOp::Kind::Put},       {"signal", PlanOp::Kind::Signal},         {"wait", PlanOp::Kind::Wait},
       {"flush", PlanOp::Kind::Flush},   {"copy", PlanOp::Kind::Copy},             {"reduce", PlanOp::Kind::Reduce},
       {"put_packet", PlanOp::Kind::PutPacket}, {"reduce_packet", PlanOp::Kind::ReducePacket},
-      {"barrier", PlanOp::Kind::Barrier}};
+      {"barrier", PlanOp::Kind::Barrier},     {"get", PlanOp::Kind::Get}};
   for (const auto& [n, k] : kinds)
     if (name == n) return k;
   r.fail(path, "\"" + name + "\" is not an operation (put, signal, wait, flush, copy, reduce, put_packet, reduce_packet, "
-               "barrier)");
+               "barrier, get)");
 }
 
 /// Refuses operations of the other protocol: an LL plan moves data between
 /// ranks only as packets, a simple plan has none.
 void checkProtocol(const Reader& r, const std::string& path, const Plan& plan, PlanOp::Kind k) {
   const bool packetOp = k == PlanOp::Kind::PutPacket || k == PlanOp::Kind::ReducePacket;
-  const bool simpleOnly = k == PlanOp::Kind::Put || k == PlanOp::Kind::Signal || k == PlanOp::Kind::Wait ||
-                          k == PlanOp::Kind::Flush;
+  const bool simpleOnly = k == PlanOp::Kind::Put || k == PlanOp::Kind::Get || k == PlanOp::Kind::Signal ||
+                          k == PlanOp::Kind::Wait || k == PlanOp::Kind::Flush;
   if (packetOp && !plan.ll()) r.fail(path, "a packet operation in a plan whose protocol is \"" + plan.protocol + "\" (needs \"ll\")");
   if (simpleOnly && plan.ll())
-    r.fail(path, "put, signal, wait and flush are not in LL plans (they move data between ranks with put_packet only)");
+    r.fail(path, "put, get, signal, wait and flush are not in LL plans (they move data between ranks with put_packet only)");
 }
 
 /// Packets chunks are where put_packet lands and what reduce_packet reads; no other use.
@@ -155,7 +155,9 @@ PlanOp op(const Reader& r, const Json& v, const std::string& path, const Plan& p
     barrierOp(r, v, path, plan, tb, rankThreadBlocks, o, barrierMembers);
     return o;
   }
-  const bool onChannel = o.kind == PlanOp::Kind::Put || o.kind == PlanOp::Kind::Signal ||
+  if (o.kind == PlanOp::Kind::Get && plan.version < 4)
+    r.fail(path + ".op", "get needs plan_version 4 (this plan is version " + std::to_string(plan.version) + ")");
+  const bool onChannel = o.kind == PlanOp::Kind::Put || o.kind == PlanOp::Kind::Get || o.kind == PlanOp::Kind::Signal ||
                          o.kind == PlanOp::Kind::Wait || o.kind == PlanOp::Kind::Flush ||
                          o.kind == PlanOp::Kind::PutPacket;
   if (onChannel) {
@@ -163,8 +165,11 @@ PlanOp op(const Reader& r, const Json& v, const std::string& path, const Plan& p
                                            static_cast<int64_t>(rank.channels.size()) - 1));
     if (o.kind == PlanOp::Kind::Flush && rank.channels[o.channel].type != PlanChannel::Type::Port)
       r.fail(path, "flush on a memory channel (only port channels flush)");
+    if (o.kind == PlanOp::Kind::Get && rank.channels[o.channel].type != PlanChannel::Type::Memory)
+      r.fail(path, "get on a port channel (only memory channels read peer memory)");
   }
-  if (o.kind == PlanOp::Kind::Put || o.kind == PlanOp::Kind::Copy || o.kind == PlanOp::Kind::PutPacket) {
+  if (o.kind == PlanOp::Kind::Put || o.kind == PlanOp::Kind::Get || o.kind == PlanOp::Kind::Copy ||
+      o.kind == PlanOp::Kind::PutPacket) {
     o.src = chunk(r, r.field(v, path, "src"), path + ".src", plan);
     o.dst = chunk(r, r.field(v, path, "dst"), path + ".dst", plan);
     requireBuffer(r, path + ".src", o.src, false);
@@ -180,7 +185,7 @@ PlanOp op(const Reader& r, const Json& v, const std::string& path, const Plan& p
   }
   const auto writesInput = [&](const PlanChunk& c) { return c.buffer == PlanChunk::Buffer::Input && !plan.inPlace; };
   const bool writes = o.kind == PlanOp::Kind::Copy || o.kind == PlanOp::Kind::Reduce || o.kind == PlanOp::Kind::Put ||
-                      o.kind == PlanOp::Kind::ReducePacket;
+                      o.kind == PlanOp::Kind::Get || o.kind == PlanOp::Kind::ReducePacket;
   if (writes && writesInput(o.dst)) r.fail(path + ".dst", "writes the input of an out-of-place plan");
   return o;
 }

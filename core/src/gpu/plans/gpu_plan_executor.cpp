@@ -4,7 +4,8 @@
 //   [0, counters)  inbound counters, uint64 per [channel][slice]: a peer's
 //                  signal on its matching channel adds 1 to ours
 //   output, scratch, and an input copy (port channels put from registered
-//                  memory only), each chunk of up to maxChunkBytes
+//                  memory only; a peer's get may read it), each chunk of up
+//                  to maxChunkBytes
 //   packets        LL plans: two halves (odd and even calls) of packetChunks
 //                  chunks of 2 * maxChunkBytes (16 bytes per 8 of payload)
 // The layout is a function of the plan, slices and maxInputBytes, which
@@ -47,6 +48,7 @@ const char* opName(PlanOp::Kind k) {
     case PlanOp::Kind::PutPacket: return "put_packet";
     case PlanOp::Kind::ReducePacket: return "reduce_packet";
     case PlanOp::Kind::Barrier: return "barrier";
+    case PlanOp::Kind::Get: return "get";
   }
   return "?";
 }
@@ -125,6 +127,10 @@ struct GpuPlanExecutor::Impl {
   std::vector<gpuplan::DevChannel> deviceChannels() const;
   /// Index of `rank`'s channel to `peer` of this type and tag.
   int matchingChannel(int rank, int peer, PlanChannel::Type type, int64_t tag) const;
+  /// True when some rank's get reads an input chunk: then every rank keeps
+  /// its input in the storage, where peers' mappings reach it (a plan-wide
+  /// answer, so every rank lays its storage out alike).
+  bool getsReadAnInput() const;
   gpuplan::PlanArgs args(const void* input, size_t bytes) const;
   std::string describeFailure(const gpuplan::PlanStatus& s) const;
   /// True when the failure is a barrier's.
@@ -272,6 +278,7 @@ void GpuPlanExecutor::Impl::connect() {
                 "own writes do not keep 16-byte packets whole): use plugboard_dsl channel=\"memory\" and a mapping "
                 "transport (cudaipc), or a simple plan";
     if (chans[i].type == PlanChannel::Type::Port) copiesInput = true;
+    if (getsReadAnInput()) copiesInput = true;
     if (chans[i].type == PlanChannel::Type::Port && !conn->mapsPeerMemory()) hostStorage = true;
   }
   // Every rank stores alike (the layout is shared); memory channels need device storage.
@@ -375,6 +382,14 @@ int GpuPlanExecutor::Impl::matchingChannel(int rank, int peer, PlanChannel::Type
                                        std::to_string(peer) + " with tag " + std::to_string(tag));  // the loader checks this
 }
 
+bool GpuPlanExecutor::Impl::getsReadAnInput() const {
+  for (const auto& rank : plan.ranks)
+    for (const auto& tb : rank.threadblocks)
+      for (const auto& o : tb.ops)
+        if (o.kind == PlanOp::Kind::Get && o.src.buffer == PlanChunk::Buffer::Input) return true;
+  return false;
+}
+
 std::vector<gpuplan::DevChannel> GpuPlanExecutor::Impl::deviceChannels() const {
   std::vector<gpuplan::DevChannel> out;
   const auto& chans = mine().channels;
@@ -384,6 +399,7 @@ std::vector<gpuplan::DevChannel> GpuPlanExecutor::Impl::deviceChannels() const {
     if (chans[i].type == PlanChannel::Type::Memory) {
       const auto& conn = connections.at(chans[i].peer);
       char* base = static_cast<char*>(conn->remotePointer(remotes.at(chans[i].peer)));
+      d.remote[gpuplan::kInput] = copiesInput ? base + (plan.inPlace ? outputAt : inputAt) : nullptr;
       d.remote[gpuplan::kOutput] = base + outputAt;
       d.remote[gpuplan::kScratch] = base + scratchAt;
       d.remote[gpuplan::kPackets] = base + packetsAt;

@@ -33,7 +33,7 @@ inline constexpr uint32_t kMaxThreads = 512;
 inline constexpr uint32_t kMaxReduceSources = 32;
 
 /// In plan.hpp's PlanOp::Kind order (the executor casts).
-enum class OpKind : uint8_t { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket, Barrier };
+enum class OpKind : uint8_t { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket, Barrier, Get };
 /// In plan.hpp's PlanChunk::Buffer order.
 enum Buffer : uint8_t { kInput = 0, kOutput = 1, kScratch = 2, kPackets = 3 };
 
@@ -49,7 +49,7 @@ struct DevChunk {
 /// chunks follow them, npackets of them.
 struct DevOp {
   OpKind kind;
-  int32_t channel;  ///< Put, put_packet, signal, wait, flush.
+  int32_t channel;  ///< Put, get, put_packet, signal, wait, flush.
   DevChunk dst, src;
   uint32_t srcsAt, nsrcs, npackets;
   uint32_t barrier, parties;  ///< Barrier: its group (PlanArgs::barriers) and thread blocks in it.
@@ -74,7 +74,8 @@ struct DevThreadBlock {
 /// One plan channel of this rank.
 struct DevChannel {
   /// Memory channel: the peer's output, scratch and packets mapped here
-  /// (indexed by Buffer; [kInput] is null, no plan writes a peer's input)
+  /// (indexed by Buffer; [kInput]: the peer's input copy where some get
+  /// reads an input, else null)
   /// and the peer's inbound counters of this channel, one per slice. Null
   /// for a port channel.
   char* remote[4];

@@ -124,6 +124,16 @@ __device__ uint32_t put(const PlanArgs& a, const DevOp& o, uint32_t s, SliceRang
   return kPlanOk;
 }
 
+/// get (memory channels only, the loader checks): this slice of the
+/// peer's src chunks, through its mapping, into this rank's dst.
+__device__ uint32_t get(const PlanArgs& a, const DevOp& o, SliceRange r) {
+  const DevChannel& ch = a.channels[o.channel];
+  for (uint32_t k = 0; k < o.src.size; ++k)
+    copyBytes(at(a, o.dst, k, r.lo), ch.remote[o.src.buffer] + (o.src.index + k) * a.chunkBytes + r.lo, r.len,
+              threadIdx.x, blockDim.x);
+  return kPlanOk;
+}
+
 template <typename T, typename Op>
 __device__ void reduce(const PlanArgs& a, const DevOp& o, SliceRange r) {
   const char* src[kMaxReduceSources];
@@ -264,6 +274,7 @@ __device__ uint32_t runOp(const PlanArgs& a, const DevOp& o, uint32_t s, SliceRa
     case OpKind::PutPacket: return putPackets(a, o, r, ll);
     case OpKind::ReducePacket: return reducePackets<T, Op>(a, o, r, ll);
     case OpKind::Barrier: return threadIdx.x == 0 ? barrierWait(a, o, s) : kPlanOk;
+    case OpKind::Get: return get(a, o, r);
   }
   return kPlanOk;
 }
