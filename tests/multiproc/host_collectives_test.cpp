@@ -7,6 +7,8 @@
 #include <memory>
 #include <thread>
 
+#include <unistd.h>
+
 #include "close_check.hpp"
 #include "collective_reference.hpp"
 #include "comm_fixture.hpp"
@@ -289,5 +291,23 @@ TEST(HostCollectivesClose, APeerThatDoesNotCloseDelaysClosingByCloseTimeoutOnly)
       return;
     }
     boot->recv(0, kClosed);  // rank 1 closes only after rank 0 gave up waiting
+  }));
+}
+
+// A peer whose process ends without destroying anything (no "closing"
+// word) is noticed (ethernet fails the connection; transports that notice
+// only when posting leave it to the closed bootstrap connection): no wait
+// for close_timeout (10 s here).
+TEST(HostCollectivesClose, APeerThatExitsWithoutClosingDoesNotDelayClosing) {
+  expectAllPassed(runRanks(2, std::chrono::seconds(60), [&](int rank, int n, const UniqueId& id) {
+    Communicator comm(loopbackBootstrap(rank, n, id), closeOptions("10"));
+    auto hc = std::make_unique<HostCollectives>(comm);
+    float x = 1;
+    hc->allReduce(&x, &x, 1, DataType::Float32, ReduceOp::Sum);
+    if (rank == 1) ::_exit(0);  // no destructor runs
+    const auto start = std::chrono::steady_clock::now();
+    hc.reset();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (seconds > 5) throw std::runtime_error("closing waited " + std::to_string(seconds) + " s for a peer that had exited");
   }));
 }

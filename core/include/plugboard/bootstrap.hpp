@@ -53,6 +53,14 @@ class Bootstrap {
   /// here): waits that poll, such as closing host collectives, skip peers
   /// they could only wait for blindly.
   virtual bool canPoll() const { return false; }
+  /// True when peer's connection to this rank has closed (its process
+  /// ended, or it destroyed its bootstrap), as far as known without
+  /// waiting; what it sent before stays readable. The default cannot tell
+  /// and says false.
+  virtual bool peerClosed(int peer) {
+    (void)peer;
+    return false;
+  }
   /// From any thread: the call waiting in this bootstrap now, if any, ends
   /// with Error(Aborted). Calls begun later are not affected, so a job may
   /// go on using the bootstrap (a new communicator after an abort).
@@ -102,6 +110,7 @@ class TcpBootstrap : public Bootstrap {
   void barrier() override;
   bool poll(int peer, int tag) override;
   bool canPoll() const override { return true; }
+  bool peerClosed(int peer) override;
 
  private:
   struct Impl;

@@ -132,6 +132,12 @@ bool PeerLinks::hasMessage(int peer, uint32_t space, int tag) {
   return found();
 }
 
+bool PeerLinks::peerClosed(int peer) {
+  progress(net::Deadline::after(std::chrono::milliseconds(0)), nullptr);
+  InboundLink* in = inboundFrom(peer);
+  return in && in->closed();
+}
+
 void PeerLinks::failRecv(int peer, uint32_t space, int tag) {
   std::string what = messageText(space, tag);
   if (peer == ctx_.rank)

@@ -39,6 +39,9 @@ class PeerLinks {
   /// True when that message has arrived (stashed or readable now); reads
   /// what the sockets hold without waiting.
   bool hasMessage(int peer, uint32_t space, int tag);
+  /// True when peer's connection to this rank has closed (read without
+  /// waiting); its stashed messages stay readable.
+  bool peerClosed(int peer);
   /// Marks the start of one bootstrap call (its sends and recvs): an
   /// abort() after this point ends the call's waits.
   void beginCall() { callEpoch_ = abortEpoch_.load(std::memory_order_acquire); }

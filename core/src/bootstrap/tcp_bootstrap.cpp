@@ -87,6 +87,12 @@ bool TcpBootstrap::poll(int peer, int tag) {
   return impl_->links->hasMessage(peer, bootstrap::kUserSpace, tag);
 }
 
+bool TcpBootstrap::peerClosed(int peer) {
+  if (peer < 0 || peer >= impl_->ctx.nranks) return false;
+  impl_->links->beginCall();
+  return impl_->links->peerClosed(peer);
+}
+
 void TcpBootstrap::barrier() {
   std::vector<char> slots(static_cast<size_t>(size()), 0);
   allGather(slots.data(), 1);

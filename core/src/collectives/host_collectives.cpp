@@ -114,11 +114,11 @@ void HostCollectives::Impl::closeLinks() {
   // when the target drives them).
   while (!waiting.empty() && std::chrono::steady_clock::now() < deadline) {
     for (auto it = waiting.begin(); it != waiting.end();) {
-      if (it->second->connectionFailed()) {
-        it = waiting.erase(it);
-      } else if (comm.bootstrap().poll(it->first, kCloseTag)) {
+      if (comm.bootstrap().poll(it->first, kCloseTag)) {
         comm.bootstrap().recv(it->first, kCloseTag);
         it = waiting.erase(it);
+      } else if (it->second->connectionFailed() || comm.bootstrap().peerClosed(it->first)) {
+        it = waiting.erase(it);  // gone without a word: it posts nothing more either
       } else {
         ++it;
       }
