@@ -26,13 +26,14 @@ declare -A sources=(
   [fuzz_ucx_wire]="tests/fuzz/fuzz_ucx_wire.cpp plugins/ucx/src/wire.cpp -Iplugins/ucx/src"
   [fuzz_nvls_wire]="tests/fuzz/fuzz_nvls_wire.cpp plugins/nvls/src/wire.cpp -Iplugins/nvls/src"
   [fuzz_memory_descriptor]="tests/fuzz/fuzz_memory_descriptor.cpp core/src/communicator/memory_descriptor.cpp core/src/error.cpp core/src/logger.cpp"
+  [fuzz_ib_verbs_wire]="tests/fuzz/fuzz_ib_verbs_wire.cpp plugins/ib-verbs/src/wire.cpp plugins/ib-verbs/src/hca_filter.cpp -Iplugins/ib-verbs/src"
   [fuzz_plan]="tests/fuzz/fuzz_plan.cpp core/src/plans/plan_parse.cpp core/src/plans/plan_check.cpp core/src/error.cpp core/src/logger.cpp"
 )
 declare -A libs=([fuzz_config]="-lyaml-cpp" [fuzz_bootstrap_wire]="" [fuzz_ethernet_wire]="" [fuzz_libfabric_wire]=""
-                 [fuzz_ucx_wire]="" [fuzz_nvls_wire]="" [fuzz_memory_descriptor]="" [fuzz_plan]="")
+                 [fuzz_ucx_wire]="" [fuzz_nvls_wire]="" [fuzz_memory_descriptor]="" [fuzz_plan]="" [fuzz_ib_verbs_wire]="")
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_config fuzz_bootstrap_wire fuzz_ethernet_wire fuzz_libfabric_wire fuzz_ucx_wire
-                                   fuzz_nvls_wire fuzz_memory_descriptor fuzz_plan)
+                                   fuzz_nvls_wire fuzz_ib_verbs_wire fuzz_memory_descriptor fuzz_plan)
 failed=0
 for t in "${targets[@]}"; do
   echo "== $t: build"

@@ -199,6 +199,11 @@ TEST(IbWire, KeyRoundTripsAndBadKeysAreRefused) {
   std::memcpy(type, buf, sizeof buf);
   type[6] = 9;
   expectError([&] { wire::PackedKey::decode(type, sizeof type, "rank 1"); }, PB_ERR_INVALID, {"memory type 9"});
+  uint8_t reserved[sizeof buf];  // found by tools/fuzz.sh (fuzz_ib_verbs_wire): accepted, then encoded differently
+  std::memcpy(reserved, buf, sizeof buf);
+  reserved[15] = 1;
+  expectError([&] { wire::PackedKey::decode(reserved, sizeof reserved, "rank 1"); }, PB_ERR_INVALID,
+              {"reserved bytes 12-15 are not zero"});
   k.base = ~0ull - 10;
   k.size = 100;
   k.encode(buf);

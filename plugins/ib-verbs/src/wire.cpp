@@ -90,6 +90,8 @@ PackedKey PackedKey::decode(const uint8_t* in, size_t len, const std::string& fr
   if (k.memType != PB_MEM_HOST && k.memType != PB_MEM_CUDA)
     bad("remote key (memory type " + std::to_string(k.memType) + ")", from);
   if (k.base + k.size < k.base) bad("remote key (a region that wraps around the address space)", from);
+  // Reserved bytes must be zero: a later format may give them a meaning.
+  if (loadLE<uint32_t>(in + 12) != 0) bad("remote key (reserved bytes 12-15 are not zero)", from);
   return k;
 }
 

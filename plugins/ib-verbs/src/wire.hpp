@@ -68,7 +68,8 @@ struct PackedKey {
   static constexpr size_t kSize = 48;
   void encode(uint8_t* out) const;
   /// Throws Error(PB_ERR_INVALID) for a wrong length, magic or version, an
-  /// unknown memory type, or a range that wraps around the address space.
+  /// unknown memory type, a range that wraps around the address space, or
+  /// reserved bytes that are not zero.
   static PackedKey decode(const uint8_t* in, size_t len, const std::string& from);
 };
 
