@@ -13,22 +13,12 @@
 
 #include "error.hpp"
 #include "hca_filter.hpp"
+#include "round_trip.hpp"
 #include "wire.hpp"
 
 using namespace plugboard::ibverbs;
 
-namespace {
-
-/// Aborts (a finding) unless encoding `value` gives back in[0, len).
-template <typename T>
-void expectRoundTrip(const T& value, size_t encodedSize, const uint8_t* in, size_t len) {
-  if (encodedSize != len) std::abort();
-  std::vector<uint8_t> out(encodedSize);
-  value.encode(out.data());
-  if (std::memcmp(out.data(), in, len) != 0) std::abort();
-}
-
-}  // namespace
+using plugboard::fuzz::expectRoundTrip;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
