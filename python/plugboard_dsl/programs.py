@@ -114,31 +114,6 @@ def allreduce_allpairs_twoshot(n, channel="memory"):
     return p
 
 
-def allreduce_allpairs_twoshot_get(n, channel="memory"):
-    """The two-shot allreduce with its first shot read, not written: each
-    rank gets its chunk of every peer's input into scratch and reduces, then
-    puts the result into every output. On GPU buffers the executor fuses
-    each get into the reduce right after it, which then reads the peers'
-    inputs in place (one pass over the data). Memory channels only."""
-    if channel != "memory":
-        raise ValidationError(f"allreduce_allpairs_twoshot_get reads peer memory: memory channels only, not {channel!r}")
-    p = Program("allreduce_allpairs_twoshot_get", "allreduce", n, input_chunks=n, output_chunks=n, scratch_chunks=n)
-    if n == 1:
-        return _one_rank(p)
-    for r in range(n):
-        me, peers = p.rank(r), [q for q in range(n) if q != r]
-        for q in peers:
-            p.channel(r, q, "memory").get(p.rank(q).input[r], me.scratch[q], tb=0)
-        p.reduce(me.output[r], [me.input[r]] + [me.scratch[q] for q in peers], tb=0)
-        for q in peers:
-            ch = p.channel(r, q, "memory")
-            ch.put(me.output[r], p.rank(q).output[r], tb=0)
-            ch.signal(tb=0)
-        for q in peers:
-            p.channel(r, q, "memory").wait(tb=0)
-    return p
-
-
 def allreduce_ring(n, channel="memory"):
     """Ring reduce-scatter then ring allgather: 2(n - 1) steps of 1/n of the data."""
     p = Program("allreduce_ring", "allreduce", n, input_chunks=n, output_chunks=n, scratch_chunks=max(n - 1, 1))
@@ -217,8 +192,8 @@ def alltoall_allpairs(n, channel="memory"):
 
 
 SHIPPED = {f.__name__: f for f in (allgather_allpairs, allgather_allpairs_get, allgather_ring, allreduce_allpairs, allreduce_allpairs_blocks,
-                                   allreduce_allpairs_packets, allreduce_allpairs_twoshot, allreduce_allpairs_twoshot_get, allreduce_packets,
+                                   allreduce_allpairs_packets, allreduce_allpairs_twoshot, allreduce_packets,
                                    allreduce_ring, alltoall_allpairs)}
 
 # Programs that read peer memory (get): memory channels only, so no port plans.
-MEMORY_ONLY = frozenset({"allgather_allpairs_get", "allreduce_allpairs_twoshot_get"})
+MEMORY_ONLY = frozenset({"allgather_allpairs_get"})

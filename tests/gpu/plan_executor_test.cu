@@ -153,7 +153,7 @@ TEST_P(GpuPlanTest, ShippedPlanOverPortChannelsAndEthernet) {
 
 INSTANTIATE_TEST_SUITE_P(Plans, GpuPlanTest,
                          ::testing::Combine(::testing::Values("allgather_allpairs", "allgather_allpairs_get", "allgather_ring", "allreduce_allpairs", "allreduce_allpairs_blocks",
-                                                              "allreduce_allpairs_packets", "allreduce_allpairs_twoshot", "allreduce_allpairs_twoshot_get", "allreduce_packets",
+                                                              "allreduce_allpairs_packets", "allreduce_allpairs_twoshot", "allreduce_packets",
                                                               "allreduce_ring", "alltoall_allpairs"),
                                             ::testing::Values(2, 3, 4)),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)); });

@@ -78,7 +78,7 @@ TEST_P(HostPlanTest, ShippedPlanComputesItsCollective) { runPlan(std::get<0>(Get
 
 INSTANTIATE_TEST_SUITE_P(Plans, HostPlanTest,
                          ::testing::Combine(::testing::Values("allgather_allpairs", "allgather_allpairs_get", "allgather_ring", "allreduce_allpairs", "allreduce_allpairs_blocks",
-                                                              "allreduce_allpairs_packets", "allreduce_allpairs_twoshot", "allreduce_allpairs_twoshot_get", "allreduce_packets",
+                                                              "allreduce_allpairs_packets", "allreduce_allpairs_twoshot", "allreduce_packets",
                                                               "allreduce_ring", "alltoall_allpairs"),
                                             ::testing::Values(2, 3, 4)),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)); });

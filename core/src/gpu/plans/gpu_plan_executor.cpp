@@ -19,8 +19,6 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <limits>
-#include <map>
 #include <set>
 #include <tuple>
 
@@ -55,31 +53,8 @@ const char* opName(PlanOp::Kind k) {
   return "?";
 }
 
-gpuplan::DevChunk devChunk(const PlanChunk& c, int channel = -1) {
-  return gpuplan::DevChunk{c.index, static_cast<uint32_t>(c.size), static_cast<uint8_t>(c.buffer),
-                           static_cast<int16_t>(channel)};
-}
-
-bool sameChunk(const PlanChunk& a, const PlanChunk& b) {
-  return a.buffer == b.buffer && a.index == b.index && a.size == b.size;
-}
-
-bool overlaps(const PlanChunk& a, const PlanChunk& b) {
-  return a.buffer == b.buffer && a.index < b.index + b.size && b.index < a.index + a.size;
-}
-
-/// Every chunk of this rank an operation touches (a put's dst and a get's
-/// src are the peer's, not listed).
-std::vector<PlanChunk> localChunks(const PlanOp& o) {
-  std::vector<PlanChunk> out(o.srcs.begin(), o.srcs.end());
-  out.insert(out.end(), o.packets.begin(), o.packets.end());
-  switch (o.kind) {
-    case PlanOp::Kind::Put: case PlanOp::Kind::PutPacket: out.push_back(o.src); break;
-    case PlanOp::Kind::Get: case PlanOp::Kind::Reduce: case PlanOp::Kind::ReducePacket: out.push_back(o.dst); break;
-    case PlanOp::Kind::Copy: out.push_back(o.src), out.push_back(o.dst); break;
-    default: break;
-  }
-  return out;
+gpuplan::DevChunk devChunk(const PlanChunk& c) {
+  return gpuplan::DevChunk{c.index, static_cast<uint32_t>(c.size), static_cast<uint8_t>(c.buffer)};
 }
 }  // namespace
 
@@ -152,14 +127,6 @@ struct GpuPlanExecutor::Impl {
   std::vector<gpuplan::DevChannel> deviceChannels() const;
   /// Index of `rank`'s channel to `peer` of this type and tag.
   int matchingChannel(int rank, int peer, PlanChannel::Type type, int64_t tag) const;
-  /// Gets this rank can fuse into the reduce right after them: (thread
-  /// block, op) of each such get -> the reduce source it feeds. A run of
-  /// gets directly followed by a reduce (no signal between, so the peer
-  /// cannot change the chunk in between) whose scratch chunk nothing else
-  /// of this rank touches: the reduce then reads the peer's chunk in place
-  /// through the mapping and the get becomes Skip (one pass over the data
-  /// instead of two).
-  std::map<std::pair<size_t, size_t>, size_t> fusedGets() const;
   /// True when some rank's get reads an input chunk: then every rank keeps
   /// its input in the storage, where peers' mappings reach it (a plan-wide
   /// answer, so every rank lays its storage out alike).
@@ -533,61 +500,22 @@ int GpuPlanExecutor::Impl::packetWriter(uint64_t chunk) const {
   return -1;
 }
 
-std::map<std::pair<size_t, size_t>, size_t> GpuPlanExecutor::Impl::fusedGets() const {
-  std::map<std::pair<size_t, size_t>, size_t> fused;
-  const auto& tbs = mine().threadblocks;
-  auto touchedElsewhere = [&](const PlanChunk& c, const PlanOp* get, const PlanOp* reduce) {
-    for (const auto& tb : tbs)
-      for (const auto& o : tb.ops)
-        if (&o != get && &o != reduce)
-          for (const auto& t : localChunks(o))
-            if (overlaps(t, c)) return true;
-    return false;
-  };
-  for (size_t t = 0; t < tbs.size(); ++t) {
-    const auto& ops = tbs[t].ops;
-    for (size_t j = 0; j < ops.size();) {
-      size_t k = j;
-      while (k < ops.size() && ops[k].kind == PlanOp::Kind::Get) ++k;
-      if (k == j || k == ops.size() || ops[k].kind != PlanOp::Kind::Reduce) {
-        j = std::max(k, j + 1);
-        continue;
-      }
-      const PlanOp& reduce = ops[k];
-      for (size_t g = j; g < k; ++g) {
-        const PlanOp& get = ops[g];
-        if (get.dst.buffer != PlanChunk::Buffer::Scratch || get.channel > std::numeric_limits<int16_t>::max() ||
-            touchedElsewhere(get.dst, &get, &reduce))
-          continue;
-        for (size_t i = 0; i < reduce.srcs.size(); ++i)
-          if (sameChunk(reduce.srcs[i], get.dst)) {
-            fused[{t, g}] = i;
-            break;
-          }
-      }
-      j = k + 1;
-    }
-  }
-  return fused;
-}
-
 void GpuPlanExecutor::Impl::uploadPlan() {
   std::vector<gpuplan::DevOp> o;
   std::vector<gpuplan::DevThreadBlock> t;
   std::vector<gpuplan::DevChunk> s;
   std::vector<int32_t> h;
   const auto lists = assignHandshakes();
-  const auto fused = fusedGets();
   for (size_t i = 0; i < mine().threadblocks.size(); ++i) {
     const auto& tb = mine().threadblocks[i];
     t.push_back({static_cast<uint32_t>(o.size()), static_cast<uint32_t>(tb.ops.size()),
                  static_cast<uint32_t>(h.size()), static_cast<uint32_t>(lists[i].size())});
     h.insert(h.end(), lists[i].begin(), lists[i].end());
-    for (size_t j = 0; j < tb.ops.size(); ++j) {
-      const PlanOp& p = tb.ops[j];
+    for (size_t i = 0; i < tb.ops.size(); ++i) {
+      const PlanOp& p = tb.ops[i];
       if (p.srcs.size() + p.packets.size() > gpuplan::kMaxReduceSources)
         throw Error(ErrorCode::InvalidUsage, who() + ": thread block " + std::to_string(tb.id) + " operation " +
-                                                 std::to_string(j) + " reduces " +
+                                                 std::to_string(i) + " reduces " +
                                                  std::to_string(p.srcs.size() + p.packets.size()) +
                                                  " chunks; the GPU executor reduces at most " +
                                                  std::to_string(gpuplan::kMaxReduceSources));
@@ -603,12 +531,6 @@ void GpuPlanExecutor::Impl::uploadPlan() {
       d.parties = p.parties;
       for (const auto& c : p.srcs) s.push_back(devChunk(c));
       for (const auto& c : p.packets) s.push_back(devChunk(c));
-      if (fused.count({i, j})) d.kind = gpuplan::OpKind::Skip;
-      // A reduce after fused gets reads their peers' chunks in place.
-      if (p.kind == PlanOp::Kind::Reduce)
-        for (size_t g = j; g > 0 && tb.ops[g - 1].kind == PlanOp::Kind::Get; --g)
-          if (auto f = fused.find({i, g - 1}); f != fused.end())
-            s[d.srcsAt + f->second] = devChunk(tb.ops[g - 1].src, tb.ops[g - 1].channel);
       reduces = reduces || p.kind == PlanOp::Kind::Reduce || p.kind == PlanOp::Kind::ReducePacket;
       o.push_back(d);
     }

@@ -32,21 +32,16 @@ inline constexpr uint32_t kMaxThreads = 512;
 /// Most sources of one reduce operation.
 inline constexpr uint32_t kMaxReduceSources = 32;
 
-/// In plan.hpp's PlanOp::Kind order (the executor casts); then the
-/// executor's own: Skip, a get fused into the reduce after it (that reduce
-/// reads the peer's chunk in place), kept so op indexes match the plan's.
-enum class OpKind : uint8_t { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket, Barrier, Get, Skip };
+/// In plan.hpp's PlanOp::Kind order (the executor casts).
+enum class OpKind : uint8_t { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket, Barrier, Get };
 /// In plan.hpp's PlanChunk::Buffer order.
 enum Buffer : uint8_t { kInput = 0, kOutput = 1, kScratch = 2, kPackets = 3 };
 
-/// Chunks [index, index + size) of one of this rank's buffers, or of a
-/// peer's (channel >= 0). Made only by the executor's devChunk(), which
-/// sets every field (no default initializer: DevOps live in __shared__).
+/// Chunks [index, index + size) of one of this rank's buffers.
 struct DevChunk {
   uint64_t index;
   uint32_t size;
   uint8_t buffer;
-  int16_t channel;  ///< -1: this rank's buffer; else the memory channel whose peer's buffer it is (a fused get)
 };
 
 /// One operation (plan.hpp's PlanOp). Reduce's sources are

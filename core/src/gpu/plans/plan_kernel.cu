@@ -98,8 +98,7 @@ __device__ __forceinline__ SliceRange sliceOf(const PlanArgs& a, uint32_t s) {
 }
 
 __device__ __forceinline__ char* at(const PlanArgs& a, const DevChunk& c, uint32_t k, uint64_t lo) {
-  char* base = c.channel < 0 ? a.local[c.buffer] : a.channels[c.channel].remote[c.buffer];
-  return base + (c.index + k) * a.chunkBytes + lo;
+  return a.local[c.buffer] + (c.index + k) * a.chunkBytes + lo;
 }
 
 /// A put's data: mapped stores (memory channel) or one proxy request per chunk (port).
@@ -276,7 +275,6 @@ __device__ uint32_t runOp(const PlanArgs& a, const DevOp& o, uint32_t s, SliceRa
     case OpKind::ReducePacket: return reducePackets<T, Op>(a, o, r, ll);
     case OpKind::Barrier: return threadIdx.x == 0 ? barrierWait(a, o, s) : kPlanOk;
     case OpKind::Get: return get(a, o, r);
-    case OpKind::Skip: return kPlanOk;
   }
   return kPlanOk;
 }
