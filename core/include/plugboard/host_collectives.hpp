@@ -33,8 +33,9 @@ class HostCollectives {
   /// freed. The wait is bounded by the close_timeout setting (then it logs
   /// the peers it did not hear from and closes anyway); after an abort or a
   /// failed call it says "closing" but waits for nobody; it skips peers
-  /// whose connection failed, and all of it where the bootstrap cannot poll. Destroy host collectives in the same
-  /// order on every rank, or each close waits out its timeout.
+  /// whose connection failed, and all of it where the bootstrap cannot
+  /// poll. Destroy host collectives in the same order on every rank, or
+  /// each close waits out its timeout.
   ~HostCollectives();
   HostCollectives(const HostCollectives&) = delete;
   HostCollectives& operator=(const HostCollectives&) = delete;

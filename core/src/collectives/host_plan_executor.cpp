@@ -145,14 +145,16 @@ void HostPlanExecutor::Impl::setup() {
 
 void HostPlanExecutor::Impl::numberGets() {
   const int me = comm.rank();
+  std::map<int, uint64_t> ownerAt;  // owner -> gets of its memory numbered so far, in (reader, tb, op) order
   for (int r = 0; r < plan.nranks; ++r) {
     uint64_t readerIndex = 0;
     for (const auto& tb : plan.ranks[r].threadblocks)
       for (const auto& o : tb.ops) {
         if (o.kind != PlanOp::Kind::Get) continue;
         const PlanChannel& ch = plan.ranks[r].channels[o.channel];
-        if (r == me) ownGets[&o] = OwnGet{0, readerIndex, false};
-        if (ch.peer == me) {
+        const uint64_t ownerIndex = ownerAt[ch.peer]++;
+        if (r == me) ownGets[&o] = OwnGet{ownerIndex, readerIndex, false};
+        if (ch.peer == me) {  // toServe[ownerIndex]
           size_t back = 0;  // this rank's channel to the reader (the loader checks that it exists)
           while (back < mine().channels.size() && !(mine().channels[back].peer == r && mine().channels[back].type == ch.type &&
                                                      mine().channels[back].tag == ch.tag))
@@ -162,15 +164,6 @@ void HostPlanExecutor::Impl::numberGets() {
         ++readerIndex;
       }
   }
-  // The owner's index of each own get: its position among the gets of the owner's memory.
-  std::map<int, uint64_t> nextAt;  // owner -> gets of it numbered so far, in (reader, tb, op) order
-  for (int r = 0; r < plan.nranks; ++r)
-    for (const auto& tb : plan.ranks[r].threadblocks)
-      for (const auto& o : tb.ops) {
-        if (o.kind != PlanOp::Kind::Get) continue;
-        const uint64_t at = nextAt[plan.ranks[r].channels[o.channel].peer]++;
-        if (r == me) ownGets[&o].ownerIndex = at;
-      }
   getRequests.assign(std::max<size_t>(toServe.size(), 1), 0);
   getsServed.assign(std::max<size_t>(ownGets.size(), 1), 0);
 }

@@ -278,9 +278,9 @@ void GpuPlanExecutor::Impl::connect() {
                 "own writes do not keep 16-byte packets whole): use plugboard_dsl channel=\"memory\" and a mapping "
                 "transport (cudaipc), or a simple plan";
     if (chans[i].type == PlanChannel::Type::Port) copiesInput = true;
-    if (getsReadAnInput()) copiesInput = true;
     if (chans[i].type == PlanChannel::Type::Port && !conn->mapsPeerMemory()) hostStorage = true;
   }
+  if (getsReadAnInput()) copiesInput = true;
   // Every rank stores alike (the layout is shared); memory channels need device storage.
   int32_t host = hostStorage ? 1 : 0;
   std::vector<int32_t> hosts(comm.size(), 0);
