@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in tests/fuzz with clang (ASan + UBSan +
 # coverage) and runs each for FUZZ_SECONDS (default 30) from its seed corpus
-# in tests/fuzz/corpus/<target>. A crash, a sanitizer report or an
-# unexpected exception fails the run; the reproducer is kept under
+# in tests/fuzz/corpus/<target>, FUZZ_JOBS targets (default: the core count)
+# at once. A crash, a sanitizer report or an unexpected exception fails the
+# run; the reproducer is kept under
 # $FUZZ_OUT (default /tmp/plugboard-fuzz) and printed. Called by
 # tools/test.sh (README command 2); PLUGBOARD_SKIP_FUZZ=1 leaves it out.
 #   bash tools/fuzz.sh [target ...]
@@ -34,20 +35,44 @@ declare -A libs=([fuzz_config]="-lyaml-cpp" [fuzz_bootstrap_wire]="" [fuzz_ether
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_config fuzz_bootstrap_wire fuzz_ethernet_wire fuzz_libfabric_wire fuzz_ucx_wire
                                    fuzz_nvls_wire fuzz_ib_verbs_wire fuzz_memory_descriptor fuzz_plan)
+# Builds and runs one target; its report goes to $out/$t.report.
+fuzz_one() {
+  local t=$1
+  {
+    echo "== $t: build"
+    # shellcheck disable=SC2086
+    "$cxx" "${flags[@]}" ${sources[$t]} ${libs[$t]} -o "$out/$t" || { echo "FAIL $t: did not build"; return 1; }
+    mkdir -p "$out/$t.new" "$out/$t.artifacts"
+    echo "== $t: ${seconds} s from tests/fuzz/corpus/$t"
+    local rc=0
+    "$out/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$out/$t.artifacts/" "$out/$t.new" "tests/fuzz/corpus/$t" > "$out/$t.log" 2>&1 || rc=$?
+    if [ $rc -ne 0 ]; then
+      echo "FAIL $t: a finding (log $out/$t.log, reproducer in $out/$t.artifacts/)"
+      grep -E "ERROR|runtime error|terminate called|what\(\)" "$out/$t.log" | head -5
+    fi
+    grep -E "stat::number_of_executed_units|stat::new_units_added" "$out/$t.log" | sed "s/^/   $t /"
+    return $rc
+  } > "$out/$t.report" 2>&1
+}
+# FUZZ_JOBS targets at once (default: one per core); each prints its report
+# when it ends.
+jobs=${FUZZ_JOBS:-$(nproc)}
 failed=0
+declare -A running=()
+reap() {
+  local pid rc=0
+  wait -n -p pid || rc=$?
+  cat "$out/${running[$pid]}.report"
+  [ $rc -eq 0 ] || failed=$((failed + 1))
+  unset "running[$pid]"
+}
 for t in "${targets[@]}"; do
-  echo "== $t: build"
-  # shellcheck disable=SC2086
-  "$cxx" "${flags[@]}" ${sources[$t]} ${libs[$t]} -o "$out/$t"
-  mkdir -p "$out/$t.new" "$out/$t.artifacts"
-  echo "== $t: ${seconds} s from tests/fuzz/corpus/$t"
-  if ! "$out/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-      -artifact_prefix="$out/$t.artifacts/" "$out/$t.new" "tests/fuzz/corpus/$t" > "$out/$t.log" 2>&1; then
-    failed=$((failed + 1))
-    echo "FAIL $t: a finding (log $out/$t.log, reproducer in $out/$t.artifacts/)"
-    grep -E "ERROR|runtime error|terminate called|what\(\)" "$out/$t.log" | head -5
-  fi
-  grep -E "stat::number_of_executed_units|stat::new_units_added" "$out/$t.log" | sed "s/^/   $t /"
+  [ -n "${sources[$t]:-}" ] || { echo "fuzz: no target named $t"; exit 2; }
+  while [ ${#running[@]} -ge "$jobs" ]; do reap; done
+  fuzz_one "$t" &
+  running[$!]=$t
 done
+while [ ${#running[@]} -gt 0 ]; do reap; done
 echo "fuzz: ${#targets[@]} target(s), $failed with findings"
 [ $failed -eq 0 ]
