@@ -6,6 +6,9 @@
 # the torch tests then skip saying so). Installs by name, skips what is
 # there, so running it again is quick. tools/build.sh builds the package
 # against this environment when it exists.
+#   bash tools/python-env.sh [--build-only]
+# --build-only: just what the build needs (pybind11 and the rest, no PyTorch
+# and no cuobjdump), so tools/test.sh can fetch those while it builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${PLUGBOARD_VENV:-.venv}
@@ -19,13 +22,15 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 # setuptools: `pip install ./python` (the DSL) builds with it; Python >= 3.12 venvs lack it.
 packages=(pybind11 numpy pytest setuptools)
-[ "${PLUGBOARD_SKIP_TORCH:-0}" = 1 ] || packages+=(torch)
+build_only=0
+[ "${1:-}" = --build-only ] && build_only=1
+[ "${PLUGBOARD_SKIP_TORCH:-0}" = 1 ] || [ $build_only = 1 ] || packages+=(torch)
 missing=()
 for p in "${packages[@]}"; do
   "$venv/bin/python" -c "import $p" 2>/dev/null || missing+=("$p")
 done
 # cuobjdump and nvdisasm (the SwitchChannel SASS check) where the toolkit lacks them.
-if [ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/cuobjdump" ] && ! ls "$venv"/lib/python3*/site-packages/nvidia/cu13/bin/cuobjdump >/dev/null 2>&1; then
+if [ $build_only = 0 ] && [ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/cuobjdump" ] && ! ls "$venv"/lib/python3*/site-packages/nvidia/cu13/bin/cuobjdump >/dev/null 2>&1; then
   missing+=(nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)
 fi
 if [ ${#missing[@]} -gt 0 ]; then

@@ -13,11 +13,18 @@ cd "$(dirname "$0")/.."
 stage() { echo "== test.sh: $1 done at $SECONDS s"; }
 bash tools/install-deps.sh
 stage "install-deps"
-# The Python package's environment (pybind11, NumPy, pytest, PyTorch).
-bash tools/python-env.sh
-stage python-env
+# The Python package's environment: what the build needs first, then
+# PyTorch and cuobjdump (downloads, mostly) while the build runs.
+bash tools/python-env.sh --build-only
+python_env_log=$(mktemp)
+bash tools/python-env.sh > "$python_env_log" 2>&1 &
+python_env=$!
+trap 'kill $python_env 2> /dev/null || true' EXIT
 bash tools/build.sh "$@"
 stage build
+wait $python_env || { cat "$python_env_log"; echo "test.sh: tools/python-env.sh failed"; exit 1; }
+cat "$python_env_log"
+stage python-env
 build=${PLUGBOARD_BUILD_DIR:-build}
 # The ABI header must stay plain C99.
 gcc -std=c99 -pedantic -Werror -Wall -Wextra -fsyntax-only -x c plugin-api/include/plugboard/transport.h
