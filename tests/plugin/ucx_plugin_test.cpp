@@ -7,6 +7,7 @@
 // tests/multiproc/ucx_comm_test.cpp.
 #include "plugin_test_support.hpp"
 #include "transport_pair_suite.hpp"
+#include "../../plugins/ucx/src/eager_rule.hpp"
 #include <dlfcn.h>
 #include <plugboard/transport.h>
 
@@ -258,6 +259,22 @@ TEST_F(UcxTest, BadOrderingFailsInit) {
       << t_->last_error(nullptr);
 }
 
+// Which messages go eagerly (docs/perf/2026-11-27-session24-ucx-rendezvous.md).
+TEST(UcxEagerRule, AutoSendsLargeMessagesByRendezvousOnlyWhereCoresAllow) {
+  using plugboard::ucx::eagerBelow;
+  using plugboard::ucx::kAutoEagerBytes;
+  EXPECT_EQ(eagerBelow("1", true, 16, 4), SIZE_MAX);
+  EXPECT_EQ(eagerBelow("1", false, 16, 4), SIZE_MAX);
+  EXPECT_EQ(eagerBelow("0", true, 2, 2), 0u);
+  EXPECT_EQ(eagerBelow("auto", false, 2, 2), 0u);              // RDMA: UCX's choice
+  EXPECT_EQ(eagerBelow("auto", true, 2, 2), SIZE_MAX);         // the CI kind: rendezvous lost
+  EXPECT_EQ(eagerBelow("auto", true, 16, 4), kAutoEagerBytes);  // 16 cores, 4 ranks: it won from 1 MiB
+  EXPECT_EQ(eagerBelow("auto", true, 16, 8), kAutoEagerBytes);
+  EXPECT_EQ(eagerBelow("auto", true, 16, 9), SIZE_MAX);
+  EXPECT_EQ(eagerBelow("auto", true, 16, 0), SIZE_MAX);        // local ranks unknown: as before
+  EXPECT_EQ(eagerBelow("auto", true, 0, 2), SIZE_MAX);         // cores unknown
+}
+
 TEST_F(UcxTest, BadProtocolFailsInit) {
   for (auto [key, value] : {std::pair<const char*, const char*>{"protocol", "tagged"}, {"am_eager", "yes"}}) {
     hosts_.push_back(std::make_unique<FakeHost>(0, "testhost", std::map<std::string, std::string>{{key, value}}));
@@ -273,7 +290,7 @@ TEST_F(UcxTest, BadProtocolFailsInit) {
 TEST_F(UcxTest, LogsTransportsAndWhereTheyCameFrom) {
   ASSERT_NE(makeContext(0), nullptr);
   EXPECT_TRUE(hosts_.back()->logged({"INFO UCX 1.", "UCX_TLS=tcp (environment)",
-                                     "operations as active messages (ucx.protocol=auto, all eager)",
+                                     "operations as active messages (ucx.protocol=auto, am_eager=auto)",
                                      "progress thread"}))
       << hosts_.back()->allLogs();
   ASSERT_NE(makeContext(1, modeSettings("rma_flush")), nullptr);

@@ -67,7 +67,7 @@ void Connection::sendAm(Op& op, wire::AmHeader& h, const LocalRegion* src, size_
     params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
     params.memh = src->memh;  // registered already: spares UCX a registration-cache lookup
   }
-  if (ctx_.eagerOnly()) {  // README "Protocols": UCX's rendezvous over TCP measured slower
+  if (size < eagerBelow_) {  // eager_rule.hpp: where UCX's rendezvous measured slower
     params.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
     params.flags = UCP_AM_SEND_FLAG_EAGER;
   }

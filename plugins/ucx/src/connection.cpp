@@ -2,6 +2,7 @@
 // are in progress.cpp.
 #include "connection.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -23,7 +24,8 @@ constexpr std::chrono::milliseconds kCloseGrace{2000};
 
 }  // namespace
 
-Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen) : ctx_(ctx), peer_(peer) {
+Connection::Connection(Context& ctx, const PeerInfo& peer, int localRanks, void* addr, size_t* addrLen)
+    : ctx_(ctx), peer_(peer), eagerBelow_(ctx.eagerBelow(localRanks)) {
   PB_UCX_CHECK(addr && addrLen, PB_ERR_INVALID, "ucx setup: address buffer and length must not be NULL");
   std::lock_guard<std::mutex> lock(ctx.workerMutex());
   size_t room = *addrLen;
@@ -115,8 +117,15 @@ bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
   connected_ = true;
   ctx_.attach(this);
   ctx_.log(PB_LOG_INFO, "rank " + std::to_string(ctx_.rank()) + " connected to " + peer_.describe() +
-                            " over UCX (" + ctx_.tlsSource() + "): " + describeLanes());
+                            " over UCX (" + ctx_.tlsSource() + "): " + describeLanes() + describeEager());
   return true;
+}
+
+std::string Connection::describeEager() const {
+  if (!ctx_.activeMessages()) return "";
+  if (eagerBelow_ == SIZE_MAX) return "; active messages all eager";
+  if (eagerBelow_ == 0) return "; active messages eager or rendezvous as UCX chooses";
+  return "; active messages eager below " + std::to_string(eagerBelow_) + " bytes, UCX's choice above";
 }
 
 std::string Connection::describeLanes() const {

@@ -28,7 +28,7 @@ class Connection {
  public:
   /// setup(): takes a control word and writes our address blob into addr
   /// (*addrLen: room in, size used out). Throws Error.
-  Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen);
+  Connection(Context& ctx, const PeerInfo& peer, int localRanks, void* addr, size_t* addrLen);
   /// Closes (see close()) and frees every key still imported; never throws.
   ~Connection();
   Connection(const Connection&) = delete;
@@ -108,6 +108,8 @@ class Connection {
   static void onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
   /// "lane[0]: 0:tcp/lo.0 md[0] -> ...; lane[1]: ...", from ucp_ep_print_info.
   std::string describeLanes() const;
+  /// "; active messages eager below 262144 bytes" (empty with RMA), for the connect log.
+  std::string describeEager() const;
   /// Waits (progressing, lock taken per round) until req completes or the
   /// deadline passes; returns its status, or UCS_INPROGRESS on timeout.
   /// Frees req either way.
@@ -204,6 +206,7 @@ class Connection {
   // Active messages (Protocol::ActiveMessage).
   uint32_t token_ = 0;                  // names this connection in messages peers send us
   uint32_t peerToken_ = 0;              // names the peer's connection in ours
+  size_t eagerBelow_ = 0;               // messages shorter than this go with UCP_AM_SEND_FLAG_EAGER
   uint64_t amSent_ = 0;                 // last seq of an active message we sent
   uint64_t landedThrough_ = 0;          // every message with seq <= this landed and signalled
   std::map<uint64_t, Arrival> arrivals_;  // seq > landedThrough_: arrived, not yet applied

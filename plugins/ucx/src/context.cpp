@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
+#include "eager_rule.hpp"
 #include "error.hpp"
 #include "wire.hpp"
 
@@ -76,7 +78,7 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "ucx") {
   log(PB_LOG_INFO, std::string("UCX ") + ucp_get_version_string() + ", transports " + tlsSource_ +
                        ", resources " + resources_ + " (cost " + std::to_string(connectCost()) + ")" +
                        (activeMessages() ? ", operations as active messages (ucx.protocol=" + settings_.protocolText +
-                                               (eagerOnly_ ? ", all eager" : ", large ones by rendezvous") + ")"
+                                               ", am_eager=" + settings_.amEager + ")"
                                          : std::string(", operations as RMA (ucx.protocol=") + settings_.protocolText +
                                                "), signal ordering by " +
                                                (settings_.ordering == Ordering::Flush ? "ep flush" : "worker fence")) +
@@ -116,8 +118,9 @@ void Context::declareSettings() const {
        0},
       {sizeof(pb_setting_decl_v1), kAmEager, PB_SETTING_STRING, "auto",
        "With ucx.protocol=am: '1' sends every message eagerly (UCP_AM_SEND_FLAG_EAGER), '0' lets UCX "
-       "choose rendezvous for large ones (received straight into place), 'auto' is 1 when UCX's only "
-       "way between processes is TCP (its rendezvous over TCP measured slower) and 0 otherwise",
+       "choose rendezvous for large ones (received straight into place), 'auto': where UCX's only way "
+       "between processes is TCP, 1 on hosts with fewer than 2 cores per local rank and eager only below "
+       "256 KiB elsewhere (its rendezvous over TCP measured slower on few cores); 0 otherwise",
        0},
       {sizeof(pb_setting_decl_v1), kOrdering, PB_SETTING_STRING, "flush",
        "With ucx.protocol=rma, how a signal waits for earlier writes: 'flush' (post the atomic after "
@@ -277,11 +280,14 @@ void Context::initWorker() {
   ucp_worker_release_address(worker_, address);
 }
 
+size_t Context::eagerBelow(int localRanks) const {
+  return ucx::eagerBelow(settings_.amEager, networkOnlyTcp_, std::thread::hardware_concurrency(), localRanks);
+}
+
 void Context::initProtocol() {
   const bool am = settings_.protocolText == "am" || (settings_.protocolText == "auto" && !supportsCuda());
   settings_.protocol = am ? Protocol::ActiveMessage : Protocol::Rma;
   if (!am) return;
-  eagerOnly_ = settings_.amEager == "1" || (settings_.amEager == "auto" && networkOnlyTcp_);
   ucp_am_handler_param_t params{};
   params.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
                       UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;

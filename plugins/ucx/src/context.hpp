@@ -113,9 +113,10 @@ class Context : public transport_cxx::ErrorSlot {
   const std::string& resources() const { return resources_; }
   /// True when operations travel as active messages (Protocol::ActiveMessage).
   bool activeMessages() const { return settings_.protocol == Protocol::ActiveMessage; }
-  /// True when active messages are sent eagerly whatever their size
-  /// (ucx.am_eager; auto: when UCX's only way between processes is TCP).
-  bool eagerOnly() const { return eagerOnly_; }
+  /// Active messages shorter than this many bytes are sent eagerly on a
+  /// connection of a host with localRanks ranks (ucx.am_eager;
+  /// eager_rule.hpp).
+  size_t eagerBelow(int localRanks) const;
 
   /// A token naming conn in the active messages peers send it; caller
   /// holds workerMutex().
@@ -227,7 +228,6 @@ class Context : public transport_cxx::ErrorSlot {
   bool registersCheaply_ = false;  ///< surveyResources()
   std::string resources_;         // see resources()
   bool networkOnlyTcp_ = false;   // no UCX resource but TCP and host-local ones
-  bool eagerOnly_ = false;        // see eagerOnly()
   uint64_t memoryTypes_ = 0;
 
   mutable std::mutex workerMu_;

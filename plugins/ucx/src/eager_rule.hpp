@@ -1,0 +1,35 @@
+// Which active messages a connection forces eager under ucx.am_eager.
+// Header-only and free of UCX's types, so tests can check the rule.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace plugboard::ucx {
+
+/// Messages below this many bytes go eagerly under am_eager = auto over
+/// TCP wherever larger ones may use UCX's rendezvous. Measured on 16 cores
+/// (docs/perf/2026-11-27-session24-ucx-rendezvous.md): UCX's own choice
+/// cost 1.1-2x at 64 KiB and tied at 256 KiB, and won at 1-16 MiB
+/// (4 ranks, 4 MiB: 4.1-4.9 ms against 7.7-8.5 all eager).
+inline constexpr size_t kAutoEagerBytes = 256 * 1024;
+/// Under am_eager = auto over TCP, hosts with fewer cores than this per
+/// local rank send everything eagerly: on CI's 2 cores with 2 ranks UCX's
+/// rendezvous measured 1.3-1.5x slower at 256 KiB - 16 MiB
+/// (docs/perf/2026-11-25-ucx-active-messages.md).
+inline constexpr unsigned kRendezvousCoresPerRank = 2;
+
+/// Messages shorter than the returned byte count are sent with
+/// UCP_AM_SEND_FLAG_EAGER; longer ones are left to UCX (rendezvous above
+/// its threshold). `amEager` is the checked setting ("1", "0" or "auto");
+/// `onlyTcp`: UCX's only way between processes is TCP; `localRanks` 0 means
+/// unknown (a core older than ABI 1.4), judged as one core per rank.
+inline size_t eagerBelow(const std::string& amEager, bool onlyTcp, unsigned cores, int localRanks) {
+  if (amEager == "1") return SIZE_MAX;
+  if (amEager == "0" || !onlyTcp) return 0;
+  if (localRanks <= 0 || cores / static_cast<unsigned>(localRanks) < kRendezvousCoresPerRank) return SIZE_MAX;
+  return kAutoEagerBytes;
+}
+
+}  // namespace plugboard::ucx
