@@ -11,10 +11,11 @@
 # invisible to TSan, so the data it orders reads as a race, seen in
 # TransportOrderingTest over ucx rma); the install, namespace and
 # conformance tests (the same code paths as the tests that run, for
-# minutes more); and the host collectives' 2- and 5-rank cases (the 3, 4 and 8
-# rank cases run every code path those do, and under TSan the 2- and 5-rank
-# cases were 300 of the stage's 790 test-seconds). UCX's memory hooks (libucm) crash TSan's pthread
-# interceptors when a thread exits, so tests that merely load the ucx
+# minutes more); and the host collectives' 2- and 5-rank cases (the 3-,
+# 4- and 8-rank cases run every code path those do; under TSan the 2- and
+# 5-rank cases were 300 of the stage's 790 test-seconds). UCX's memory
+# hooks (libucm) crash TSan's pthread interceptors when a thread exits, so
+# tests that merely load the ucx
 # plugin (Loader, 'auto') run with them off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
