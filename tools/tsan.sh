@@ -15,8 +15,7 @@
 # 4- and 8-rank cases run every code path those do; under TSan the 2- and
 # 5-rank cases were 300 of the stage's 790 test-seconds). UCX's memory
 # hooks (libucm) crash TSan's pthread interceptors when a thread exits, so
-# tests that merely load the ucx
-# plugin (Loader, 'auto') run with them off.
+# tests that merely load the ucx plugin (Loader, 'auto') run with them off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${PLUGBOARD_TSAN_BUILD_DIR:-build-tsan}
