@@ -259,7 +259,7 @@ TEST_F(UcxTest, BadOrderingFailsInit) {
       << t_->last_error(nullptr);
 }
 
-// Which messages go eagerly (docs/perf/2026-11-27-session24-ucx-rendezvous.md).
+// Which messages go eagerly (docs/perf/2026-11-27-session24-network-path.md).
 TEST(UcxEagerRule, AutoSendsLargeMessagesByRendezvousOnlyWhereCoresAllow) {
   using plugboard::ucx::eagerBelow;
   using plugboard::ucx::kAutoEagerBytes;

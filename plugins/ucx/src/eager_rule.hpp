@@ -10,7 +10,7 @@ namespace plugboard::ucx {
 
 /// Messages below this many bytes go eagerly under am_eager = auto over
 /// TCP wherever larger ones may use UCX's rendezvous. Measured on 16 cores
-/// (docs/perf/2026-11-27-session24-ucx-rendezvous.md): UCX's own choice
+/// (docs/perf/2026-11-27-session24-network-path.md): UCX's own choice
 /// cost 1.1-2x at 64 KiB and tied at 256 KiB, and won at 1-16 MiB
 /// (4 ranks, 4 MiB: 4.1-4.9 ms against 7.7-8.5 all eager).
 inline constexpr size_t kAutoEagerBytes = 256 * 1024;
