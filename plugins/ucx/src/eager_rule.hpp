@@ -10,9 +10,10 @@ namespace plugboard::ucx {
 
 /// Messages below this many bytes go eagerly under am_eager = auto over
 /// TCP wherever larger ones may use UCX's rendezvous. Measured on 16 cores
-/// (docs/perf/2026-11-27-session24-network-path.md): UCX's own choice
-/// cost 1.1-2x at 64 KiB and tied at 256 KiB, and won at 1-16 MiB
-/// (4 ranks, 4 MiB: 4.1-4.9 ms against 7.7-8.5 all eager).
+/// (docs/perf/2026-11-27-session24-network-path.md, runs 2-3): UCX's own
+/// choice for every size cost 1.1-3x at 64 KiB; rendezvous from 256 KiB
+/// only won at 4 MiB at 2-8 ranks and mostly at 1 and 16 MiB (4 ranks,
+/// 4 MiB: 4.6-4.7 ms against 6.6-7.7 all eager).
 inline constexpr size_t kAutoEagerBytes = 256 * 1024;
 /// Under am_eager = auto over TCP, hosts with fewer cores than this per
 /// local rank send everything eagerly: on CI's 2 cores with 2 ranks UCX's
