@@ -59,11 +59,14 @@ std::string unusableReason() {
 }
 
 /// The plugin settings of each mode the tests run: "" is the plugin's
-/// defaults (active messages, all eager over TCP), "am_rndv" lets UCX use
-/// rendezvous for large messages, "rma_flush" / "rma_fence" are RMA with
+/// defaults (active messages, all eager over TCP on CI's kind), "am_rndv"
+/// lets UCX use rendezvous for large messages, "am_mixed" sends messages
+/// under 64 KiB eagerly and larger ones as UCX chooses (what am_eager=auto
+/// does on hosts with more cores), "rma_flush" / "rma_fence" are RMA with
 /// each signal ordering.
 std::map<std::string, std::string> modeSettings(const std::string& mode) {
   if (mode == "am_rndv") return {{"protocol", "am"}, {"am_eager", "0"}};
+  if (mode == "am_mixed") return {{"protocol", "am"}, {"am_eager", "65536"}};
   if (mode == "rma_flush") return {{"protocol", "rma"}, {"ordering", "flush"}};
   if (mode == "rma_fence") return {{"protocol", "rma"}, {"ordering", "fence"}};
   return {};
@@ -97,9 +100,9 @@ using plugboard::test::TransportPairTest;
 using plugboard::test::TransportWriteSizeTest;
 PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportLoadTest, ucxTransport());
 PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportPairTest, ucxTransport(), ucxTransport("am_rndv"),
-                                      ucxTransport("rma_flush"));
+                                      ucxTransport("am_mixed"), ucxTransport("rma_flush"));
 PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportOrderingTest, ucxTransport(), ucxTransport("am_rndv"),
-                                      ucxTransport("rma_flush"), ucxTransport("rma_fence"));
+                                      ucxTransport("am_mixed"), ucxTransport("rma_flush"), ucxTransport("rma_fence"));
 PLUGBOARD_INSTANTIATE_WRITE_SIZES(ucxTransport());
 
 using plugboard::test::FakeHost;
@@ -273,10 +276,17 @@ TEST(UcxEagerRule, AutoSendsLargeMessagesByRendezvousOnlyWhereCoresAllow) {
   EXPECT_EQ(eagerBelow("auto", true, 16, 9), SIZE_MAX);
   EXPECT_EQ(eagerBelow("auto", true, 16, 0), SIZE_MAX);        // local ranks unknown: as before
   EXPECT_EQ(eagerBelow("auto", true, 0, 2), SIZE_MAX);         // cores unknown
+  EXPECT_EQ(eagerBelow("65536", true, 2, 2), 65536u);           // a byte count wins everywhere
+  EXPECT_EQ(eagerBelow("2", false, 16, 4), 2u);
+  size_t bytes = 0;
+  for (const char* bad : {"", "1", "0", "-5", "64K", "1099511627777", "99999999999999999999", " 7"})
+    EXPECT_FALSE(plugboard::ucx::eagerByteCount(bad, &bytes)) << bad;
+  EXPECT_TRUE(plugboard::ucx::eagerByteCount("1099511627776", &bytes));
 }
 
 TEST_F(UcxTest, BadProtocolFailsInit) {
-  for (auto [key, value] : {std::pair<const char*, const char*>{"protocol", "tagged"}, {"am_eager", "yes"}}) {
+  for (auto [key, value] : {std::pair<const char*, const char*>{"protocol", "tagged"}, {"am_eager", "yes"},
+                            {"am_eager", "64K"}}) {
     hosts_.push_back(std::make_unique<FakeHost>(0, "testhost", std::map<std::string, std::string>{{key, value}}));
     pb_plugin_ctx* ctx = nullptr;
     EXPECT_EQ(t_->init(&hosts_.back()->services, &ctx), PB_ERR_INVALID) << key;
@@ -582,7 +592,8 @@ TEST_F(UcxRmaPolledPairTest, FlushModeHoldsTheSignalUntilThePeerHasTheWrite) {
   EXPECT_EQ(dst, src);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, UcxOrderingTest, ::testing::Values("am", "am_rndv", "rma_flush", "rma_fence"),
+INSTANTIATE_TEST_SUITE_P(Modes, UcxOrderingTest,
+                         ::testing::Values("am", "am_rndv", "am_mixed", "rma_flush", "rma_fence"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST_F(UcxPairTest, KeyReleasedWhileItsWriteIsInFlight) {

@@ -120,7 +120,8 @@ void Context::declareSettings() const {
        "With ucx.protocol=am: '1' sends every message eagerly (UCP_AM_SEND_FLAG_EAGER), '0' lets UCX "
        "choose rendezvous for large ones (received straight into place), 'auto': where UCX's only way "
        "between processes is TCP, 1 on hosts with fewer than 2 cores per local rank and eager only below "
-       "256 KiB elsewhere (its rendezvous over TCP measured slower on few cores); 0 otherwise",
+       "256 KiB elsewhere (its rendezvous over TCP measured slower on few cores), 0 otherwise; a byte count N: "
+       "messages under N bytes eagerly, larger ones as UCX chooses",
        0},
       {sizeof(pb_setting_decl_v1), kOrdering, PB_SETTING_STRING, "flush",
        "With ucx.protocol=rma, how a signal waits for earlier writes: 'flush' (post the atomic after "
@@ -152,8 +153,10 @@ Settings Context::readSettings() const {
     throw Error(PB_ERR_INVALID, "ucx.protocol = '" + s.protocolText + "' is none of 'auto', 'am', 'rma'");
   s.amEager = host_.setting(kAmEager);
   if (s.amEager.empty()) s.amEager = "auto";
-  if (s.amEager != "auto" && s.amEager != "1" && s.amEager != "0")
-    throw Error(PB_ERR_INVALID, "ucx.am_eager = '" + s.amEager + "' is none of 'auto', '1', '0'");
+  size_t eagerBytes = 0;
+  if (s.amEager != "auto" && s.amEager != "1" && s.amEager != "0" && !eagerByteCount(s.amEager, &eagerBytes))
+    throw Error(PB_ERR_INVALID, "ucx.am_eager = '" + s.amEager +
+                                    "' is none of 'auto', '1', '0' or a byte count (2 to 2^40)");
   std::string thread = host_.setting(kProgressThread);
   for (auto& ch : thread) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (thread.empty() || thread == "1" || thread == "true" || thread == "yes" || thread == "on") {

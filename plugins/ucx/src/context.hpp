@@ -48,7 +48,7 @@ enum class Protocol {
 struct Settings {
   std::string tls;                    ///< UCX_TLS to use when the environment sets none; "" = UCX's default.
   std::string protocolText = "auto";  ///< The protocol setting as given.
-  std::string amEager = "auto";       ///< The am_eager setting: "auto", "1" or "0".
+  std::string amEager = "auto";       ///< The am_eager setting: "auto", "1", "0" or a byte count.
   Protocol protocol = Protocol::ActiveMessage;  ///< Resolved after ucp_init (auto depends on CUDA support).
   Ordering ordering = Ordering::Flush;
   bool progressThread = true;         ///< Run Context::progressLoop (README "Progress").

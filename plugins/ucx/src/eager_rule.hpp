@@ -21,12 +21,29 @@ inline constexpr size_t kAutoEagerBytes = 256 * 1024;
 /// (docs/perf/2026-11-25-ucx-active-messages.md).
 inline constexpr unsigned kRendezvousCoresPerRank = 2;
 
+/// Largest byte count am_eager may name.
+inline constexpr uint64_t kMaxEagerBytes = uint64_t(1) << 40;
+
+/// True when `text` is am_eager's byte-count form (decimal digits, at least
+/// 2 and at most kMaxEagerBytes; "0" and "1" are the on/off forms), stored
+/// in *bytes.
+inline bool eagerByteCount(const std::string& text, size_t* bytes) {
+  if (text.empty() || text.size() > 13 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  const uint64_t n = std::stoull(text);
+  if (n < 2 || n > kMaxEagerBytes) return false;
+  *bytes = static_cast<size_t>(n);
+  return true;
+}
+
 /// Messages shorter than the returned byte count are sent with
 /// UCP_AM_SEND_FLAG_EAGER; longer ones are left to UCX (rendezvous above
-/// its threshold). `amEager` is the checked setting ("1", "0" or "auto");
+/// its threshold). `amEager` is the checked setting ("1", "0", "auto" or a
+/// byte count: eager below it, wherever UCX runs);
 /// `onlyTcp`: UCX's only way between processes is TCP; `localRanks` 0 means
 /// unknown (a core older than ABI 1.4), judged as one core per rank.
 inline size_t eagerBelow(const std::string& amEager, bool onlyTcp, unsigned cores, int localRanks) {
+  size_t bytes = 0;
+  if (eagerByteCount(amEager, &bytes)) return bytes;
   if (amEager == "1") return SIZE_MAX;
   if (amEager == "0" || !onlyTcp) return 0;
   if (localRanks <= 0 || cores / static_cast<unsigned>(localRanks) < kRendezvousCoresPerRank) return SIZE_MAX;
