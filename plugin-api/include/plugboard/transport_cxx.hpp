@@ -150,6 +150,7 @@ struct PeerInfo {
   int rank = -1;          ///< Peer's rank.
   std::string host;       ///< Peer's host identity as the core knows it.
   bool sameHost = false;  ///< The core says: same host as this process.
+  int localRanks = 0;     ///< Ranks of the communicator on this host; 0: unknown (a core older than ABI 1.4).
 
   /// Copies *peer; Failure(PB_ERR_INVALID) on NULL or a struct too short.
   static PeerInfo from(const pb_peer_info_v1* peer) {
@@ -160,6 +161,7 @@ struct PeerInfo {
     info.rank = peer->peer_rank;
     info.host = peer->peer_host ? peer->peer_host : "?";
     info.sameHost = peer->same_host != 0;
+    if (PB_HAS_FIELD(peer, pb_peer_info_v1, local_ranks)) info.localRanks = peer->local_ranks;
     return info;
   }
   /// "rank N (host H)", for messages.

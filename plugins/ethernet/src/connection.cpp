@@ -8,12 +8,11 @@
 
 namespace plugboard::ethernet {
 
-Connection::Connection(Context& ctx, const PeerInfo& peer, int localRanks, void* addr, size_t* addrLen)
-    : ctx_(ctx), peer_(peer) {
+Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen) : ctx_(ctx), peer_(peer) {
   Settings settings = ctx.settings();
   callerSendBytes_ = settings.callerSendBytes;
   stripeSockets_ = stripesFor(settings.stripeSocketsAuto, settings.stripeSockets, std::thread::hardware_concurrency(),
-                              localRanks);
+                              peer.localRanks);
   stripeBytes_ = settings.stripeBytes;
   std::string why;
   auto route = ctx.route(peer, settings, &why);

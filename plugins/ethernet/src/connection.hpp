@@ -46,7 +46,7 @@ class Connection {
  public:
   /// setup(): listens for peer and writes our address blob into addr
   /// (*addrLen: room in, size used out). Throws Error.
-  Connection(Context& ctx, const PeerInfo& peer, int localRanks, void* addr, size_t* addrLen);
+  Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen);
   /// Closes (see close()); never throws.
   ~Connection();
   Connection(const Connection&) = delete;

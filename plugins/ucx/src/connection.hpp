@@ -28,7 +28,7 @@ class Connection {
  public:
   /// setup(): takes a control word and writes our address blob into addr
   /// (*addrLen: room in, size used out). Throws Error.
-  Connection(Context& ctx, const PeerInfo& peer, int localRanks, void* addr, size_t* addrLen);
+  Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen);
   /// Closes (see close()) and frees every key still imported; never throws.
   ~Connection();
   Connection(const Connection&) = delete;

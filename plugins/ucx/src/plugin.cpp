@@ -53,8 +53,7 @@ struct Traits {
   }
 
   static Connection* setup(Context& c, const pb_peer_info_v1* peer, void* addr, size_t* addrLen) {
-    const int localRanks = peer && PB_HAS_FIELD(peer, pb_peer_info_v1, local_ranks) ? peer->local_ranks : 0;
-    return std::make_unique<Connection>(c, PeerInfo::from(peer), localRanks, addr, addrLen).release();
+    return std::make_unique<Connection>(c, PeerInfo::from(peer), addr, addrLen).release();
   }
 
   static Region* registerMemory(Context& c, void* ptr, size_t size, pb_mem_type type) {
