@@ -14,8 +14,10 @@
 # PLUGBOARD_JOB_ID) at the same root is refused at once and the job goes
 # on; ranks disagreeing on the rank count both fail naming both counts;
 # the root's port taken by another process is named; a decoy interface is
-# skipped by the ifname filter; the link cut mid-allreduce ends every
-# rank's call by the timeout, naming the peer. Exits 77 (skipped) where network namespaces cannot be
+# skipped by the ifname filter; with failover on, the link cut
+# mid-allreduce moves the pair to libfabric on a second link and the job
+# completes; without, the cut ends every rank's call by the timeout,
+# naming the peer. Exits 77 (skipped) where network namespaces cannot be
 # made (not root, no iproute2, no permission). Every process is bounded by
 # `timeout`, and the namespaces are removed on exit.
 set -uo pipefail
@@ -57,13 +59,19 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 # NRANKS_CLAIM (the rank count the rank is told), IFNAME (the ethernet
 # plugin's ifname).
 port=29400
+# CONTROL (an interface name less its a/b suffix): the bootstrap and the
+# libfabric tcp provider use that link; ROOT (default addr_a) is rank 0's
+# address there; TRANSPORTS (default ethernet); EXTRA_ENV: more
+# assignments for every rank.
 start() {
   local rank=$1 nranks=$2; shift 2
-  local ns=$ns_a host=hostA
-  if [ "$rank" -ge $(( (nranks + 1) / 2 )) ]; then ns=$ns_b host=hostB; fi
+  local ns=$ns_a host=hostA side=a
+  if [ "$rank" -ge $(( (nranks + 1) / 2 )) ]; then ns=$ns_b host=hostB side=b; fi
+  # shellcheck disable=SC2086 # EXTRA_ENV is a list of assignments
   ip netns exec "$ns" env PLUGBOARD_RANK="$rank" PLUGBOARD_NRANKS="${NRANKS_CLAIM:-$nranks}" PLUGBOARD_HOST_ID="$host" \
-    PLUGBOARD_BOOTSTRAP_ADDR="$addr_a:$port" PLUGBOARD_TRANSPORTS=ethernet PLUGBOARD_TIMEOUT="${TIMEOUT:-20}" \
-    ${JOB_ID:+PLUGBOARD_JOB_ID=$JOB_ID} ${IFNAME:+PLUGBOARD_ETHERNET_IFNAME=$IFNAME} \
+    PLUGBOARD_BOOTSTRAP_ADDR="${ROOT:-$addr_a}:$port" PLUGBOARD_TRANSPORTS="${TRANSPORTS:-ethernet}" \
+    PLUGBOARD_TIMEOUT="${TIMEOUT:-20}" ${JOB_ID:+PLUGBOARD_JOB_ID=$JOB_ID} ${IFNAME:+PLUGBOARD_ETHERNET_IFNAME=$IFNAME} \
+    ${CONTROL:+PLUGBOARD_SOCKET_IFNAME=$CONTROL$side FI_TCP_IFACE=$CONTROL$side} ${EXTRA_ENV:-} \
     timeout 120 "$perf" --mem host "$@" > "$logs/$rank.log" 2>&1 &
   pids[$rank]=$!
 }
@@ -208,6 +216,43 @@ expect_error "the decoy taken without a filter" "1" "192.0.2.1"
 wait "${pids[0]}" 2> /dev/null
 IFNAME="^$decoy,lo" run_case "allreduce with a decoy interface skipped by ifname" 2 -C allreduce -b 7 -e 300007 -f 31 -n 3 -w 1 -c 1
 ip -n "$ns_a" link del "${decoy}a"
+
+# The link cut mid-allreduce with failover on: ethernet carries the pair on
+# the data link, the bootstrap and libfabric (tcp) a second, control link.
+# With nothing acknowledged on the data link for ethernet.ack_timeout (2 s)
+# the ethernet connection fails, both ranks move the pair to libfabric, and
+# every size after the cut still comes out right.
+libfabric_plugin=$(dirname "$perf")/../lib/plugboard/libplugboard-libfabric.so
+if [ -f "$libfabric_plugin" ]; then
+  ctl=c$$
+  ctl_net="10.$((100 + $$ % 100)).$(( ($$ / 100 + 1) % 250 ))"
+  ip link add "${ctl}a" type veth peer name "${ctl}b" && ip link set "${ctl}a" netns "$ns_a" &&
+    ip link set "${ctl}b" netns "$ns_b" && ip -n "$ns_a" addr add "$ctl_net.1/24" dev "${ctl}a" &&
+    ip -n "$ns_b" addr add "$ctl_net.2/24" dev "${ctl}b" && ip -n "$ns_a" link set "${ctl}a" up &&
+    ip -n "$ns_b" link set "${ctl}b" up || fail "setting up the control link"
+  port=$((port + 1))
+  pids=()
+  for r in 0 1; do
+    CONTROL=$ctl ROOT=$ctl_net.1 TRANSPORTS=ethernet,libfabric IFNAME="=$link_a,$link_b" \
+      EXTRA_ENV="PLUGBOARD_FAILOVER=1 PLUGBOARD_ETHERNET_ACK_TIMEOUT=2" \
+      start "$r" 2 -C allreduce -b 256K -e 8M -f 2 -n 200 -w 1 -c 1
+  done
+  sleep 1.5
+  ip -n "$ns_a" link set "$link_a" down
+  begin=$(date +%s)
+  expect_pair_ok "link cut mid-allreduce with failover: the pair moved to libfabric"
+  took=$(( $(date +%s) - begin ))
+  for r in 0 1; do
+    grep -q "failing over to libfabric" "$logs/$r.log" || { fail "rank $r did not fail over to libfabric"; tail -5 "$logs/$r.log"; }
+  done
+  grep -q "ethernet.ack_timeout is 2.0 s: the link to rank" "$logs"/[01].log ||
+    fail "no rank said the data link went unacknowledged"
+  echo "  failed over and finished $took s after the cut: $(cat "$logs"/[01].log | grep -m1 "ack_timeout is" | cut -c1-300)"
+  ip -n "$ns_a" link set "$link_a" up
+  ip -n "$ns_a" link del "${ctl}a"
+else
+  echo "skipped: link cut with failover (no libfabric plugin in this build: $libfabric_plugin)"
+fi
 
 # The link cut mid-allreduce: every rank's call ends by the timeout, naming a peer.
 TIMEOUT=5

@@ -187,11 +187,15 @@ TEST_F(EthernetTest, DeclaresItsSettings) {
   ASSERT_EQ(declared.count("caller_send_bytes"), 1u);
   EXPECT_EQ(declared["caller_send_bytes"].type, PB_SETTING_STRING);
   EXPECT_EQ(declared["caller_send_bytes"].defaultValue, "auto");
+  ASSERT_EQ(declared.count("ack_timeout"), 1u);
+  EXPECT_EQ(declared["ack_timeout"].type, PB_SETTING_DOUBLE);
+  EXPECT_EQ(declared["ack_timeout"].defaultValue, "30");
 }
 
 TEST_F(EthernetTest, BadSettingValueFailsInit) {
   for (const auto& [key, value] : std::map<std::string, std::string>{{"socket_buffer_bytes", "lots"},
-                                                                       {"caller_send_bytes", "-5"}}) {
+                                                                       {"caller_send_bytes", "-5"},
+                                                                       {"ack_timeout", "-1"}}) {
     hosts_.push_back(std::make_unique<FakeHost>(0, "testhost", std::map<std::string, std::string>{{key, value}}));
     pb_plugin_ctx* ctx = nullptr;
     EXPECT_EQ(t_->init(&hosts_.back()->services, &ctx), PB_ERR_INVALID) << key;

@@ -25,7 +25,8 @@ std::string secondsText(std::chrono::milliseconds timeout) {
 ErrorCode errorCodeFor(const net::NetError& e) {
   switch (e.kind()) {
     case net::NetErrorKind::Timeout: return ErrorCode::Timeout;
-    case net::NetErrorKind::Closed: return ErrorCode::Remote;
+    case net::NetErrorKind::Closed:
+    case net::NetErrorKind::Unacknowledged: return ErrorCode::Remote;
     case net::NetErrorKind::Invalid: return ErrorCode::Config;
     case net::NetErrorKind::System: return ErrorCode::System;
   }

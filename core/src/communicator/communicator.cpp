@@ -178,7 +178,7 @@ std::shared_ptr<ConnectionImpl> Communicator::Impl::takeFallback(int peer, Memor
   PairChoice& choice = const_cast<PairChoice&>(choiceFor(peer, kind));
   *failed = choice.transport;
   std::shared_ptr<ConnectionImpl> old;
-  std::string why = "no error recorded";
+  std::string why = "not on this side: the peer asked to fail the pair over";
   if (auto it = connections.find({peer, choice.transport}); it != connections.end()) {
     old = it->second;
     connections.erase(it);

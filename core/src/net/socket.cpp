@@ -28,6 +28,18 @@ namespace {
   throw NetError(NetErrorKind::System, what + ": " + errnoText(err));
 }
 
+/// The error of a send or receive on a connected socket that failed with err.
+NetError transferError(const char* call, int err) {
+  if (err == EPIPE || err == ECONNRESET)
+    return NetError(NetErrorKind::Closed, "connection closed by peer (" + errnoText(err) + ")");
+  if (err == ETIMEDOUT)
+    return NetError(NetErrorKind::Unacknowledged, std::string(call) + ": sent data went unacknowledged past the "
+                                                  "socket's user timeout (" + errnoText(err) + ")");
+  return NetError(NetErrorKind::System, std::string(call) + ": " + errnoText(err));
+}
+
+[[noreturn]] void throwTransferError(const char* call, int err) { throw transferError(call, err); }
+
 bool pollFor(int fd, short events, Deadline deadline) {
   for (;;) {
     pollfd p{fd, events, 0};
@@ -292,9 +304,7 @@ void Socket::sendAll(const void* data, size_t size, Deadline deadline) {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
-      throw NetError(NetErrorKind::Closed, "connection closed by peer (" + errnoText(errno) + ")");
-    throwSys("send", errno);
+    throwTransferError("send", errno);
   }
 }
 
@@ -309,8 +319,7 @@ void Socket::recvAll(void* data, size_t size, Deadline deadline) {
       continue;
     }
     if (errno == EINTR) continue;
-    if (errno == ECONNRESET) throw NetError(NetErrorKind::Closed, "connection reset by peer");
-    throwSys("recv", errno);
+    throwTransferError("recv", errno);
   }
 }
 
@@ -328,9 +337,7 @@ size_t Socket::sendSomeV(const iovec* iov, size_t count) {
     int err = errno;
     if (err == EINTR) continue;
     if (err == EAGAIN || err == EWOULDBLOCK) return 0;
-    if (err == EPIPE || err == ECONNRESET)
-      throw NetError(NetErrorKind::Closed, "connection closed by peer (" + errnoText(err) + ")");
-    throwSys("sendmsg", err);
+    throwTransferError("sendmsg", err);
   }
 }
 
@@ -350,9 +357,7 @@ void Socket::sendAllV(const iovec* iov, size_t count, Deadline deadline) {
         if (!pollFor(fd_, POLLOUT, deadline)) throw NetError(NetErrorKind::Timeout, "send timed out");
         continue;
       }
-      if (err == EPIPE || err == ECONNRESET)
-        throw NetError(NetErrorKind::Closed, "connection closed by peer (" + errnoText(err) + ")");
-      throwSys("sendmsg", err);
+      throwTransferError("sendmsg", err);
     }
     // Advance past what the kernel took: whole buffers, then part of one.
     for (size_t done = static_cast<size_t>(n); done > 0 && first < left.size(); ++first) {
@@ -373,9 +378,7 @@ size_t Socket::sendSome(const void* data, size_t size) {
     int err = errno;
     if (err == EINTR) continue;
     if (err == EAGAIN || err == EWOULDBLOCK) return 0;
-    if (err == EPIPE || err == ECONNRESET)
-      throw NetError(NetErrorKind::Closed, "connection closed by peer (" + errnoText(err) + ")");
-    throwSys("send", err);
+    throwTransferError("send", err);
   }
 }
 
@@ -388,8 +391,7 @@ size_t Socket::recvSome(void* data, size_t size) {
     int err = errno;
     if (err == EINTR) continue;
     if (err == EAGAIN || err == EWOULDBLOCK) return 0;
-    if (err == ECONNRESET) throw NetError(NetErrorKind::Closed, "connection reset by peer");
-    throwSys("recv", err);
+    throwTransferError("recv", err);
   }
 }
 
@@ -416,6 +418,33 @@ void Socket::setBufferSizes(int bytes) {
   if (bytes <= 0) return;
   setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
   setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+}
+
+void Socket::setUserTimeout(std::chrono::milliseconds timeout) {
+  const auto ms = static_cast<unsigned>(std::clamp<int64_t>(timeout.count(), 0, INT32_MAX));
+  if (setsockopt(fd_, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms)) != 0) throwSys("setsockopt(TCP_USER_TIMEOUT)", errno);
+}
+
+std::optional<NetError> Socket::takeError() {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) throwSys("getsockopt(SO_ERROR)", errno);
+  if (err == 0) return std::nullopt;
+  return transferError("pending socket error", err);
+}
+
+Readiness waitReadableOrFailed(const Socket& readable, const Socket* watched, Deadline deadline) {
+  // No events asked of `watched`: poll reports POLLERR and POLLHUP anyway.
+  pollfd p[2] = {{readable.fd(), POLLIN, 0}, {watched ? watched->fd() : -1, 0, 0}};
+  for (;;) {
+    int rc = ::poll(p, watched ? 2 : 1, deadline.remainingMs());
+    if (rc >= 0) break;
+    if (errno != EINTR) throwSys("poll", errno);
+  }
+  Readiness r;
+  r.readable = (p[0].revents & (POLLIN | POLLERR | POLLHUP)) != 0;
+  r.watchedFailed = watched && (p[1].revents & (POLLERR | POLLHUP)) != 0;
+  return r;
 }
 
 void Socket::shutdownBoth() {

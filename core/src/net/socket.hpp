@@ -10,14 +10,18 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace plugboard::net {
 
-/// What went wrong in a socket operation.
-enum class NetErrorKind { Timeout, Closed, System, Invalid };
+/// What went wrong in a socket operation. Unacknowledged: the kernel gave
+/// up on a connection whose data the peer did not acknowledge within the
+/// socket's user timeout (setUserTimeout; ETIMEDOUT): the link or the
+/// peer's host is down, though nothing said so.
+enum class NetErrorKind { Timeout, Closed, System, Invalid, Unacknowledged };
 
 /// Error thrown by every function here; callers map it to their own errors.
 class NetError : public std::runtime_error {
@@ -121,17 +125,23 @@ class Socket {
   bool waitWritable(Deadline deadline);
   /// Sends every byte of the count buffers in iov (one sendmsg per wakeup,
   /// no copy), waiting for buffer space until the deadline. Throws Closed on
-  /// EPIPE/ECONNRESET, Timeout at the deadline.
+  /// EPIPE/ECONNRESET, Unacknowledged on ETIMEDOUT,
+  /// Timeout at the deadline.
   void sendAllV(const iovec* iov, size_t count, Deadline deadline);
   /// Non-blocking send: bytes accepted now (0 when the buffer is full).
-  /// Throws Closed on EPIPE/ECONNRESET.
+  /// Throws Closed on EPIPE/ECONNRESET, Unacknowledged on ETIMEDOUT.
   size_t sendSome(const void* data, size_t size);
   /// Non-blocking gather send (one sendmsg): bytes accepted now, 0 when the
-  /// buffer is full. Throws Closed on EPIPE/ECONNRESET.
+  /// buffer is full. Throws Closed on EPIPE/ECONNRESET, Unacknowledged on
+  /// ETIMEDOUT.
   size_t sendSomeV(const iovec* iov, size_t count);
   /// Non-blocking receive: bytes read now (0 when none are pending). Throws
-  /// Closed on orderly shutdown or reset.
+  /// Closed on orderly shutdown or reset, Unacknowledged on ETIMEDOUT.
   size_t recvSome(void* data, size_t size);
+
+  /// The error the kernel recorded on the socket (SO_ERROR, which clears
+  /// it), as the NetError a send would have thrown; nullopt when none.
+  std::optional<NetError> takeError();
 
   /// The locally bound address.
   SockAddr localAddress() const;
@@ -141,6 +151,12 @@ class Socket {
   void setNonBlocking(bool on);
   /// Sets SO_SNDBUF/SO_RCVBUF (0 keeps the system default).
   void setBufferSizes(int bytes);
+  /// TCP_USER_TIMEOUT: once data sent stays unacknowledged this long, the
+  /// kernel drops the connection and the next send or receive throws
+  /// Unacknowledged (a peer that merely stops reading still acknowledges
+  /// its zero-window probes, so it is not cut). 0 keeps the system's
+  /// retransmission limit (tcp_retries2, about 15 minutes).
+  void setUserTimeout(std::chrono::milliseconds timeout);
   /// shutdown(SHUT_RDWR): wakes a thread blocked on this socket.
   void shutdownBoth();
 
@@ -152,6 +168,18 @@ class Socket {
  private:
   int fd_ = -1;
 };
+
+/// What waitReadableOrFailed() saw.
+struct Readiness {
+  bool readable = false;       ///< `readable` has bytes (or its end) to read.
+  bool watchedFailed = false;  ///< `watched` has an error or hung up.
+};
+
+/// Waits until `readable` is readable or `watched` (may be null: not
+/// watched) reports an error or hang-up, until the deadline. Lets the
+/// thread that reads one socket notice a failure of the one it only
+/// writes, e.g. data left unacknowledged past the user timeout.
+Readiness waitReadableOrFailed(const Socket& readable, const Socket* watched, Deadline deadline);
 
 /// "strerror(errno)" with the errno name, for messages.
 std::string errnoText(int err);

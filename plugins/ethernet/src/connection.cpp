@@ -14,6 +14,7 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
   stripeSockets_ = stripesFor(settings.stripeSocketsAuto, settings.stripeSockets, std::thread::hardware_concurrency(),
                               peer.localRanks);
   stripeBytes_ = settings.stripeBytes;
+  ackTimeout_ = settings.ackTimeout;
   std::string why;
   auto route = ctx.route(peer, settings, &why);
   ETH_CHECK(route, PB_ERR_INVALID, "ethernet cannot reach " + peer.describe() + ": " + why);
@@ -54,8 +55,11 @@ bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
 }
 
 void Connection::startThreads(std::vector<net::Socket> outbound, std::vector<net::Socket> inbound) {
-  for (auto& s : outbound) s.setNoDelay();
-  for (auto& s : inbound) s.setNoDelay();
+  for (auto* sockets : {&outbound, &inbound})
+    for (auto& s : *sockets) {
+      s.setNoDelay();
+      s.setUserTimeout(ackTimeout_);
+    }
   outbound_ = std::move(outbound[0]);
   inbound_ = std::move(inbound[0]);
   for (size_t i = 1; i < outbound.size(); ++i)

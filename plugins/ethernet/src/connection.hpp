@@ -166,8 +166,14 @@ class Connection {
   };
 
   /// Receiver thread body: waits for bytes and applies them until the end,
-  /// keeping out of the way while callers of proxy_progress receive.
+  /// keeping out of the way while callers of proxy_progress receive; also
+  /// watches the outbound socket, whose error (data unacknowledged past
+  /// ack_timeout) no send may be there to meet.
   void receiveLoop();
+  /// Receiver thread: fails the connection with the outbound socket's
+  /// pending error, unless the peer merely closed (the frame stream says
+  /// how); then stops watching it.
+  void reportOutboundError();
   /// Records that a caller of proxy_progress is receiving now, if it polls.
   void noteWaiter();
   /// True while a polling caller of proxy_progress called within kWaiterGrace.
@@ -216,6 +222,8 @@ class Connection {
   std::vector<std::unique_ptr<ReceiveLane>> receiveLanes_;  // the peer's
   uint32_t stripeSockets_ = 0;                               // ethernet.stripe_sockets
   size_t stripeBytes_ = SIZE_MAX;                            // ethernet.stripe_bytes
+  std::chrono::milliseconds ackTimeout_{0};                  // ethernet.ack_timeout
+  bool outboundWatched_ = true;                              // receiver thread only
   std::thread sender_;
   std::thread receiver_;
   bool connected_ = false;
@@ -233,7 +241,7 @@ class Connection {
   std::deque<Op> queue_;
   bool senderBusy_ = false;    // the sender thread sends the front op outside the lock
   bool senderParked_ = false;  // the sender thread waits for post() with no timeout
-  bool pushFailed_ = false;    // a push met a socket error: the sender thread reports it
+  std::optional<net::NetError> pushError_;  // a push met it: the sender thread reports it
   size_t callerSendBytes_ = SIZE_MAX;  // ethernet.caller_send_bytes
   uint64_t posted_ = 0;
   bool closing_ = false;       // free() began: stop, drop queued ops, send CLOSE.

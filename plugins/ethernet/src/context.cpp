@@ -20,6 +20,7 @@ constexpr const char* kSocketBuffer = "socket_buffer_bytes";
 constexpr const char* kCallerSend = "caller_send_bytes";
 constexpr const char* kStripeSockets = "stripe_sockets";
 constexpr const char* kStripeBytes = "stripe_bytes";
+constexpr const char* kAckTimeout = "ack_timeout";
 
 /// caller_send_bytes = auto: on a few cores one thread doing all the work
 /// wins (a second one only competes for the cores); on more, a sender
@@ -35,6 +36,16 @@ long long parseBytes(const char* key, const std::string& text, long long max, co
   ETH_CHECK(errno == 0 && !text.empty() && *end == '\0' && v >= 0 && v <= max, PB_ERR_INVALID,
             std::string("ethernet.") + key + " = '" + text + "' is not " + expected);
   return v;
+}
+
+/// Parses ack_timeout: seconds in [0, 86400].
+std::chrono::milliseconds parseAckTimeout(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const double s = std::strtod(text.c_str(), &end);
+  ETH_CHECK(errno == 0 && !text.empty() && *end == '\0' && s >= 0 && s <= 86400, PB_ERR_INVALID,
+            std::string("ethernet.") + kAckTimeout + " = '" + text + "' is not a number of seconds in [0, 86400]");
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0 + 0.5));
 }
 
 /// Parses caller_send_bytes: "auto", "all", or a byte count.
@@ -91,6 +102,11 @@ void Context::declareSettings() const {
        1},
       {sizeof(pb_setting_decl_v1), kStripeBytes, PB_SETTING_INT, "131072",
        "Smallest write cut into pieces over the stripe sockets (when stripe_sockets > 0)", 1},
+      {sizeof(pb_setting_decl_v1), kAckTimeout, PB_SETTING_DOUBLE, "30",
+       "Seconds sent data may stay unacknowledged before the connection fails as cut (TCP_USER_TIMEOUT: "
+       "a dead link or host is then an error, which `failover` can move past, before the core's timeout); "
+       "0 keeps the system's retransmission limit (about 15 minutes)",
+       1},
   };
   host_.declare(decls, sizeof(decls) / sizeof(decls[0]));
 }
@@ -108,6 +124,8 @@ Settings Context::settings() const {
   text = host_.setting(kStripeBytes);
   if (!text.empty())
     s.stripeBytes = static_cast<size_t>(parseBytes(kStripeBytes, text, LLONG_MAX, "a byte count"));
+  text = host_.setting(kAckTimeout);
+  if (!text.empty()) s.ackTimeout = parseAckTimeout(text);
   return s;
 }
 

@@ -6,6 +6,7 @@
 #include <plugboard/transport_cxx.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <optional>
 #include <cstdint>
@@ -38,6 +39,10 @@ struct Settings {
   bool stripeSocketsAuto = false;
   /// Smallest write cut into pieces over the stripe sockets.
   size_t stripeBytes = 128 * 1024;
+  /// TCP_USER_TIMEOUT of every data socket: how long sent data may stay
+  /// unacknowledged before the connection fails (a cut link or a dead
+  /// host); 0 = the system's retransmission limit.
+  std::chrono::milliseconds ackTimeout{30000};
 };
 
 /// The far end of a connection (the adapter's).

@@ -36,7 +36,7 @@ void Connection::sendLoop() {
     sendCloseFrame();
   } catch (const net::NetError& e) {
     bool gone = e.kind() == net::NetErrorKind::Closed;
-    senderFailed(gone ? PB_ERR_REMOTE : PB_ERR_SYSTEM, e.what(), gone);
+    senderFailed(statusOf(e), e.what() + explainUnacknowledged(e, peer_.describe(), ackTimeout_), gone);
   } catch (const std::exception& e) {
     senderFailed(PB_ERR_INTERNAL, e.what(), false);
   }
@@ -46,7 +46,7 @@ void Connection::sendLoop() {
 bool Connection::senderStep() {
   std::unique_lock<std::mutex> lock(mu_);
   senderBusy_ = false;
-  while (!closing_ && (queue_.empty() || (!pushFailed_ && callerSends(queue_.front()) && waiterActive()))) {
+  while (!closing_ && (queue_.empty() || (!pushError_ && callerSends(queue_.front()) && waiterActive()))) {
     if (queue_.empty()) {
       senderParked_ = true;  // post() wakes it
       cv_.wait(lock);
@@ -56,6 +56,7 @@ bool Connection::senderStep() {
     }
   }
   if (closing_) return false;
+  if (pushError_) throw *pushError_;
   Op& op = queue_.front();  // stays valid: the queue only grows at the back meanwhile
   senderBusy_ = true;
   lock.unlock();
@@ -153,11 +154,13 @@ void Connection::completeFront() {
 }
 
 void Connection::pushQueued() {
-  if (senderBusy_ || closing_ || pushFailed_) return;
+  if (senderBusy_ || closing_ || pushError_) return;
   try {
     while (!queue_.empty() && callerSends(queue_.front()) && sendPiece(queue_.front())) completeFront();
-  } catch (const net::NetError&) {
-    pushFailed_ = true;  // the sender thread meets the same error and reports it properly
+  } catch (const net::NetError& e) {
+    // The socket reports some errors once (ETIMEDOUT, then EPIPE): keep
+    // this one for the sender thread, which reports it properly.
+    pushError_ = e;
     cv_.notify_all();
   }
 }

@@ -5,7 +5,11 @@
 
 #include <plugboard/transport_cxx.hpp>
 
+#include <chrono>
+#include <cstdio>
 #include <string>
+
+#include "net/socket.hpp"
 
 namespace plugboard::ethernet {
 
@@ -15,6 +19,24 @@ class Error : public transport_cxx::Failure {
  public:
   using Failure::Failure;
 };
+
+/// The status of a socket error on a connection: the peer's
+/// (PB_ERR_REMOTE) when it closed or stopped acknowledging, else this host's.
+inline pb_status statusOf(const net::NetError& e) {
+  const bool peers = e.kind() == net::NetErrorKind::Closed || e.kind() == net::NetErrorKind::Unacknowledged;
+  return peers ? PB_ERR_REMOTE : PB_ERR_SYSTEM;
+}
+
+/// What an Unacknowledged error means, for its message: ";
+/// ethernet.ack_timeout is 30.0 s: the link to <peer> or that host is
+/// down". Empty for other errors.
+inline std::string explainUnacknowledged(const net::NetError& e, const std::string& peer,
+                                         std::chrono::milliseconds ackTimeout) {
+  if (e.kind() != net::NetErrorKind::Unacknowledged) return "";
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.1f s", static_cast<double>(ackTimeout.count()) / 1000.0);
+  return std::string("; ethernet.ack_timeout is ") + seconds + ": the link to " + peer + " or that host is down";
+}
 
 }  // namespace plugboard::ethernet
 

@@ -85,7 +85,8 @@ struct Traits {
     *message = std::string("ethernet ") + op + ": " + net->what();
     switch (net->kind()) {
       case net::NetErrorKind::Timeout: return PB_ERR_TIMEOUT;
-      case net::NetErrorKind::Closed: return PB_ERR_REMOTE;
+      case net::NetErrorKind::Closed:
+      case net::NetErrorKind::Unacknowledged: return PB_ERR_REMOTE;
       case net::NetErrorKind::Invalid: return PB_ERR_INVALID;
       default: return PB_ERR_SYSTEM;
     }

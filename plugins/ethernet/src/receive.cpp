@@ -56,18 +56,35 @@ void Connection::receiveLoop() {
   // Never contends for rxMu_ with an active waiter: each contended hand-over
   // costs a futex wake-up and, with ranks on every core, a context switch.
   while (!rxEnded_.load(std::memory_order_acquire)) {
+    const net::Socket* watched = outboundWatched_ ? &outbound_ : nullptr;
+    net::Readiness ready;
     if (waiterActive()) {
       std::this_thread::sleep_for(kWaiterGrace);
+      ready = net::waitReadableOrFailed(inbound_, watched, net::Deadline::after(std::chrono::milliseconds(0)));
+      if (ready.watchedFailed) reportOutboundError();
       continue;
     }
     try {
-      inbound_.waitReadable(net::Deadline::never());
+      ready = net::waitReadableOrFailed(inbound_, watched, net::Deadline::never());
     } catch (const std::exception&) {
-      // poll() itself failed: let the receive below report the socket's state.
+      ready.readable = true;  // poll() itself failed: let the receive below report the socket's state
     }
-    if (!waiterActive()) receiveAvailable(false);
+    if (ready.watchedFailed) reportOutboundError();
+    if (ready.readable && !waiterActive()) receiveAvailable(false);
   }
   markDone(receiverDone_);
+}
+
+void Connection::reportOutboundError() {
+  outboundWatched_ = false;  // poll() would report it again at once
+  std::optional<net::NetError> error;
+  try {
+    error = outbound_.takeError();
+  } catch (const net::NetError& e) {
+    error = e;
+  }
+  if (!error || error->kind() == net::NetErrorKind::Closed) return;
+  senderFailed(statusOf(*error), error->what() + explainUnacknowledged(*error, peer_.describe(), ackTimeout_), false);
 }
 
 bool Connection::receiveAvailable(bool tryOnly) {
@@ -92,7 +109,8 @@ bool Connection::receiveAvailable(bool tryOnly) {
     if (e.kind() == net::NetErrorKind::Closed)
       fail(PB_ERR_REMOTE, peer_.describe() + " closed the ethernet connection unexpectedly (" + e.what() + ")");
     else
-      fail(PB_ERR_SYSTEM, "ethernet connection to " + peer_.describe() + ": receive failed: " + e.what());
+      fail(statusOf(e), "ethernet connection to " + peer_.describe() + ": receive failed: " + e.what() +
+                            explainUnacknowledged(e, peer_.describe(), ackTimeout_));
   } catch (const std::exception& e) {
     fail(PB_ERR_INTERNAL, "ethernet receiver for " + peer_.describe() + ": " + e.what());
   }
