@@ -425,7 +425,7 @@ void Socket::setUserTimeout(std::chrono::milliseconds timeout) {
   if (setsockopt(fd_, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms)) != 0) throwSys("setsockopt(TCP_USER_TIMEOUT)", errno);
 }
 
-std::optional<NetError> Socket::takeError() {
+std::optional<NetError> Socket::takeError() const {
   int err = 0;
   socklen_t len = sizeof(err);
   if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) throwSys("getsockopt(SO_ERROR)", errno);
@@ -433,17 +433,20 @@ std::optional<NetError> Socket::takeError() {
   return transferError("pending socket error", err);
 }
 
-Readiness waitReadableOrFailed(const Socket& readable, const Socket* watched, Deadline deadline) {
-  // No events asked of `watched`: poll reports POLLERR and POLLHUP anyway.
-  pollfd p[2] = {{readable.fd(), POLLIN, 0}, {watched ? watched->fd() : -1, 0, 0}};
+Readiness waitReadableOrFailed(const Socket& readable, const std::vector<const Socket*>& watched, Deadline deadline) {
+  // No events asked of the watched sockets: poll reports POLLERR and POLLHUP anyway.
+  std::vector<pollfd> p(1 + watched.size());
+  p[0] = {readable.fd(), POLLIN, 0};
+  for (size_t i = 0; i < watched.size(); ++i) p[1 + i] = {watched[i]->fd(), 0, 0};
   for (;;) {
-    int rc = ::poll(p, watched ? 2 : 1, deadline.remainingMs());
+    int rc = ::poll(p.data(), p.size(), deadline.remainingMs());
     if (rc >= 0) break;
     if (errno != EINTR) throwSys("poll", errno);
   }
   Readiness r;
   r.readable = (p[0].revents & (POLLIN | POLLERR | POLLHUP)) != 0;
-  r.watchedFailed = watched && (p[1].revents & (POLLERR | POLLHUP)) != 0;
+  for (size_t i = 0; i < watched.size() && r.failed < 0; ++i)
+    if (p[1 + i].revents & (POLLERR | POLLHUP)) r.failed = static_cast<int>(i);
   return r;
 }
 

@@ -141,7 +141,7 @@ class Socket {
 
   /// The error the kernel recorded on the socket (SO_ERROR, which clears
   /// it), as the NetError a send would have thrown; nullopt when none.
-  std::optional<NetError> takeError();
+  std::optional<NetError> takeError() const;
 
   /// The locally bound address.
   SockAddr localAddress() const;
@@ -171,15 +171,15 @@ class Socket {
 
 /// What waitReadableOrFailed() saw.
 struct Readiness {
-  bool readable = false;       ///< `readable` has bytes (or its end) to read.
-  bool watchedFailed = false;  ///< `watched` has an error or hung up.
+  bool readable = false;  ///< `readable` has bytes (or its end) to read.
+  int failed = -1;        ///< Index in `watched` of a socket with an error or hang-up; -1: none.
 };
 
-/// Waits until `readable` is readable or `watched` (may be null: not
-/// watched) reports an error or hang-up, until the deadline. Lets the
-/// thread that reads one socket notice a failure of the one it only
-/// writes, e.g. data left unacknowledged past the user timeout.
-Readiness waitReadableOrFailed(const Socket& readable, const Socket* watched, Deadline deadline);
+/// Waits until `readable` is readable or one of `watched` reports an error
+/// or hang-up, until the deadline. Lets the thread that reads one socket
+/// notice a failure of those it only writes, e.g. data left unacknowledged
+/// past the user timeout.
+Readiness waitReadableOrFailed(const Socket& readable, const std::vector<const Socket*>& watched, Deadline deadline);
 
 /// "strerror(errno)" with the errno name, for messages.
 std::string errnoText(int err);

@@ -170,10 +170,11 @@ class Connection {
   /// watches the outbound socket, whose error (data unacknowledged past
   /// ack_timeout) no send may be there to meet.
   void receiveLoop();
-  /// Receiver thread: fails the connection with the outbound socket's
-  /// pending error, unless the peer merely closed (the frame stream says
-  /// how); then stops watching it.
-  void reportOutboundError();
+  /// Receiver thread: fails the connection with the pending error of
+  /// outbound socket watched_[i] (the frame stream or a stripe socket),
+  /// unless the peer merely closed (the frame stream says how); then stops
+  /// watching that socket.
+  void reportOutboundError(size_t i);
   /// Records that a caller of proxy_progress is receiving now, if it polls.
   void noteWaiter();
   /// True while a polling caller of proxy_progress called within kWaiterGrace.
@@ -223,7 +224,7 @@ class Connection {
   uint32_t stripeSockets_ = 0;                               // ethernet.stripe_sockets
   size_t stripeBytes_ = SIZE_MAX;                            // ethernet.stripe_bytes
   std::chrono::milliseconds ackTimeout_{0};                  // ethernet.ack_timeout
-  bool outboundWatched_ = true;                              // receiver thread only
+  std::vector<const net::Socket*> watched_;  // outbound sockets the receiver thread watches for errors
   std::thread sender_;
   std::thread receiver_;
   bool connected_ = false;

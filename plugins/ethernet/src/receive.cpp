@@ -56,35 +56,37 @@ void Connection::receiveLoop() {
   // Never contends for rxMu_ with an active waiter: each contended hand-over
   // costs a futex wake-up and, with ranks on every core, a context switch.
   while (!rxEnded_.load(std::memory_order_acquire)) {
-    const net::Socket* watched = outboundWatched_ ? &outbound_ : nullptr;
     net::Readiness ready;
     if (waiterActive()) {
       std::this_thread::sleep_for(kWaiterGrace);
-      ready = net::waitReadableOrFailed(inbound_, watched, net::Deadline::after(std::chrono::milliseconds(0)));
-      if (ready.watchedFailed) reportOutboundError();
+      ready = net::waitReadableOrFailed(inbound_, watched_, net::Deadline::after(std::chrono::milliseconds(0)));
+      if (ready.failed >= 0) reportOutboundError(size_t(ready.failed));
       continue;
     }
     try {
-      ready = net::waitReadableOrFailed(inbound_, watched, net::Deadline::never());
+      ready = net::waitReadableOrFailed(inbound_, watched_, net::Deadline::never());
     } catch (const std::exception&) {
       ready.readable = true;  // poll() itself failed: let the receive below report the socket's state
     }
-    if (ready.watchedFailed) reportOutboundError();
+    if (ready.failed >= 0) reportOutboundError(size_t(ready.failed));
     if (ready.readable && !waiterActive()) receiveAvailable(false);
   }
   markDone(receiverDone_);
 }
 
-void Connection::reportOutboundError() {
-  outboundWatched_ = false;  // poll() would report it again at once
+void Connection::reportOutboundError(size_t i) {
+  const net::Socket* socket = watched_[i];
+  watched_.erase(watched_.begin() + static_cast<std::ptrdiff_t>(i));  // poll() would report it again at once
   std::optional<net::NetError> error;
   try {
-    error = outbound_.takeError();
+    error = socket->takeError();
   } catch (const net::NetError& e) {
     error = e;
   }
   if (!error || error->kind() == net::NetErrorKind::Closed) return;
-  senderFailed(statusOf(*error), error->what() + explainUnacknowledged(*error, peer_.describe(), ackTimeout_), false);
+  const std::string where = socket == &outbound_ ? "" : "stripe socket: ";
+  senderFailed(statusOf(*error),
+               where + error->what() + explainUnacknowledged(*error, peer_.describe(), ackTimeout_), false);
 }
 
 bool Connection::receiveAvailable(bool tryOnly) {

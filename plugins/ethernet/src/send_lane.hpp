@@ -42,6 +42,9 @@ class SendLane {
   uint64_t sentSeq() const { return sentSeq_.load(std::memory_order_acquire); }
   /// The socket error that stopped the lane, if any.
   std::optional<net::NetError> failure() const;
+  /// The lane's socket, for watching it for errors (its descriptor stays
+  /// valid until the lane is destroyed; stop() only shuts it down).
+  const net::Socket& socket() const { return socket_; }
   /// Drops queued pieces, shuts the socket down (waking a blocked send) and
   /// joins the thread. Never throws.
   void stop() noexcept;
