@@ -9,8 +9,8 @@ namespace plugboard {
 namespace {
 
 /// Under ThreadSanitizer plugins stay mapped after dlclose: tools/tsan.sh
-/// ignores the calls libfabric and UCX make (called_from_lib), and TSan
-/// ends the process when a library it matched that way is unloaded.
+/// ignores the calls libfabric makes (called_from_lib), and TSan ends the
+/// process when a library it matched that way is unloaded.
 #if defined(__SANITIZE_THREAD__)
 constexpr int kUnloadFlags = RTLD_NODELETE;
 #else

@@ -167,7 +167,7 @@ class Connection {
 
   /// Receiver thread body: waits for bytes and applies them until the end,
   /// keeping out of the way while callers of proxy_progress receive; also
-  /// watches the outbound socket, whose error (data unacknowledged past
+  /// watches the outbound sockets, whose error (data unacknowledged past
   /// ack_timeout) no send may be there to meet.
   void receiveLoop();
   /// Receiver thread: fails the connection with the pending error of
