@@ -32,9 +32,14 @@ namespace {
 NetError transferError(const char* call, int err) {
   if (err == EPIPE || err == ECONNRESET)
     return NetError(NetErrorKind::Closed, "connection closed by peer (" + errnoText(err) + ")");
-  if (err == ETIMEDOUT)
-    return NetError(NetErrorKind::Unacknowledged, std::string(call) + ": sent data went unacknowledged past the "
-                                                  "socket's user timeout (" + errnoText(err) + ")");
+  // On an established connection the kernel keeps routing and ICMP errors
+  // as soft errors and reports the last one instead of ETIMEDOUT when the
+  // retransmissions give up: a local link taken down ends in EHOSTUNREACH
+  // or ENETUNREACH, not ETIMEDOUT.
+  if (err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH || err == EHOSTDOWN || err == ENETDOWN)
+    return NetError(NetErrorKind::Unacknowledged,
+                    std::string(call) + ": sent data went unacknowledged past the socket's user timeout (" +
+                        (err == ETIMEDOUT ? "" : "its last retransmission met: ") + errnoText(err) + ")");
   return NetError(NetErrorKind::System, std::string(call) + ": " + errnoText(err));
 }
 

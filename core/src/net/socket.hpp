@@ -19,8 +19,9 @@ namespace plugboard::net {
 
 /// What went wrong in a socket operation. Unacknowledged: the kernel gave
 /// up on a connection whose data the peer did not acknowledge within the
-/// socket's user timeout (setUserTimeout; ETIMEDOUT): the link or the
-/// peer's host is down, though nothing said so.
+/// socket's user timeout (setUserTimeout; ETIMEDOUT, or the routing error
+/// the retransmissions last met: EHOSTUNREACH, ENETUNREACH, EHOSTDOWN,
+/// ENETDOWN): the link or the peer's host is down, though nothing said so.
 enum class NetErrorKind { Timeout, Closed, System, Invalid, Unacknowledged };
 
 /// Error thrown by every function here; callers map it to their own errors.
@@ -125,18 +126,20 @@ class Socket {
   bool waitWritable(Deadline deadline);
   /// Sends every byte of the count buffers in iov (one sendmsg per wakeup,
   /// no copy), waiting for buffer space until the deadline. Throws Closed on
-  /// EPIPE/ECONNRESET, Unacknowledged on ETIMEDOUT,
-  /// Timeout at the deadline.
+  /// EPIPE/ECONNRESET, Unacknowledged when
+  /// unacknowledged data timed out, Timeout at the deadline.
   void sendAllV(const iovec* iov, size_t count, Deadline deadline);
   /// Non-blocking send: bytes accepted now (0 when the buffer is full).
-  /// Throws Closed on EPIPE/ECONNRESET, Unacknowledged on ETIMEDOUT.
+  /// Throws Closed on EPIPE/ECONNRESET, Unacknowledged when unacknowledged
+  /// data timed out.
   size_t sendSome(const void* data, size_t size);
   /// Non-blocking gather send (one sendmsg): bytes accepted now, 0 when the
-  /// buffer is full. Throws Closed on EPIPE/ECONNRESET, Unacknowledged on
-  /// ETIMEDOUT.
+  /// buffer is full. Throws Closed on EPIPE/ECONNRESET, Unacknowledged when
+  /// unacknowledged data timed out.
   size_t sendSomeV(const iovec* iov, size_t count);
   /// Non-blocking receive: bytes read now (0 when none are pending). Throws
-  /// Closed on orderly shutdown or reset, Unacknowledged on ETIMEDOUT.
+  /// Closed on orderly shutdown or reset, Unacknowledged when
+  /// unacknowledged data timed out.
   size_t recvSome(void* data, size_t size);
 
   /// The error the kernel recorded on the socket (SO_ERROR, which clears

@@ -175,6 +175,11 @@ class Connection {
   /// unless the peer merely closed (the frame stream says how); then stops
   /// watching that socket.
   void reportOutboundError(size_t i);
+  /// Polls the inbound socket and the watched outbound ones until the
+  /// deadline, reports a failed outbound socket, and says whether the
+  /// inbound one is readable (true too when poll() itself failed, so that
+  /// the receive reports the socket's state). Receiver thread only.
+  bool pollSockets(net::Deadline deadline);
   /// Records that a caller of proxy_progress is receiving now, if it polls.
   void noteWaiter();
   /// True while a polling caller of proxy_progress called within kWaiterGrace.

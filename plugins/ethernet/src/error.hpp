@@ -20,6 +20,12 @@ class Error : public transport_cxx::Failure {
   using Failure::Failure;
 };
 
+/// Why a write stopped landing when its region went away under it: this
+/// rank's doing (a region freed while a call using it still ran, often
+/// after that call failed), not the peer's.
+inline constexpr const char* kDeregisteredMidWrite =
+    "this rank deregistered the region while its payload arrived (freed while a call using it still ran?)";
+
 /// The status of a socket error on a connection: the peer's
 /// (PB_ERR_REMOTE) when it closed or stopped acknowledging, else this host's.
 inline pb_status statusOf(const net::NetError& e) {

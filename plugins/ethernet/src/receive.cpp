@@ -56,22 +56,25 @@ void Connection::receiveLoop() {
   // Never contends for rxMu_ with an active waiter: each contended hand-over
   // costs a futex wake-up and, with ranks on every core, a context switch.
   while (!rxEnded_.load(std::memory_order_acquire)) {
-    net::Readiness ready;
     if (waiterActive()) {
       std::this_thread::sleep_for(kWaiterGrace);
-      ready = net::waitReadableOrFailed(inbound_, watched_, net::Deadline::after(std::chrono::milliseconds(0)));
-      if (ready.failed >= 0) reportOutboundError(size_t(ready.failed));
+      pollSockets(net::Deadline::after(std::chrono::milliseconds(0)));  // the waiter receives; watch for failures
       continue;
     }
-    try {
-      ready = net::waitReadableOrFailed(inbound_, watched_, net::Deadline::never());
-    } catch (const std::exception&) {
-      ready.readable = true;  // poll() itself failed: let the receive below report the socket's state
-    }
-    if (ready.failed >= 0) reportOutboundError(size_t(ready.failed));
-    if (ready.readable && !waiterActive()) receiveAvailable(false);
+    if (pollSockets(net::Deadline::never()) && !waiterActive()) receiveAvailable(false);
   }
   markDone(receiverDone_);
+}
+
+bool Connection::pollSockets(net::Deadline deadline) {
+  net::Readiness ready;
+  try {
+    ready = net::waitReadableOrFailed(inbound_, watched_, deadline);
+  } catch (const std::exception&) {
+    ready.readable = true;  // poll() itself failed: let the receive report the socket's state
+  }
+  if (ready.failed >= 0) reportOutboundError(size_t(ready.failed));
+  return ready.readable;
 }
 
 void Connection::reportOutboundError(size_t i) {
@@ -148,8 +151,9 @@ Connection::RxStep Connection::receivePayload() {
   // Pinned for this step only: deregister_memory() never waits on a stalled peer.
   auto pin = ctx_.regions().pin(r.header.region, r.header.key);
   if (!pin.get())
-    badMessage("write of " + std::to_string(r.header.length) + " bytes to region " + std::to_string(r.header.region) +
-               " was cut short: the region was deregistered while its payload arrived");
+    throw Error(PB_ERR_INVALID, "write of " + std::to_string(r.header.length) + " bytes from " + peer_.describe() +
+                                    " to region " + std::to_string(r.header.region) + " was cut short: " +
+                                    kDeregisteredMidWrite);
   char* dst = pin.get()->base + r.header.offset + r.done;
   const size_t left = r.header.length - r.done;
   size_t n = std::min(left, r.end - r.begin);

@@ -111,8 +111,9 @@ void ReceiveLane::receivePayload(const wire::FrameHeader& h, wire::PieceRange ra
     // Pinned for one read only: deregister_memory() never waits on a stalled peer.
     auto pin = regions_.pin(h.region, h.key);
     if (!pin.get())
-      bad("piece of a write to region " + std::to_string(h.region) +
-          " was cut short: the region was deregistered while it arrived");
+      throw Error(PB_ERR_INVALID, "piece of a write from " + peer_ + " on ethernet stripe socket " +
+                                      std::to_string(index_ + 1) + " to region " + std::to_string(h.region) +
+                                      " was cut short: " + kDeregisteredMidWrite);
     done += socket_.recvSome(pin.get()->base + range.offset + done, range.length - done);
   }
 }
