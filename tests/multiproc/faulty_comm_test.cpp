@@ -201,15 +201,84 @@ TEST(FaultyTransport, FailoverMovesAFailedPairToTheNextTransportAndTheCallsGoOn)
   }));
 }
 
+// Every rank's faulty connections fail for good from its 200th operation
+// on, so at 4 ranks each rank fails over several pairs at once, each pair
+// from both ends, in whatever order the failures show: the failovers of
+// one rank never wait on each other (a rank that handled its pairs one at
+// a time could wait on a peer busy with another pair that waits on it),
+// and the calls complete with correct results.
+TEST(FaultyTransport, FailoverOfEveryPairAtOnceCompletesOnEveryRank) {
+  SKIP_WITHOUT_FAULTY();
+  expectAllPassed(runRanks(4, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "fail_op"}, {"after", "200"}, {"count", "0"}});
+    setenv("PLUGBOARD_TRANSPORTS", "faulty,ethernet", 1);
+    setenv("PLUGBOARD_TIMEOUT", "20", 1);
+    setenv("PLUGBOARD_HOST_CHUNK_BYTES", "4096", 1);
+    const std::string yaml = "/tmp/plugboard-failover-all-" + std::to_string(getpid()) + ".yaml";
+    std::ofstream(yaml) << "failover: true\nrules:\n  - peers: any\n    use: [faulty, ethernet]\n";
+    setenv("PLUGBOARD_CONFIG", yaml.c_str(), 1);
+    Communicator comm(loopbackBootstrap(rank, n, id));
+    HostCollectives hc(comm);
+    allReduceRounds(hc, 6);
+    std::vector<int32_t> mine(5000, rank), all(5000 * n, -1);
+    hc.allGather(mine.data(), all.data(), mine.size(), DataType::Int32);
+    for (size_t i = 0; i < all.size(); ++i)
+      if (all[i] != static_cast<int32_t>(i / mine.size())) throw std::runtime_error("allgather after failover is wrong");
+    int moved = 0;
+    for (int p = 0; p < n; ++p)
+      if (p != rank && comm.transportFor(p) == "ethernet") ++moved;
+    if (moved < 2) throw std::runtime_error("rank " + std::to_string(rank) + ": only " + std::to_string(moved) +
+                                            " pair(s) moved to ethernet");
+    std::remove(yaml.c_str());
+  }));
+}
+
+// Communicator::failover called by both ranks of a healthy pair (a user
+// moving their own channel on): the pair moves to the rule's next
+// transport, a write and signal go over the new connection, and a second
+// failover, with no transport left, ends in an error naming the pair.
+TEST(FaultyTransport, FailoverCalledByBothRanksMovesThePairAndItsWritesLand) {
+  SKIP_WITHOUT_FAULTY();
+  expectAllPassed(runRanks(2, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useFaulty({});
+    setenv("PLUGBOARD_TRANSPORTS", "faulty,ethernet", 1);
+    const std::string yaml = "/tmp/plugboard-failover-api-" + std::to_string(getpid()) + ".yaml";
+    std::ofstream(yaml) << "failover: true\nrules:\n  - peers: any\n    use: [faulty, ethernet]\n";
+    setenv("PLUGBOARD_CONFIG", yaml.c_str(), 1);
+    Communicator comm(loopbackBootstrap(rank, n, id));
+    std::remove(yaml.c_str());
+    const int peer = 1 - rank;
+    comm.connectAll();
+    if (comm.transportFor(peer) != "faulty") throw std::runtime_error("the pair did not start on faulty");
+    std::shared_ptr<Connection> conn = comm.failover(peer);
+    if (conn->transport() != "ethernet" || comm.transportFor(peer) != "ethernet")
+      throw std::runtime_error("after failover the pair is on " + comm.transportFor(peer));
+    std::vector<uint64_t> landing(8, 0), mine(8, 100 + rank);
+    RegisteredMemory landingMem = comm.registerMemory(landing.data(), 64), mineMem = comm.registerMemory(mine.data(), 64);
+    comm.sendMemory(landingMem, peer);
+    RemoteMemory peerLanding = comm.recvMemory(peer);
+    Host2HostSemaphore sem(comm, conn);
+    sem.writeAndSignal(peerLanding, 0, mineMem, 0, 64);
+    sem.wait();
+    for (uint64_t v : landing)
+      if (v != uint64_t(100 + peer)) throw std::runtime_error("landed " + std::to_string(v));
+    conn->flush();
+    comm.bootstrap().barrier();
+    requireError([&] { comm.failover(peer); }, ErrorCode::Remote,
+                 {"ethernet failed", "no other transport can take the pair"});
+  }));
+}
+
 // Without a transport left, the failed pair's error names the pair and
-// says so; nothing hangs.
+// says so on both ranks at once (rank 0 learns from rank 1's failover
+// message, not by its timeout); nothing hangs.
 TEST(FaultyTransport, FailoverWithNoTransportLeftEndsInANamedError) {
   SKIP_WITHOUT_FAULTY();
   expectAllPassed(runRanks(2, kTestTimeout, [](int rank, int n, const UniqueId& id) {
     useFaulty({{"fault", "fail_op"}, {"ranks", "1"}, {"after", "20"}});
     setenv("PLUGBOARD_FAILOVER", "true", 1);
     if (rank == 1) expectFailureNaming(rank, n, id, {"no other transport can take the pair", "faulty"});
-    else expectFailureNaming(rank, n, id, {"rank 1"});
+    else expectFailureNaming(rank, n, id, {"rank 1", "no other transport can take the pair"});  // at once, not by timeout
   }));
 }
 

@@ -15,8 +15,8 @@
 # on; ranks disagreeing on the rank count both fail naming both counts;
 # the root's port taken by another process is named; a decoy interface is
 # skipped by the ifname filter; with failover on, the link cut
-# mid-allreduce moves the pair to libfabric on a second link and the job
-# completes; without, the cut ends every rank's call by the timeout,
+# mid-allreduce moves the cross-host pairs (2 ranks, then 4 ranks two a
+# host) to libfabric on a second link and the job completes; without, the cut ends every rank's call by the timeout,
 # naming the peer. Exits 77 (skipped) where network namespaces cannot be
 # made (not root, no iproute2, no permission). Every process is bounded by
 # `timeout`, and the namespaces are removed on exit.
@@ -217,14 +217,47 @@ wait "${pids[0]}" 2> /dev/null
 IFNAME="^$decoy,lo" run_case "allreduce with a decoy interface skipped by ifname" 2 -C allreduce -b 7 -e 300007 -f 31 -n 3 -w 1 -c 1
 ip -n "$ns_a" link del "${decoy}a"
 
-# The link cut mid-allreduce with failover on: ethernet carries the pair on
-# the data link (with 2 stripe sockets from 64 KiB, so pieces travel on
-# their own sockets too), the bootstrap and libfabric (tcp) a second,
-# control link. With nothing acknowledged on the data link for
-# ethernet.ack_timeout (2 s) the ethernet connection fails, both ranks move
-# the pair to libfabric, and every size after the cut still comes out
-# right. (With 4 ranks, two a host, a CI run once lost a rank during the
-# pairwise failovers: docs/reliability.md.)
+# The link cut mid-allreduce with failover on: ethernet carries every pair
+# (cross-host pairs on the data link, with 2 stripe sockets from 64 KiB so
+# pieces travel on their own sockets too; same-host pairs on lo), the
+# bootstrap and libfabric (tcp) a second, control link. With nothing
+# acknowledged on the data link for ethernet.ack_timeout (2 s) the
+# cross-host connections fail, those pairs move to libfabric, same-host
+# pairs stay on ethernet, and every size after the cut still comes out
+# right. With 4 ranks, two a host, each rank moves two pairs at once.
+# cut_with_failover NRANKS IFNAME ITERS (calls a size: the sweep must
+# outlast the cut, or no pair moves and the case fails)
+cut_with_failover() {
+  local nranks=$1 ifname=$2 iters=$3 r last=$(($1 - 1))
+  port=$((port + 1))
+  pids=()
+  for ((r = 0; r < nranks; r++)); do
+    CONTROL=$ctl ROOT=$ctl_net.1 TRANSPORTS=ethernet,libfabric IFNAME="$ifname" \
+      EXTRA_ENV="PLUGBOARD_FAILOVER=1 PLUGBOARD_ETHERNET_ACK_TIMEOUT=2 PLUGBOARD_ETHERNET_STRIPE_SOCKETS=2 PLUGBOARD_ETHERNET_STRIPE_BYTES=65536" \
+      start "$r" "$nranks" -C allreduce -b 256K -e 8M -f 2 -n "$iters" -w 1 -c 1
+  done
+  sleep 1.5
+  ip -n "$ns_a" link set "$link_a" down
+  local begin bad=0 took name="link cut mid-allreduce with failover, $nranks ranks"
+  begin=$(date +%s)
+  for ((r = 0; r < nranks; r++)); do wait "${pids[$r]}" || bad=1; done
+  took=$(( $(date +%s) - begin ))
+  if [ $bad -ne 0 ] || ! grep -q "Out of bounds values : 0 OK" "$logs/0.log"; then
+    fail "$name"; tail -n 5 "$logs"/[0-$last].log
+  else
+    echo "ok: $name: finished $took s after the cut"
+  fi
+  for ((r = 0; r < nranks; r++)); do
+    local moved
+    moved=$(grep -c "failing over to libfabric" "$logs/$r.log")
+    [ "$moved" -eq $((nranks / 2)) ] ||
+      { fail "$name: rank $r moved $moved pairs to libfabric, not $((nranks / 2))"; grep "WARN" "$logs/$r.log" | cut -c1-300; }
+  done
+  grep -q "ethernet.ack_timeout is 2.0 s: the link to rank" "$logs"/[0-$last].log ||
+    { fail "$name: no rank said the data link went unacknowledged"; grep -h "WARN" "$logs"/[0-$last].log | cut -c1-300; }
+  echo "  $(cat "$logs"/[0-$last].log | grep -m1 "ack_timeout is" | cut -c1-300)"
+  ip -n "$ns_a" link set "$link_a" up
+}
 libfabric_plugin=$(dirname "$perf")/../lib/plugboard/libplugboard-libfabric.so
 if [ -f "$libfabric_plugin" ]; then
   ctl=c$$
@@ -233,31 +266,8 @@ if [ -f "$libfabric_plugin" ]; then
     ip link set "${ctl}b" netns "$ns_b" && ip -n "$ns_a" addr add "$ctl_net.1/24" dev "${ctl}a" &&
     ip -n "$ns_b" addr add "$ctl_net.2/24" dev "${ctl}b" && ip -n "$ns_a" link set "${ctl}a" up &&
     ip -n "$ns_b" link set "${ctl}b" up || fail "setting up the control link"
-  port=$((port + 1))
-  pids=()
-  for r in 0 1; do
-    CONTROL=$ctl ROOT=$ctl_net.1 TRANSPORTS=ethernet,libfabric IFNAME="=$link_a,$link_b" \
-      EXTRA_ENV="PLUGBOARD_FAILOVER=1 PLUGBOARD_ETHERNET_ACK_TIMEOUT=2 PLUGBOARD_ETHERNET_STRIPE_SOCKETS=2 PLUGBOARD_ETHERNET_STRIPE_BYTES=65536" \
-      start "$r" 2 -C allreduce -b 256K -e 8M -f 2 -n 200 -w 1 -c 1
-  done
-  sleep 1.5
-  ip -n "$ns_a" link set "$link_a" down
-  begin=$(date +%s)
-  bad=0
-  for r in 0 1; do wait "${pids[$r]}" || bad=1; done
-  took=$(( $(date +%s) - begin ))
-  if [ $bad -ne 0 ] || ! grep -q "Out of bounds values : 0 OK" "$logs/0.log"; then
-    fail "link cut mid-allreduce with failover"; tail -n 5 "$logs"/[01].log
-  else
-    echo "ok: link cut mid-allreduce with failover: finished $took s after the cut"
-  fi
-  for r in 0 1; do
-    grep -q "failing over to libfabric" "$logs/$r.log" || { fail "rank $r did not fail over to libfabric"; tail -n 5 "$logs/$r.log"; }
-  done
-  grep -q "ethernet.ack_timeout is 2.0 s: the link to rank" "$logs"/[01].log ||
-    fail "no rank said the data link went unacknowledged"
-  echo "  $(cat "$logs"/[01].log | grep -m1 "ack_timeout is" | cut -c1-300)"
-  ip -n "$ns_a" link set "$link_a" up
+  cut_with_failover 2 "=$link_a,$link_b" 200
+  cut_with_failover 4 "=lo,$link_a,$link_b" 60
   ip -n "$ns_a" link del "${ctl}a"
 else
   echo "skipped: link cut with failover (no libfabric plugin in this build: $libfabric_plugin)"

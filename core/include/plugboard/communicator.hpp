@@ -141,8 +141,46 @@ class Connection {
  private:
   friend class Communicator;
   friend class Host2HostSemaphore;
+  friend class PendingFailover;
   explicit Connection(std::shared_ptr<ConnectionImpl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<ConnectionImpl> impl_;
+};
+
+/// One pair's failover in steps that never wait on the peer
+/// (Communicator::beginFailover): a rank moving several pairs at once
+/// drives them all together, so no two ranks can each wait on a pair the
+/// other handles later. The failed connection is closed already (so the
+/// peer notices); the next transport's connection is started. Hand
+/// address() to the peer by any route, then step() with the peer's until
+/// it returns the connection. Destroying it unfinished closes the new
+/// connection.
+class PendingFailover {
+ public:
+  ~PendingFailover();
+  PendingFailover(const PendingFailover&) = delete;
+  PendingFailover& operator=(const PendingFailover&) = delete;
+
+  /// The transport given up ("ethernet").
+  const std::string& failedTransport() const { return failed_; }
+  /// The transport taken next ("libfabric").
+  const std::string& nextTransport() const;
+  /// This side's address on the next transport, for the peer's step().
+  const std::vector<char>& address() const { return address_; }
+  /// Drives the next transport's connect once with the peer's address();
+  /// once up, installs the connection as the pair's and returns it (every
+  /// later call returns it too); null while not up. Throws the transport's
+  /// error naming the pair.
+  std::shared_ptr<Connection> step(const std::vector<char>& peerAddress);
+
+ private:
+  friend class Communicator;
+  PendingFailover(Communicator& comm, std::shared_ptr<ConnectionImpl> conn, std::string failed,
+                  std::vector<char> address);
+  Communicator& comm_;
+  std::shared_ptr<ConnectionImpl> conn_;
+  std::string failed_;
+  std::vector<char> address_;
+  std::shared_ptr<Connection> done_;
 };
 
 /// Communicator of nranks processes. Construction is collective: every rank
@@ -193,6 +231,11 @@ class Communicator {
   /// left. Memory registered before stays registered (registrations cover
   /// every loaded transport); peers' descriptors must be imported again.
   std::shared_ptr<Connection> failover(int peer, MemoryKind kind = MemoryKind::Host);
+  /// failover() for host memory, in steps that never wait on the peer
+  /// (PendingFailover): for code that fails over several pairs at once.
+  /// Throws as failover() does, and Error(InvalidUsage) for a pair whose
+  /// memory is staged (failover() handles those).
+  std::unique_ptr<PendingFailover> beginFailover(int peer, MemoryKind kind = MemoryKind::Host);
   /// The established connection for `kind` memory to peer; throws
   /// Error(InvalidUsage) if none.
   std::shared_ptr<Connection> connection(int peer, MemoryKind kind = MemoryKind::Host) const;
@@ -245,6 +288,7 @@ class Communicator {
 
  private:
   friend class Host2HostSemaphore;
+  friend class PendingFailover;
   friend class Device2DeviceSemaphore;
   friend class PortChannelService;
   friend class GpuCollectives;  // its set-up exchanges scratch descriptors under an internal tag
@@ -262,6 +306,19 @@ class Host2HostSemaphore {
   /// Collective with the peer, which must construct its own at the same
   /// point: exchanges the counters' descriptors over the bootstrap.
   Host2HostSemaphore(Communicator& comm, std::shared_ptr<Connection> connection);
+  /// This side's half, made before the connection or the peer's half
+  /// exists (PeerLink's failover sends it with everything else at once):
+  /// the inbound counter, registered with every loaded transport.
+  struct Half {
+    std::unique_ptr<uint64_t> counter;  ///< Written by the transport.
+    RegisteredMemory memory;            ///< Its registration; serializeMemory() it for the peer.
+  };
+  /// Registers a new counter.
+  static Half prepare(Communicator& comm);
+  /// Completes `half` with the descriptor of the peer's half (from its
+  /// serializeMemory), imported on connection. Never waits.
+  Host2HostSemaphore(Communicator& comm, std::shared_ptr<Connection> connection, Half half,
+                     const std::vector<char>& peerCounter);
   ~Host2HostSemaphore();
   Host2HostSemaphore(const Host2HostSemaphore&) = delete;
   Host2HostSemaphore& operator=(const Host2HostSemaphore&) = delete;

@@ -1,6 +1,7 @@
 #include "collectives/exchange.hpp"
 
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "collectives/collective_kind.hpp"
@@ -223,23 +224,43 @@ void exchangeLoop(Communicator& comm, std::vector<SendJob>& sends, std::vector<R
   }
 }
 
-/// Moves every link of the jobs whose connection failed onto the pair's
-/// next transport (PeerLink::failover); false when none had failed (the
-/// error is another one) or on abort.
+/// Moves every link of the jobs whose connection failed, or whose peer
+/// asks, onto the pair's next transport (PeerLink::beginFailover), driving
+/// all of them at once until none is under way: no rank waits on one peer
+/// while that peer waits on another (with two hosts of two ranks each, a
+/// rank handling its pairs one at a time could wait in a cycle). False
+/// when no link failed (the error is another one) or on abort.
 bool failOverLinks(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, const Error& e) {
   if (e.code() == ErrorCode::Aborted || comm.aborted()) return false;
-  std::set<PeerLink*> used;
-  for (auto& s : sends) used.insert(s.link);
-  for (auto& r : recvs) used.insert(r.link);
+  std::map<int, PeerLink*> used;
+  for (auto& s : sends) used[s.link->peer()] = s.link;
+  for (auto& r : recvs) used[r.link->peer()] = r.link;
   bool any = false;
-  for (PeerLink* l : used) {
-    if (!l->connectionFailed() && !l->failoverAsked(comm)) continue;
-    PB_LOG(Warn, "COLL", "rank " << comm.rank() << ": " << e.what() << "; moving the link to " << l->describePeer()
-                                 << " to another transport (failover)");
-    l->failover(comm);
-    any = true;
+  Backoff backoff(comm.defaultTimeout());
+  for (;;) {
+    bool underWay = false;
+    for (auto& [peer, l] : used) {
+      if (!l->failingOver() && (l->connectionFailed() || l->failoverAsked(comm))) {
+        PB_LOG(Warn, "COLL", "rank " << comm.rank() << ": " << e.what() << "; moving the link to "
+                                     << l->describePeer() << " to another transport (failover)");
+        l->beginFailover(comm);
+        any = true;
+      }
+      if (l->failingOver() && !l->stepFailover(comm)) underWay = true;
+    }
+    if (!underWay) return any;
+    if (comm.aborted())
+      throw Error(ErrorCode::Aborted, "rank " + std::to_string(comm.rank()) +
+                                          ": the communicator was aborted (Communicator::abort) during a failover");
+    if (backoff.expired()) {
+      std::string waiting;
+      for (auto& [peer, l] : used)
+        if (l->failingOver()) waiting += "\n  " + l->describePeer() + ": " + l->failoverState();
+      throw Error(ErrorCode::Timeout, "rank " + std::to_string(comm.rank()) + ": failover made no progress for " +
+                                          backoff.elapsedText() + "; still moving the links to:" + waiting);
+    }
+    backoff.pause();
   }
-  return any;
 }
 
 }  // namespace

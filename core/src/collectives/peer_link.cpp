@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <cstring>
 
+#include "communicator/wire.hpp"
 #include "plugboard/logger.hpp"
 
 namespace plugboard {
 namespace {
 
-/// Bootstrap / sendMemory tags of failover number f of a link are
-/// kFailoverTag + 4 f + {0: request, 1: inbox descriptor, 2: resume
-/// record}: Plugboard's own range (>= 2^29), above the links' tag.
+/// Bootstrap tags of failover number f of a link are kFailoverTag + 4 f +
+/// {0: the one message each side sends}: Plugboard's own range (>= 2^29),
+/// above the links' tag.
 constexpr int kFailoverTag = (1 << 29) + 0x1000;
 int failoverTag(int failover, int what) { return kFailoverTag + 4 * failover + what; }
 
@@ -110,48 +111,114 @@ bool PeerLink::failoverAsked(Communicator& comm) const {
   return comm.bootstrap().poll(peer_, failoverTag(failovers_ + 1, 0));
 }
 
-void PeerLink::failover(Communicator& comm) {
-  const uint64_t landed = arrived();  // whole: a chunk's signal lands after its data
-  const uint64_t knownConsumed = credits();
-  const int f = ++failovers_;  // both ends count their failovers alike
-  const std::string failed = conn_->transport();
-  comm.bootstrap().send(failed.data(), failed.size(), peer_, failoverTag(f, 0));
-  const std::vector<char> asked = comm.bootstrap().recv(peer_, failoverTag(f, 0));
-  if (std::string(asked.begin(), asked.end()) != failed)
-    throw Error(ErrorCode::Remote, "failover with " + description_ + ": it moves the link off " +
-                                       std::string(asked.begin(), asked.end()) + ", this rank off " + failed);
-  conn_ = comm.failover(peer_, MemoryKind::Host);
-  description_ = "rank " + std::to_string(peer_) + " (host " + comm.hostOf(peer_) + ", " + conn_->transport() + ")";
-  comm.sendMemory(inboxMem_, peer_, failoverTag(f, 1));
-  peerInbox_ = comm.recvMemory(peer_, failoverTag(f, 1));
-  data_ = std::make_unique<Host2HostSemaphore>(comm, conn_);
-  free_ = std::make_unique<Host2HostSemaphore>(comm, conn_);
-  const uint64_t mine[2] = {landed, received_};
-  comm.bootstrap().send(mine, sizeof(mine), peer_, failoverTag(f, 2));
-  const std::vector<char> got = comm.bootstrap().recv(peer_, failoverTag(f, 2));
-  uint64_t theirs[2] = {0, 0};
-  if (got.size() != sizeof(theirs))
-    throw Error(ErrorCode::Remote, "failover with " + description_ + ": its resume record has " +
-                                       std::to_string(got.size()) + " bytes, not " + std::to_string(sizeof(theirs)));
-  std::memcpy(theirs, got.data(), sizeof(theirs));
-  const uint64_t peerLanded = theirs[0], peerConsumed = theirs[1];
-  if (peerConsumed > peerLanded || peerLanded > sent_ || sent_ - peerLanded > slots_ || peerConsumed < knownConsumed)
-    throw Error(ErrorCode::Remote, "failover with " + description_ + ": it reports " + std::to_string(peerLanded) +
-                                       " of this rank's chunks landed and " + std::to_string(peerConsumed) +
+/// A failover under way: what this side sent, and the peer's message once there.
+struct PeerLink::Failover {
+  int number = 0;  // both ends count their failovers alike
+  uint64_t landed = 0, knownConsumed = 0;
+  std::unique_ptr<PendingFailover> pending;
+  Host2HostSemaphore::Half data, free;
+  bool heard = false;  // the peer's message arrived; what follows is from it
+  std::vector<char> peerAddress, peerInbox, peerData, peerFree;
+  uint64_t peerLanded = 0, peerConsumed = 0;
+};
+
+void PeerLink::beginFailover(Communicator& comm) {
+  auto f = std::make_unique<Failover>();
+  f->number = ++failovers_;
+  f->landed = arrived();  // whole: a chunk's signal lands after its data
+  f->knownConsumed = credits();
+  try {
+    f->pending = comm.beginFailover(peer_, MemoryKind::Host);
+  } catch (const Error&) {
+    // No transport left (or failover off): the message's arrival still
+    // tells the peer, whose own attempt then fails alike at once instead
+    // of at its timeout.
+    BlobWriter w;
+    w.str(conn_->transport());
+    w.str("");
+    comm.bootstrap().send(w.data().data(), w.data().size(), peer_, failoverTag(f->number, 0));
+    throw;
+  }
+  f->data = Host2HostSemaphore::prepare(comm);
+  f->free = Host2HostSemaphore::prepare(comm);
+  BlobWriter w;
+  auto blob = [&w](const std::vector<char>& b) { w.bytes(b.data(), b.size()); };
+  w.str(f->pending->failedTransport());
+  w.str(f->pending->nextTransport());
+  blob(f->pending->address());
+  blob(comm.serializeMemory(inboxMem_));
+  blob(comm.serializeMemory(f->data.memory));
+  blob(comm.serializeMemory(f->free.memory));
+  w.u64(f->landed);
+  w.u64(received_);
+  comm.bootstrap().send(w.data().data(), w.data().size(), peer_, failoverTag(f->number, 0));
+  failover_ = std::move(f);
+}
+
+bool PeerLink::stepFailover(Communicator& comm) {
+  Failover& f = *failover_;
+  if (!f.heard) {
+    if (!comm.bootstrap().poll(peer_, failoverTag(f.number, 0))) return false;
+    readPeerFailover(comm.bootstrap().recv(peer_, failoverTag(f.number, 0)));
+    f.heard = true;
+  }
+  std::shared_ptr<Connection> conn = f.pending->step(f.peerAddress);
+  if (!conn) return false;
+  finishFailover(comm, std::move(conn));
+  failover_.reset();
+  return true;
+}
+
+std::string PeerLink::failoverState() const {
+  if (!failover_) return "not failing over";
+  if (!failover_->heard) return "its failover message has not arrived";
+  return "connecting over " + failover_->pending->nextTransport();
+}
+
+void PeerLink::readPeerFailover(const std::vector<char>& message) {
+  Failover& f = *failover_;
+  BlobReader r(message, description_);
+  const std::string failed = r.str(), next = r.str();
+  f.peerAddress = r.bytes();
+  f.peerInbox = r.bytes();
+  f.peerData = r.bytes();
+  f.peerFree = r.bytes();
+  f.peerLanded = r.u64();
+  f.peerConsumed = r.u64();
+  if (!r.done()) throw Error(ErrorCode::Remote, "failover with " + description_ + ": its message has trailing bytes");
+  if (next.empty())
+    throw Error(ErrorCode::Remote, "failover with " + description_ + ": it has no transport left for the pair");
+  if (failed != f.pending->failedTransport() || next != f.pending->nextTransport())
+    throw Error(ErrorCode::Remote, "failover with " + description_ + ": it moves the link from " + failed + " to " +
+                                       next + ", this rank from " + f.pending->failedTransport() + " to " +
+                                       f.pending->nextTransport());
+  if (f.peerConsumed > f.peerLanded || f.peerLanded > sent_ || sent_ - f.peerLanded > slots_ ||
+      f.peerConsumed < f.knownConsumed)
+    throw Error(ErrorCode::Remote, "failover with " + description_ + ": it reports " + std::to_string(f.peerLanded) +
+                                       " of this rank's chunks landed and " + std::to_string(f.peerConsumed) +
                                        " consumed, but " + std::to_string(sent_) + " were sent and " +
-                                       std::to_string(knownConsumed) + " known consumed");
-  dataBase_ = landed;  // the peer resends from there: the new counter counts on from it
-  freeBase_ = peerConsumed;
-  peerCredits_ = std::max(peerCredits_, peerConsumed);
+                                       std::to_string(f.knownConsumed) + " known consumed");
+}
+
+void PeerLink::finishFailover(Communicator& comm, std::shared_ptr<Connection> conn) {
+  Failover& f = *failover_;
+  conn_ = std::move(conn);
+  description_ = "rank " + std::to_string(peer_) + " (host " + comm.hostOf(peer_) + ", " + conn_->transport() + ")";
+  peerInbox_ = comm.deserializeMemory(f.peerInbox, peer_);
+  data_ = std::make_unique<Host2HostSemaphore>(comm, conn_, std::move(f.data), f.peerData);
+  free_ = std::make_unique<Host2HostSemaphore>(comm, conn_, std::move(f.free), f.peerFree);
+  dataBase_ = f.landed;  // the peer resends from there: the new counter counts on from it
+  freeBase_ = f.peerConsumed;
+  peerCredits_ = std::max(peerCredits_, f.peerConsumed);
   signalled_ = returned_ = received_;  // the peer's new credit count starts at our consumed count
   std::fill(slotPostedSeq_.begin(), slotPostedSeq_.end(), 0);
-  for (uint64_t k = peerLanded; k < sent_; ++k) {
+  for (uint64_t k = f.peerLanded; k < sent_; ++k) {
     const size_t offset = (k % slots_) * stride();
     data_->writeAndSignal(peerInbox_, offset, outboxMem_, offset, slotBytes_[k % slots_]);
     slotPostedSeq_[k % slots_] = conn_->posted();
   }
-  PB_LOG(Info, "COLL", "link to " << description_ << " resumed after failover: resent " << (sent_ - peerLanded)
-                                  << " chunk(s), " << (landed - received_) << " landed here unconsumed");
+  PB_LOG(Info, "COLL", "link to " << description_ << " resumed after failover: resent " << (sent_ - f.peerLanded)
+                                  << " chunk(s), " << (f.landed - received_) << " landed here unconsumed");
 }
 
 void PeerLink::returnCredits() {

@@ -103,19 +103,29 @@ class PeerLink {
   /// True when the peer has asked to fail the link over (its side failed;
   /// its request waits in the bootstrap). Never waits.
   bool failoverAsked(Communicator& comm) const;
-  /// The "failover" setting: moves the link onto the pair's next transport
-  /// (Communicator::failover, pairwise: the peer calls it too) and resumes
-  /// where the failed connection stopped. Each side first sends the other a
-  /// request through the bootstrap and waits for the other's (a side whose
-  /// connection still looks fine learns of the failure from that request,
-  /// failoverAsked). Each side then tells the other how
-  /// many of its chunks arrived whole (their signal landed, so their data
-  /// did) and how many it consumed; each resends from its outbox the chunks
-  /// the other lacks (they are still there: a slot is reused only once the
-  /// peer consumed its chunk) and counts credits and arrivals from the
-  /// new semaphores on top of what it had. Throws Error(Remote) when the
-  /// peer's counts cannot be right.
-  void failover(Communicator& comm);
+  /// The "failover" setting: starts moving the link onto the pair's next
+  /// transport (Communicator::beginFailover) and sends the peer, in one
+  /// bootstrap message, everything it needs of this side: the transport
+  /// given up, the new connection's address, the inbox's and two fresh
+  /// semaphore counters' descriptors, and how many of the peer's chunks
+  /// arrived whole here (their signal landed, so their data did) and how
+  /// many were consumed. That message is also the request: a side whose
+  /// connection still looks fine learns of the failure from it
+  /// (failoverAsked). stepFailover() completes it.
+  void beginFailover(Communicator& comm);
+  /// Advances the failover begun by beginFailover() without waiting: takes
+  /// the peer's message once there, drives the new connection's connect,
+  /// then resends from the outbox the chunks the peer lacks (still there: a
+  /// slot is reused only once the peer consumed its chunk) and counts
+  /// credits and arrivals from the new semaphores on top of what it had.
+  /// True once done. Nothing here waits on the peer, so a rank can fail
+  /// over many links at once in any order. Throws Error(Remote) when the
+  /// peer's message or counts cannot be right.
+  bool stepFailover(Communicator& comm);
+  /// True between beginFailover() and the stepFailover() that finished.
+  bool failingOver() const { return failover_ != nullptr; }
+  /// Where a failover under way stands, for a timeout's message.
+  std::string failoverState() const;
 
  private:
   size_t stride() const { return sizeof(ChunkHeader) + chunkBytes_; }
@@ -142,6 +152,10 @@ class PeerLink {
   uint64_t dataBase_ = 0;       // chunks from the peer that had landed whole
   uint64_t freeBase_ = 0;       // chunks of ours the peer had consumed
   int failovers_ = 0;
+  struct Failover;                      // the state of a failover under way (peer_link.cpp)
+  std::unique_ptr<Failover> failover_;
+  void readPeerFailover(const std::vector<char>& message);  // checks it against this side
+  void finishFailover(Communicator& comm, std::shared_ptr<Connection> conn);
   uint64_t arrived() const { return dataBase_ + data_->inbound(); }
 };
 

@@ -179,9 +179,9 @@ std::shared_ptr<ConnectionImpl> Communicator::Impl::takeFallback(int peer, Memor
   *failed = choice.transport;
   std::shared_ptr<ConnectionImpl> old;
   std::string why = "not on this side: the peer asked to fail the pair over";
-  if (auto it = connections.find({peer, choice.transport}); it != connections.end()) {
+  auto it = connections.find({peer, choice.transport});
+  if (it != connections.end()) {
     old = it->second;
-    connections.erase(it);
     try {
       old->throwIfFailed();
     } catch (const std::exception& e) {
@@ -194,6 +194,7 @@ std::shared_ptr<ConnectionImpl> Communicator::Impl::takeFallback(int peer, Memor
     throw Error(ErrorCode::Remote, pair + ": " + choice.transport + " failed (" + why +
                                        ") and no other transport can take the pair (failover: the pair's rule or "
                                        "the loaded transports list none left)");
+  if (it != connections.end()) connections.erase(it);  // kept when no transport is left: the pair stays as it was
   PB_LOG(Warn, "NET", pair << ": " << choice.transport << " failed (" << why << "); failing over to "
                            << choice.fallbacks.front());
   choice.why += "; failed over from " + choice.transport;

@@ -171,7 +171,8 @@ struct Communicator::Impl {
   const PairChoice& choiceFor(int peer, MemoryKind kind) const;
   /// Moves the pair's choice for `kind` to its first fallback and drops the
   /// failed connection from the table (the caller closes it). Caller holds
-  /// mutex. Throws Error(Remote) naming the pair when no fallback is left.
+  /// mutex. Throws Error(Remote) naming the pair when no fallback is left
+  /// (the table unchanged then).
   std::shared_ptr<ConnectionImpl> takeFallback(int peer, MemoryKind kind, std::string* failedTransport);
   /// Selects transports for each memory kind (after exchangeReach's data).
   void selectAllKinds();
@@ -193,6 +194,14 @@ struct Communicator::Impl {
   /// connection carrying its memory kind.
   std::shared_ptr<RemoteMemoryImpl> importMemory(const std::vector<char>& blob, int peer,
                                                  std::shared_ptr<ConnectionImpl> conn);
+  /// A new connection to peer over transport, set up to the point where
+  /// its address (addr) goes to the peer; proxy_connect completes it.
+  std::shared_ptr<ConnectionImpl> startConnection(int peer, const std::string& transport, std::vector<char>& addr);
+  /// Makes a connected c the pair's connection for its transport and
+  /// lets the proxy thread drive it. Caller holds mutex.
+  void install(const std::shared_ptr<ConnectionImpl>& c);
+  /// beginFailover() without the staged check (failover() builds the stager).
+  std::unique_ptr<PendingFailover> startFailover(Communicator& comm, int peer, MemoryKind kind);
   /// Gives conn a stager, collectively with its peer (setup()).
   void startStager(const std::shared_ptr<ConnectionImpl>& conn);
   /// Sends a registration's descriptor under a raw bootstrap tag.

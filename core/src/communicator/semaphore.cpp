@@ -14,6 +14,19 @@ Host2HostSemaphore::Host2HostSemaphore(Communicator& comm, std::shared_ptr<Conne
   remote_ = impl.recvMemoryTagged(peer, kTagSemaphore);
 }
 
+Host2HostSemaphore::Half Host2HostSemaphore::prepare(Communicator& comm) {
+  Half half{std::make_unique<uint64_t>(0), RegisteredMemory()};
+  half.memory = comm.registerMemory(half.counter.get(), sizeof(uint64_t));
+  return half;
+}
+
+Host2HostSemaphore::Host2HostSemaphore(Communicator& comm, std::shared_ptr<Connection> connection, Half half,
+                                       const std::vector<char>& peerCounter)
+    : comm_(comm), connection_(std::move(connection)), inbound_(std::move(half.counter)), local_(half.memory) {
+  if (!connection_ || !inbound_) throw Error(ErrorCode::InvalidUsage, "Host2HostSemaphore needs a connection and a half");
+  remote_ = comm.deserializeMemory(peerCounter, connection_->remoteRank());
+}
+
 Host2HostSemaphore::~Host2HostSemaphore() = default;
 
 void Host2HostSemaphore::signal() { connection_->signal(remote_, 0, 1); }

@@ -12,24 +12,6 @@
 namespace plugboard {
 namespace {
 
-std::shared_ptr<ConnectionImpl> startConnection(Communicator::Impl& comm, int peer, const std::string& transport,
-                                                std::vector<char>& addr) {
-  auto c = std::make_shared<ConnectionImpl>();
-  c->plugin = &comm.plugin(transport);
-  c->rank = comm.self.rank;
-  c->peer = peer;
-  c->peerHost = comm.views[peer].host;
-  c->timeout = comm.timeout;
-  c->aborted = comm.aborted;
-  const pb_peer_info_v1 info = comm.peerInfo(peer);
-  size_t len = c->plugin->properties().max_address_size;
-  addr.assign(len, 0);
-  c->plugin->check(c->plugin->api().setup(c->plugin->context(), &info, &c->conn, addr.data(), &len),
-                   c->describe() + ": setup");
-  addr.resize(len);
-  return c;
-}
-
 using ConnKey = Communicator::Impl::ConnKey;
 
 /// Drives proxy_connect on every connection until all are up or time runs out.
@@ -58,6 +40,30 @@ void finishConnections(std::map<ConnKey, std::shared_ptr<ConnectionImpl>>& conns
 }
 
 }  // namespace
+
+std::shared_ptr<ConnectionImpl> Communicator::Impl::startConnection(int peer, const std::string& transport,
+                                                                    std::vector<char>& addr) {
+  auto c = std::make_shared<ConnectionImpl>();
+  c->plugin = &plugin(transport);
+  c->rank = self.rank;
+  c->peer = peer;
+  c->peerHost = views[peer].host;
+  c->timeout = timeout;
+  c->aborted = aborted;
+  const pb_peer_info_v1 info = peerInfo(peer);
+  size_t len = c->plugin->properties().max_address_size;
+  addr.assign(len, 0);
+  c->plugin->check(c->plugin->api().setup(c->plugin->context(), &info, &c->conn, addr.data(), &len),
+                   c->describe() + ": setup");
+  addr.resize(len);
+  return c;
+}
+
+void Communicator::Impl::install(const std::shared_ptr<ConnectionImpl>& c) {
+  connections[{c->peer, c->plugin->name()}] = c;
+  proxy->add(c);
+  PB_LOG(Info, "NET", "connected " << c->describe() << (c->stager ? " (CUDA memory staged)" : ""));
+}
 
 std::shared_future<std::shared_ptr<Connection>> Communicator::connect(int peer, MemoryKind kind) {
   impl_->checkPeer(peer, "connect");
@@ -101,7 +107,7 @@ void Communicator::setup() {
     // pair's blobs in the same order under one tag.
     std::map<ConnKey, std::vector<char>> mine, theirs;
     for (auto& [key, p] : promises)
-      if (!existing.count(key)) conns[key] = startConnection(m, key.first, key.second, mine[key]);
+      if (!existing.count(key)) conns[key] = m.startConnection(key.first, key.second, mine[key]);
     for (auto& [key, addr] : mine) {
       BlobWriter w;
       w.str(key.second);
@@ -130,9 +136,7 @@ void Communicator::setup() {
   }
   std::lock_guard<std::mutex> lock(m.mutex);
   for (auto& [key, c] : conns) {
-    m.connections[key] = c;
-    m.proxy->add(c);
-    PB_LOG(Info, "NET", "connected " << c->describe() << (c->stager ? " (CUDA memory staged)" : ""));
+    m.install(c);
     promises[key].set_value(std::shared_ptr<Connection>(new Connection(c)));
   }
   for (auto& [key, c] : existing) promises[key].set_value(std::shared_ptr<Connection>(new Connection(c)));
@@ -146,27 +150,6 @@ std::map<int, std::shared_ptr<Connection>> Communicator::connectAll(MemoryKind k
   std::map<int, std::shared_ptr<Connection>> out;
   for (auto& [p, f] : futures) out[p] = f.get();
   return out;
-}
-
-std::shared_ptr<Connection> Communicator::failover(int peer, MemoryKind kind) {
-  Impl& m = *impl_;
-  m.checkPeer(peer, "failover");
-  if (!config().getBool("failover"))
-    throw Error(ErrorCode::Config, "rank " + std::to_string(rank()) + ": failover to rank " + std::to_string(peer) +
-                                       " asked for with the failover setting off");
-  std::shared_ptr<ConnectionImpl> failed;
-  std::string failedTransport;
-  {
-    std::lock_guard<std::mutex> lock(m.mutex);
-    failed = m.takeFallback(peer, kind, &failedTransport);
-  }
-  if (failed) {
-    m.proxy->remove(failed);
-    failed->close();  // the peer's side sees it end, and fails over too
-  }
-  auto future = connect(peer, kind);
-  setup();
-  return future.get();
 }
 
 std::shared_ptr<Connection> Communicator::connection(int peer, MemoryKind kind) const {
