@@ -85,6 +85,33 @@ void expectFailureNaming(int rank, int n, const UniqueId& id, const std::vector<
   throw std::runtime_error("rank " + std::to_string(rank) + ": no error from a faulty transport");
 }
 
+/// In a rank: failover on, with the rule `use: [faulty, ethernet]` in a
+/// YAML file named after `name` and the process (the caller removes it).
+std::string useFailoverRule(const std::string& name) {
+  setenv("PLUGBOARD_TRANSPORTS", "faulty,ethernet", 1);
+  const std::string yaml = "/tmp/plugboard-" + name + "-" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(yaml) << "failover: true\nrules:\n  - peers: any\n    use: [faulty, ethernet]\n";
+  setenv("PLUGBOARD_CONFIG", yaml.c_str(), 1);
+  return yaml;
+}
+
+/// An allgather of every rank's number; throws on a wrong element.
+void allGatherChecked(HostCollectives& hc) {
+  const int n = hc.communicator().size(), rank = hc.communicator().rank();
+  std::vector<int32_t> mine(5000, rank), all(5000 * n, -1);
+  hc.allGather(mine.data(), all.data(), mine.size(), DataType::Int32);
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i] != static_cast<int32_t>(i / mine.size())) throw std::runtime_error("allgather after failover is wrong");
+}
+
+/// How many of this rank's pairs the transport carries.
+int pairsOn(const Communicator& comm, const std::string& transport) {
+  int pairs = 0;
+  for (int p = 0; p < comm.size(); ++p)
+    if (p != comm.rank() && comm.transportFor(p) == transport) ++pairs;
+  return pairs;
+}
+
 #define SKIP_WITHOUT_FAULTY() \
   if (faultyDir().empty()) GTEST_SKIP() << "the faulty plugin is not built"
 
@@ -179,21 +206,13 @@ TEST(FaultyTransport, FailoverMovesAFailedPairToTheNextTransportAndTheCallsGoOn)
   SKIP_WITHOUT_FAULTY();
   expectAllPassed(runRanks(3, kTestTimeout, [](int rank, int n, const UniqueId& id) {
     useFaulty({{"fault", "fail_op"}, {"ranks", "1"}, {"after", "300"}});
-    setenv("PLUGBOARD_TRANSPORTS", "faulty,ethernet", 1);
+    const std::string yaml = useFailoverRule("failover");
     setenv("PLUGBOARD_HOST_CHUNK_BYTES", "4096", 1);  // many chunks in flight when it strikes
-    const std::string yaml = "/tmp/plugboard-failover-" + std::to_string(getpid()) + ".yaml";
-    std::ofstream(yaml) << "failover: true\nrules:\n  - peers: any\n    use: [faulty, ethernet]\n";
-    setenv("PLUGBOARD_CONFIG", yaml.c_str(), 1);
     Communicator comm(loopbackBootstrap(rank, n, id));
     HostCollectives hc(comm);
     allReduceRounds(hc, 10);
-    std::vector<int32_t> mine(5000, rank), all(5000 * n, -1);
-    hc.allGather(mine.data(), all.data(), mine.size(), DataType::Int32);
-    for (size_t i = 0; i < all.size(); ++i)
-      if (all[i] != static_cast<int32_t>(i / mine.size())) throw std::runtime_error("allgather after failover is wrong");
-    int moved = 0;
-    for (int p = 0; p < n; ++p)
-      if (p != rank && comm.transportFor(p) == "ethernet") ++moved;
+    allGatherChecked(hc);
+    const int moved = pairsOn(comm, "ethernet");
     // Rank 1's struck operation failed one of its two pairs.
     if (rank == 1 ? moved != 1 : moved > 1)
       throw std::runtime_error("rank " + std::to_string(rank) + ": " + std::to_string(moved) + " pair(s) on ethernet");
@@ -211,22 +230,14 @@ TEST(FaultyTransport, FailoverOfEveryPairAtOnceCompletesOnEveryRank) {
   SKIP_WITHOUT_FAULTY();
   expectAllPassed(runRanks(4, kTestTimeout, [](int rank, int n, const UniqueId& id) {
     useFaulty({{"fault", "fail_op"}, {"after", "200"}, {"count", "0"}});
-    setenv("PLUGBOARD_TRANSPORTS", "faulty,ethernet", 1);
+    const std::string yaml = useFailoverRule("failover-all");
     setenv("PLUGBOARD_TIMEOUT", "20", 1);
     setenv("PLUGBOARD_HOST_CHUNK_BYTES", "4096", 1);
-    const std::string yaml = "/tmp/plugboard-failover-all-" + std::to_string(getpid()) + ".yaml";
-    std::ofstream(yaml) << "failover: true\nrules:\n  - peers: any\n    use: [faulty, ethernet]\n";
-    setenv("PLUGBOARD_CONFIG", yaml.c_str(), 1);
     Communicator comm(loopbackBootstrap(rank, n, id));
     HostCollectives hc(comm);
     allReduceRounds(hc, 6);
-    std::vector<int32_t> mine(5000, rank), all(5000 * n, -1);
-    hc.allGather(mine.data(), all.data(), mine.size(), DataType::Int32);
-    for (size_t i = 0; i < all.size(); ++i)
-      if (all[i] != static_cast<int32_t>(i / mine.size())) throw std::runtime_error("allgather after failover is wrong");
-    int moved = 0;
-    for (int p = 0; p < n; ++p)
-      if (p != rank && comm.transportFor(p) == "ethernet") ++moved;
+    allGatherChecked(hc);
+    const int moved = pairsOn(comm, "ethernet");
     if (moved < 2) throw std::runtime_error("rank " + std::to_string(rank) + ": only " + std::to_string(moved) +
                                             " pair(s) moved to ethernet");
     std::remove(yaml.c_str());
@@ -241,10 +252,7 @@ TEST(FaultyTransport, FailoverCalledByBothRanksMovesThePairAndItsWritesLand) {
   SKIP_WITHOUT_FAULTY();
   expectAllPassed(runRanks(2, kTestTimeout, [](int rank, int n, const UniqueId& id) {
     useFaulty({});
-    setenv("PLUGBOARD_TRANSPORTS", "faulty,ethernet", 1);
-    const std::string yaml = "/tmp/plugboard-failover-api-" + std::to_string(getpid()) + ".yaml";
-    std::ofstream(yaml) << "failover: true\nrules:\n  - peers: any\n    use: [faulty, ethernet]\n";
-    setenv("PLUGBOARD_CONFIG", yaml.c_str(), 1);
+    const std::string yaml = useFailoverRule("failover-api");
     Communicator comm(loopbackBootstrap(rank, n, id));
     std::remove(yaml.c_str());
     const int peer = 1 - rank;
