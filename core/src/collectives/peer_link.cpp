@@ -179,6 +179,8 @@ void PeerLink::readPeerFailover(const std::vector<char>& message) {
   Failover& f = *failover_;
   BlobReader r(message, description_);
   const std::string failed = r.str(), next = r.str();
+  if (next.empty())  // all it sends when it found no transport left
+    throw Error(ErrorCode::Remote, "failover with " + description_ + ": it has no transport left for the pair");
   f.peerAddress = r.bytes();
   f.peerInbox = r.bytes();
   f.peerData = r.bytes();
@@ -186,8 +188,6 @@ void PeerLink::readPeerFailover(const std::vector<char>& message) {
   f.peerLanded = r.u64();
   f.peerConsumed = r.u64();
   if (!r.done()) throw Error(ErrorCode::Remote, "failover with " + description_ + ": its message has trailing bytes");
-  if (next.empty())
-    throw Error(ErrorCode::Remote, "failover with " + description_ + ": it has no transport left for the pair");
   if (failed != f.pending->failedTransport() || next != f.pending->nextTransport())
     throw Error(ErrorCode::Remote, "failover with " + description_ + ": it moves the link from " + failed + " to " +
                                        next + ", this rank from " + f.pending->failedTransport() + " to " +
