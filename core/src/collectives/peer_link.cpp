@@ -9,11 +9,10 @@
 namespace plugboard {
 namespace {
 
-/// Bootstrap tags of failover number f of a link are kFailoverTag + 4 f +
-/// {0: the one message each side sends}: Plugboard's own range (>= 2^29),
-/// above the links' tag.
+/// The bootstrap tag of the one message each side sends in failover number
+/// f of a link: Plugboard's own range (>= 2^29), above the links' tag.
 constexpr int kFailoverTag = (1 << 29) + 0x1000;
-int failoverTag(int failover, int what) { return kFailoverTag + 4 * failover + what; }
+int failoverTag(int failover) { return kFailoverTag + failover; }
 
 }  // namespace
 
@@ -108,7 +107,7 @@ bool PeerLink::connectionFailed() const {
 }
 
 bool PeerLink::failoverAsked(Communicator& comm) const {
-  return comm.bootstrap().poll(peer_, failoverTag(failovers_ + 1, 0));
+  return comm.bootstrap().poll(peer_, failoverTag(failovers_ + 1));
 }
 
 /// A failover under way: what this side sent, and the peer's message once there.
@@ -136,7 +135,7 @@ void PeerLink::beginFailover(Communicator& comm) {
     BlobWriter w;
     w.str(conn_->transport());
     w.str("");
-    comm.bootstrap().send(w.data().data(), w.data().size(), peer_, failoverTag(f->number, 0));
+    comm.bootstrap().send(w.data().data(), w.data().size(), peer_, failoverTag(f->number));
     throw;
   }
   f->data = Host2HostSemaphore::prepare(comm);
@@ -151,15 +150,15 @@ void PeerLink::beginFailover(Communicator& comm) {
   blob(comm.serializeMemory(f->free.memory));
   w.u64(f->landed);
   w.u64(received_);
-  comm.bootstrap().send(w.data().data(), w.data().size(), peer_, failoverTag(f->number, 0));
+  comm.bootstrap().send(w.data().data(), w.data().size(), peer_, failoverTag(f->number));
   failover_ = std::move(f);
 }
 
 bool PeerLink::stepFailover(Communicator& comm) {
   Failover& f = *failover_;
   if (!f.heard) {
-    if (!comm.bootstrap().poll(peer_, failoverTag(f.number, 0))) return false;
-    readPeerFailover(comm.bootstrap().recv(peer_, failoverTag(f.number, 0)));
+    if (!comm.bootstrap().poll(peer_, failoverTag(f.number))) return false;
+    readPeerFailover(comm.bootstrap().recv(peer_, failoverTag(f.number)));
     f.heard = true;
   }
   std::shared_ptr<Connection> conn = f.pending->step(f.peerAddress);

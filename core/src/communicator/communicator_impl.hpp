@@ -197,6 +197,13 @@ struct Communicator::Impl {
   /// A new connection to peer over transport, set up to the point where
   /// its address (addr) goes to the peer; proxy_connect completes it.
   std::shared_ptr<ConnectionImpl> startConnection(int peer, const std::string& transport, std::vector<char>& addr);
+  /// Sends peer this side's address on transport (kTagConnect).
+  void sendConnectAddress(int peer, const std::string& transport, const std::vector<char>& addr);
+  /// Receives peer's address sent by sendConnectAddress; throws
+  /// Error(Remote) "<mismatchBefore><its transport><mismatchAfter>" when it
+  /// set up another transport.
+  std::vector<char> recvConnectAddress(int peer, const std::string& transport, const std::string& mismatchBefore,
+                                       const std::string& mismatchAfter);
   /// Makes a connected c the pair's connection for its transport and
   /// lets the proxy thread drive it. Caller holds mutex.
   void install(const std::shared_ptr<ConnectionImpl>& c);

@@ -3,7 +3,6 @@
 #include "communicator/communicator_impl.hpp"
 #include "communicator/proxy_service.hpp"
 #include "communicator/wait.hpp"
-#include "communicator/wire.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/logger.hpp"
 
@@ -43,18 +42,12 @@ std::unique_ptr<PendingFailover> Communicator::beginFailover(int peer, MemoryKin
 std::shared_ptr<Connection> Communicator::failover(int peer, MemoryKind kind) {
   Impl& m = *impl_;
   auto pending = m.startFailover(*this, peer, kind);
-  BlobWriter w;
-  w.str(pending->nextTransport());
-  w.bytes(pending->address().data(), pending->address().size());
-  m.bootstrap->send(w.data().data(), w.data().size(), peer, kTagConnect);
-  const std::vector<char> blob = m.bootstrap->recv(peer, kTagConnect);
-  BlobReader r(blob, "rank " + std::to_string(peer));
-  const std::string theirs = r.str();
-  const std::vector<char> address = r.bytes();
-  if (theirs != pending->nextTransport())
-    throw Error(ErrorCode::Remote, "rank " + std::to_string(rank()) + ": failover to rank " + std::to_string(peer) +
-                                       ": the peer moves the pair to " + theirs + ", this rank to " +
-                                       pending->nextTransport());
+  m.sendConnectAddress(peer, pending->nextTransport(), pending->address());
+  const std::vector<char> address =
+      m.recvConnectAddress(peer, pending->nextTransport(),
+                           "rank " + std::to_string(rank()) + ": failover to rank " + std::to_string(peer) +
+                               ": the peer moves the pair to ",
+                           ", this rank to " + pending->nextTransport());
   Backoff backoff(m.timeout);
   std::shared_ptr<Connection> conn;
   while (!(conn = pending->step(address))) {

@@ -59,6 +59,24 @@ std::shared_ptr<ConnectionImpl> Communicator::Impl::startConnection(int peer, co
   return c;
 }
 
+void Communicator::Impl::sendConnectAddress(int peer, const std::string& transport, const std::vector<char>& addr) {
+  BlobWriter w;
+  w.str(transport);
+  w.bytes(addr.data(), addr.size());
+  bootstrap->send(w.data().data(), w.data().size(), peer, kTagConnect);
+}
+
+std::vector<char> Communicator::Impl::recvConnectAddress(int peer, const std::string& transport,
+                                                         const std::string& mismatchBefore,
+                                                         const std::string& mismatchAfter) {
+  const std::vector<char> blob = bootstrap->recv(peer, kTagConnect);
+  BlobReader r(blob, "rank " + std::to_string(peer));
+  const std::string theirs = r.str();
+  std::vector<char> addr = r.bytes();
+  if (theirs != transport) throw Error(ErrorCode::Remote, mismatchBefore + theirs + mismatchAfter);
+  return addr;
+}
+
 void Communicator::Impl::install(const std::shared_ptr<ConnectionImpl>& c) {
   connections[{c->peer, c->plugin->name()}] = c;
   proxy->add(c);
@@ -108,22 +126,12 @@ void Communicator::setup() {
     std::map<ConnKey, std::vector<char>> mine, theirs;
     for (auto& [key, p] : promises)
       if (!existing.count(key)) conns[key] = m.startConnection(key.first, key.second, mine[key]);
-    for (auto& [key, addr] : mine) {
-      BlobWriter w;
-      w.str(key.second);
-      w.bytes(addr.data(), addr.size());
-      m.bootstrap->send(w.data().data(), w.data().size(), key.first, kTagConnect);
-    }
-    for (auto& [key, p] : promises) {
-      if (existing.count(key)) continue;
-      std::vector<char> blob = m.bootstrap->recv(key.first, kTagConnect);
-      BlobReader r(blob, "rank " + std::to_string(key.first));
-      std::string transport = r.str();
-      theirs[key] = r.bytes();
-      if (transport != key.second)
-        throw Error(ErrorCode::Remote, conns[key]->describe() + ": the peer set up its side with " + transport +
+    for (auto& [key, addr] : mine) m.sendConnectAddress(key.first, key.second, addr);
+    for (auto& [key, p] : promises)
+      if (!existing.count(key))
+        theirs[key] = m.recvConnectAddress(key.first, key.second,
+                                           conns[key]->describe() + ": the peer set up its side with ",
                                            " (both ranks must connect for the same memory kinds)");
-    }
     if (!conns.empty()) finishConnections(conns, theirs, m.timeout);
     for (const ConnKey& key : stagers) {  // sorted: both ends build a pair's stager at the same point
       auto c = conns.count(key) ? conns[key] : existing[key];
