@@ -374,12 +374,20 @@ class LibfabricSignalModeTest : public LibfabricPairTest, public ::testing::With
     }
     LibfabricPairTest::SetUp();
   }
-  std::map<std::string, std::string> pairSettings() override { return {{"signal", GetParam()}}; }
+  // Messages up to 256 KiB, so a write of several message payloads still
+  // travels as messages.
+  std::map<std::string, std::string> pairSettings() override {
+    return {{"signal", GetParam()}, {"message_write_bytes", "262144"}};
+  }
 };
 
 TEST_P(LibfabricSignalModeTest, ModeIsLogged) {
   std::string expect = GetParam() == "atomic" ? "signals by fi_atomic FI_SUM" : "signals by control message";
   EXPECT_EQ(hosts_[0]->logsWith(expect).size(), 1u);
+  // Over rxm the log says how large a message goes eagerly, and why.
+  if (testProvider().find("ofi_rxm") != std::string::npos) {
+    EXPECT_EQ(hosts_[0]->logsWith("rxm settings FI_OFI_RXM_BUFFER_SIZE=").size(), 1u);
+  }
 }
 
 TEST_P(LibfabricSignalModeTest, WritesOfOddSizesLandByteForByte) {
@@ -494,9 +502,10 @@ TEST_P(LibfabricSignalModeTest, FusedWriteIntoDeregisteredRegionFailsAtTheTarget
 }
 
 TEST_P(LibfabricSignalModeTest, MidSizeWriteSignalTravelsAsMessagesAndAddsOnce) {
-  // 40000 bytes: above one message's payload, below message_write_bytes
-  // (64 KiB): three WRITE_SIGNAL pieces, the first two adding 0.
-  constexpr size_t kSize = 40000;
+  // 150000 bytes: above one message's payload (32 KiB + 32), below
+  // message_write_bytes: five WRITE_SIGNAL pieces, the first four adding 0.
+  constexpr size_t kSize = 150000;
+  constexpr size_t kPiece = 32800;
   std::vector<uint8_t> src(kSize), dst(kSize, 0);
   fillPattern(src.data(), kSize, 9);
   std::vector<uint64_t> counter(1, 0);
@@ -513,15 +522,33 @@ TEST_P(LibfabricSignalModeTest, MidSizeWriteSignalTravelsAsMessagesAndAddsOnce) 
   EXPECT_EQ(counter[0], 5u) << "the signal was applied more than once";
 
   // Into a deregistered region the first piece is refused at the target,
-  // which names it: the write went as messages, not by RMA.
+  // which names it: the write went as messages of a full payload each.
   std::vector<uint8_t> gone(kSize, 0);
   pb_mr* mrGone = reg(ctx1_, gone.data(), kSize);
   pb_rkey* rkGone = remoteKey(ctx1_, mrGone, c0_);
   deregister(ctx1_, mrGone);
   ASSERT_EQ(t_->write_signal(c0_, mrSrc, 0, rkGone, 0, kSize, rkCounter, 0, 1), PB_OK) << error(ctx0_);
   EXPECT_EQ(progressUntilFailure(c1_, c0_, ctx0_), PB_ERR_REMOTE);
-  EXPECT_NE(error(ctx1_).find("write of 16288 bytes to region"), std::string::npos) << error(ctx1_);
+  EXPECT_NE(error(ctx1_).find("write of " + std::to_string(kPiece) + " bytes to region"), std::string::npos)
+      << error(ctx1_);
   EXPECT_EQ(counter[0], 5u) << "the signal of a refused write was applied";
+}
+
+TEST_P(LibfabricSignalModeTest, A32KiBWriteSignalIsOneMessage) {
+  // A 32 KiB chunk: one message, not two (each further message of a write
+  // cost 25-45 us over tcp;ofi_rxm). A refused write names its one piece.
+  constexpr size_t kSize = 32768;
+  std::vector<uint8_t> src(kSize, 7), gone(kSize, 0);
+  std::vector<uint64_t> counter(1, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
+  pb_rkey* rkCounter = remoteKey(ctx1_, reg(ctx1_, counter.data(), sizeof(uint64_t)), c0_);
+  pb_mr* mrGone = reg(ctx1_, gone.data(), kSize);
+  pb_rkey* rkGone = remoteKey(ctx1_, mrGone, c0_);
+  deregister(ctx1_, mrGone);
+  ASSERT_EQ(t_->write_signal(c0_, mrSrc, 0, rkGone, 0, kSize, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+  EXPECT_EQ(progressUntilFailure(c1_, c0_, ctx0_), PB_ERR_REMOTE);
+  EXPECT_NE(error(ctx1_).find("write of 32768 bytes to region"), std::string::npos) << error(ctx1_);
+  EXPECT_EQ(counter[0], 0u);
 }
 
 TEST_P(LibfabricSignalModeTest, SignalIntoDeregisteredRegionFails) {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "connection.hpp"
 #include "error.hpp"
@@ -48,6 +49,50 @@ void baseHints(fi_info* h) {
   h->domain_attr->threading = FI_THREAD_DOMAIN;  // every call is under Context::mutex()
 }
 
+/// Environment variables ofi_rxm reads once per process, when libfabric
+/// initialises its providers (the first fi_getinfo): the largest message it
+/// sends eagerly, one packet into a bounce buffer the target posted (16 KiB
+/// when unset; larger ones take its rendezvous round trip), and how many of
+/// those buffers it posts per connection (128 when unset).
+constexpr const char* kRxmBufferSize = "FI_OFI_RXM_BUFFER_SIZE";
+constexpr const char* kRxmMsgRxSize = "FI_OFI_RXM_MSG_RX_SIZE";
+/// Bounce buffers per connection asked for with kMessageBytes-sized buffers:
+/// rxm's default of 128 took a 4-rank job from 112 to 195 MB a rank, 32
+/// brought it to 93 MB.
+constexpr const char* kRxmMsgRxWanted = "32";
+
+/// Sets name to value unless the environment has it; says which.
+std::string defaultEnv(const char* name, const std::string& value) {
+  const char* have = std::getenv(name);
+  if (have && *have) return std::string(name) + "=" + have + " (environment)";
+  setenv(name, value.c_str(), 0);
+  return std::string(name) + "=" + value + " (set by the plugin)";
+}
+
+/// Before the first fi_getinfo: asks ofi_rxm for eager messages of
+/// wire::kMessageBytes, and fewer bounce buffers per connection to pay for
+/// their size, where the environment leaves either unset (a user's value
+/// always wins). Returns the eager size rxm will use, at most kMessageBytes,
+/// and where it came from. If libfabric was initialised earlier in the
+/// process rxm keeps its defaults: larger messages then cost a round trip,
+/// nothing worse.
+const RxmEager& askRxmForWholeMessages() {
+  static std::once_flag once;
+  static RxmEager eager;
+  std::call_once(once, [] {
+    eager.bytes = wire::kMessageBytes;
+    if (const char* v = std::getenv(kRxmBufferSize); v && *v) {
+      char* end = nullptr;
+      errno = 0;
+      unsigned long long n = std::strtoull(v, &end, 10);
+      eager.bytes = std::min<uint64_t>(errno == 0 && *end == '\0' ? n : 16384, wire::kMessageBytes);
+    }
+    eager.source = defaultEnv(kRxmBufferSize, std::to_string(wire::kMessageBytes)) + ", " +
+                   defaultEnv(kRxmMsgRxSize, kRxmMsgRxWanted);
+  });
+  return eager;
+}
+
 /// fi_allocinfo as a unique_ptr.
 std::unique_ptr<fi_info, void (*)(fi_info*)> allocInfo() {
   std::unique_ptr<fi_info, void (*)(fi_info*)> h(fi_allocinfo(), fi_freeinfo);
@@ -60,6 +105,7 @@ std::unique_ptr<fi_info, void (*)(fi_info*)> allocInfo() {
 Context::Context(const pb_host_services_v1* host) : host_(host, "libfabric") {
   declareSettings();
   settings_ = readSettings();
+  const RxmEager& eager = askRxmForWholeMessages();
 
   // Every provider that can do the basics, then the one the settings pick.
   auto hints = allocInfo();
@@ -109,7 +155,9 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "libfabric") {
   addrFormat_ = info_->addr_format;
   maxFragment_ = std::min<uint64_t>(info_->ep_attr->max_msg_size, kMaxFragmentCap);
   if (settings_.fragmentBytes) maxFragment_ = std::min(maxFragment_, settings_.fragmentBytes);
-  const uint64_t message = std::min<uint64_t>(info_->ep_attr->max_msg_size, wire::kMessageBytes);
+  uint64_t message = std::min<uint64_t>(info_->ep_attr->max_msg_size, wire::kMessageBytes);
+  const bool rxm = choice_.name.find("ofi_rxm") != std::string::npos;
+  if (rxm) message = std::min(message, eager.bytes);
   const uint64_t header = wire::Message::kSize + wire::WriteExt::kSize;
   inlineWriteMax_ = message > header ? message - header : 0;
   messageWriteMax_ = inlineWriteMax_ ? std::max(inlineWriteMax_, settings_.messageWriteBytes) : 0;
@@ -122,7 +170,8 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "libfabric") {
                        choice_.fabric + ", domain " + choice_.domain + "; signals by " +
                        (signalMode_ == SignalMode::Atomic ? "fi_atomic FI_SUM" : "control message") +
                        " after delivery-complete writes; " + (hmem_ ? "FI_HMEM" : "no FI_HMEM") + "; " +
-                       (manual ? "manual" : "auto") + " data progress");
+                       (manual ? "manual" : "auto") + " data progress; messages of up to " +
+                       std::to_string(message) + " bytes" + (rxm ? ", rxm settings " + eager.source : ""));
 }
 
 Context::~Context() {
@@ -158,7 +207,7 @@ void Context::declareSettings() const {
        1},
       {sizeof(pb_setting_decl_v1), kMessageWriteBytes, PB_SETTING_INT, "65536",
        "A write_signal into host memory whose write is at most this many bytes travels as WRITE_SIGNAL "
-       "messages (one per 16 KiB, the signal on the last) instead of an RMA write whose delivery the signal "
+       "messages (one per 32 KiB, the signal on the last) instead of an RMA write whose delivery the signal "
        "waits for; 0: only writes that fit one message",
        1},
   };

@@ -43,6 +43,13 @@ struct Settings {
   uint64_t messageWriteBytes = 65536;  ///< Largest write_signal sent as messages (README "Operations").
 };
 
+/// The largest message ofi_rxm sends eagerly here, and where rxm's settings
+/// came from ("FI_OFI_RXM_BUFFER_SIZE=32896 (set by the plugin), ...").
+struct RxmEager {
+  uint64_t bytes = 0;
+  std::string source;
+};
+
 /// How signal() reaches the peer's counter.
 enum class SignalMode {
   Atomic,  ///< fi_atomic FI_SUM on FI_UINT64, applied by the provider.
