@@ -13,6 +13,7 @@
 #include <map>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm_fixture.hpp"
@@ -155,6 +156,39 @@ TEST(FaultyTransport, EveryRankLearnsOfAFailedRankLongBeforeItsTimeout) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (s > 10) throw std::runtime_error("rank " + std::to_string(rank) + " learnt of rank 1's failure after " +
                                          std::to_string(s) + " s (timeout 30 s)");
+  }));
+}
+
+TEST(FaultyTransport, AFailedRankWhoseLinkIsBrokenTellsItsPeerThroughTheBootstrap) {
+  SKIP_WITHOUT_FAULTY();
+  // Rank 1's only connection fails under it, so its notice cannot go over
+  // the link; it stays in the job (communicator alive) for 3 s. Rank 0,
+  // with a 30 s timeout and a connection that still looks fine, must learn
+  // of rank 1's failure at once, from the notice sent through the bootstrap.
+  expectAllPassed(runRanks(2, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "fail_op"}, {"ranks", "1"}, {"after", "20"}});
+    setenv("PLUGBOARD_TIMEOUT", "30", 1);
+    auto boot = loopbackBootstrap(rank, n, id);
+    Communicator comm(boot);
+    HostCollectives hc(comm);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      allReduceRounds(hc, 50);
+    } catch (const Error& e) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string m = e.what();
+      if (rank == 1) {
+        if (m.find("injected fail_op") == std::string::npos) throw std::runtime_error("rank 1: " + m);
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+        return;
+      }
+      if (m.find("rank 1 (host") == std::string::npos || m.find("told its peers (through the bootstrap)") == std::string::npos)
+        throw std::runtime_error("rank 0's error does not pass on rank 1's notice: " + m);
+      if (s > 2) throw std::runtime_error("rank 0 learnt of rank 1's failure after " + std::to_string(s) + " s");
+      std::printf("rank 0 after %.2f s: %s\n", s, m.c_str());
+      return;
+    }
+    throw std::runtime_error("rank " + std::to_string(rank) + ": no error from a faulty transport");
   }));
 }
 

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "collectives/collective_kind.hpp"
+#include "communicator/wire.hpp"
+#include "plugboard/bootstrap.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/logger.hpp"
 
@@ -13,19 +15,76 @@ namespace plugboard {
 
 namespace {
 
-/// Posts the notice on link if it has a free slot; true when done with the
-/// link (posted, or the connection refused it).
-bool tryNotice(int peer, PeerLink& link, const CallSignature& call, const std::string& reason) {
+/// Bootstrap tag of failure notices sent out of band (tags >= 2^29 are
+/// Plugboard's own: host_collectives.cpp and peer_link.cpp hold the others).
+constexpr int kNoticeTag = (1 << 29) + 3;
+
+/// What became of a notice on a link.
+enum class Notice { Posted, Full, Refused };
+
+/// Posts the notice on link if it has a free slot.
+Notice tryNotice(int peer, PeerLink& link, const CallSignature& call, const std::string& reason) {
   try {
-    if (!link.canSend()) return false;
+    if (!link.canSend()) return Notice::Full;
     ChunkHeader h = stampHeader(call, std::min(reason.size(), link.chunkBytes()));
     h.kind = static_cast<uint8_t>(CollectiveKind::FailureNotice);
     h.reserved = call.kind;  // the failed call's kind, for the peer's message
     link.send(h, reason.data(), h.bytes);
+    return Notice::Posted;
+  } catch (const std::exception& e) {
+    PB_LOG(Info, "COLL", "no failure notice to rank " << peer << " over its link: " << e.what());
+    return Notice::Refused;
+  }
+}
+
+/// Sends the notice through the bootstrap: the call's fields, then the reason.
+void sendOutOfBand(Communicator& comm, int peer, const CallSignature& call, const std::string& reason) {
+  BlobWriter w;
+  for (int32_t v : {int32_t(call.kind), int32_t(call.dtype), int32_t(call.op), call.root}) w.i32(v);
+  w.u64(call.count);
+  w.u64(call.opSeq);
+  w.str(reason);
+  try {
+    comm.bootstrap().send(w.data().data(), w.data().size(), peer, kNoticeTag);
+    PB_LOG(Info, "COLL", "failure notice to rank " << peer << " sent through the bootstrap (its link could not take it)");
   } catch (const std::exception& e) {
     PB_LOG(Info, "COLL", "no failure notice to rank " << peer << ": " << e.what());
   }
-  return true;
+}
+
+/// The error an out-of-band notice from link's peer stands for.
+Error outOfBandFailure(Communicator& comm, const PeerLink& link, const std::vector<char>& message) {
+  const std::string me = "rank " + std::to_string(comm.rank()) + " (host " + comm.hostOf(comm.rank()) + "): ";
+  try {
+    BlobReader r(message, link.describePeer());
+    int32_t kind = r.i32(), dtype = r.i32(), op = r.i32(), root = r.i32();
+    const uint64_t count = r.u64(), opSeq = r.u64();
+    const std::string reason = r.str();
+    if (!r.done() || kind < 0 || kind >= int32_t(CollectiveKind::FailureNotice) || dtype < 0 || dtype > 255 ||
+        op < 0 || op > 255)
+      throw Error(ErrorCode::Remote, "fields out of range");
+    return Error(ErrorCode::Remote, me + link.describePeer() + " failed in its " +
+                                        describeCall(uint8_t(kind), uint8_t(dtype), uint8_t(op), root, count) + " #" +
+                                        std::to_string(opSeq) + " and told its peers (through the bootstrap): " +
+                                        reason);
+  } catch (const Error& e) {
+    return Error(ErrorCode::Remote, me + link.describePeer() + " sent a malformed failure notice: " + e.what());
+  }
+}
+
+/// The out-of-band notice of link's peer, read from the bootstrap when
+/// one is there (looked for at most once a millisecond) and kept. A
+/// bootstrap that fails here is the caller's business elsewhere: no notice.
+std::optional<Error> outOfBandNotice(Communicator& comm, PeerLink& link) {
+  std::optional<Error>& kept = link.outOfBandNotice();
+  if (kept || !comm.bootstrap().canPoll() || !link.outOfBandPollDue()) return kept;
+  try {
+    if (comm.bootstrap().poll(link.peer(), kNoticeTag))
+      kept = outOfBandFailure(comm, link, comm.bootstrap().recv(link.peer(), kNoticeTag));
+  } catch (const std::exception& e) {
+    PB_LOG(Info, "COLL", "looking for a failure notice from rank " << link.peer() << ": " << e.what());
+  }
+  return kept;
 }
 
 /// How long a failing rank waits for a full link to free a slot: a peer
@@ -35,21 +94,26 @@ constexpr std::chrono::milliseconds kNoticeGrace{200};
 
 }  // namespace
 
-void sendFailureNotices(const std::map<int, std::unique_ptr<PeerLink>>& links, const CallSignature& call,
-                        const std::string& reason) noexcept {
+void sendFailureNotices(Communicator& comm, const std::map<int, std::unique_ptr<PeerLink>>& links,
+                        const CallSignature& call, const std::string& reason) noexcept {
   std::vector<std::pair<int, PeerLink*>> waiting;
   for (const auto& [peer, link] : links) waiting.emplace_back(peer, link.get());
   const auto deadline = std::chrono::steady_clock::now() + kNoticeGrace;
   for (;;) {
     waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
-                                 [&](const auto& w) { return tryNotice(w.first, *w.second, call, reason); }),
+                                 [&](const auto& w) {
+                                   const Notice n = tryNotice(w.first, *w.second, call, reason);
+                                   if (n == Notice::Refused) sendOutOfBand(comm, w.first, call, reason);
+                                   return n != Notice::Full;
+                                 }),
                   waiting.end());
     if (waiting.empty() || std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-  for (const auto& w : waiting)
-    PB_LOG(Info, "COLL", "no failure notice to rank " << w.first << ": no free slot within " << kNoticeGrace.count()
-                                                      << " ms");
+  for (const auto& w : waiting) {
+    PB_LOG(Info, "COLL", "no free slot to rank " << w.first << " within " << kNoticeGrace.count() << " ms");
+    sendOutOfBand(comm, w.first, call, reason);
+  }
 }
 
 bool isFailureNotice(const ChunkHeader& h) {
@@ -72,9 +136,11 @@ std::optional<Error> landedPeerFailure(Communicator& comm, const std::map<int, s
                                        std::chrono::milliseconds wait) {
   const auto deadline = std::chrono::steady_clock::now() + wait;
   for (;;) {
-    for (const auto& [peer, link] : links)
+    for (const auto& [peer, link] : links) {
       for (uint64_t i = 0, n = link->landedCount(); i < n; ++i)
         if (isFailureNotice(link->headerAt(i))) return peerFailure(comm, *link, i);
+      if (auto notice = outOfBandNotice(comm, *link)) return notice;
+    }
     if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }

@@ -167,7 +167,7 @@ void HostCollectives::Impl::exchange(std::vector<SendJob>& sends, std::vector<Re
     const std::optional<Error> cause = landedPeerFailure(comm, links, wait);
     const CallSignature call = !recvs.empty() ? recvs[0].call : !sends.empty() ? sends[0].call : CallSignature{};
     // Peers blocked on this rank learn now rather than at their timeouts.
-    sendFailureNotices(links, call, cause ? cause->what() : e.what());
+    sendFailureNotices(comm, links, call, cause ? cause->what() : e.what());
     if (cause) throw *cause;
     throw;
   } catch (...) {

@@ -168,6 +168,13 @@ bool PeerLink::stepFailover(Communicator& comm) {
   return true;
 }
 
+bool PeerLink::outOfBandPollDue() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < nextOutOfBandPoll_) return false;
+  nextOutOfBandPoll_ = now + std::chrono::milliseconds(1);
+  return true;
+}
+
 std::string PeerLink::failoverState() const {
   if (!failover_) return "not failing over";
   if (!failover_->heard) return "its failover message has not arrived";

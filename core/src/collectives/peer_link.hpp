@@ -13,12 +13,15 @@
 // Counters only grow, so a link serves any number of collectives in turn.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "plugboard/communicator.hpp"
+#include "plugboard/error.hpp"
 
 namespace plugboard {
 
@@ -126,6 +129,13 @@ class PeerLink {
   bool failingOver() const { return failover_ != nullptr; }
   /// Where a failover under way stands, for a timeout's message.
   std::string failoverState() const;
+  /// A failure notice the peer sent through the bootstrap because this
+  /// link could not carry it (collectives/failure_notice.cpp); kept once
+  /// read, so later calls fail on it too.
+  std::optional<Error>& outOfBandNotice() { return outOfBandNotice_; }
+  /// True at most once a millisecond: when to ask the bootstrap for such a
+  /// notice (a poll costs a system call; waits check often).
+  bool outOfBandPollDue();
 
  private:
   size_t stride() const { return sizeof(ChunkHeader) + chunkBytes_; }
@@ -152,6 +162,8 @@ class PeerLink {
   uint64_t dataBase_ = 0;       // chunks from the peer that had landed whole
   uint64_t freeBase_ = 0;       // chunks of ours the peer had consumed
   int failovers_ = 0;
+  std::optional<Error> outOfBandNotice_;
+  std::chrono::steady_clock::time_point nextOutOfBandPoll_{};
   struct Failover;                      // the state of a failover under way (peer_link.cpp)
   std::unique_ptr<Failover> failover_;
   void readPeerFailover(const std::vector<char>& message);  // checks it against this side
