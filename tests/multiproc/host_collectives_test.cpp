@@ -311,3 +311,27 @@ TEST(HostCollectivesClose, APeerThatExitsWithoutClosingDoesNotDelayClosing) {
     if (seconds > 5) throw std::runtime_error("closing waited " + std::to_string(seconds) + " s for a peer that had exited");
   }));
 }
+
+// Ranks that make different numbers of calls: rank 1 makes two allreduces
+// and closes; rank 0's third waits on a peer that has left its last call.
+// It ends about a second after the peer's word (its last bytes could still
+// be on their way), naming the peer, not at its timeout (30 s here).
+TEST(HostCollectivesClose, AWaitOnAPeerThatClosedEndsSoonNamingIt) {
+  for (const size_t count : {size_t(1), size_t(300000)}) {  // a chunked and a direct receive
+    SCOPED_TRACE("count " + std::to_string(count));
+    expectAllPassed(runRanks(2, std::chrono::seconds(60), [&](int rank, int n, const UniqueId& id) {
+      CommunicatorOptions o;
+      o.overrides = {{"transports", "ethernet"}, {"timeout", "30"}};
+      Communicator comm(loopbackBootstrap(rank, n, id), o);
+      auto hc = std::make_unique<HostCollectives>(comm);
+      std::vector<float> x(count, 1.0f);
+      for (int i = 0; i < 2; ++i) hc->allReduce(x.data(), x.data(), count, DataType::Float32, ReduceOp::Sum);
+      if (rank == 1) return;  // closes: rank 0 has one call more
+      const auto start = std::chrono::steady_clock::now();
+      requireError([&] { hc->allReduce(x.data(), x.data(), count, DataType::Float32, ReduceOp::Sum); },
+                   ErrorCode::Remote, {"rank 1 (host", "has closed its host collectives", "#3", "same calls"});
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (seconds > 5) throw std::runtime_error("the third allreduce failed after " + std::to_string(seconds) + " s");
+    }));
+  }
+}

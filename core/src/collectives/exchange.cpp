@@ -86,12 +86,34 @@ bool stepRecv(Communicator& comm, RecvJob& r, bool sendsDirectToo) {
   return moved;
 }
 
+bool sendDone(const SendJob& s) {
+  return s.direct ? directSendFinished(s) : s.nextChunk >= chunkCount(s.bytes, s.link->chunkBytes());
+}
+bool recvDone(const RecvJob& r) {
+  return r.direct ? directRecvFinished(r) : r.nextChunk >= chunkCount(r.bytes, r.link->chunkBytes());
+}
+
 bool allDone(const std::vector<SendJob>& sends, const std::vector<RecvJob>& recvs) {
   for (const auto& s : sends)
-    if (s.direct ? !directSendFinished(s) : s.nextChunk < chunkCount(s.bytes, s.link->chunkBytes())) return false;
+    if (!sendDone(s)) return false;
   for (const auto& r : recvs)
-    if (r.direct ? !directRecvFinished(r) : r.nextChunk < chunkCount(r.bytes, r.link->chunkBytes())) return false;
+    if (!recvDone(r)) return false;
   return true;
+}
+
+/// How long a call waits, without progress, on a peer that has said it
+/// closed its host collectives before failing: its last writes may still
+/// be on their way behind the word, which travels on another socket.
+constexpr std::chrono::seconds kClosedPeerGrace{1};
+
+/// The link of an unfinished job whose peer has closed its host
+/// collectives (PeerLink::peerClosing, read by landedPeerFailure), or null.
+const PeerLink* closedPeerWaitedOn(const std::vector<SendJob>& sends, const std::vector<RecvJob>& recvs) {
+  for (const auto& r : recvs)
+    if (!recvDone(r) && r.link->peerClosing()) return r.link;
+  for (const auto& s : sends)
+    if (!sendDone(s) && s.link->peerClosing()) return s.link;
+  return nullptr;
 }
 
 /// What is still outstanding, for the timeout message only.
@@ -210,6 +232,13 @@ void exchangeLoop(Communicator& comm, std::vector<SendJob>& sends, std::vector<R
     // its notice has landed on its link, maybe behind chunks it sent for
     // its next call (those are left where they are).
     if (auto failure = landedPeerFailure(comm, links, std::chrono::milliseconds(0))) throw *failure;
+    if (backoff.elapsed() >= kClosedPeerGrace)
+      if (const PeerLink* gone = closedPeerWaitedOn(sends, recvs))
+        throw Error(ErrorCode::Remote, "rank " + std::to_string(comm.rank()) + ": " +
+                                           describeCall(call.kind, call.dtype, call.op, call.root, call.count) + " #" +
+                                           std::to_string(call.opSeq) + ": " + gone->describePeer() +
+                                           " has closed its host collectives (it left its last call) while this "
+                                           "rank still waits on it; do all ranks make the same calls?");
     // With failover a failed link is this call's business only if the call
     // uses it (its progress() throws then): another pair's failure waits
     // for the call that uses it.

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/bootstrap_tags.hpp"
 #include "collectives/collective_kind.hpp"
 #include "communicator/wire.hpp"
 #include "plugboard/bootstrap.hpp"
@@ -14,10 +15,6 @@
 namespace plugboard {
 
 namespace {
-
-/// Bootstrap tag of failure notices sent out of band (tags >= 2^29 are
-/// Plugboard's own: host_collectives.cpp and peer_link.cpp hold the others).
-constexpr int kNoticeTag = (1 << 29) + 3;
 
 /// What became of a notice on a link.
 enum class Notice { Posted, Full, Refused };
@@ -72,19 +69,11 @@ Error outOfBandFailure(Communicator& comm, const PeerLink& link, const std::vect
   }
 }
 
-/// The out-of-band notice of link's peer, read from the bootstrap when
-/// one is there (looked for at most once a millisecond) and kept. A
-/// bootstrap that fails here is the caller's business elsewhere: no notice.
+/// The failure link's peer sent out of band, if it did (PeerLink::pollBootstrap).
 std::optional<Error> outOfBandNotice(Communicator& comm, PeerLink& link) {
-  std::optional<Error>& kept = link.outOfBandNotice();
-  if (kept || !comm.bootstrap().canPoll() || !link.outOfBandPollDue()) return kept;
-  try {
-    if (comm.bootstrap().poll(link.peer(), kNoticeTag))
-      kept = outOfBandFailure(comm, link, comm.bootstrap().recv(link.peer(), kNoticeTag));
-  } catch (const std::exception& e) {
-    PB_LOG(Info, "COLL", "looking for a failure notice from rank " << link.peer() << ": " << e.what());
-  }
-  return kept;
+  link.pollBootstrap(comm);
+  if (!link.outOfBandNotice()) return std::nullopt;
+  return outOfBandFailure(comm, link, *link.outOfBandNotice());
 }
 
 /// How long a failing rank waits for a full link to free a slot: a peer

@@ -5,6 +5,7 @@
 #include <map>
 #include <thread>
 
+#include "collectives/bootstrap_tags.hpp"
 #include "collectives/failure_notice.hpp"
 #include "collectives/host_collectives_impl.hpp"
 #include "plugboard/error.hpp"
@@ -13,8 +14,6 @@
 namespace plugboard {
 namespace {
 
-constexpr int kLinkTag = (1 << 29) + 1;  // sendMemory tags >= 2^29 are Plugboard's own
-constexpr int kCloseTag = (1 << 29) + 2;  // a peer's "closing": it has left its last call
 /// How long a rank whose connection failed looks for a peer's failure
 /// notice that explains it (failure_notice.hpp).
 constexpr std::chrono::milliseconds kNoticeWait{50};

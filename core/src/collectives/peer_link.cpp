@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives/bootstrap_tags.hpp"
 #include "communicator/wire.hpp"
 #include "plugboard/logger.hpp"
 
@@ -11,7 +12,6 @@ namespace {
 
 /// The bootstrap tag of the one message each side sends in failover number
 /// f of a link: Plugboard's own range (>= 2^29), above the links' tag.
-constexpr int kFailoverTag = (1 << 29) + 0x1000;
 int failoverTag(int failover) { return kFailoverTag + failover; }
 
 }  // namespace
@@ -168,11 +168,17 @@ bool PeerLink::stepFailover(Communicator& comm) {
   return true;
 }
 
-bool PeerLink::outOfBandPollDue() {
+void PeerLink::pollBootstrap(Communicator& comm) {
   const auto now = std::chrono::steady_clock::now();
-  if (now < nextOutOfBandPoll_) return false;
-  nextOutOfBandPoll_ = now + std::chrono::milliseconds(1);
-  return true;
+  if (now < nextBootstrapPoll_ || !comm.bootstrap().canPoll()) return;
+  nextBootstrapPoll_ = now + std::chrono::milliseconds(1);
+  try {
+    if (!outOfBandNotice_ && comm.bootstrap().poll(peer_, kNoticeTag))
+      outOfBandNotice_ = comm.bootstrap().recv(peer_, kNoticeTag);
+    if (!peerClosing_) peerClosing_ = comm.bootstrap().poll(peer_, kCloseTag);
+  } catch (const std::exception& e) {
+    PB_LOG(Info, "COLL", "reading the bootstrap for " << description_ << ": " << e.what());
+  }
 }
 
 std::string PeerLink::failoverState() const {

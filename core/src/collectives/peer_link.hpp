@@ -129,13 +129,18 @@ class PeerLink {
   bool failingOver() const { return failover_ != nullptr; }
   /// Where a failover under way stands, for a timeout's message.
   std::string failoverState() const;
-  /// A failure notice the peer sent through the bootstrap because this
-  /// link could not carry it (collectives/failure_notice.cpp); kept once
-  /// read, so later calls fail on it too.
-  std::optional<Error>& outOfBandNotice() { return outOfBandNotice_; }
-  /// True at most once a millisecond: when to ask the bootstrap for such a
-  /// notice (a poll costs a system call; waits check often).
-  bool outOfBandPollDue();
+  /// Reads, at most once a millisecond (a poll costs a system call and
+  /// waits check often), what the peer may have said through the bootstrap
+  /// while this rank waits: a failure notice this link could not carry
+  /// (taken and kept, so later calls fail on it too) and its "closing" word
+  /// (only looked at: closing in step takes it). Never throws.
+  void pollBootstrap(Communicator& comm);
+  /// The failure notice the peer sent through the bootstrap, as it came
+  /// (collectives/failure_notice.cpp reads it); empty if none.
+  const std::optional<std::vector<char>>& outOfBandNotice() const { return outOfBandNotice_; }
+  /// True once the peer has said it closed its host collectives: it has
+  /// left its last call and sends nothing more.
+  bool peerClosing() const { return peerClosing_; }
 
  private:
   size_t stride() const { return sizeof(ChunkHeader) + chunkBytes_; }
@@ -162,8 +167,9 @@ class PeerLink {
   uint64_t dataBase_ = 0;       // chunks from the peer that had landed whole
   uint64_t freeBase_ = 0;       // chunks of ours the peer had consumed
   int failovers_ = 0;
-  std::optional<Error> outOfBandNotice_;
-  std::chrono::steady_clock::time_point nextOutOfBandPoll_{};
+  std::optional<std::vector<char>> outOfBandNotice_;
+  bool peerClosing_ = false;
+  std::chrono::steady_clock::time_point nextBootstrapPoll_{};
   struct Failover;                      // the state of a failover under way (peer_link.cpp)
   std::unique_ptr<Failover> failover_;
   void readPeerFailover(const std::vector<char>& message);  // checks it against this side

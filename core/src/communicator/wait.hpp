@@ -59,6 +59,8 @@ class Backoff {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(rounds_ < 2000 ? 5 : 100));
   }
+  /// Time since construction (since the first look at the clock).
+  std::chrono::steady_clock::duration elapsed() { return std::chrono::steady_clock::now() - start(); }
   /// Time since construction as "2.0 s".
   std::string elapsedText() {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start()).count();
