@@ -232,13 +232,12 @@ void exchangeLoop(Communicator& comm, std::vector<SendJob>& sends, std::vector<R
     // its notice has landed on its link, maybe behind chunks it sent for
     // its next call (those are left where they are).
     if (auto failure = landedPeerFailure(comm, links, std::chrono::milliseconds(0))) throw *failure;
-    if (backoff.elapsed() >= kClosedPeerGrace)
-      if (const PeerLink* gone = closedPeerWaitedOn(sends, recvs))
-        throw Error(ErrorCode::Remote, "rank " + std::to_string(comm.rank()) + ": " +
-                                           describeCall(call.kind, call.dtype, call.op, call.root, call.count) + " #" +
-                                           std::to_string(call.opSeq) + ": " + gone->describePeer() +
-                                           " has closed its host collectives (it left its last call) while this "
-                                           "rank still waits on it; do all ranks make the same calls?");
+    if (const PeerLink* gone = closedPeerWaitedOn(sends, recvs); gone && backoff.elapsed() >= kClosedPeerGrace)
+      throw Error(ErrorCode::Remote, "rank " + std::to_string(comm.rank()) + ": " +
+                                         describeCall(call.kind, call.dtype, call.op, call.root, call.count) + " #" +
+                                         std::to_string(call.opSeq) + ": " + gone->describePeer() +
+                                         " has closed its host collectives (it left its last call) while this "
+                                         "rank still waits on it; do all ranks make the same calls?");
     // With failover a failed link is this call's business only if the call
     // uses it (its progress() throws then): another pair's failure waits
     // for the call that uses it.

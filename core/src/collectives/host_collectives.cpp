@@ -61,13 +61,14 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
   auto conns = comm.connectAll();
   for (auto& [peer, conn] : conns)  // ascending peers: a consistent order on every rank
     m.links[peer] = std::make_unique<PeerLink>(comm, conn, chunk, slots, kLinkTag);
-  // A "closing" that an earlier host collectives on this bootstrap sent and
-  // nobody took (its receiver had aborted or failed) arrived before the
-  // peer's link descriptor above: drop it, or this instance's close would
-  // take it for the peer's.
+  // A "closing" or an out-of-band failure notice that an earlier host
+  // collectives on this bootstrap sent and nobody took (its receiver had
+  // aborted or failed) arrived before the peer's link descriptor above:
+  // drop it, or this instance would take it for the peer's.
   if (comm.bootstrap().canPoll())
     for (const auto& [peer, link] : m.links)
-      while (comm.bootstrap().poll(peer, kCloseTag)) comm.bootstrap().recv(peer, kCloseTag);
+      for (int tag : {kCloseTag, kNoticeTag})
+        while (comm.bootstrap().poll(peer, tag)) comm.bootstrap().recv(peer, tag);
   if (!comm.config().planRules().empty()) m.plans = std::make_unique<HostPlanSelection>(comm);
   PB_LOG(Info, "COLL", "host collectives ready: " << m.links.size() << " peers, chunk " << chunk << " B x " << slots
                                                  << " slots, one-step up to " << m.smallBytes << " B");
