@@ -108,7 +108,10 @@ bool decodeHello(const uint8_t* bytes, Hello& out) {
   out.nranks = static_cast<int32_t>(r.u32());
   net::SockAddr listen = r.address();
   if (out.kind == HelloKind::Join) out.listen = listen;
-  return out.kind == HelloKind::Peer || r.ok();
+  if (out.kind == HelloKind::Join && !r.ok()) return false;
+  // Only the form encodeHello writes: bytes it leaves zero (a peer hello's
+  // address, an IPv4 address's tail, the padding) must be zero.
+  return std::memcmp(encodeHello(out).data(), bytes, kHelloBytes) == 0;
 }
 
 // ---- Reply -------------------------------------------------------------------
