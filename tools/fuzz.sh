@@ -24,6 +24,7 @@ declare -A sources=(
   [fuzz_bootstrap_wire]="tests/fuzz/fuzz_bootstrap_wire.cpp core/src/bootstrap/wire.cpp core/src/net/socket.cpp core/src/error.cpp core/src/logger.cpp"
   [fuzz_ethernet_wire]="tests/fuzz/fuzz_ethernet_wire.cpp plugins/ethernet/src/wire.cpp plugins/ethernet/src/memory.cpp -Iplugins/ethernet/src"
   [fuzz_ethernet_stream]="tests/fuzz/fuzz_ethernet_stream.cpp plugins/ethernet/src/*.cpp core/src/net/socket.cpp -Iplugins/ethernet/src"
+  [fuzz_ethernet_stripes]="-DPB_FUZZ_STRIPES=2 tests/fuzz/fuzz_ethernet_stream.cpp plugins/ethernet/src/*.cpp core/src/net/socket.cpp -Iplugins/ethernet/src"
   [fuzz_libfabric_wire]="tests/fuzz/fuzz_libfabric_wire.cpp plugins/libfabric/src/wire.cpp -Iplugins/libfabric/src"
   [fuzz_ucx_wire]="tests/fuzz/fuzz_ucx_wire.cpp plugins/ucx/src/wire.cpp -Iplugins/ucx/src"
   [fuzz_nvls_wire]="tests/fuzz/fuzz_nvls_wire.cpp plugins/nvls/src/wire.cpp -Iplugins/nvls/src"
@@ -31,10 +32,10 @@ declare -A sources=(
   [fuzz_ib_verbs_wire]="tests/fuzz/fuzz_ib_verbs_wire.cpp plugins/ib-verbs/src/wire.cpp plugins/ib-verbs/src/hca_filter.cpp -Iplugins/ib-verbs/src"
   [fuzz_plan]="tests/fuzz/fuzz_plan.cpp core/src/plans/plan_parse.cpp core/src/plans/plan_check.cpp core/src/error.cpp core/src/logger.cpp"
 )
-declare -A libs=([fuzz_config]="-lyaml-cpp" [fuzz_bootstrap_wire]="" [fuzz_ethernet_wire]="" [fuzz_ethernet_stream]="-lpthread" [fuzz_libfabric_wire]=""
+declare -A libs=([fuzz_config]="-lyaml-cpp" [fuzz_bootstrap_wire]="" [fuzz_ethernet_wire]="" [fuzz_ethernet_stream]="-lpthread" [fuzz_ethernet_stripes]="-lpthread" [fuzz_libfabric_wire]=""
                  [fuzz_ucx_wire]="" [fuzz_nvls_wire]="" [fuzz_memory_descriptor]="" [fuzz_plan]="" [fuzz_ib_verbs_wire]="")
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_ethernet_stream fuzz_config fuzz_bootstrap_wire fuzz_ethernet_wire fuzz_libfabric_wire
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_ethernet_stream fuzz_ethernet_stripes fuzz_config fuzz_bootstrap_wire fuzz_ethernet_wire fuzz_libfabric_wire
                                    fuzz_ucx_wire fuzz_nvls_wire fuzz_ib_verbs_wire fuzz_memory_descriptor fuzz_plan)
 # Builds and runs one target; its report goes to $out/$t.report.
 fuzz_one() {

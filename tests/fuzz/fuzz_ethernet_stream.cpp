@@ -1,5 +1,8 @@
-// libFuzzer target: the ethernet plugin's receiver, fed the byte stream a
-// peer sends on its frame stream after a correct handshake (issue 15).
+// libFuzzer target: the ethernet plugin's receiver, fed the byte streams a
+// peer sends after a correct handshake (issue 15). Built twice:
+// fuzz_ethernet_stream (the frame stream only) and, with
+// -DPB_FUZZ_STRIPES=2, fuzz_ethernet_stripes (the frame stream and two
+// stripe sockets, whose piece streams the stripe receivers parse).
 //
 // The plugin is compiled into this binary and driven through its C ABI
 // table as the core drives it: rank 1 here, with one registered region
@@ -8,7 +11,9 @@
 // reach past the region checks through two placeholders: any 8 bytes equal
 // to kRegionPlaceholder or kKeyPlaceholder (little-endian) are replaced by
 // the region's id or its secret key before sending, so the seed corpus
-// holds well-formed frames that mutations start from.
+// holds well-formed frames that mutations start from. With stripe sockets
+// the input is cut at each 8-byte kSeparator: the frame stream, then the
+// stream of stripe socket 1, then of socket 2 (missing parts are empty).
 //
 // Must hold for every input: the connection ends within kEndWait once the
 // peer hangs up (proxy_progress reports an error, or, after the peer's
@@ -16,12 +21,16 @@
 // libFuzzer's -timeout or a broken guard is a finding.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <plugboard/transport.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -36,13 +45,21 @@ extern "C" const pb_transport_v1* plugboard_transport_v1(uint32_t core_major, ui
 namespace {
 
 constexpr uint64_t kRegionPlaceholder = 0x4e4f494745524242ull;  // "BBREGION"
-constexpr uint64_t kKeyPlaceholder = 0x59454b5445524342ull;     // "BCSECKEY"
-constexpr size_t kGuard = 256, kData = 1024;
+constexpr uint64_t kKeyPlaceholder = 0x59454b5445524342ull;     // "BCRETKEY"
+constexpr uint64_t kSeparator = 0x4b434f534b545842ull;          // "BXTKSOCK"
+#ifndef PB_FUZZ_STRIPES
+#define PB_FUZZ_STRIPES 0
+#endif
+/// Stripe sockets the stand-in opens besides its frame stream.
+constexpr uint32_t kStripes = PB_FUZZ_STRIPES;
+constexpr const char* kName = kStripes ? "fuzz_ethernet_stripes" : "fuzz_ethernet_stream";
+/// Room for two 4 KiB pieces when striped (pieces are 4 KiB-aligned parts).
+constexpr size_t kGuard = 256, kData = kStripes ? 8192 : 1024;
 constexpr auto kEndWait = std::chrono::seconds(5);
 constexpr uint32_t kWireVersion = 2;
 
 [[noreturn]] void die(const std::string& why) {
-  std::fprintf(stderr, "fuzz_ethernet_stream: %s\n", why.c_str());
+  std::fprintf(stderr, "%s: %s\n", kName, why.c_str());
   std::abort();
 }
 
@@ -90,7 +107,8 @@ struct Host {
 };
 
 /// Rank 0 as raw sockets: listens for the plugin's outbound stream and
-/// connects to the plugin's listener as rank 0's frame stream.
+/// connects to the plugin's listener as rank 0's frame stream and kStripes
+/// stripe sockets.
 class StandIn {
  public:
   StandIn() {
@@ -103,8 +121,9 @@ class StandIn {
     port_ = ntohs(a.sin_port);
   }
   ~StandIn() {
-    for (int fd : {listen_, out_, in_})
-      if (fd >= 0) close(fd);
+    for (int fd : outs_) closeAbruptly(fd);
+    for (int fd : {listen_, in_})
+      if (fd >= 0) closeAbruptly(fd);
   }
 
   /// Address blob: "PBEA", version, rank 0, IPv4, port, 127.0.0.1, zero-padded to 32.
@@ -120,37 +139,75 @@ class StandIn {
     return b;
   }
 
-  /// Connects to the plugin's listener (port in its blob) and sends rank 0's hello.
+  /// Connects rank 0's sockets to the plugin's listener (port in its blob),
+  /// each starting with its hello: socket 0 the frame stream, 1.. stripes.
   void greet(const std::vector<uint8_t>& pluginBlob) {
     const uint16_t port = uint16_t(pluginBlob[14] | (pluginBlob[15] << 8));
-    out_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a = loopback(port);
-    if (connect(out_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) die("stand-in cannot connect");
-    std::vector<uint8_t> hello;
-    for (uint32_t v : {0x48454250u, kWireVersion, 0u, 1u, 0u, 0u}) putLE32(hello, v);
-    sendAll(hello.data(), hello.size());
+    for (uint32_t i = 0; i <= kStripes; ++i) {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a = loopback(port);
+      if (!connectTo(fd, a)) die(std::string("stand-in cannot connect socket ") + std::to_string(i) + ": " + std::strerror(errno));
+      outs_.push_back(fd);
+      std::vector<uint8_t> hello;
+      for (uint32_t v : {0x48454250u, kWireVersion, 0u, 1u, i, kStripes}) putLE32(hello, v);
+      sendAll(i, hello);
+    }
   }
 
   /// Accepts the plugin's own stream and reads its 24-byte hello.
   void accept() {
-    in_ = ::accept(listen_, nullptr, nullptr);
+    do in_ = ::accept(listen_, nullptr, nullptr);
+    while (in_ < 0 && errno == EINTR);
     uint8_t hello[24];
-    if (in_ < 0 || recv(in_, hello, sizeof(hello), MSG_WAITALL) != ssize_t(sizeof(hello))) die("no hello from the plugin");
+    size_t got = 0;
+    while (in_ >= 0 && got < sizeof(hello)) {
+      const ssize_t n = recv(in_, hello + got, sizeof(hello) - got, 0);
+      if (n <= 0 && !(n < 0 && errno == EINTR)) break;
+      if (n > 0) got += size_t(n);
+    }
+    if (got < sizeof(hello)) die("no hello from the plugin");
   }
 
-  /// Sends as much of bytes as the plugin takes (it may stop reading after a bad frame).
-  void sendAll(const uint8_t* data, size_t size) {
+  /// Sends as much of bytes on socket i as the plugin takes (it may stop
+  /// reading after a bad frame).
+  void sendAll(uint32_t i, const std::vector<uint8_t>& bytes) {
+    const uint8_t* data = bytes.data();
+    size_t size = bytes.size();
     while (size > 0) {
-      ssize_t n = send(out_, data, size, MSG_NOSIGNAL);
+      ssize_t n = send(outs_[i], data, size, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return;
       data += n, size -= size_t(n);
     }
   }
 
-  /// The stream ends: the plugin reads end-of-file after the input.
-  void hangUp() { shutdown(out_, SHUT_WR); }
+  /// Every stream ends: the plugin reads end-of-file after the input.
+  void hangUp() {
+    for (int fd : outs_) shutdown(fd, SHUT_WR);
+  }
 
  private:
+  /// connect() that outlasts signals (libFuzzer's timer interrupts calls):
+  /// an interrupted connect goes on in the background, so wait for it.
+  static bool connectTo(int fd, const sockaddr_in& a) {
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0) return true;
+    if (errno != EINTR) return false;
+    pollfd p{fd, POLLOUT, 0};
+    while (poll(&p, 1, 5000) < 0)
+      if (errno != EINTR) return false;
+    int error = 0;
+    socklen_t len = sizeof(error);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0) return false;
+    errno = error;
+    return error == 0;
+  }
+  /// Closes with a reset, leaving no TIME_WAIT behind: thousands of inputs
+  /// a minute would otherwise use up loopback's ephemeral ports.
+  static void closeAbruptly(int fd) {
+    const linger reset{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+    close(fd);
+  }
   static sockaddr_in loopback(uint16_t port) {
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -158,7 +215,8 @@ class StandIn {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     return a;
   }
-  int listen_ = -1, out_ = -1, in_ = -1;
+  int listen_ = -1, in_ = -1;
+  std::vector<int> outs_;
   uint16_t port_ = 0;
 };
 
@@ -190,6 +248,21 @@ struct Fixture {
         die("a byte outside the registered region changed (guard byte " + std::to_string(i) + ")");
   }
 };
+
+/// The input cut at each kSeparator into kStripes + 1 streams (the last
+/// takes the rest, separators included); missing ones are empty.
+std::vector<std::vector<uint8_t>> split(const std::vector<uint8_t>& input) {
+  std::vector<std::vector<uint8_t>> parts(kStripes + 1);
+  size_t part = 0, begin = 0;
+  for (size_t i = 0; part < kStripes && i + 8 <= input.size(); ++i) {
+    if (loadLE64(&input[i]) != kSeparator) continue;
+    parts[part++].assign(input.begin() + ptrdiff_t(begin), input.begin() + ptrdiff_t(i));
+    begin = i + 8;
+    i += 7;
+  }
+  parts[part].assign(input.begin() + ptrdiff_t(std::min(begin, input.size())), input.end());
+  return parts;
+}
 
 /// The input with the placeholders replaced by the region's id and key.
 std::vector<uint8_t> substitute(const uint8_t* data, size_t size, const Fixture& f) {
@@ -230,8 +303,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (st != PB_OK) die(std::string("proxy_connect: ") + f.t->last_error(f.ctx));
     rank0.accept();
 
-    const std::vector<uint8_t> stream = substitute(data, size, f);
-    rank0.sendAll(stream.data(), stream.size());
+    const auto streams = split(substitute(data, size, f));
+    for (uint32_t i = kStripes + 1; i-- > 0;) rank0.sendAll(i, streams[i]);  // pieces first, then the frame stream
     rank0.hangUp();
     // The peer is gone: the connection must end, whatever the stream held.
     // A zero-byte write to our own region probes a cleanly closed one.
