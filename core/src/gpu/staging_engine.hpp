@@ -30,28 +30,11 @@
 #include <vector>
 
 #include "communicator/communicator_impl.hpp"
+#include "communicator/staging_header.hpp"
 #include "communicator/stager.hpp"
 #include "gpu/staged_counter.hpp"
 
 namespace plugboard {
-
-/// What the sender puts in front of every landing slot's payload.
-struct StagingSlotHeader {
-  uint32_t magic;   ///< kStagingMagic.
-  uint32_t op;      ///< StagingOp.
-  uint64_t seq;     ///< Landing sequence number, checked by the receiver.
-  uint64_t region;  ///< The receiver's RegisteredMemoryImpl::id.
-  uint64_t offset;  ///< Byte offset in that region.
-  uint64_t size;    ///< Payload bytes (Write).
-  uint64_t value;   ///< Amount to add (Signal).
-  uint64_t reserved[2];
-};
-static_assert(sizeof(StagingSlotHeader) == 64, "the payload starts one cache line into the slot");
-
-/// Operations a landing slot carries.
-enum StagingOp : uint32_t { kStagedWrite = 1, kStagedSignal = 2 };
-/// Marks a well-formed header.
-constexpr uint32_t kStagingMagic = 0x50425354;  // "PBST"
 
 /// Pinned host memory, freed on destruction.
 class PinnedBuffer {

@@ -25,8 +25,6 @@ void CUDART_CB applyHostAdd(void* p) {
   delete add;
 }
 
-const char* opName(uint32_t op) { return op == kStagedWrite ? "write" : op == kStagedSignal ? "signal" : "operation"; }
-
 }  // namespace
 
 void StagingEngine::receiveLoop() {
@@ -66,30 +64,18 @@ bool StagingEngine::takeArrivals() {
 }
 
 void StagingEngine::apply(const StagingSlotHeader& h, uint32_t slot) {
-  const std::string where = conn_.describe() + ": staged " + opName(h.op) + " in landing slot " + std::to_string(slot);
-  if (h.magic != kStagingMagic || h.seq != taken_)
-    throw Error(ErrorCode::Remote, where + " has a malformed header (sequence " + std::to_string(h.seq) + ", expected " +
-                                       std::to_string(taken_.load()) + ")");
+  const std::string where =
+      conn_.describe() + ": staged " + stagingOpName(h.op) + " in landing slot " + std::to_string(slot);
   std::shared_ptr<RegisteredMemoryImpl> region = comm_.findRegion(h.region);
-  if (!region)
-    throw Error(ErrorCode::Remote, where + " targets region " + std::to_string(h.region) +
-                                       ", which is not registered on this rank (deregistered while in use?)");
+  checkStagingHeader(h, taken_, chunk_, region ? std::optional<uint64_t>(region->size) : std::nullopt, where);
   char* target = static_cast<char*>(region->data);
   if (h.op == kStagedWrite) {
-    if (h.size > chunk_ || h.offset > region->size || h.size > region->size - h.offset)
-      throw Error(ErrorCode::Remote, where + ": " + std::to_string(h.size) + " bytes at offset " + std::to_string(h.offset) +
-                                         " do not fit the region of " + std::to_string(region->size) + " bytes");
     PB_CUDA_CHECK(cudaMemcpyAsync(target + h.offset, landingSlot(slot) + sizeof(StagingSlotHeader), h.size,
                                   cudaMemcpyDefault, receiveStream_));
-  } else if (h.op == kStagedSignal) {
-    if (h.offset % 8 != 0 || h.offset > region->size || region->size - h.offset < 8)
-      throw Error(ErrorCode::Remote, where + ": offset " + std::to_string(h.offset) + " is not an aligned 8-byte slot of " +
-                                         std::to_string(region->size) + " bytes");
+  } else {
     auto* counter = reinterpret_cast<uint64_t*>(target + h.offset);
     if (region->kind == MemoryKind::Cuda) counters_->add(*region, h.offset, h.value, receiveStream_);
     else PB_CUDA_CHECK(cudaLaunchHostFunc(receiveStream_, applyHostAdd, new HostAdd{counter, h.value}));
-  } else {
-    throw Error(ErrorCode::Remote, where + " has unknown operation code " + std::to_string(h.op));
   }
   PB_CUDA_CHECK(cudaEventRecord(landedEvents_[slot], receiveStream_));
 }
