@@ -44,7 +44,7 @@ struct Settings {
 };
 
 /// The largest message ofi_rxm sends eagerly here, and where rxm's settings
-/// came from ("FI_OFI_RXM_BUFFER_SIZE=32896 (set by the plugin), ...").
+/// came from ("FI_OFI_RXM_BUFFER_SIZE=33024 (set by the plugin), ...").
 struct RxmEager {
   uint64_t bytes = 0;
   std::string source;

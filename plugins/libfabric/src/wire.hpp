@@ -14,7 +14,7 @@
 namespace plugboard::libfabric::wire {
 
 /// Format version shared by every layout below; bumped on any change.
-constexpr uint16_t kVersion = 2;
+constexpr uint16_t kVersion = 3;
 /// "PBFA": address blob from setup().
 constexpr uint32_t kAddressMagic = 0x41464250;
 /// "PBFR": packed remote key.
@@ -127,14 +127,16 @@ struct WriteExt {
 };
 
 /// Size of every control-message buffer (send slots, posted receives): a
-/// WRITE_SIGNAL message carries a 32 KiB write with both headers. Few large
-/// messages beat many small ones over tcp;ofi_rxm: each further message of
-/// one write cost 25-45 us on the 2-core VM (README "Operations"). Version 2:
-/// version 1 capped messages at 16 KiB, so its receive buffers are too small.
-constexpr size_t kMessageBytes = 32 * 1024 + 128;
+/// WRITE_SIGNAL message carries a 32 KiB write, a 64-byte header in front
+/// of it (the core's host collectives put one before each chunk's data)
+/// and both message headers. Few large messages beat many small ones over
+/// tcp;ofi_rxm: each further message of one write cost 25-45 us on the
+/// 2-core VM (README "Operations"). Version 1 capped messages at 16 KiB,
+/// version 2 at 32 KiB + 128 (so a 32 KiB chunk with its header took two).
+constexpr size_t kMessageBytes = 32 * 1024 + 256;
 /// The largest payload a WRITE_SIGNAL message carries; larger writes go by
 /// RMA with the signal after them.
 constexpr size_t kInlineWriteMax = kMessageBytes - Message::kSize - WriteExt::kSize;
-static_assert(kInlineWriteMax >= 32 * 1024, "a 32 KiB write must fit one message");
+static_assert(kInlineWriteMax >= 32 * 1024 + 64, "a 32 KiB write with a 64-byte header must fit one message");
 
 }  // namespace plugboard::libfabric::wire
