@@ -205,7 +205,7 @@ void Context::declareSettings() const {
        "Largest single libfabric write a write() is split into, bytes; 0: the provider's max_msg_size, at most "
        "1 GiB",
        1},
-      {sizeof(pb_setting_decl_v1), kMessageWriteBytes, PB_SETTING_INT, "65536",
+      {sizeof(pb_setting_decl_v1), kMessageWriteBytes, PB_SETTING_INT, "131136",
        "A write_signal into host memory whose write is at most this many bytes travels as WRITE_SIGNAL "
        "messages (one per 32 KiB, the signal on the last) instead of an RMA write whose delivery the signal "
        "waits for; 0: only writes that fit one message",

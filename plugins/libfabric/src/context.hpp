@@ -40,7 +40,9 @@ struct Settings {
   std::string iface;           ///< Domain names, NCCL_SOCKET_IFNAME syntax; "" = any.
   std::string signal = "auto"; ///< auto, atomic or message.
   uint64_t fragmentBytes = 0;  ///< Largest fabric write; 0 = provider's limit.
-  uint64_t messageWriteBytes = 65536;  ///< Largest write_signal sent as messages (README "Operations").
+  /// Largest write_signal sent as messages (README "Operations"): a 128 KiB
+  /// chunk and the 64-byte header the host collectives put before it.
+  uint64_t messageWriteBytes = 131136;
 };
 
 /// The largest message ofi_rxm sends eagerly here, and where rxm's settings
