@@ -143,6 +143,24 @@ class LibfabricPairTest : public LibfabricTest {
     ASSERT_EQ(t_->proxy_progress(peer, &ignored), PB_OK) << error(peer == c0_ ? ctx0_ : ctx1_);
   }
 
+  /// Posts a write_signal of size bytes from rank 0 into a region rank 1
+  /// has deregistered; returns rank 1's error, which names the write's
+  /// first piece (a message's payload, or the whole write by RMA). The
+  /// signal must not land.
+  std::string refusedWriteSignal(size_t size) {
+    std::vector<uint8_t> src(size, 7), gone(size, 0);
+    std::vector<uint64_t> counter(1, 0);
+    pb_mr* mrSrc = reg(ctx0_, src.data(), size);
+    pb_rkey* rkCounter = remoteKey(ctx1_, reg(ctx1_, counter.data(), sizeof(uint64_t)), c0_);
+    pb_mr* mrGone = reg(ctx1_, gone.data(), size);
+    pb_rkey* rkGone = remoteKey(ctx1_, mrGone, c0_);
+    deregister(ctx1_, mrGone);
+    EXPECT_EQ(t_->write_signal(c0_, mrSrc, 0, rkGone, 0, size, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+    EXPECT_EQ(progressUntilFailure(c1_, c0_, ctx0_), PB_ERR_REMOTE);
+    EXPECT_EQ(counter[0], 0u) << "the signal of a refused write was applied";
+    return error(ctx1_);
+  }
+
   /// Polls conn until seq completed (progressing the peer too); fails on
   /// error or timeout.
   void waitCompleted(pb_conn* conn, uint64_t seq) {
@@ -538,18 +556,8 @@ TEST_P(LibfabricSignalModeTest, A32KiBWriteSignalIsOneMessage) {
   // A 32 KiB chunk with the host collectives' 64-byte header in front: one
   // message, not two (each further message of a write cost 25-45 us over
   // tcp;ofi_rxm). A refused write names its one piece.
-  constexpr size_t kSize = 32768 + 64;
-  std::vector<uint8_t> src(kSize, 7), gone(kSize, 0);
-  std::vector<uint64_t> counter(1, 0);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
-  pb_rkey* rkCounter = remoteKey(ctx1_, reg(ctx1_, counter.data(), sizeof(uint64_t)), c0_);
-  pb_mr* mrGone = reg(ctx1_, gone.data(), kSize);
-  pb_rkey* rkGone = remoteKey(ctx1_, mrGone, c0_);
-  deregister(ctx1_, mrGone);
-  ASSERT_EQ(t_->write_signal(c0_, mrSrc, 0, rkGone, 0, kSize, rkCounter, 0, 1), PB_OK) << error(ctx0_);
-  EXPECT_EQ(progressUntilFailure(c1_, c0_, ctx0_), PB_ERR_REMOTE);
-  EXPECT_NE(error(ctx1_).find("write of 32832 bytes to region"), std::string::npos) << error(ctx1_);
-  EXPECT_EQ(counter[0], 0u);
+  const std::string refused = refusedWriteSignal(32768 + 64);
+  EXPECT_NE(refused.find("write of 32832 bytes to region"), std::string::npos) << refused;
 }
 
 TEST_P(LibfabricSignalModeTest, SignalIntoDeregisteredRegionFails) {
@@ -661,18 +669,8 @@ TEST_F(LibfabricPairTest, A128KiBChunkWithItsHeaderTravelsAsMessagesByDefault) {
   // default message_write_bytes such a write still goes as WRITE_SIGNAL
   // messages (a refused one names its first 32928-byte piece), not by RMA
   // (the old default, 65536, sent 64 KiB chunks that way: 3x slower at 4 ranks).
-  constexpr size_t kSize = 131072 + 64;
-  std::vector<uint8_t> src(kSize, 3), gone(kSize, 0);
-  std::vector<uint64_t> counter(1, 0);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
-  pb_rkey* rkCounter = remoteKey(ctx1_, reg(ctx1_, counter.data(), sizeof(uint64_t)), c0_);
-  pb_mr* mrGone = reg(ctx1_, gone.data(), kSize);
-  pb_rkey* rkGone = remoteKey(ctx1_, mrGone, c0_);
-  deregister(ctx1_, mrGone);
-  ASSERT_EQ(t_->write_signal(c0_, mrSrc, 0, rkGone, 0, kSize, rkCounter, 0, 1), PB_OK) << error(ctx0_);
-  EXPECT_EQ(progressUntilFailure(c1_, c0_, ctx0_), PB_ERR_REMOTE);
-  EXPECT_NE(error(ctx1_).find("write of 32928 bytes to region"), std::string::npos) << error(ctx1_);
-  EXPECT_EQ(counter[0], 0u);
+  const std::string refused = refusedWriteSignal(131072 + 64);
+  EXPECT_NE(refused.find("write of 32928 bytes to region"), std::string::npos) << refused;
 }
 
 TEST_F(LibfabricPairTest, WriteCompletesOnlyOnceDelivered) {
