@@ -1,6 +1,6 @@
 // libFuzzer target: what a peer hands the libfabric plugin: the address
 // blob (checked decode, which throws the plugin's Error with the sender's
-// name), packed keys, control messages and the WRITE_SIGNAL extension
+// name), packed keys (lane keys checked against the length), control messages and the WRITE_SIGNAL extension
 // (fixed-size reads). Nothing may crash; an accepted address blob must
 // encode back to the same bytes.
 #include <cstddef>
@@ -28,7 +28,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::abort();
   } catch (const Error&) {
   }
-  if (size >= wire::PackedRkey::kSize) (void)wire::PackedRkey::decode(data);
+  if (size >= wire::PackedRkey::kHeaderSize) {
+    try {
+      const wire::PackedRkey key = wire::PackedRkey::decode(data, size);
+      if (key.wireSize() != size) std::abort();
+    } catch (const Error&) {
+    }
+  }
   if (size >= wire::Message::kSize) (void)wire::Message::decode(data);
   if (size >= wire::WriteExt::kSize) (void)wire::WriteExt::decode(data);
   return 0;

@@ -270,7 +270,7 @@ TEST_F(LibfabricTest, CoreNameAlsoMatchesLayeredProvider) {
 TEST_F(LibfabricTest, PropertiesAndReachability) {
   requireProvider();
   if (IsSkipped()) return;
-  pb_plugin_ctx* ctx = makeContext(0);
+  pb_plugin_ctx* ctx = makeContext(0, {{"lanes", "3"}});
   ASSERT_NE(ctx, nullptr);
   pb_transport_properties_v1 props{};
   props.struct_size = sizeof(props);
@@ -283,7 +283,7 @@ TEST_F(LibfabricTest, PropertiesAndReachability) {
   EXPECT_GT(props.bandwidth_gbps, 0.0);
   EXPECT_GT(props.latency_us, 0.0);
   EXPECT_GT(props.max_address_size, 56u);
-  EXPECT_EQ(props.max_rkey_size, 56u);
+  EXPECT_EQ(props.max_rkey_size, 64u + 3 * 8) << "a 64-byte header and a key per lane";
   EXPECT_NE(t_->write_signal, nullptr);
   EXPECT_STREQ(t_->last_error(ctx), "");
 
@@ -347,7 +347,8 @@ TEST_F(LibfabricPairTest, RkeyRoundTripAndBadKeys) {
   uint8_t buf[128];
   size_t len = 4;
   EXPECT_EQ(t_->pack_rkey(ctx1_, mr, buf, &len), PB_ERR_INVALID) << "buffer too small";
-  EXPECT_EQ(len, 56u) << "a failed pack reports the size it needs";
+  EXPECT_GE(len, 64u) << "a failed pack reports the size it needs";
+  EXPECT_EQ((len - 64) % 8, 0u) << "a 64-byte header and a key per lane";
   len = sizeof(buf);
   ASSERT_EQ(t_->pack_rkey(ctx1_, mr, buf, &len), PB_OK);
   pb_rkey* rkey = nullptr;
@@ -662,6 +663,102 @@ TEST_F(LibfabricFragmentTest, DeregisteringTheSourceOfAQueuedWriteFailsTheConnec
   uint64_t done = 0;
   EXPECT_NE(t_->proxy_progress(c0_, &done), PB_OK) << "64 MiB in 16 KiB fragments left nothing queued?";
   EXPECT_NE(error(ctx0_).find("queued operation(s) still had to read it"), std::string::npos) << error(ctx0_);
+}
+
+// ---- lanes (README "Lanes") ----------------------------------------------------
+
+/// Two lanes each, writes of 64 KiB and more cut across them.
+class LibfabricLaneTest : public LibfabricPairTest {
+ protected:
+  std::map<std::string, std::string> pairSettings() override { return {{"lanes", "2"}, {"lane_bytes", "65536"}}; }
+};
+
+TEST_F(LibfabricLaneTest, LanesAreOpenedAndLogged) {
+  EXPECT_FALSE(hosts_[0]->logsWith("2 lane(s) for writes of at least 65536 bytes").empty());
+  EXPECT_FALSE(hosts_[0]->logsWith("connected over libfabric").empty());
+  EXPECT_FALSE(hosts_[0]->logsWith("), 2 lane(s)").empty()) << "the connection uses both lanes";
+  std::vector<uint8_t> mem(100);
+  uint8_t buf[256];
+  size_t len = sizeof(buf);
+  ASSERT_EQ(t_->pack_rkey(ctx1_, reg(ctx1_, mem.data(), mem.size()), buf, &len), PB_OK) << error(ctx1_);
+  EXPECT_EQ(len, 64u + 2 * 8) << "the key carries the region's key on each lane";
+}
+
+TEST_F(LibfabricLaneTest, WritesAcrossLanesLandWholeBeforeTheirSignal) {
+  // Odd sizes and offsets: pieces of whole pages, the last lane shorter or
+  // empty; each write's signal lands only after every piece did.
+  const size_t sizes[] = {65536, 65536 + 4097, (size_t(8) << 20) + 123, 4096 * 2 + 1};
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    const size_t size = sizes[i];
+    std::vector<uint8_t> src(size + 16), dst(size + 16, 0xEE);
+    std::vector<uint64_t> counter(1, 0);
+    fillPattern(src.data(), src.size(), static_cast<int>(size % 251));
+    pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+    pb_rkey* rkDst = remoteKey(ctx1_, reg(ctx1_, dst.data(), dst.size()), c0_);
+    pb_rkey* rkCounter = remoteKey(ctx1_, reg(ctx1_, counter.data(), sizeof(uint64_t)), c0_);
+    ASSERT_EQ(t_->write_signal(c0_, mrSrc, 5, rkDst, 3, size, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+    ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 1), PB_OK) << error(ctx0_);
+    ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+    waitCounter(counter.data(), 1);
+    EXPECT_EQ(std::memcmp(dst.data() + 3, src.data() + 5, size), 0) << size << " bytes: signal before its data";
+    EXPECT_EQ(dst[size + 3], 0xEE) << size << " bytes: written past the end";
+    waitCounter(counter.data(), 2);
+    EXPECT_EQ(dst[0], src[0]);
+    waitCompleted(c0_, 3 * (i + 1));
+  }
+}
+
+TEST_F(LibfabricLaneTest, APeerWithoutLanesGetsWholeWrites) {
+  pb_plugin_ctx* plain = makeContext(1, {{"lanes", "0"}});
+  ASSERT_NE(plain, nullptr);
+  pb_conn *mine = nullptr, *theirs = nullptr;
+  connectPair(ctx0_, plain, &mine, &theirs);
+  EXPECT_FALSE(hosts_[0]->logsWith("), 0 lane(s)").empty()) << "lanes used: as many as both ends have";
+  constexpr size_t kSize = size_t(1) << 20;
+  std::vector<uint8_t> src(kSize), dst(kSize, 0);
+  fillPattern(src.data(), kSize, 11);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
+  pb_rkey* rkDst = remoteKey(plain, reg(plain, dst.data(), kSize), mine);
+  ASSERT_EQ(t_->write(mine, mrSrc, 0, rkDst, 0, kSize), PB_OK) << error(ctx0_);
+  uint64_t done = 0, ignored = 0;
+  auto deadline = Clock::now() + kTimeout;
+  while (done < 1 && Clock::now() < deadline) {
+    ASSERT_EQ(t_->proxy_progress(mine, &done), PB_OK) << error(ctx0_);
+    ASSERT_EQ(t_->proxy_progress(theirs, &ignored), PB_OK);
+  }
+  ASSERT_EQ(done, 1u);
+  EXPECT_EQ(src, dst);
+}
+
+TEST_F(LibfabricTest, BadLaneSettingsFailInitNamingThem) {
+  for (auto [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"lanes", "9"}, {"lanes", "-1"}, {"lanes", "two"}, {"lane_bytes", "100"}}) {
+    EXPECT_EQ(failInit({{key, value}}), PB_ERR_INVALID) << key << " = " << value;
+    const std::string why = t_->last_error(nullptr);
+    EXPECT_NE(why.find("libfabric." + key + " = '" + value + "'"), std::string::npos) << why;
+  }
+}
+
+/// Lanes and 16 KiB fragments: a 64 MiB write leaves most of its fragments
+/// queued on the lanes.
+class LibfabricLaneFragmentTest : public LibfabricPairTest {
+ protected:
+  std::map<std::string, std::string> pairSettings() override {
+    return {{"lanes", "2"}, {"lane_bytes", "65536"}, {"fragment_bytes", "16384"}};
+  }
+};
+
+TEST_F(LibfabricLaneFragmentTest, DeregisteringTheSourceOfAWriteQueuedOnALaneFailsTheConnection) {
+  constexpr size_t kSize = size_t(64) << 20;
+  std::vector<uint8_t> src(kSize, 1), dst(kSize, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
+  pb_rkey* rkDst = remoteKey(ctx1_, reg(ctx1_, dst.data(), kSize), c0_);
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kSize), PB_OK) << error(ctx0_);
+  deregister(ctx0_, mrSrc);
+  uint64_t done = 0;
+  EXPECT_NE(t_->proxy_progress(c0_, &done), PB_OK) << "4096 fragments on two lanes all posted at once?";
+  EXPECT_NE(error(ctx0_).find("queued operation(s) still had to read it (dropped from lane"), std::string::npos)
+      << error(ctx0_);
 }
 
 TEST_F(LibfabricPairTest, A128KiBChunkWithItsHeaderTravelsAsMessagesByDefault) {

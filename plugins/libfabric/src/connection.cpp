@@ -35,11 +35,7 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
   std::string why = ctx.whyUnreachable(peer);
   OFI_CHECK(why.empty(), PB_ERR_UNSUPPORTED, why);
   std::lock_guard<std::mutex> lock(ctx_.mutex());
-  wire::AddressBlob blob;
-  blob.rank = ctx_.rank();
-  blob.addrFormat = ctx_.addrFormat();
-  blob.provider = ctx_.provider().name;
-  blob.name = ctx_.endpointName();
+  wire::AddressBlob blob = ctx_.addressBlob(0);
   size_t room = *addrLen;
   *addrLen = blob.size();
   OFI_CHECK(addr && room >= blob.size(), PB_ERR_INVALID,
@@ -74,6 +70,7 @@ Connection::~Connection() {
                               std::to_string(kCloseGrace.count()) + " ms");
   ctx_.removeConnection(id_);
   if (addr_ != FI_ADDR_NOTAVAIL) ctx_.removeAddress(addr_);
+  for (size_t i = 0; i < laneAddrs_.size(); ++i) ctx_.lane(i).removeAddress(laneAddrs_[i]);
 }
 
 std::string Connection::link() const {
@@ -112,6 +109,9 @@ bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
               from + ": its endpoint address has format " + std::to_string(blob.addrFormat) + ", ours " +
                   std::to_string(ctx_.addrFormat()) + " (different address families? see libfabric.iface)");
     addr_ = ctx_.insertAddress(blob.name, peer_.describe());
+    const size_t lanes = std::min(ctx_.laneCount(), blob.laneNames.size());
+    for (size_t i = 0; i < lanes; ++i)
+      laneAddrs_.push_back(ctx_.lane(i).insertAddress(blob.laneNames[i], peer_.describe()));
     peerBlob_ = blob;
     if (helloReceived_ && helloFromConn_ != blob.conn)
       fail(PB_ERR_REMOTE, "bad message from " + peer_.describe() + ": its hello came from connection " +
@@ -124,7 +124,7 @@ bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
   if (!(helloSent_ && helloReceived_)) return false;
   connected_ = true;
   ctx_.log(PB_LOG_INFO, link() + " connected over libfabric " + ctx_.provider().name + " (domain " +
-                            ctx_.provider().domain + ")");
+                            ctx_.provider().domain + "), " + std::to_string(laneAddrs_.size()) + " lane(s)");
   return true;
 }
 
@@ -179,15 +179,10 @@ void Connection::checkSignalTarget(const RemoteRegion& dst, size_t dstOffset) co
                 peer_.describe() + "'s region of " + std::to_string(dst.size) + " bytes");
 }
 
-uint64_t Connection::fragmentsOf(size_t size) const {
-  const uint64_t fragment = ctx_.maxFragment();
-  return (size + fragment - 1) / fragment;  // 0 for an empty write: nothing to hand the provider
-}
-
-void Connection::enqueueWrite(uint64_t seq, const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst,
-                              size_t dstOffset, size_t size) {
-  if (size == 0) return;
-  writeFragments_[seq] = fragmentsOf(size);
+std::vector<Connection::Pending> Connection::planWrite(uint64_t seq, const LocalRegion& src, size_t srcOffset,
+                                                       const RemoteRegion& dst, size_t dstOffset, size_t size) const {
+  std::vector<Pending> pieces;
+  if (size == 0) return pieces;  // nothing to hand the provider
   Pending w;
   w.seq = seq;
   w.source = &src;
@@ -196,7 +191,39 @@ void Connection::enqueueWrite(uint64_t seq, const LocalRegion& src, size_t srcOf
   w.remote = dst.rmaBase + dstOffset;
   w.key = dst.mrKey;
   w.left = size;
-  if (!backlog_.empty() || !postFragments(w)) backlog_.push_back(w);
+  const size_t lanes = laneAddrs_.size();
+  if (lanes == 0 || size < ctx_.laneBytes() || dst.laneKeys.size() < lanes || src.lanes.size() < lanes) {
+    pieces.push_back(w);
+    return pieces;
+  }
+  // Equal pieces in whole pages; the last lanes may get less, or nothing.
+  constexpr uint64_t kPage = 4096;
+  const uint64_t piece = ((size + lanes - 1) / lanes + kPage - 1) / kPage * kPage;
+  for (size_t i = 0; i < lanes && i * piece < size; ++i) {
+    Pending p = w;
+    p.lane = static_cast<int>(i);
+    p.src += i * piece;
+    p.remote += i * piece;
+    p.left = std::min<uint64_t>(piece, size - i * piece);
+    p.key = dst.laneKeys[i];
+    p.desc = src.lanes[i].desc;
+    pieces.push_back(p);
+  }
+  return pieces;
+}
+
+uint64_t Connection::fragmentsOf(const std::vector<Pending>& pieces) const {
+  const uint64_t fragment = ctx_.maxFragment();
+  uint64_t n = 0;
+  for (const Pending& p : pieces) n += (p.left + fragment - 1) / fragment;
+  return n;
+}
+
+void Connection::enqueueWrite(const std::vector<Pending>& pieces) {
+  if (pieces.empty()) return;
+  writeFragments_[pieces.front().seq] = fragmentsOf(pieces);
+  for (Pending w : pieces)
+    if (!backlog_.empty() || !postFragments(w)) backlog_.push_back(w);
 }
 
 Connection::Pending Connection::signalOf(uint64_t seq, const RemoteRegion& dst, size_t dstOffset, uint64_t value) {
@@ -218,9 +245,10 @@ uint64_t Connection::postWrite(const LocalRegion& src, size_t srcOffset, const R
   throwIfFailed();
   checkWriteRange(src, srcOffset, dst, dstOffset, size);
   const uint64_t seq = ++posted_;
-  parts_.push_back(fragmentsOf(size));  // before posting: a completion may be read while posting
-  if (size == 0) opPartDone(0);         // done at once
-  enqueueWrite(seq, src, srcOffset, dst, dstOffset, size);
+  const auto pieces = planWrite(seq, src, srcOffset, dst, dstOffset, size);
+  parts_.push_back(fragmentsOf(pieces));  // before posting: a completion may be read while posting
+  if (size == 0) opPartDone(0);           // done at once
+  enqueueWrite(pieces);
   throwIfFailed();
   return seq;
 }
@@ -270,8 +298,9 @@ uint64_t Connection::postWriteSignal(const LocalRegion& src, size_t srcOffset, c
       signals_.push_back(p);
     }
   } else {  // the write by RMA, the signal once it is delivered: one sequence number for both
-    parts_.push_back(fragmentsOf(size) + 1);
-    enqueueWrite(seq, src, srcOffset, dst, dstOffset, size);
+    const auto pieces = planWrite(seq, src, srcOffset, dst, dstOffset, size);
+    parts_.push_back(fragmentsOf(pieces) + 1);
+    enqueueWrite(pieces);
     signals_.push_back(s);
   }
   drain();
@@ -284,6 +313,14 @@ bool Connection::postFragments(Pending& w) {
   while (w.left > 0) {
     uint64_t len = std::min<uint64_t>(w.left, ctx_.maxFragment());
     OpRecord* op = ctx_.newOp(OpRecord::Kind::Write, id_, w.seq, -1);
+    if (w.lane >= 0) {  // the lane's thread posts it
+      ctx_.lane(w.lane).enqueue(LaneWrite{op, w.source, w.src, len, w.desc, laneAddrs_[w.lane], w.remote, w.key});
+      ++inFabric_;
+      w.src += len;
+      w.remote += len;
+      w.left -= len;
+      continue;
+    }
     iovec iov{const_cast<char*>(w.src), len};
     void* desc = w.desc;
     fi_rma_iov rma{w.remote, len, w.key};
@@ -462,6 +499,15 @@ void Connection::progress(uint64_t* completed) {
   }
   *completed = completed_;
   throwIfFailed();
+}
+
+void Connection::postWaiting() {
+  if (!connected_ || failure_) return;
+  try {
+    drain();
+  } catch (const Error& e) {  // a queue read failing: the caller's next call reports it
+    fail(e.status(), e.what());
+  }
 }
 
 void Connection::flush() {

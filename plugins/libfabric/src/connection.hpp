@@ -14,6 +14,7 @@
 #include <optional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "context.hpp"
 #include "memory.hpp"
@@ -56,6 +57,9 @@ class Connection {
   void progress(uint64_t* completed);
   /// Posts whatever waits for resources; throws the failure if any.
   void flush();
+  /// Posts what waits (signals held for writes now delivered), unless the
+  /// connection failed or is not connected; never throws. Mutex held.
+  void postWaiting();
   /// The owning context.
   Context& context() { return ctx_; }
   /// The peer.
@@ -89,6 +93,7 @@ class Connection {
     uint64_t remote = 0;  ///< Remote address of the next byte.
     uint64_t key = 0;
     uint64_t left = 0;
+    int lane = -1;  ///< The lane that carries it (README "Lanes"), or -1: the endpoint.
     // signal
     uint64_t region = 0, check = 0, offset = 0, value = 0;
     // a write carried by the signal's message (WRITE_SIGNAL)
@@ -107,11 +112,15 @@ class Connection {
                        size_t size) const;
   /// Throws PB_ERR_INVALID unless the signal target is an aligned u64 inside dst.
   void checkSignalTarget(const RemoteRegion& dst, size_t dstOffset) const;
-  /// Fabric writes a write of size bytes takes.
-  uint64_t fragmentsOf(size_t size) const;
-  /// Posts (or backlogs) the fragments of write seq; records them as open.
-  void enqueueWrite(uint64_t seq, const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst,
-                    size_t dstOffset, size_t size);
+  /// Write seq as the pieces it travels in: one on the endpoint, or one per
+  /// lane for a write of at least Context::laneBytes() (both ends' regions
+  /// registered on the lanes); none for 0 bytes.
+  std::vector<Pending> planWrite(uint64_t seq, const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst,
+                                 size_t dstOffset, size_t size) const;
+  /// Fabric writes the pieces take.
+  uint64_t fragmentsOf(const std::vector<Pending>& pieces) const;
+  /// Posts (or backlogs) the pieces of one write; records them as open.
+  void enqueueWrite(const std::vector<Pending>& pieces);
   /// A signal of seq, not yet queued.
   static Pending signalOf(uint64_t seq, const RemoteRegion& dst, size_t dstOffset, uint64_t value);
   /// The control message of signal s.
@@ -140,6 +149,7 @@ class Connection {
   uint64_t id_ = 0;                 // our connection id (in our blob)
   std::optional<wire::AddressBlob> peerBlob_;
   fi_addr_t addr_ = FI_ADDR_NOTAVAIL;
+  std::vector<fi_addr_t> laneAddrs_;  // the peer's lane i in our lane i's AV; as many as both ends have
   bool helloPosted_ = false, helloSent_ = false, helloReceived_ = false;
   uint64_t helloFromConn_ = 0;      // from_conn of the peer's hello
   bool connected_ = false;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "connection.hpp"
 #include "error.hpp"
@@ -25,6 +26,8 @@ constexpr const char* kIface = "iface";
 constexpr const char* kSignal = "signal";
 constexpr const char* kFragmentBytes = "fragment_bytes";
 constexpr const char* kMessageWriteBytes = "message_write_bytes";
+constexpr const char* kLanes = "lanes";
+constexpr const char* kLaneBytes = "lane_bytes";
 
 /// libfabric API version asked for: the one of the headers built against.
 constexpr uint32_t kApiVersion = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
@@ -165,21 +168,27 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "libfabric") {
   openEndpoint(info_.get());
   chooseSignalMode();
   setUpMessages();
+  openLanes();
   bool manual = info_->domain_attr->data_progress == FI_PROGRESS_MANUAL;
   log(PB_LOG_INFO, "rank " + std::to_string(host_.rank()) + ": libfabric provider " + choice_.name + ", fabric " +
                        choice_.fabric + ", domain " + choice_.domain + "; signals by " +
                        (signalMode_ == SignalMode::Atomic ? "fi_atomic FI_SUM" : "control message") +
                        " after delivery-complete writes; " + (hmem_ ? "FI_HMEM" : "no FI_HMEM") + "; " +
                        (manual ? "manual" : "auto") + " data progress; messages of up to " +
-                       std::to_string(message) + " bytes" + (rxm ? ", rxm settings " + eager.source : ""));
+                       std::to_string(message) + " bytes" + (rxm ? ", rxm settings " + eager.source : "") +
+                       "; " + std::to_string(lanes_.size()) + " lane(s) for writes of at least " +
+                       std::to_string(settings_.laneBytes) + " bytes");
 }
 
 Context::~Context() {
   // Reverse order of creation; records and registrations before the domain.
+  // The lanes' threads first: they call back into this context.
+  for (auto& lane : lanes_) lane->stop();
   ep_.reset();
   sendSlab_.mr.reset();
   recvSlab_.mr.reset();
   regions_ = RegionRegistry();
+  lanes_.clear();
   av_.reset();
   cq_.reset();
   domain_.reset();
@@ -209,6 +218,13 @@ void Context::declareSettings() const {
        "A write_signal into host memory whose write is at most this many bytes travels as WRITE_SIGNAL "
        "messages (one per 32 KiB, the signal on the last) instead of an RMA write whose delivery the signal "
        "waits for; 0: only writes that fit one message",
+       1},
+      {sizeof(pb_setting_decl_v1), kLanes, PB_SETTING_STRING, "auto",
+       "Extra endpoints (each on its own domain, with a thread) that large writes are cut across, 0-8; auto: 4 "
+       "over the tcp provider on more than 4 cores, else 0",
+       1},
+      {sizeof(pb_setting_decl_v1), kLaneBytes, PB_SETTING_INT, "262144",
+       "Smallest write cut into one piece per lane, bytes",
        1},
   };
   host_.declare(decls, sizeof(decls) / sizeof(decls[0]));
@@ -240,6 +256,25 @@ Settings Context::readSettings() const {
     OFI_CHECK(errno == 0 && *end == '\0' && (v == 0 || (v >= 64 && v <= (1LL << 40))), PB_ERR_INVALID,
               "libfabric.fragment_bytes = '" + text + "' is not 0 or a byte count in [64, 2^40]");
     s.fragmentBytes = static_cast<uint64_t>(v);
+  }
+  std::string lanes = host_.setting(kLanes);
+  if (!lanes.empty() && lanes != "auto") {
+    char* end = nullptr;
+    errno = 0;
+    long v = std::strtol(lanes.c_str(), &end, 10);
+    OFI_CHECK(errno == 0 && *end == '\0' && v >= 0 && v <= long(wire::kMaxLanes), PB_ERR_INVALID,
+              "libfabric.lanes = '" + lanes + "' is not auto or a count in [0, " + std::to_string(wire::kMaxLanes) +
+                  "]");
+    s.lanes = static_cast<int>(v);
+  }
+  std::string laneBytes = host_.setting(kLaneBytes);
+  if (!laneBytes.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(laneBytes.c_str(), &end, 10);
+    OFI_CHECK(errno == 0 && *end == '\0' && v >= 4096 && v <= (1LL << 40), PB_ERR_INVALID,
+              "libfabric.lane_bytes = '" + laneBytes + "' is not a byte count in [4096, 2^40]");
+    s.laneBytes = static_cast<uint64_t>(v);
   }
   return s;
 }
@@ -282,6 +317,46 @@ void Context::openEndpoint(const fi_info* info) {
   epName_.resize(len);
   OFI_CHECK(len > 0 && len <= 0xffff, PB_ERR_UNSUPPORTED,
             where + ": endpoint name of " + std::to_string(len) + " bytes does not fit the address blob");
+}
+
+void Context::openLanes() {
+  int n = settings_.lanes;
+  if (n < 0) n = choice_.core() == "tcp" && std::thread::hardware_concurrency() > 4 ? 4 : 0;
+  for (int i = 0; i < n; ++i)
+    lanes_.push_back(std::make_unique<Lane>(i, fabric_.get(), info_.get(),
+                                            [this](std::vector<LaneEvent>& events) { onLaneEvents(events); }));
+}
+
+wire::AddressBlob Context::addressBlob(uint64_t conn) const {
+  wire::AddressBlob blob;
+  blob.rank = rank();
+  blob.addrFormat = addrFormat_;
+  blob.provider = choice_.name;
+  blob.name = epName_;
+  blob.conn = conn;
+  for (const auto& lane : lanes_) blob.laneNames.push_back(lane->name());
+  return blob;
+}
+
+void Context::onLaneEvents(std::vector<LaneEvent>& events) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unordered_set<Connection*> touched;
+  for (LaneEvent& e : events) {
+    if (!e.op) {  // the lane itself broke: every connection may have writes on it
+      for (auto& [id, conn] : connections_) conn->fail(e.status, e.what);
+      continue;
+    }
+    if (Connection* c = findConnection(e.op->conn)) {
+      if (e.failed)
+        c->onError(*e.op, e.status, e.what);
+      else
+        c->onComplete(*e.op);
+      touched.insert(c);
+    }
+    dropOp(e.op);
+  }
+  // Signals held for these writes may go now, without waiting for a caller.
+  for (Connection* c : touched) c->postWaiting();
 }
 
 void Context::chooseSignalMode() {
@@ -363,12 +438,30 @@ LocalRegion* Context::registerMemory(void* ptr, size_t size, pb_mem_type type) {
                                  FI_WRITE | FI_REMOTE_WRITE | FI_READ | FI_REMOTE_READ, iface, device,
                                  nextKey_++, what);
     region->rmaBase = (mrMode_ & FI_MR_VIRT_ADDR) ? reinterpret_cast<uintptr_t>(ptr) : 0;
+    try {
+      for (auto& lane : lanes_)
+        region->lanes.push_back(lane->registerBuffer(ptr, size, FI_WRITE | FI_REMOTE_WRITE | FI_READ |
+                                                     FI_REMOTE_READ, iface, device, nextKey_++, what));
+    } catch (...) {  // close those made, each under its lane's lock
+      for (size_t i = 0; i < region->lanes.size(); ++i) lanes_[i]->release(region.get(), region->lanes[i]);
+      throw;
+    }
   }
   return regions_.add(std::move(region));
 }
 
 void Context::deregisterMemory(LocalRegion* region) {
+  OFI_CHECK(regions_.contains(region), PB_ERR_INVALID,
+            "libfabric deregister_memory: not a region registered with this context (already deregistered?)");
   for (auto& [id, conn] : connections_) conn->forgetSource(region);
+  for (size_t i = 0; i < region->lanes.size(); ++i)
+    for (OpRecord* op : lanes_[i]->release(region, region->lanes[i])) {
+      if (Connection* c = findConnection(op->conn))
+        c->onError(*op, PB_ERR_INVALID,
+                   "a region was deregistered while queued operation(s) still had to read it (dropped from lane " +
+                       std::to_string(i) + ")");
+      dropOp(op);
+    }
   regions_.remove(region);
 }
 

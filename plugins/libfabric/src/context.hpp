@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "fid.hpp"
+#include "lane.hpp"
 #include "memory.hpp"
 #include "provider.hpp"
 #include "wire.hpp"
@@ -43,6 +44,10 @@ struct Settings {
   /// Largest write_signal sent as messages (README "Operations"): a 128 KiB
   /// chunk and the 64-byte header the host collectives put before it.
   uint64_t messageWriteBytes = 131136;
+  /// Lanes to open (README "Lanes"); -1 = auto.
+  int lanes = -1;
+  /// Smallest write cut into one piece per lane.
+  uint64_t laneBytes = 262144;
 };
 
 /// The largest message ofi_rxm sends eagerly here, and where rxm's settings
@@ -124,6 +129,14 @@ class Context : public transport_cxx::ErrorSlot {
   std::mutex& mutex() { return mu_; }
   /// The endpoint; use with mutex() held.
   fid_ep* ep() { return ep_.get(); }
+  /// This context's lanes (README "Lanes"); fixed after construction.
+  size_t laneCount() const { return lanes_.size(); }
+  /// Lane i (< laneCount()).
+  Lane& lane(size_t i) { return *lanes_[i]; }
+  /// setup()'s address blob for connection conn: our endpoint and lanes.
+  wire::AddressBlob addressBlob(uint64_t conn) const;
+  /// Smallest write cut into one piece per lane.
+  uint64_t laneBytes() const { return settings_.laneBytes; }
 
   // ---- with mutex() held ---------------------------------------------------
 
@@ -182,6 +195,11 @@ class Context : public transport_cxx::ErrorSlot {
   Settings readSettings() const;
   /// Opens fabric, domain, CQ, AV and endpoint on info.
   void openEndpoint(const fi_info* info);
+  /// Opens the lanes the settings ask for ("auto": 4 over the tcp provider
+  /// on more than 4 cores, else none).
+  void openLanes();
+  /// Completions and failures from a lane's thread (takes the mutex).
+  void onLaneEvents(std::vector<LaneEvent>& events);
   /// Picks the signal mode from the setting and fi_atomicvalid.
   void chooseSignalMode();
   /// Registers the control-message buffers and posts the receives.
@@ -239,6 +257,7 @@ class Context : public transport_cxx::ErrorSlot {
   uint64_t nextConnection_ = 1;
   std::map<fi_addr_t, int> addressRefs_;
   uint64_t nextKey_ = 1;  // requested MR keys (unless FI_MR_PROV_KEY), small for short mr_key_size
+  std::vector<std::unique_ptr<Lane>> lanes_;  // opened last, stopped first
 
 };
 

@@ -56,12 +56,13 @@ int cudaDeviceOf(const void* ptr) {
 
 void packRkey(const LocalRegion& region, void* buf, size_t* len) {
   OFI_CHECK(buf && len, PB_ERR_INVALID, "libfabric pack_rkey: buffer and length must not be NULL");
-  size_t room = *len;
-  *len = wire::PackedRkey::kSize;
-  OFI_CHECK(room >= wire::PackedRkey::kSize, PB_ERR_INVALID,
-            "libfabric pack_rkey: buffer of " + std::to_string(room) + " bytes is smaller than the " +
-                std::to_string(wire::PackedRkey::kSize) + " a libfabric key needs");
   wire::PackedRkey packed;
+  for (const Registration& lane : region.lanes) packed.laneKeys.push_back(lane.key);
+  size_t room = *len;
+  *len = packed.wireSize();
+  OFI_CHECK(room >= packed.wireSize(), PB_ERR_INVALID,
+            "libfabric pack_rkey: buffer of " + std::to_string(room) + " bytes is smaller than the " +
+                std::to_string(packed.wireSize()) + " this libfabric key needs");
   packed.region = region.id;
   packed.check = region.check;
   packed.mrKey = region.reg.key;
@@ -74,18 +75,22 @@ void packRkey(const LocalRegion& region, void* buf, size_t* len) {
 
 RemoteRegion importRkey(const void* buf, size_t len) {
   OFI_CHECK(buf, PB_ERR_INVALID, "libfabric import_rkey: buffer must not be NULL");
-  OFI_CHECK(len == wire::PackedRkey::kSize, PB_ERR_INVALID,
-            "libfabric import_rkey: a libfabric key is " + std::to_string(wire::PackedRkey::kSize) + " bytes, got " +
-                std::to_string(len) + " (a key packed by another transport?)");
-  auto k = wire::PackedRkey::decode(static_cast<const uint8_t*>(buf));
-  OFI_CHECK(k.magic == wire::kRkeyMagic, PB_ERR_INVALID, "libfabric import_rkey: not a libfabric key (bad magic)");
-  OFI_CHECK(k.version == wire::kVersion, PB_ERR_INVALID,
-            "libfabric import_rkey: key format version " + std::to_string(k.version) + ", this plugin speaks " +
+  OFI_CHECK(len >= wire::PackedRkey::kHeaderSize, PB_ERR_INVALID,
+            "libfabric import_rkey: a libfabric key is at least " + std::to_string(wire::PackedRkey::kHeaderSize) +
+                " bytes, got " + std::to_string(len) + " (a key packed by another transport?)");
+  const auto* bytes = static_cast<const uint8_t*>(buf);
+  OFI_CHECK(wire::loadLE<uint32_t>(bytes) == wire::kRkeyMagic, PB_ERR_INVALID,
+            "libfabric import_rkey: not a libfabric key (bad magic)");
+  const uint16_t version = wire::loadLE<uint16_t>(bytes + 4);
+  OFI_CHECK(version == wire::kVersion, PB_ERR_INVALID,
+            "libfabric import_rkey: key format version " + std::to_string(version) + ", this plugin speaks " +
                 std::to_string(wire::kVersion));
+  auto k = wire::PackedRkey::decode(bytes, len);
   OFI_CHECK(k.base + k.size >= k.base && k.rmaBase + k.size >= k.rmaBase, PB_ERR_INVALID,
             "libfabric import_rkey: a region of " + std::to_string(k.size) + " bytes at " + std::to_string(k.base) +
                 " wraps around the address space");
-  return RemoteRegion{k.region, k.check, k.mrKey, k.base, k.size, k.rmaBase, (k.flags & wire::kRkeyHostMemory) != 0};
+  return RemoteRegion{k.region,  k.check,  k.mrKey, k.base, k.size, k.rmaBase, (k.flags & wire::kRkeyHostMemory) != 0,
+                      k.laneKeys};
 }
 
 RegionRegistry::RegionRegistry() {
@@ -108,6 +113,10 @@ void RegionRegistry::remove(LocalRegion* region) {
   OFI_CHECK(it != regions_.end(), PB_ERR_INVALID,
             "libfabric deregister_memory: not a region registered with this context (already deregistered?)");
   regions_.erase(it);  // closes the fi_mr: the provider stops writing into it
+}
+
+bool RegionRegistry::contains(const LocalRegion* region) const {
+  return std::any_of(regions_.begin(), regions_.end(), [&](const auto& entry) { return entry.second.get() == region; });
 }
 
 LocalRegion* RegionRegistry::find(uint64_t id, uint64_t check) const {

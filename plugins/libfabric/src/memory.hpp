@@ -12,6 +12,7 @@
 #include <memory>
 #include <random>
 #include <unordered_map>
+#include <vector>
 
 #include "fid.hpp"
 
@@ -59,6 +60,7 @@ struct LocalRegion {
   size_t size = 0;         ///< Bytes.
   pb_mem_type type = PB_MEM_HOST;
   Registration reg;        ///< Empty for a zero-byte region.
+  std::vector<Registration> lanes;  ///< Its registration on each lane (README "Lanes"); none for zero bytes.
   uint64_t rmaBase = 0;    ///< Remote address of offset 0 (VA under FI_MR_VIRT_ADDR, else 0).
 };
 
@@ -72,6 +74,7 @@ struct RemoteRegion {
   uint64_t size = 0;     ///< Bytes.
   uint64_t rmaBase = 0;  ///< Address fi_write/fi_atomic use for offset 0.
   bool hostMemory = false;  ///< The peer's CPU can store into it (WRITE_SIGNAL messages).
+  std::vector<uint64_t> laneKeys;  ///< Its key on each of the peer's lanes.
 };
 
 /// Serializes what a peer needs to target region (wire::PackedRkey) into
@@ -96,6 +99,8 @@ class RegionRegistry {
   LocalRegion* find(uint64_t id, uint64_t check) const;
   /// Number of live regions.
   size_t size() const { return regions_.size(); }
+  /// True when region (an address, possibly stale) is registered here.
+  bool contains(const LocalRegion* region) const;
 
  private:
   std::unordered_map<uint64_t, std::unique_ptr<LocalRegion>> regions_;

@@ -44,8 +44,8 @@ struct Traits {
     if (PB_HAS_FIELD(&props, P, bandwidth_gbps)) props.bandwidth_gbps = c.provider().bandwidthGbps();
     if (PB_HAS_FIELD(&props, P, latency_us)) props.latency_us = c.provider().latencyUs();
     if (PB_HAS_FIELD(&props, P, max_address_size))
-      props.max_address_size = wire::AddressBlob::kHeaderSize + c.endpointName().size();
-    if (PB_HAS_FIELD(&props, P, max_rkey_size)) props.max_rkey_size = wire::PackedRkey::kSize;
+      props.max_address_size = c.addressBlob(0).size();
+    if (PB_HAS_FIELD(&props, P, max_rkey_size)) props.max_rkey_size = wire::PackedRkey::kHeaderSize + 8 * c.laneCount();
   }
 
   static int canConnect(Context& c, const pb_peer_info_v1* peer, std::string* why) {

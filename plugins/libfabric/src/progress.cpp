@@ -20,6 +20,7 @@ constexpr int kMaxBatches = 16;
 }  // namespace
 
 void Context::progressLocked() {
+  for (auto& lane : lanes_) lane->touch();  // someone waits: data may come on the lanes
   fi_cq_msg_entry entries[kBatch];
   for (int batch = 0; batch < kMaxBatches; ++batch) {
     ssize_t n = fi_cq_read(cq_.get(), entries, kBatch);

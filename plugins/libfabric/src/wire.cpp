@@ -7,6 +7,12 @@
 
 namespace plugboard::libfabric::wire {
 
+size_t AddressBlob::size() const {
+  size_t n = kHeaderSize + name.size() + 2;
+  for (const auto& lane : laneNames) n += 2 + lane.size();
+  return n;
+}
+
 void AddressBlob::encode(uint8_t* out) const {
   std::memset(out, 0, kHeaderSize);
   storeLE(out + 0, magic);
@@ -17,6 +23,14 @@ void AddressBlob::encode(uint8_t* out) const {
   storeLE(out + 16, conn);
   std::memcpy(out + 24, provider.data(), std::min(provider.size(), kProviderField - 1));
   if (!name.empty()) std::memcpy(out + kHeaderSize, name.data(), name.size());
+  uint8_t* p = out + kHeaderSize + name.size();
+  storeLE(p, static_cast<uint16_t>(laneNames.size()));
+  p += 2;
+  for (const auto& lane : laneNames) {
+    storeLE(p, static_cast<uint16_t>(lane.size()));
+    if (!lane.empty()) std::memcpy(p + 2, lane.data(), lane.size());
+    p += 2 + lane.size();
+  }
 }
 
 AddressBlob AddressBlob::decode(const uint8_t* in, size_t len, const std::string& from) {
@@ -33,15 +47,32 @@ AddressBlob AddressBlob::decode(const uint8_t* in, size_t len, const std::string
             what + " has format version " + std::to_string(b.version) + ", this plugin speaks " +
                 std::to_string(kVersion));
   size_t nameLen = loadLE<uint16_t>(in + 6);
-  OFI_CHECK(len == kHeaderSize + nameLen, PB_ERR_INVALID,
-            what + " is " + std::to_string(len) + " bytes but announces a " + std::to_string(nameLen) +
-                "-byte endpoint name after its " + std::to_string(kHeaderSize) + "-byte header");
+  OFI_CHECK(len >= kHeaderSize + nameLen + 2, PB_ERR_INVALID,
+            what + " is " + std::to_string(len) + " bytes, too short for the " + std::to_string(nameLen) +
+                "-byte endpoint name it announces and its lane count");
   b.rank = loadLE<int32_t>(in + 8);
   b.addrFormat = loadLE<uint32_t>(in + 12);
   b.conn = loadLE<uint64_t>(in + 16);
   const char* prov = reinterpret_cast<const char*>(in + 24);
   b.provider.assign(prov, strnlen(prov, kProviderField));
-  b.name.assign(in + kHeaderSize, in + len);
+  b.name.assign(in + kHeaderSize, in + kHeaderSize + nameLen);
+  const uint8_t* p = in + kHeaderSize + nameLen;
+  const uint8_t* end = in + len;
+  size_t lanes = loadLE<uint16_t>(p);
+  p += 2;
+  OFI_CHECK(lanes <= kMaxLanes, PB_ERR_INVALID,
+            what + " names " + std::to_string(lanes) + " lanes, more than the " + std::to_string(kMaxLanes) +
+                " a plugin may open");
+  for (size_t i = 0; i < lanes; ++i) {
+    OFI_CHECK(end - p >= 2, PB_ERR_INVALID, what + " ends before the name of lane " + std::to_string(i));
+    size_t laneLen = loadLE<uint16_t>(p);
+    OFI_CHECK(static_cast<size_t>(end - p - 2) >= laneLen, PB_ERR_INVALID,
+              what + " ends inside the " + std::to_string(laneLen) + "-byte name of lane " + std::to_string(i));
+    b.laneNames.emplace_back(p + 2, p + 2 + laneLen);
+    p += 2 + laneLen;
+  }
+  OFI_CHECK(p == end, PB_ERR_INVALID,
+            what + " has " + std::to_string(end - p) + " bytes after its last lane name");
   return b;
 }
 
@@ -55,9 +86,12 @@ void PackedRkey::encode(uint8_t* out) const {
   storeLE(out + 32, base);
   storeLE(out + 40, size);
   storeLE(out + 48, rmaBase);
+  std::memset(out + 56, 0, kHeaderSize - 56);
+  storeLE(out + 56, static_cast<uint16_t>(laneKeys.size()));
+  for (size_t i = 0; i < laneKeys.size(); ++i) storeLE(out + kHeaderSize + 8 * i, laneKeys[i]);
 }
 
-PackedRkey PackedRkey::decode(const uint8_t* in) {
+PackedRkey PackedRkey::decode(const uint8_t* in, size_t len) {
   PackedRkey k;
   k.magic = loadLE<uint32_t>(in);
   k.version = loadLE<uint16_t>(in + 4);
@@ -68,6 +102,12 @@ PackedRkey PackedRkey::decode(const uint8_t* in) {
   k.base = loadLE<uint64_t>(in + 32);
   k.size = loadLE<uint64_t>(in + 40);
   k.rmaBase = loadLE<uint64_t>(in + 48);
+  size_t lanes = loadLE<uint16_t>(in + 56);
+  OFI_CHECK(lanes <= kMaxLanes && len == kHeaderSize + 8 * lanes, PB_ERR_INVALID,
+            "libfabric key of " + std::to_string(len) + " bytes names " + std::to_string(lanes) +
+                " lanes (at most " + std::to_string(kMaxLanes) + ", 8 bytes each after its " +
+                std::to_string(kHeaderSize) + "-byte header)");
+  for (size_t i = 0; i < lanes; ++i) k.laneKeys.push_back(loadLE<uint64_t>(in + kHeaderSize + 8 * i));
   return k;
 }
 

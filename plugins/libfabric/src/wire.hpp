@@ -14,7 +14,9 @@
 namespace plugboard::libfabric::wire {
 
 /// Format version shared by every layout below; bumped on any change.
-constexpr uint16_t kVersion = 3;
+constexpr uint16_t kVersion = 4;
+/// Most lanes (README "Lanes") a blob or key may name.
+constexpr size_t kMaxLanes = 8;
 /// "PBFA": address blob from setup().
 constexpr uint32_t kAddressMagic = 0x41464250;
 /// "PBFR": packed remote key.
@@ -29,7 +31,9 @@ using plugboard::transport_cxx::storeLE;
 /// fi_getname (name_len bytes):
 /// magic u32 | version u16 | name_len u16 | rank i32 | addr_format u32 |
 /// conn u64 (the sender's connection id, quoted in messages to it) |
-/// provider 32 bytes (fi_fabric_attr.prov_name, NUL-padded, truncated to 31).
+/// provider 32 bytes (fi_fabric_attr.prov_name, NUL-padded, truncated to 31);
+/// after the name: lanes u16 (at most kMaxLanes), then per lane name_len u16
+/// and its endpoint name.
 struct AddressBlob {
   uint32_t magic = kAddressMagic;
   uint16_t version = kVersion;
@@ -38,16 +42,17 @@ struct AddressBlob {
   uint64_t conn = 0;
   std::string provider;
   std::vector<uint8_t> name;
+  std::vector<std::vector<uint8_t>> laneNames;  ///< The sender's lane endpoints, lane 0 first.
 
   static constexpr size_t kHeaderSize = 56;
   static constexpr size_t kProviderField = 32;
   /// Bytes encode() writes.
-  size_t size() const { return kHeaderSize + name.size(); }
+  size_t size() const;
   /// Writes size() bytes to out.
   void encode(uint8_t* out) const;
   /// Reads a blob of len bytes; throws Error(PB_ERR_INVALID) naming `from`
   /// ("rank 3 (host h)") when it is short, has a bad magic or version, or
-  /// its name length disagrees with len.
+  /// its name lengths or lane count disagree with len.
   static AddressBlob decode(const uint8_t* in, size_t len, const std::string& from);
 };
 
@@ -55,8 +60,9 @@ struct AddressBlob {
 /// store a WRITE_SIGNAL message's payload into it). 0 from older plugins.
 constexpr uint16_t kRkeyHostMemory = 1;
 
-/// pack_rkey()'s blob. 56 bytes: magic u32 | version u16 | flags u16 |
-/// region u64 | check u64 | mr_key u64 | base u64 | size u64 | rma_base u64.
+/// pack_rkey()'s blob. 64 + 8 x lanes bytes: magic u32 | version u16 |
+/// flags u16 | region u64 | check u64 | mr_key u64 | base u64 | size u64 |
+/// rma_base u64 | lanes u16 | 6 zero bytes | the region's key on each lane u64.
 /// region and check (random) name the region for signals applied by the
 /// target (control messages); mr_key and rma_base are what fi_write and
 /// fi_atomic need: the remote address of offset o is rma_base + o, where
@@ -72,12 +78,17 @@ struct PackedRkey {
   uint64_t base = 0;
   uint64_t size = 0;
   uint64_t rmaBase = 0;
+  std::vector<uint64_t> laneKeys;  ///< At most kMaxLanes.
 
-  static constexpr size_t kSize = 56;
-  /// Writes the 56-byte wire form to out.
+  static constexpr size_t kHeaderSize = 64;
+  /// Bytes encode() writes.
+  size_t wireSize() const { return kHeaderSize + 8 * laneKeys.size(); }
+  /// Writes wireSize() bytes to out.
   void encode(uint8_t* out) const;
-  /// Reads the wire form; the caller has checked the length.
-  static PackedRkey decode(const uint8_t* in);
+  /// Reads the wire form of len bytes (at least kHeaderSize; the caller
+  /// checks magic and version); throws Error(PB_ERR_INVALID) when its lane
+  /// count exceeds kMaxLanes or disagrees with len.
+  static PackedRkey decode(const uint8_t* in, size_t len);
 };
 
 /// Kinds of control message.

@@ -1,0 +1,248 @@
+#include "lane.hpp"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <algorithm>
+
+#include "context.hpp"
+#include "error.hpp"
+
+namespace plugboard::libfabric {
+
+namespace {
+
+/// Completions read per fi_cq_read.
+constexpr size_t kBatch = 32;
+/// How long a lane keeps polling after its last event, post or touch.
+constexpr std::chrono::microseconds kHot{2000};
+/// A cold lane still progresses this often: the tcp provider moves data
+/// (incoming writes included) only when progressed.
+constexpr std::chrono::microseconds kNap{1000};
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Lane::Lane(int index, fid_fabric* fabric, const fi_info* info, Sink sink)
+    : index_(index),
+      where_("libfabric lane " + std::to_string(index) + " (provider " + info->fabric_attr->prov_name + ", domain " +
+             info->domain_attr->name + ")"),
+      sink_(std::move(sink)),
+      mrMode_(info->domain_attr->mr_mode) {
+  auto* mutableInfo = const_cast<fi_info*>(info);
+  fid_domain* domain = nullptr;
+  fiCheck(fi_domain(fabric, mutableInfo, &domain, nullptr), where_ + ": fi_domain");
+  domain_.reset(domain);
+  fi_cq_attr cqAttr{};
+  cqAttr.format = FI_CQ_FORMAT_MSG;
+  cqAttr.wait_obj = FI_WAIT_NONE;
+  cqAttr.size = std::min<size_t>(info->tx_attr->size + info->rx_attr->size, 1 << 16);
+  fid_cq* cq = nullptr;
+  fiCheck(fi_cq_open(domain, &cqAttr, &cq, nullptr), where_ + ": fi_cq_open");
+  cq_.reset(cq);
+  fi_av_attr avAttr{};
+  avAttr.type = info->domain_attr->av_type;
+  fid_av* av = nullptr;
+  fiCheck(fi_av_open(domain, &avAttr, &av, nullptr), where_ + ": fi_av_open");
+  av_.reset(av);
+  fid_ep* ep = nullptr;
+  fiCheck(fi_endpoint(domain, mutableInfo, &ep, nullptr), where_ + ": fi_endpoint");
+  ep_.reset(ep);
+  fiCheck(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), where_ + ": binding the completion queue");
+  fiCheck(fi_ep_bind(ep, &av->fid, 0), where_ + ": binding the address vector");
+  fiCheck(fi_enable(ep), where_ + ": fi_enable");
+  size_t len = 0;
+  int rc = fi_getname(&ep->fid, nullptr, &len);
+  OFI_CHECK(rc == -FI_ETOOSMALL || rc == 0, statusForFiError(-rc), where_ + ": fi_getname: " + fiErrorText(rc));
+  name_.resize(len);
+  fiCheck(fi_getname(&ep->fid, name_.data(), &len), where_ + ": fi_getname");
+  name_.resize(len);
+  OFI_CHECK(len > 0 && len <= 0xffff, PB_ERR_UNSUPPORTED,
+            where_ + ": endpoint name of " + std::to_string(len) + " bytes does not fit the address blob");
+  thread_ = std::thread([this] { run(); });
+}
+
+Lane::~Lane() {
+  stop();
+  std::lock_guard<std::mutex> lock(mu_);
+  av_.reset();
+  cq_.reset();
+  domain_.reset();
+}
+
+void Lane::stop() {
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  ep_.reset();
+}
+
+Registration Lane::registerBuffer(void* ptr, size_t size, uint64_t access, fi_hmem_iface iface, int device,
+                                  uint64_t requestedKey, const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return libfabric::registerBuffer(MrTarget{domain_.get(), ep_.get(), mrMode_}, ptr, size, access, iface, device,
+                                   requestedKey, what + " on lane " + std::to_string(index_));
+}
+
+std::vector<OpRecord*> Lane::release(const LocalRegion* region, Registration& reg) {
+  std::vector<OpRecord*> dropped;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> queueLock(queueMu_);
+  for (auto* list : {&backlog_, &queue_}) {
+    for (const LaneWrite& w : *list)
+      if (w.source == region) dropped.push_back(w.op);
+    list->erase(std::remove_if(list->begin(), list->end(), [&](const LaneWrite& w) { return w.source == region; }),
+                list->end());
+  }
+  reg.mr.reset();
+  return dropped;
+}
+
+fi_addr_t Lane::insertAddress(const std::vector<uint8_t>& name, const std::string& who) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fi_addr_t addr = FI_ADDR_NOTAVAIL;
+  int rc = fi_av_insert(av_.get(), name.data(), 1, &addr, 0, nullptr);
+  OFI_CHECK(rc == 1 && addr != FI_ADDR_NOTAVAIL, rc < 0 ? statusForFiError(-rc) : PB_ERR_INVALID,
+            where_ + ": cannot insert the lane address of " + who + " (fi_av_insert: " +
+                (rc < 0 ? fiErrorText(rc) : std::to_string(rc) + " of 1 inserted") + ")");
+  ++addressRefs_[addr];
+  return addr;
+}
+
+void Lane::removeAddress(fi_addr_t addr) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = addressRefs_.find(addr);
+  if (it == addressRefs_.end() || --it->second > 0) return;
+  addressRefs_.erase(it);
+  if (av_) fi_av_remove(av_.get(), &addr, 1, 0);
+}
+
+void Lane::enqueue(const LaneWrite& w) {
+  bool wasNapping;
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    queue_.push_back(w);
+    wasNapping = napping_;
+  }
+  hotUntil_.store(nowNs() + std::chrono::nanoseconds(kHot).count(), std::memory_order_relaxed);
+  if (wasNapping) wake_.notify_one();
+}
+
+void Lane::touch() {
+  hotUntil_.store(nowNs() + std::chrono::nanoseconds(kHot).count(), std::memory_order_relaxed);
+  bool wasNapping;
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    wasNapping = napping_;
+  }
+  if (wasNapping) wake_.notify_one();
+}
+
+void Lane::run() {
+  std::vector<LaneEvent> events;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(queueMu_);
+      if (stop_) return;
+    }
+    events.clear();
+    try {
+      turn(events);
+    } catch (const Error& e) {
+      events.push_back(LaneEvent{nullptr, true, e.status(), e.what()});
+    }
+    if (!events.empty()) {
+      hotUntil_.store(nowNs() + std::chrono::nanoseconds(kHot).count(), std::memory_order_relaxed);
+      sink_(events);
+      continue;
+    }
+    if (nowNs() < hotUntil_.load(std::memory_order_relaxed)) {
+      std::this_thread::yield();
+      continue;
+    }
+    nap();
+  }
+}
+
+size_t Lane::turn(std::vector<LaneEvent>& events) {
+  std::lock_guard<std::mutex> lock(mu_);
+  {
+    std::lock_guard<std::mutex> queueLock(queueMu_);
+    while (!queue_.empty()) {
+      backlog_.push_back(queue_.front());
+      queue_.pop_front();
+    }
+  }
+  postBacklog(events);
+  readCompletions(events);
+  if (!backlog_.empty()) postBacklog(events);  // completions made room
+  return events.size();
+}
+
+void Lane::postBacklog(std::vector<LaneEvent>& events) {
+  while (!backlog_.empty()) {
+    LaneWrite& w = backlog_.front();
+    iovec iov{const_cast<char*>(w.src), w.len};
+    void* desc = w.desc;
+    fi_rma_iov rma{w.remote, w.len, w.key};
+    fi_msg_rma msg{};
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    msg.addr = w.addr;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    msg.context = w.op;  // &OpRecord::fiCtx, its first member
+    // Delivery complete: the completion means the data is at the target.
+    ssize_t rc = fi_writemsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+    if (rc == -FI_EAGAIN) return;
+    if (rc < 0)
+      events.push_back(LaneEvent{w.op, true, statusForFiError(static_cast<int>(-rc)),
+                                 where_ + ": a write of " + std::to_string(w.len) +
+                                     " bytes could not be posted: fi_writemsg: " + fiErrorText(rc)});
+    backlog_.pop_front();
+  }
+}
+
+void Lane::readCompletions(std::vector<LaneEvent>& events) {
+  fi_cq_msg_entry entries[kBatch];
+  for (;;) {
+    ssize_t n = fi_cq_read(cq_.get(), entries, kBatch);
+    if (n == -FI_EAGAIN) return;
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(cq_.get(), &err, 0) < 0) return;
+      char buf[256] = "";
+      const char* detail = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, buf, sizeof(buf));
+      std::string text = where_ + ": " + fi_strerror(err.err);
+      if (detail && *detail) text += std::string(" (") + detail + ")";
+      if (err.op_context)
+        events.push_back(LaneEvent{static_cast<OpRecord*>(err.op_context), true, statusForFiError(err.err), text});
+      continue;
+    }
+    fiCheck(n, where_ + ": reading the completion queue (fi_cq_read)");
+    for (ssize_t i = 0; i < n; ++i)
+      if (entries[i].op_context) events.push_back(LaneEvent{static_cast<OpRecord*>(entries[i].op_context), false, PB_OK, {}});
+    if (static_cast<size_t>(n) < kBatch) return;
+  }
+}
+
+void Lane::nap() {
+  std::unique_lock<std::mutex> lock(queueMu_);
+  // touch() stores hotUntil_ before it takes queueMu_ to see napping_.
+  if (stop_ || !queue_.empty() || nowNs() < hotUntil_.load(std::memory_order_relaxed)) return;
+  napping_ = true;
+  wake_.wait_for(lock, kNap);
+  napping_ = false;
+}
+
+}  // namespace plugboard::libfabric

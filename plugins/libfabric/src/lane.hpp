@@ -1,0 +1,135 @@
+// A lane: a second RDM endpoint on a domain of its own, with a thread that
+// posts its writes and reads its completion queue. Large writes are cut
+// into one piece per lane, so their copies through the provider (the tcp
+// provider sends and receives in whichever thread progresses it) run on
+// several cores at once, as the ethernet plugin's stripe sockets do.
+// README "Lanes".
+//
+// Locking: mu_ guards every libfabric call on the lane's objects (its
+// domain is opened FI_THREAD_DOMAIN) and the lane's backlog; queueMu_
+// guards the queue writes are handed over in. Order: the context's mutex,
+// then mu_, then queueMu_. The lane thread never holds mu_ or queueMu_
+// while it hands completions to the context (Sink), which takes the
+// context's mutex.
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fid.hpp"
+#include "memory.hpp"
+
+namespace plugboard::libfabric {
+
+struct OpRecord;
+
+/// A write handed to a lane: one fabric write, delivery complete.
+struct LaneWrite {
+  OpRecord* op = nullptr;               ///< Its record (context-owned); its completion's context.
+  const LocalRegion* source = nullptr;  ///< The region it reads (dropped if that is deregistered first).
+  const char* src = nullptr;
+  size_t len = 0;
+  void* desc = nullptr;  ///< The source's descriptor in the lane's domain.
+  fi_addr_t addr = FI_ADDR_NOTAVAIL;
+  uint64_t remote = 0;
+  uint64_t key = 0;
+};
+
+/// What a lane reports to the context: a completed operation, a failed one
+/// (op set, failed), or the lane itself broken (op NULL).
+struct LaneEvent {
+  OpRecord* op = nullptr;
+  bool failed = false;
+  pb_status status = PB_OK;
+  std::string what;
+};
+
+/// One lane. See the file comment.
+class Lane {
+ public:
+  /// Receives a batch of events, with no lane lock held.
+  using Sink = std::function<void(std::vector<LaneEvent>&)>;
+
+  /// Opens a domain, completion queue, address vector and endpoint of info
+  /// on fabric and starts the lane's thread. Throws Error naming the lane.
+  Lane(int index, fid_fabric* fabric, const fi_info* info, Sink sink);
+  /// Stops the thread and closes everything; queued writes are forgotten
+  /// (their records are the context's). Regions registered here must be
+  /// closed before (release()).
+  ~Lane();
+  Lane(const Lane&) = delete;
+  Lane& operator=(const Lane&) = delete;
+
+  /// Joins the thread and closes the endpoint; idempotent. After it only
+  /// release() and the destructor may be called.
+  void stop();
+
+  /// This lane's endpoint name (fi_getname).
+  const std::vector<uint8_t>& name() const { return name_; }
+  /// Registers [ptr, ptr + size) in the lane's domain (as registerBuffer).
+  Registration registerBuffer(void* ptr, size_t size, uint64_t access, fi_hmem_iface iface, int device,
+                              uint64_t requestedKey, const std::string& what);
+  /// Drops the queued writes that read region, returning their records, and
+  /// closes reg (region's registration here).
+  std::vector<OpRecord*> release(const LocalRegion* region, Registration& reg);
+  /// Inserts a peer lane's endpoint name (counted, like the context's).
+  fi_addr_t insertAddress(const std::vector<uint8_t>& name, const std::string& who);
+  /// Drops one reference to addr.
+  void removeAddress(fi_addr_t addr) noexcept;
+  /// Hands w to the lane's thread, which posts it in order.
+  void enqueue(const LaneWrite& w);
+  /// Keeps the thread polling for a while (a caller is waiting for data
+  /// that may arrive on this lane).
+  void touch();
+
+ private:
+  /// The thread: posts queued writes, reads completions, naps when idle.
+  void run();
+  /// One turn under mu_: posts what is queued, reads completions into
+  /// events. Returns the number of events.
+  size_t turn(std::vector<LaneEvent>& events);
+  /// Posts backlog_ in order until the provider is out of room.
+  void postBacklog(std::vector<LaneEvent>& events);
+  /// Reads the completion queue (completions and errors) into events.
+  void readCompletions(std::vector<LaneEvent>& events);
+  /// Sleeps until enqueue/touch or a nap's end.
+  void nap();
+
+  const int index_;
+  const std::string where_;
+  Sink sink_;
+  uint64_t mrMode_ = 0;
+  std::vector<uint8_t> name_;
+
+  std::mutex mu_;
+  FidPtr<fid_domain> domain_;
+  FidPtr<fid_cq> cq_;
+  FidPtr<fid_av> av_;
+  FidPtr<fid_ep> ep_;
+  std::map<fi_addr_t, int> addressRefs_;
+  std::deque<LaneWrite> backlog_;  // taken from queue_, not yet accepted by the provider (mu_)
+
+  std::mutex queueMu_;
+  std::condition_variable wake_;
+  std::deque<LaneWrite> queue_;
+  bool stop_ = false;
+  bool napping_ = false;
+  std::atomic<int64_t> hotUntil_{0};  // steady_clock ns: poll without napping until then
+
+  std::thread thread_;
+};
+
+}  // namespace plugboard::libfabric
