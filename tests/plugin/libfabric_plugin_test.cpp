@@ -708,6 +708,33 @@ TEST_F(LibfabricLaneTest, WritesAcrossLanesLandWholeBeforeTheirSignal) {
   }
 }
 
+TEST_F(LibfabricLaneTest, BothEndsWritingAtOnceFirstTimeComplete) {
+  // Each end's first write opens its lanes' connections while the peer's
+  // first write opens theirs the other way (simultaneous connects).
+  constexpr size_t kSize = size_t(4) << 20;
+  std::vector<uint8_t> a(kSize), b(kSize), toA(kSize, 0), toB(kSize, 0);
+  fillPattern(a.data(), kSize, 1);
+  fillPattern(b.data(), kSize, 2);
+  pb_mr* mrA = reg(ctx0_, a.data(), kSize);
+  pb_mr* mrB = reg(ctx1_, b.data(), kSize);
+  pb_rkey* rkToB = remoteKey(ctx1_, reg(ctx1_, toB.data(), kSize), c0_);
+  pb_rkey* rkToA = remoteKey(ctx0_, reg(ctx0_, toA.data(), kSize), c1_);
+  for (int round = 1; round <= 20; ++round) {
+    ASSERT_EQ(t_->write(c0_, mrA, 0, rkToB, 0, kSize), PB_OK) << error(ctx0_);
+    ASSERT_EQ(t_->write(c1_, mrB, 0, rkToA, 0, kSize), PB_OK) << error(ctx1_);
+    uint64_t done0 = 0, done1 = 0;
+    auto deadline = Clock::now() + kTimeout;
+    while ((done0 < uint64_t(round) || done1 < uint64_t(round)) && Clock::now() < deadline) {
+      ASSERT_EQ(t_->proxy_progress(c0_, &done0), PB_OK) << error(ctx0_);
+      ASSERT_EQ(t_->proxy_progress(c1_, &done1), PB_OK) << error(ctx1_);
+    }
+    ASSERT_EQ(done0, uint64_t(round)) << "round " << round;
+    ASSERT_EQ(done1, uint64_t(round)) << "round " << round;
+  }
+  EXPECT_EQ(toB, a);
+  EXPECT_EQ(toA, b);
+}
+
 TEST_F(LibfabricLaneTest, APeerWithoutLanesGetsWholeWrites) {
   pb_plugin_ctx* plain = makeContext(1, {{"lanes", "0"}});
   ASSERT_NE(plain, nullptr);

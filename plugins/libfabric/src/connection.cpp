@@ -147,6 +147,23 @@ bool Connection::postHello() {
   return true;
 }
 
+void Connection::postLaneWake(uint64_t bytes) {
+  int slot = ctx_.takeSlot();
+  if (slot < 0) return;
+  wire::Message m = signalMessage(Pending{}, wire::MessageType::LaneWake);
+  m.value = bytes;
+  m.encode(ctx_.slot(slot));
+  OpRecord* op = ctx_.newOp(OpRecord::Kind::Wake, id_, 0, slot);
+  ssize_t rc = fi_send(ctx_.ep(), ctx_.slot(slot), wire::Message::kSize, ctx_.slotDesc(), addr_, &op->fiCtx);
+  if (rc != 0) {
+    ctx_.dropOp(op);  // out of room: the peer's lanes still progress every few ms
+    if (rc != -FI_EAGAIN)
+      fail(statusForFiError(static_cast<int>(-rc)), "libfabric lane wake-up " + link() + ": fi_send: " + fiErrorText(rc));
+    return;
+  }
+  ++inFabric_;
+}
+
 void Connection::onHello(const wire::Message& m) {
   std::string bad = "bad message from " + peer_.describe() + ": ";
   if (helloReceived_) return fail(PB_ERR_REMOTE, bad + "a second hello");
@@ -222,6 +239,11 @@ uint64_t Connection::fragmentsOf(const std::vector<Pending>& pieces) const {
 void Connection::enqueueWrite(const std::vector<Pending>& pieces) {
   if (pieces.empty()) return;
   writeFragments_[pieces.front().seq] = fragmentsOf(pieces);
+  if (pieces.front().lane >= 0) {
+    uint64_t bytes = 0;
+    for (const Pending& p : pieces) bytes += p.left;
+    postLaneWake(bytes);
+  }
   for (Pending w : pieces)
     if (!backlog_.empty() || !postFragments(w)) backlog_.push_back(w);
 }
@@ -476,6 +498,7 @@ void Connection::onComplete(const OpRecord& op) {
     helloSent_ = true;
     return;
   }
+  if (op.kind == OpRecord::Kind::Wake) return;  // a hint, no sequence number
   if (op.kind == OpRecord::Kind::Write) {  // delivered: signals after it may go
     auto it = writeFragments_.find(op.seq);
     if (it != writeFragments_.end() && --it->second == 0) writeFragments_.erase(it);
@@ -487,6 +510,7 @@ void Connection::onError(const OpRecord& op, pb_status status, const std::string
   --inFabric_;
   const char* kind = op.kind == OpRecord::Kind::Write    ? "write"
                      : op.kind == OpRecord::Kind::Signal ? "signal"
+                     : op.kind == OpRecord::Kind::Wake   ? "lane wake-up"
                                                          : "hello";
   fail(status, std::string("libfabric ") + kind + " " + link() + " failed: " + what);
 }

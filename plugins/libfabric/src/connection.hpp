@@ -135,6 +135,9 @@ class Connection {
   bool postSignalNow(const Pending& s);
   /// Sends our hello; false when out of room.
   bool postHello();
+  /// Tells the peer that bytes are coming over the lanes (a LaneWake
+  /// message), so its lanes progress; a hint, skipped when out of room.
+  void postLaneWake(uint64_t bytes);
   /// Posts backlogged fragments and the signals whose writes are delivered.
   void drain();
   /// True when every write before seq has completed.

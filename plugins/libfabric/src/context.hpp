@@ -71,7 +71,7 @@ using PeerInfo = transport_cxx::PeerInfo;
 /// find it; FI_CONTEXT and FI_CONTEXT2 modes are satisfied by fiCtx.
 struct OpRecord {
   /// Kinds of operation.
-  enum class Kind : uint8_t { Write, Signal, Hello, Recv };
+  enum class Kind : uint8_t { Write, Signal, Hello, Recv, Wake };
   fi_context2 fiCtx{};  ///< Provider scratch space; must stay first.
   Kind kind = Kind::Write;
   uint64_t conn = 0;  ///< Local connection id (0 for receives).
@@ -195,6 +195,8 @@ class Context : public transport_cxx::ErrorSlot {
   Settings readSettings() const;
   /// Opens fabric, domain, CQ, AV and endpoint on info.
   void openEndpoint(const fi_info* info);
+  /// Keeps every lane progressing long enough for bytes to arrive on them.
+  void wakeLanes(uint64_t bytes);
   /// Opens the lanes the settings ask for ("auto": 4 over the tcp provider
   /// on more than 4 cores, else none).
   void openLanes();

@@ -15,10 +15,11 @@ namespace {
 
 /// Completions read per fi_cq_read.
 constexpr size_t kBatch = 32;
-/// How long a lane keeps polling after its last event, post or touch.
-constexpr std::chrono::microseconds kHot{2000};
+/// How long a lane keeps polling after its own writes completed.
+constexpr std::chrono::microseconds kHot{200};
 /// A cold lane still progresses this often: the tcp provider moves data
-/// (incoming writes included) only when progressed.
+/// (incoming writes included) only when progressed, and a peer's wake-up
+/// message is a hint that may be skipped.
 constexpr std::chrono::microseconds kNap{1000};
 
 int64_t nowNs() {
@@ -28,13 +29,16 @@ int64_t nowNs() {
 
 }  // namespace
 
-Lane::Lane(int index, fid_fabric* fabric, const fi_info* info, Sink sink)
+Lane::Lane(int index, const fi_info* info, Sink sink)
     : index_(index),
       where_("libfabric lane " + std::to_string(index) + " (provider " + info->fabric_attr->prov_name + ", domain " +
              info->domain_attr->name + ")"),
       sink_(std::move(sink)),
       mrMode_(info->domain_attr->mr_mode) {
   auto* mutableInfo = const_cast<fi_info*>(info);
+  fid_fabric* fabric = nullptr;
+  fiCheck(fi_fabric(info->fabric_attr, &fabric, nullptr), where_ + ": fi_fabric");
+  fabric_.reset(fabric);
   fid_domain* domain = nullptr;
   fiCheck(fi_domain(fabric, mutableInfo, &domain, nullptr), where_ + ": fi_domain");
   domain_.reset(domain);
@@ -73,6 +77,7 @@ Lane::~Lane() {
   av_.reset();
   cq_.reset();
   domain_.reset();
+  fabric_.reset();
 }
 
 void Lane::stop() {
@@ -133,12 +138,18 @@ void Lane::enqueue(const LaneWrite& w) {
     queue_.push_back(w);
     wasNapping = napping_;
   }
-  hotUntil_.store(nowNs() + std::chrono::nanoseconds(kHot).count(), std::memory_order_relaxed);
   if (wasNapping) wake_.notify_one();
 }
 
-void Lane::touch() {
-  hotUntil_.store(nowNs() + std::chrono::nanoseconds(kHot).count(), std::memory_order_relaxed);
+void Lane::heatFor(std::chrono::microseconds hot) {
+  const int64_t until = nowNs() + std::chrono::nanoseconds(hot).count();
+  int64_t was = hotUntil_.load(std::memory_order_relaxed);
+  while (was < until && !hotUntil_.compare_exchange_weak(was, until, std::memory_order_relaxed)) {
+  }
+}
+
+void Lane::touch(std::chrono::microseconds hot) {
+  heatFor(hot);
   bool wasNapping;
   {
     std::lock_guard<std::mutex> lock(queueMu_);
@@ -155,17 +166,20 @@ void Lane::run() {
       if (stop_) return;
     }
     events.clear();
+    bool busy = false;
     try {
-      turn(events);
+      busy = turn(events);
     } catch (const Error& e) {
       events.push_back(LaneEvent{nullptr, true, e.status(), e.what()});
     }
     if (!events.empty()) {
-      hotUntil_.store(nowNs() + std::chrono::nanoseconds(kHot).count(), std::memory_order_relaxed);
+      heatFor(kHot);
       sink_(events);
       continue;
     }
-    if (nowNs() < hotUntil_.load(std::memory_order_relaxed)) {
+    // Poll while own writes are out (their sending and delivery need
+    // progress) or a peer said data is coming; otherwise nap.
+    if (busy || nowNs() < hotUntil_.load(std::memory_order_relaxed)) {
       std::this_thread::yield();
       continue;
     }
@@ -173,7 +187,7 @@ void Lane::run() {
   }
 }
 
-size_t Lane::turn(std::vector<LaneEvent>& events) {
+bool Lane::turn(std::vector<LaneEvent>& events) {
   std::lock_guard<std::mutex> lock(mu_);
   {
     std::lock_guard<std::mutex> queueLock(queueMu_);
@@ -185,7 +199,7 @@ size_t Lane::turn(std::vector<LaneEvent>& events) {
   postBacklog(events);
   readCompletions(events);
   if (!backlog_.empty()) postBacklog(events);  // completions made room
-  return events.size();
+  return !backlog_.empty() || inFlight_ > 0;
 }
 
 void Lane::postBacklog(std::vector<LaneEvent>& events) {
@@ -205,6 +219,7 @@ void Lane::postBacklog(std::vector<LaneEvent>& events) {
     // Delivery complete: the completion means the data is at the target.
     ssize_t rc = fi_writemsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
     if (rc == -FI_EAGAIN) return;
+    if (rc == 0) ++inFlight_;
     if (rc < 0)
       events.push_back(LaneEvent{w.op, true, statusForFiError(static_cast<int>(-rc)),
                                  where_ + ": a write of " + std::to_string(w.len) +
@@ -225,13 +240,18 @@ void Lane::readCompletions(std::vector<LaneEvent>& events) {
       const char* detail = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, buf, sizeof(buf));
       std::string text = where_ + ": " + fi_strerror(err.err);
       if (detail && *detail) text += std::string(" (") + detail + ")";
-      if (err.op_context)
+      if (err.op_context) {
         events.push_back(LaneEvent{static_cast<OpRecord*>(err.op_context), true, statusForFiError(err.err), text});
+        if (inFlight_ > 0) --inFlight_;
+      }
       continue;
     }
     fiCheck(n, where_ + ": reading the completion queue (fi_cq_read)");
-    for (ssize_t i = 0; i < n; ++i)
-      if (entries[i].op_context) events.push_back(LaneEvent{static_cast<OpRecord*>(entries[i].op_context), false, PB_OK, {}});
+    for (ssize_t i = 0; i < n; ++i) {
+      if (!entries[i].op_context) continue;
+      events.push_back(LaneEvent{static_cast<OpRecord*>(entries[i].op_context), false, PB_OK, {}});
+      if (inFlight_ > 0) --inFlight_;
+    }
     if (static_cast<size_t>(n) < kBatch) return;
   }
 }

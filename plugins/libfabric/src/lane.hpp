@@ -1,4 +1,5 @@
-// A lane: a second RDM endpoint on a domain of its own, with a thread that
+// A lane: a second RDM endpoint on a fabric and domain of its own (nothing
+// of the provider's progress is shared with the context's endpoint), with a thread that
 // posts its writes and reads its completion queue. Large writes are cut
 // into one piece per lane, so their copies through the provider (the tcp
 // provider sends and receives in whichever thread progresses it) run on
@@ -63,9 +64,9 @@ class Lane {
   /// Receives a batch of events, with no lane lock held.
   using Sink = std::function<void(std::vector<LaneEvent>&)>;
 
-  /// Opens a domain, completion queue, address vector and endpoint of info
-  /// on fabric and starts the lane's thread. Throws Error naming the lane.
-  Lane(int index, fid_fabric* fabric, const fi_info* info, Sink sink);
+  /// Opens a fabric, domain, completion queue, address vector and endpoint
+  /// of info and starts the lane's thread. Throws Error naming the lane.
+  Lane(int index, const fi_info* info, Sink sink);
   /// Stops the thread and closes everything; queued writes are forgotten
   /// (their records are the context's). Regions registered here must be
   /// closed before (release()).
@@ -91,16 +92,18 @@ class Lane {
   void removeAddress(fi_addr_t addr) noexcept;
   /// Hands w to the lane's thread, which posts it in order.
   void enqueue(const LaneWrite& w);
-  /// Keeps the thread polling for a while (a caller is waiting for data
-  /// that may arrive on this lane).
-  void touch();
+  /// Keeps the thread polling for at least `hot` (data is on its way to
+  /// this lane: the provider moves it only while progressed).
+  void touch(std::chrono::microseconds hot);
 
  private:
   /// The thread: posts queued writes, reads completions, naps when idle.
   void run();
   /// One turn under mu_: posts what is queued, reads completions into
-  /// events. Returns the number of events.
-  size_t turn(std::vector<LaneEvent>& events);
+  /// events. Returns true while writes are queued or in flight.
+  bool turn(std::vector<LaneEvent>& events);
+  /// Extends the polling window to now + hot.
+  void heatFor(std::chrono::microseconds hot);
   /// Posts backlog_ in order until the provider is out of room.
   void postBacklog(std::vector<LaneEvent>& events);
   /// Reads the completion queue (completions and errors) into events.
@@ -115,12 +118,14 @@ class Lane {
   std::vector<uint8_t> name_;
 
   std::mutex mu_;
+  FidPtr<fid_fabric> fabric_;
   FidPtr<fid_domain> domain_;
   FidPtr<fid_cq> cq_;
   FidPtr<fid_av> av_;
   FidPtr<fid_ep> ep_;
   std::map<fi_addr_t, int> addressRefs_;
   std::deque<LaneWrite> backlog_;  // taken from queue_, not yet accepted by the provider (mu_)
+  size_t inFlight_ = 0;            // accepted by the provider, not yet completed (mu_)
 
   std::mutex queueMu_;
   std::condition_variable wake_;

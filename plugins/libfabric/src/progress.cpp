@@ -20,7 +20,6 @@ constexpr int kMaxBatches = 16;
 }  // namespace
 
 void Context::progressLocked() {
-  for (auto& lane : lanes_) lane->touch();  // someone waits: data may come on the lanes
   fi_cq_msg_entry entries[kBatch];
   for (int batch = 0; batch < kMaxBatches; ++batch) {
     ssize_t n = fi_cq_read(cq_.get(), entries, kBatch);
@@ -120,6 +119,9 @@ void Context::handleMessage(size_t i, size_t len) {
       return;
     case wire::MessageType::WriteSignal:
       applyWriteSignal(*c, m, bytes + wire::Message::kSize, len - wire::Message::kSize);
+      return;
+    case wire::MessageType::LaneWake:
+      wakeLanes(m.value);
       return;
   }
   c->fail(PB_ERR_REMOTE, bad + "unknown message type " + std::to_string(m.type));

@@ -104,7 +104,7 @@ PackedRkey PackedRkey::decode(const uint8_t* in, size_t len) {
   k.rmaBase = loadLE<uint64_t>(in + 48);
   size_t lanes = loadLE<uint16_t>(in + 56);
   OFI_CHECK(lanes <= kMaxLanes && len == kHeaderSize + 8 * lanes, PB_ERR_INVALID,
-            "libfabric key of " + std::to_string(len) + " bytes names " + std::to_string(lanes) +
+            "libfabric import_rkey: a key of " + std::to_string(len) + " bytes names " + std::to_string(lanes) +
                 " lanes (at most " + std::to_string(kMaxLanes) + ", 8 bytes each after its " +
                 std::to_string(kHeaderSize) + "-byte header)");
   for (size_t i = 0; i < lanes; ++i) k.laneKeys.push_back(loadLE<uint64_t>(in + kHeaderSize + 8 * i));

@@ -95,7 +95,8 @@ struct PackedRkey {
 enum class MessageType : uint16_t {
   Hello = 1,   ///< Connection set-up: "rank from_rank's connection from_conn reaches your to_conn".
   Signal = 2,  ///< Add value to the u64 at (region, check) + offset, after every earlier write landed.
-  WriteSignal = 3  ///< A WriteExt and its payload follow: store the payload, then add as Signal does.
+  WriteSignal = 3,  ///< A WriteExt and its payload follow: store the payload, then add as Signal does.
+  LaneWake = 4      ///< value bytes are on their way over the lanes: keep them progressing (README "Lanes").
 };
 
 /// A control message, sent with fi_send into buffers the target posted.
