@@ -223,7 +223,7 @@ void Context::declareSettings() const {
        "Extra endpoints (each on its own domain, with a thread) that large writes are cut across, 0-8; auto: 4 "
        "over the tcp provider on more than 4 cores, else 0",
        1},
-      {sizeof(pb_setting_decl_v1), kLaneBytes, PB_SETTING_INT, "262144",
+      {sizeof(pb_setting_decl_v1), kLaneBytes, PB_SETTING_INT, "1048576",
        "Smallest write cut into one piece per lane, bytes",
        1},
   };

@@ -47,7 +47,7 @@ struct Settings {
   /// Lanes to open (README "Lanes"); -1 = auto.
   int lanes = -1;
   /// Smallest write cut into one piece per lane.
-  uint64_t laneBytes = 262144;
+  uint64_t laneBytes = 1048576;
 };
 
 /// The largest message ofi_rxm sends eagerly here, and where rxm's settings
