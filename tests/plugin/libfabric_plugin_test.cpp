@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -190,10 +191,20 @@ class LibfabricPairTest : public LibfabricTest {
     }
   }
 
+  /// A buffer of n bytes set to fill that lives until the fixture is
+  /// destroyed, after TearDown freed connections and contexts: a test that
+  /// leaves writes in flight must not free their target, which lanes keep
+  /// landing without anyone polling.
+  uint8_t* keptBuffer(size_t n, uint8_t fill) {
+    kept_.emplace_back(n, fill);
+    return kept_.back().data();
+  }
+
   pb_plugin_ctx* ctx0_ = nullptr;
   pb_plugin_ctx* ctx1_ = nullptr;
   pb_conn* c0_ = nullptr;
   pb_conn* c1_ = nullptr;
+  std::deque<std::vector<uint8_t>> kept_;  // declared last: destroyed first, after TearDown
 };
 
 // ---- loading, settings, provider choice --------------------------------------
@@ -654,9 +665,8 @@ TEST_F(LibfabricFragmentTest, DeregisteringAnotherRegistrationOfTheSameBytesKeep
 // only after giving up on the operation).
 TEST_F(LibfabricFragmentTest, DeregisteringTheSourceOfAQueuedWriteFailsTheConnection) {
   constexpr size_t kSize = size_t(64) << 20;
-  std::vector<uint8_t> src(kSize, 1), dst(kSize, 0);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
-  pb_mr* mrDst = reg(ctx1_, dst.data(), kSize);
+  pb_mr* mrSrc = reg(ctx0_, keptBuffer(kSize, 1), kSize);
+  pb_mr* mrDst = reg(ctx1_, keptBuffer(kSize, 0), kSize);
   pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
   ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kSize), PB_OK) << error(ctx0_);
   deregister(ctx0_, mrSrc);
@@ -771,19 +781,21 @@ TEST_F(LibfabricTest, BadLaneSettingsFailInitNamingThem) {
 class LibfabricLaneFragmentTest : public LibfabricPairTest {
  protected:
   std::map<std::string, std::string> pairSettings() override {
-    return {{"lanes", "2"}, {"lane_bytes", "65536"}, {"fragment_bytes", "16384"}};
+    return {{"lanes", "2"}, {"lane_bytes", "65536"}, {"fragment_bytes", "4096"}};
   }
 };
 
 TEST_F(LibfabricLaneFragmentTest, DeregisteringTheSourceOfAWriteQueuedOnALaneFailsTheConnection) {
+  // The lanes keep moving what the provider took after the test's end,
+  // into memory that must stay (keptBuffer); registrations are closed only
+  // once no write in flight reads them.
   constexpr size_t kSize = size_t(64) << 20;
-  std::vector<uint8_t> src(kSize, 1), dst(kSize, 0);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
-  pb_rkey* rkDst = remoteKey(ctx1_, reg(ctx1_, dst.data(), kSize), c0_);
+  pb_mr* mrSrc = reg(ctx0_, keptBuffer(kSize, 1), kSize);
+  pb_rkey* rkDst = remoteKey(ctx1_, reg(ctx1_, keptBuffer(kSize, 0), kSize), c0_);
   ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kSize), PB_OK) << error(ctx0_);
   deregister(ctx0_, mrSrc);
   uint64_t done = 0;
-  EXPECT_NE(t_->proxy_progress(c0_, &done), PB_OK) << "4096 fragments on two lanes all posted at once?";
+  EXPECT_NE(t_->proxy_progress(c0_, &done), PB_OK) << "16384 fragments on two lanes all posted at once?";
   EXPECT_NE(error(ctx0_).find("queued operation(s) still had to read it (dropped from lane"), std::string::npos)
       << error(ctx0_);
 }

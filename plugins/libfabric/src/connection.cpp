@@ -52,6 +52,11 @@ Connection::~Connection() {
   // may still read our memory, so give them a bounded time to finish.
   backlog_.clear();
   signals_.clear();
+  for (size_t i = 0; i < laneAddrs_.size(); ++i)
+    for (OpRecord* op : ctx_.lane(i).forgetConnection(id_)) {
+      ctx_.dropOp(op);
+      --inFabric_;
+    }
   try {
     auto deadline = std::chrono::steady_clock::now() + kCloseGrace;
     while (inFabric_ > 0 && !failure_ && std::chrono::steady_clock::now() < deadline) {

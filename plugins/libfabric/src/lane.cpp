@@ -74,6 +74,7 @@ Lane::Lane(int index, const fi_info* info, Sink sink)
 Lane::~Lane() {
   stop();
   std::lock_guard<std::mutex> lock(mu_);
+  retired_.clear();
   av_.reset();
   cq_.reset();
   domain_.reset();
@@ -98,18 +99,45 @@ Registration Lane::registerBuffer(void* ptr, size_t size, uint64_t access, fi_hm
                                    requestedKey, what + " on lane " + std::to_string(index_));
 }
 
-std::vector<OpRecord*> Lane::release(const LocalRegion* region, Registration& reg) {
+template <typename Pred>
+std::vector<OpRecord*> Lane::dropQueued(Pred drop) {
   std::vector<OpRecord*> dropped;
-  std::lock_guard<std::mutex> lock(mu_);
   std::lock_guard<std::mutex> queueLock(queueMu_);
   for (auto* list : {&backlog_, &queue_}) {
     for (const LaneWrite& w : *list)
-      if (w.source == region) dropped.push_back(w.op);
-    list->erase(std::remove_if(list->begin(), list->end(), [&](const LaneWrite& w) { return w.source == region; }),
-                list->end());
+      if (drop(w)) dropped.push_back(w.op);
+    list->erase(std::remove_if(list->begin(), list->end(), drop), list->end());
   }
-  reg.mr.reset();
   return dropped;
+}
+
+std::vector<OpRecord*> Lane::release(const LocalRegion* region, Registration& reg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto dropped = dropQueued([&](const LaneWrite& w) { return w.source == region; });
+  if (readers_.count(region))
+    retired_.emplace_back(region, std::move(reg));
+  else
+    reg.mr.reset();
+  return dropped;
+}
+
+std::vector<OpRecord*> Lane::forgetConnection(uint64_t conn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropQueued([&](const LaneWrite& w) { return w.op->conn == conn; });
+}
+
+void Lane::finished(OpRecord* op) {
+  auto it = inFlight_.find(op);
+  if (it == inFlight_.end()) return;
+  auto reader = readers_.find(it->second);
+  if (reader != readers_.end() && --reader->second == 0) readers_.erase(reader);
+  inFlight_.erase(it);
+}
+
+void Lane::closeRetired() {
+  retired_.erase(std::remove_if(retired_.begin(), retired_.end(),
+                                [&](const auto& r) { return readers_.count(r.first) == 0; }),
+                 retired_.end());
 }
 
 fi_addr_t Lane::insertAddress(const std::vector<uint8_t>& name, const std::string& who) {
@@ -198,8 +226,9 @@ bool Lane::turn(std::vector<LaneEvent>& events) {
   }
   postBacklog(events);
   readCompletions(events);
+  if (!retired_.empty()) closeRetired();
   if (!backlog_.empty()) postBacklog(events);  // completions made room
-  return !backlog_.empty() || inFlight_ > 0;
+  return !backlog_.empty() || !inFlight_.empty();
 }
 
 void Lane::postBacklog(std::vector<LaneEvent>& events) {
@@ -219,7 +248,10 @@ void Lane::postBacklog(std::vector<LaneEvent>& events) {
     // Delivery complete: the completion means the data is at the target.
     ssize_t rc = fi_writemsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
     if (rc == -FI_EAGAIN) return;
-    if (rc == 0) ++inFlight_;
+    if (rc == 0) {
+      inFlight_.emplace(w.op, w.source);
+      ++readers_[w.source];
+    }
     if (rc < 0)
       events.push_back(LaneEvent{w.op, true, statusForFiError(static_cast<int>(-rc)),
                                  where_ + ": a write of " + std::to_string(w.len) +
@@ -242,7 +274,7 @@ void Lane::readCompletions(std::vector<LaneEvent>& events) {
       if (detail && *detail) text += std::string(" (") + detail + ")";
       if (err.op_context) {
         events.push_back(LaneEvent{static_cast<OpRecord*>(err.op_context), true, statusForFiError(err.err), text});
-        if (inFlight_ > 0) --inFlight_;
+        finished(static_cast<OpRecord*>(err.op_context));
       }
       continue;
     }
@@ -250,7 +282,7 @@ void Lane::readCompletions(std::vector<LaneEvent>& events) {
     for (ssize_t i = 0; i < n; ++i) {
       if (!entries[i].op_context) continue;
       events.push_back(LaneEvent{static_cast<OpRecord*>(entries[i].op_context), false, PB_OK, {}});
-      if (inFlight_ > 0) --inFlight_;
+      finished(static_cast<OpRecord*>(entries[i].op_context));
     }
     if (static_cast<size_t>(n) < kBatch) return;
   }

@@ -28,6 +28,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "fid.hpp"
@@ -84,8 +86,13 @@ class Lane {
   Registration registerBuffer(void* ptr, size_t size, uint64_t access, fi_hmem_iface iface, int device,
                               uint64_t requestedKey, const std::string& what);
   /// Drops the queued writes that read region, returning their records, and
-  /// closes reg (region's registration here).
+  /// closes reg (region's registration here) once no write the provider has
+  /// reads it any more (a registration closed under an operation in flight
+  /// crashed ofi_rxm when that operation completed).
   std::vector<OpRecord*> release(const LocalRegion* region, Registration& reg);
+  /// Drops the queued writes of connection conn (being freed), returning
+  /// their records; those the provider has still complete.
+  std::vector<OpRecord*> forgetConnection(uint64_t conn);
   /// Inserts a peer lane's endpoint name (counted, like the context's).
   fi_addr_t insertAddress(const std::vector<uint8_t>& name, const std::string& who);
   /// Drops one reference to addr.
@@ -110,6 +117,13 @@ class Lane {
   void readCompletions(std::vector<LaneEvent>& events);
   /// Sleeps until enqueue/touch or a nap's end.
   void nap();
+  /// Removes the queued writes `drop` selects; returns their records (mu_ held).
+  template <typename Pred>
+  std::vector<OpRecord*> dropQueued(Pred drop);
+  /// Bookkeeping of one write the provider finished (mu_ held).
+  void finished(OpRecord* op);
+  /// Closes retired registrations no write in flight reads (mu_ held).
+  void closeRetired();
 
   const int index_;
   const std::string where_;
@@ -125,7 +139,9 @@ class Lane {
   FidPtr<fid_ep> ep_;
   std::map<fi_addr_t, int> addressRefs_;
   std::deque<LaneWrite> backlog_;  // taken from queue_, not yet accepted by the provider (mu_)
-  size_t inFlight_ = 0;            // accepted by the provider, not yet completed (mu_)
+  std::unordered_map<OpRecord*, const LocalRegion*> inFlight_;  // accepted by the provider, not completed (mu_)
+  std::unordered_map<const LocalRegion*, size_t> readers_;       // in-flight writes per source region (mu_)
+  std::vector<std::pair<const LocalRegion*, Registration>> retired_;  // released while still read (mu_)
 
   std::mutex queueMu_;
   std::condition_variable wake_;
