@@ -12,8 +12,10 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "connection.hpp"
+#include "endpoint.hpp"
 #include "error.hpp"
 
 namespace plugboard::libfabric {
@@ -184,15 +186,15 @@ Context::~Context() {
   // Reverse order of creation; records and registrations before the domain.
   // The lanes' threads first: they call back into this context.
   for (auto& lane : lanes_) lane->stop();
-  ep_.reset();
+  endpoint_.ep.reset();
   sendSlab_.mr.reset();
   recvSlab_.mr.reset();
   regions_ = RegionRegistry();
   lanes_.clear();
-  av_.reset();
-  cq_.reset();
-  domain_.reset();
-  fabric_.reset();
+  endpoint_.av.reset();
+  endpoint_.cq.reset();
+  endpoint_.domain.reset();
+  endpoint_.fabric.reset();
   for (OpRecord* op : ops_) delete op;
 }
 
@@ -239,84 +241,31 @@ Settings Context::readSettings() const {
   if (!signal.empty()) s.signal = signal;
   OFI_CHECK(s.signal == "auto" || s.signal == "atomic" || s.signal == "message", PB_ERR_INVALID,
             "libfabric.signal = '" + s.signal + "' is not one of auto, atomic, message");
-  std::string bytes = host_.setting(kMessageWriteBytes);
-  if (!bytes.empty()) {
-    char* end = nullptr;
-    errno = 0;
-    long long v = std::strtoll(bytes.c_str(), &end, 10);
-    OFI_CHECK(errno == 0 && *end == '\0' && v >= 0 && v <= (1LL << 30), PB_ERR_INVALID,
-              "libfabric.message_write_bytes = '" + bytes + "' is not a byte count in [0, 2^30]");
-    s.messageWriteBytes = static_cast<uint64_t>(v);
-  }
-  std::string text = host_.setting(kFragmentBytes);
-  if (!text.empty()) {
+  // An integer setting's value when set and within [lo, hi] (or 0 where
+  // zeroOk); throws naming the setting and the rule otherwise.
+  const auto integer = [&](const char* key, long long lo, long long hi, bool zeroOk, const std::string& rule,
+                           auto* out) {
+    std::string text = host_.setting(key);
+    if (text.empty()) return;
     char* end = nullptr;
     errno = 0;
     long long v = std::strtoll(text.c_str(), &end, 10);
-    OFI_CHECK(errno == 0 && *end == '\0' && (v == 0 || (v >= 64 && v <= (1LL << 40))), PB_ERR_INVALID,
-              "libfabric.fragment_bytes = '" + text + "' is not 0 or a byte count in [64, 2^40]");
-    s.fragmentBytes = static_cast<uint64_t>(v);
-  }
-  std::string lanes = host_.setting(kLanes);
-  if (!lanes.empty() && lanes != "auto") {
-    char* end = nullptr;
-    errno = 0;
-    long v = std::strtol(lanes.c_str(), &end, 10);
-    OFI_CHECK(errno == 0 && *end == '\0' && v >= 0 && v <= long(wire::kMaxLanes), PB_ERR_INVALID,
-              "libfabric.lanes = '" + lanes + "' is not auto or a count in [0, " + std::to_string(wire::kMaxLanes) +
-                  "]");
-    s.lanes = static_cast<int>(v);
-  }
-  std::string laneBytes = host_.setting(kLaneBytes);
-  if (!laneBytes.empty()) {
-    char* end = nullptr;
-    errno = 0;
-    long long v = std::strtoll(laneBytes.c_str(), &end, 10);
-    OFI_CHECK(errno == 0 && *end == '\0' && v >= 4096 && v <= (1LL << 40), PB_ERR_INVALID,
-              "libfabric.lane_bytes = '" + laneBytes + "' is not a byte count in [4096, 2^40]");
-    s.laneBytes = static_cast<uint64_t>(v);
-  }
+    OFI_CHECK(errno == 0 && *end == '\0' && ((zeroOk && v == 0) || (v >= lo && v <= hi)), PB_ERR_INVALID,
+              std::string("libfabric.") + key + " = '" + text + "' is not " + rule);
+    *out = static_cast<std::remove_pointer_t<decltype(out)>>(v);
+  };
+  integer(kMessageWriteBytes, 0, 1LL << 30, false, "a byte count in [0, 2^30]", &s.messageWriteBytes);
+  integer(kFragmentBytes, 64, 1LL << 40, true, "0 or a byte count in [64, 2^40]", &s.fragmentBytes);
+  if (host_.setting(kLanes) != "auto")
+    integer(kLanes, 0, wire::kMaxLanes, false, "auto or a count in [0, " + std::to_string(wire::kMaxLanes) + "]",
+            &s.lanes);
+  integer(kLaneBytes, 4096, 1LL << 40, false, "a byte count in [4096, 2^40]", &s.laneBytes);
   return s;
 }
 
 void Context::openEndpoint(const fi_info* info) {
-  std::string where = "libfabric provider " + choice_.name + " (domain " + choice_.domain + ")";
-  fid_fabric* fabric = nullptr;
-  fiCheck(fi_fabric(info->fabric_attr, &fabric, nullptr), where + ": fi_fabric");
-  fabric_.reset(fabric);
-  fid_domain* domain = nullptr;
-  fiCheck(fi_domain(fabric, const_cast<fi_info*>(info), &domain, nullptr), where + ": fi_domain");
-  domain_.reset(domain);
-
-  fi_cq_attr cqAttr{};
-  cqAttr.format = FI_CQ_FORMAT_MSG;
-  cqAttr.wait_obj = FI_WAIT_NONE;
-  cqAttr.size = std::min<size_t>(info->tx_attr->size + info->rx_attr->size + kReceives, 1 << 16);
-  fid_cq* cq = nullptr;
-  fiCheck(fi_cq_open(domain, &cqAttr, &cq, nullptr), where + ": fi_cq_open");
-  cq_.reset(cq);
-
-  fi_av_attr avAttr{};
-  avAttr.type = info->domain_attr->av_type;
-  fid_av* av = nullptr;
-  fiCheck(fi_av_open(domain, &avAttr, &av, nullptr), where + ": fi_av_open");
-  av_.reset(av);
-
-  fid_ep* ep = nullptr;
-  fiCheck(fi_endpoint(domain, const_cast<fi_info*>(info), &ep, nullptr), where + ": fi_endpoint");
-  ep_.reset(ep);
-  fiCheck(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), where + ": binding the completion queue");
-  fiCheck(fi_ep_bind(ep, &av->fid, 0), where + ": binding the address vector");
-  fiCheck(fi_enable(ep), where + ": fi_enable");
-
-  size_t len = 0;
-  int rc = fi_getname(&ep->fid, nullptr, &len);
-  OFI_CHECK(rc == -FI_ETOOSMALL || rc == 0, statusForFiError(-rc), where + ": fi_getname: " + fiErrorText(rc));
-  epName_.resize(len);
-  fiCheck(fi_getname(&ep->fid, epName_.data(), &len), where + ": fi_getname");
-  epName_.resize(len);
-  OFI_CHECK(len > 0 && len <= 0xffff, PB_ERR_UNSUPPORTED,
-            where + ": endpoint name of " + std::to_string(len) + " bytes does not fit the address blob");
+  endpoint_ = openRdmEndpoint(info, kReceives,
+                               "libfabric provider " + choice_.name + " (domain " + choice_.domain + ")");
 }
 
 void Context::openLanes() {
@@ -332,7 +281,7 @@ wire::AddressBlob Context::addressBlob(uint64_t conn) const {
   blob.rank = rank();
   blob.addrFormat = addrFormat_;
   blob.provider = choice_.name;
-  blob.name = epName_;
+  blob.name = endpoint_.name;
   blob.conn = conn;
   for (const auto& lane : lanes_) blob.laneNames.push_back(lane->name());
   return blob;
@@ -372,7 +321,7 @@ void Context::chooseSignalMode() {
   std::string why = "the provider has no FI_ATOMIC";
   if (info_->caps & FI_ATOMIC) {
     size_t count = 0;
-    int rc = fi_atomicvalid(ep_.get(), FI_UINT64, FI_SUM, &count);
+    int rc = fi_atomicvalid(endpoint_.ep.get(), FI_UINT64, FI_SUM, &count);
     atomic = rc == 0 && count >= 1;
     if (!atomic) why = "fi_atomicvalid(FI_UINT64, FI_SUM) says " + (rc ? fiErrorText(rc) : std::string("count 0"));
   }
@@ -384,7 +333,7 @@ void Context::chooseSignalMode() {
 }
 
 void Context::setUpMessages() {
-  MrTarget target{domain_.get(), ep_.get(), mrMode_};
+  MrTarget target{endpoint_.domain.get(), endpoint_.ep.get(), mrMode_};
   sendBytes_.assign(kSlots * wire::kMessageBytes, 0);
   recvBytes_.assign(kReceives * wire::kMessageBytes, 0);
   // The slots are the source of atomics (FI_WRITE) and of sends.
@@ -402,7 +351,7 @@ void Context::setUpMessages() {
 }
 
 bool Context::postReceive(size_t i) {
-  ssize_t rc = fi_recv(ep_.get(), recvBytes_.data() + i * wire::kMessageBytes, wire::kMessageBytes,
+  ssize_t rc = fi_recv(endpoint_.ep.get(), recvBytes_.data() + i * wire::kMessageBytes, wire::kMessageBytes,
                        recvSlab_.desc, FI_ADDR_UNSPEC, &receives_[i].fiCtx);
   if (rc == -FI_EAGAIN) return false;
   fiCheck(rc, "libfabric: posting a receive buffer (fi_recv)");
@@ -442,7 +391,7 @@ LocalRegion* Context::registerMemory(void* ptr, size_t size, pb_mem_type type) {
   if (size > 0) {
     fi_hmem_iface iface = type == PB_MEM_CUDA ? FI_HMEM_CUDA : FI_HMEM_SYSTEM;
     int device = type == PB_MEM_CUDA ? cudaDeviceOf(ptr) : 0;
-    region->reg = registerBuffer(MrTarget{domain_.get(), ep_.get(), mrMode_}, ptr, size,
+    region->reg = registerBuffer(MrTarget{endpoint_.domain.get(), endpoint_.ep.get(), mrMode_}, ptr, size,
                                  FI_WRITE | FI_REMOTE_WRITE | FI_READ | FI_REMOTE_READ, iface, device,
                                  nextKey_++, what);
     region->rmaBase = (mrMode_ & FI_MR_VIRT_ADDR) ? reinterpret_cast<uintptr_t>(ptr) : 0;
@@ -488,7 +437,7 @@ Connection* Context::findConnection(uint64_t id) const {
 
 fi_addr_t Context::insertAddress(const std::vector<uint8_t>& name, const std::string& who) {
   fi_addr_t addr = FI_ADDR_NOTAVAIL;
-  int rc = fi_av_insert(av_.get(), name.data(), 1, &addr, 0, nullptr);
+  int rc = fi_av_insert(endpoint_.av.get(), name.data(), 1, &addr, 0, nullptr);
   OFI_CHECK(rc == 1 && addr != FI_ADDR_NOTAVAIL, rc < 0 ? statusForFiError(-rc) : PB_ERR_INVALID,
             "libfabric: cannot insert the endpoint address of " + who + " into the address vector (fi_av_insert: " +
                 (rc < 0 ? fiErrorText(rc) : std::to_string(rc) + " of 1 inserted") + ")");
@@ -500,7 +449,7 @@ void Context::removeAddress(fi_addr_t addr) noexcept {
   auto it = addressRefs_.find(addr);
   if (it == addressRefs_.end() || --it->second > 0) return;
   addressRefs_.erase(it);
-  fi_av_remove(av_.get(), &addr, 1, 0);
+  fi_av_remove(endpoint_.av.get(), &addr, 1, 0);
 }
 
 OpRecord* Context::newOp(OpRecord::Kind kind, uint64_t conn, uint64_t seq, int slot) {

@@ -25,6 +25,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "endpoint.hpp"
 #include "fid.hpp"
 #include "lane.hpp"
 #include "memory.hpp"
@@ -118,7 +119,7 @@ class Context : public transport_cxx::ErrorSlot {
   /// The provider's mr_mode bits.
   uint64_t mrMode() const { return mrMode_; }
   /// This endpoint's name (fi_getname) and address format.
-  const std::vector<uint8_t>& endpointName() const { return epName_; }
+  const std::vector<uint8_t>& endpointName() const { return endpoint_.name; }
   uint32_t addrFormat() const { return addrFormat_; }
   /// "rank N (host H)" for this process.
   std::string describeSelf() const;
@@ -128,7 +129,7 @@ class Context : public transport_cxx::ErrorSlot {
   /// The lock guarding every libfabric call and all mutable state.
   std::mutex& mutex() { return mu_; }
   /// The endpoint; use with mutex() held.
-  fid_ep* ep() { return ep_.get(); }
+  fid_ep* ep() { return endpoint_.ep.get(); }
   /// This context's lanes (README "Lanes"); fixed after construction.
   size_t laneCount() const { return lanes_.size(); }
   /// Lane i (< laneCount()).
@@ -236,16 +237,11 @@ class Context : public transport_cxx::ErrorSlot {
   uint64_t messageWriteMax_ = 0;
   uint64_t mrMode_ = 0;
   uint32_t addrFormat_ = 0;
-  std::vector<uint8_t> epName_;
 
   std::mutex mu_;
   // Declaration order is creation order; the destructor closes in reverse.
   std::unique_ptr<fi_info, void (*)(fi_info*)> info_{nullptr, fi_freeinfo};
-  FidPtr<fid_fabric> fabric_;
-  FidPtr<fid_domain> domain_;
-  FidPtr<fid_cq> cq_;
-  FidPtr<fid_av> av_;
-  FidPtr<fid_ep> ep_;
+  Endpoint endpoint_;  // fabric, domain, queue, AV, endpoint and its name
   Registration sendSlab_;  // kSlots control-message slots: signal operands and outgoing messages
   Registration recvSlab_;  // kReceives buffers the peers' messages land in
   std::vector<uint8_t> sendBytes_, recvBytes_;

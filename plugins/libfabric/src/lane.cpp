@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "context.hpp"
+#include "endpoint.hpp"
 #include "error.hpp"
 
 namespace plugboard::libfabric {
@@ -35,39 +36,7 @@ Lane::Lane(int index, const fi_info* info, Sink sink)
              info->domain_attr->name + ")"),
       sink_(std::move(sink)),
       mrMode_(info->domain_attr->mr_mode) {
-  auto* mutableInfo = const_cast<fi_info*>(info);
-  fid_fabric* fabric = nullptr;
-  fiCheck(fi_fabric(info->fabric_attr, &fabric, nullptr), where_ + ": fi_fabric");
-  fabric_.reset(fabric);
-  fid_domain* domain = nullptr;
-  fiCheck(fi_domain(fabric, mutableInfo, &domain, nullptr), where_ + ": fi_domain");
-  domain_.reset(domain);
-  fi_cq_attr cqAttr{};
-  cqAttr.format = FI_CQ_FORMAT_MSG;
-  cqAttr.wait_obj = FI_WAIT_NONE;
-  cqAttr.size = std::min<size_t>(info->tx_attr->size + info->rx_attr->size, 1 << 16);
-  fid_cq* cq = nullptr;
-  fiCheck(fi_cq_open(domain, &cqAttr, &cq, nullptr), where_ + ": fi_cq_open");
-  cq_.reset(cq);
-  fi_av_attr avAttr{};
-  avAttr.type = info->domain_attr->av_type;
-  fid_av* av = nullptr;
-  fiCheck(fi_av_open(domain, &avAttr, &av, nullptr), where_ + ": fi_av_open");
-  av_.reset(av);
-  fid_ep* ep = nullptr;
-  fiCheck(fi_endpoint(domain, mutableInfo, &ep, nullptr), where_ + ": fi_endpoint");
-  ep_.reset(ep);
-  fiCheck(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), where_ + ": binding the completion queue");
-  fiCheck(fi_ep_bind(ep, &av->fid, 0), where_ + ": binding the address vector");
-  fiCheck(fi_enable(ep), where_ + ": fi_enable");
-  size_t len = 0;
-  int rc = fi_getname(&ep->fid, nullptr, &len);
-  OFI_CHECK(rc == -FI_ETOOSMALL || rc == 0, statusForFiError(-rc), where_ + ": fi_getname: " + fiErrorText(rc));
-  name_.resize(len);
-  fiCheck(fi_getname(&ep->fid, name_.data(), &len), where_ + ": fi_getname");
-  name_.resize(len);
-  OFI_CHECK(len > 0 && len <= 0xffff, PB_ERR_UNSUPPORTED,
-            where_ + ": endpoint name of " + std::to_string(len) + " bytes does not fit the address blob");
+  endpoint_ = openRdmEndpoint(info, 0, where_);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -75,10 +44,10 @@ Lane::~Lane() {
   stop();
   std::lock_guard<std::mutex> lock(mu_);
   retired_.clear();
-  av_.reset();
-  cq_.reset();
-  domain_.reset();
-  fabric_.reset();
+  endpoint_.av.reset();
+  endpoint_.cq.reset();
+  endpoint_.domain.reset();
+  endpoint_.fabric.reset();
 }
 
 void Lane::stop() {
@@ -89,13 +58,13 @@ void Lane::stop() {
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
-  ep_.reset();
+  endpoint_.ep.reset();
 }
 
 Registration Lane::registerBuffer(void* ptr, size_t size, uint64_t access, fi_hmem_iface iface, int device,
                                   uint64_t requestedKey, const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
-  return libfabric::registerBuffer(MrTarget{domain_.get(), ep_.get(), mrMode_}, ptr, size, access, iface, device,
+  return libfabric::registerBuffer(MrTarget{endpoint_.domain.get(), endpoint_.ep.get(), mrMode_}, ptr, size, access, iface, device,
                                    requestedKey, what + " on lane " + std::to_string(index_));
 }
 
@@ -143,7 +112,7 @@ void Lane::closeRetired() {
 fi_addr_t Lane::insertAddress(const std::vector<uint8_t>& name, const std::string& who) {
   std::lock_guard<std::mutex> lock(mu_);
   fi_addr_t addr = FI_ADDR_NOTAVAIL;
-  int rc = fi_av_insert(av_.get(), name.data(), 1, &addr, 0, nullptr);
+  int rc = fi_av_insert(endpoint_.av.get(), name.data(), 1, &addr, 0, nullptr);
   OFI_CHECK(rc == 1 && addr != FI_ADDR_NOTAVAIL, rc < 0 ? statusForFiError(-rc) : PB_ERR_INVALID,
             where_ + ": cannot insert the lane address of " + who + " (fi_av_insert: " +
                 (rc < 0 ? fiErrorText(rc) : std::to_string(rc) + " of 1 inserted") + ")");
@@ -156,7 +125,7 @@ void Lane::removeAddress(fi_addr_t addr) noexcept {
   auto it = addressRefs_.find(addr);
   if (it == addressRefs_.end() || --it->second > 0) return;
   addressRefs_.erase(it);
-  if (av_) fi_av_remove(av_.get(), &addr, 1, 0);
+  if (endpoint_.av) fi_av_remove(endpoint_.av.get(), &addr, 1, 0);
 }
 
 void Lane::enqueue(const LaneWrite& w) {
@@ -246,7 +215,7 @@ void Lane::postBacklog(std::vector<LaneEvent>& events) {
     msg.rma_iov_count = 1;
     msg.context = w.op;  // &OpRecord::fiCtx, its first member
     // Delivery complete: the completion means the data is at the target.
-    ssize_t rc = fi_writemsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+    ssize_t rc = fi_writemsg(endpoint_.ep.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
     if (rc == -FI_EAGAIN) return;
     if (rc == 0) {
       inFlight_.emplace(w.op, w.source);
@@ -263,13 +232,13 @@ void Lane::postBacklog(std::vector<LaneEvent>& events) {
 void Lane::readCompletions(std::vector<LaneEvent>& events) {
   fi_cq_msg_entry entries[kBatch];
   for (;;) {
-    ssize_t n = fi_cq_read(cq_.get(), entries, kBatch);
+    ssize_t n = fi_cq_read(endpoint_.cq.get(), entries, kBatch);
     if (n == -FI_EAGAIN) return;
     if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
-      if (fi_cq_readerr(cq_.get(), &err, 0) < 0) return;
+      if (fi_cq_readerr(endpoint_.cq.get(), &err, 0) < 0) return;
       char buf[256] = "";
-      const char* detail = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, buf, sizeof(buf));
+      const char* detail = fi_cq_strerror(endpoint_.cq.get(), err.prov_errno, err.err_data, buf, sizeof(buf));
       std::string text = where_ + ": " + fi_strerror(err.err);
       if (detail && *detail) text += std::string(" (") + detail + ")";
       if (err.op_context) {

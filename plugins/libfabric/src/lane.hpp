@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "endpoint.hpp"
 #include "fid.hpp"
 #include "memory.hpp"
 
@@ -81,7 +82,7 @@ class Lane {
   void stop();
 
   /// This lane's endpoint name (fi_getname).
-  const std::vector<uint8_t>& name() const { return name_; }
+  const std::vector<uint8_t>& name() const { return endpoint_.name; }
   /// Registers [ptr, ptr + size) in the lane's domain (as registerBuffer).
   Registration registerBuffer(void* ptr, size_t size, uint64_t access, fi_hmem_iface iface, int device,
                               uint64_t requestedKey, const std::string& what);
@@ -129,14 +130,9 @@ class Lane {
   const std::string where_;
   Sink sink_;
   uint64_t mrMode_ = 0;
-  std::vector<uint8_t> name_;
 
   std::mutex mu_;
-  FidPtr<fid_fabric> fabric_;
-  FidPtr<fid_domain> domain_;
-  FidPtr<fid_cq> cq_;
-  FidPtr<fid_av> av_;
-  FidPtr<fid_ep> ep_;
+  Endpoint endpoint_;  // fabric, domain, queue, AV, endpoint and its name
   std::map<fi_addr_t, int> addressRefs_;
   std::deque<LaneWrite> backlog_;  // taken from queue_, not yet accepted by the provider (mu_)
   std::unordered_map<OpRecord*, const LocalRegion*> inFlight_;  // accepted by the provider, not completed (mu_)

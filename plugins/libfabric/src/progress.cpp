@@ -22,7 +22,7 @@ constexpr int kMaxBatches = 16;
 void Context::progressLocked() {
   fi_cq_msg_entry entries[kBatch];
   for (int batch = 0; batch < kMaxBatches; ++batch) {
-    ssize_t n = fi_cq_read(cq_.get(), entries, kBatch);
+    ssize_t n = fi_cq_read(endpoint_.cq.get(), entries, kBatch);
     if (n == -FI_EAGAIN) break;
     if (n == -FI_EAVAIL) {
       completeWithError();
@@ -52,11 +52,11 @@ void Context::complete(const fi_cq_msg_entry& entry) {
 
 void Context::completeWithError() {
   fi_cq_err_entry err{};
-  ssize_t rc = fi_cq_readerr(cq_.get(), &err, 0);
+  ssize_t rc = fi_cq_readerr(endpoint_.cq.get(), &err, 0);
   if (rc == -FI_EAGAIN) return;
   fiCheck(rc, "libfabric provider " + choice_.name + ": reading a completion error (fi_cq_readerr)");
   char buf[256] = "";
-  const char* detail = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, buf, sizeof(buf));
+  const char* detail = fi_cq_strerror(endpoint_.cq.get(), err.prov_errno, err.err_data, buf, sizeof(buf));
   std::string text = fi_strerror(err.err);
   if (detail && *detail) text += std::string(" (provider ") + choice_.name + ": " + detail + ")";
   auto* op = static_cast<OpRecord*>(err.op_context);
