@@ -16,7 +16,9 @@
 # the root's port taken by another process is named; a decoy interface is
 # skipped by the ifname filter; with failover on, the link cut
 # mid-allreduce moves the cross-host pairs (2 ranks, then 4 ranks two a
-# host) to libfabric on a second link and the job completes; without, the cut ends every rank's call by the timeout,
+# host) to libfabric on a second link and the job completes; allreduce
+# and allgather over libfabric with two lanes across the hosts (2 and 4
+# ranks); without failover, the cut ends every rank's call by the timeout,
 # naming the peer. Exits 77 (skipped) where network namespaces cannot be
 # made (not root, no iproute2, no permission). Every process is bounded by
 # `timeout`, and the namespaces are removed on exit.
@@ -77,6 +79,7 @@ start() {
 }
 
 # run_case NAME NRANKS ARGS...: every rank must exit 0 with no wrong value.
+# VIA (default ethernet): the transport rank 0 must report.
 run_case() {
   local name=$1 nranks=$2; shift 2
   port=$((port + 1))
@@ -90,7 +93,7 @@ run_case() {
   else
     echo "ok: $name ($(grep -E '^ +[0-9]' "$logs/0.log" | wc -l) sizes)"
   fi
-  grep -q "via ethernet" "$logs/0.log" || fail "$name: rank 0 did not report ethernet"
+  grep -q "via ${VIA:-ethernet}" "$logs/0.log" || fail "$name: rank 0 did not report ${VIA:-ethernet}"
 }
 
 # Every collective, 2 ranks (one per host) and 4 ranks (two per host).
@@ -268,6 +271,18 @@ if [ -f "$libfabric_plugin" ]; then
     ip -n "$ns_b" link set "${ctl}b" up || fail "setting up the control link"
   cut_with_failover 2 "=$link_a,$link_b" 200
   cut_with_failover 4 "=lo,$link_a,$link_b" 60
+  # libfabric with two lanes (plugins/libfabric/README.md "Lanes") between
+  # the hosts: writes from 64 KiB cut across the lanes' own endpoints.
+  for n in 2 4; do
+    for c in allreduce allgather; do
+      CONTROL=$ctl ROOT=$ctl_net.1 TRANSPORTS=libfabric VIA=libfabric \
+        EXTRA_ENV="PLUGBOARD_LIBFABRIC_LANES=2 PLUGBOARD_LIBFABRIC_LANE_BYTES=65536 PLUGBOARD_DEBUG=INFO" \
+        run_case "$c over libfabric with 2 lanes, $n ranks on 2 hosts" "$n" -C "$c" -d float -o sum -b 7 -e 3000007 \
+        -f 31 -n 3 -w 1 -c 1
+      grep -q "(host hostB) connected over libfabric .*, 2 lane(s)" "$logs/0.log" ||
+        fail "$c over libfabric, $n ranks: rank 0's connection to host B does not use 2 lanes"
+    done
+  done
   ip -n "$ns_a" link del "${ctl}a"
 else
   echo "skipped: link cut with failover (no libfabric plugin in this build: $libfabric_plugin)"
