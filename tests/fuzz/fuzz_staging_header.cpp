@@ -56,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string where = "rank 0 (host a, ethernet): staged write in landing slot 1";
   bool accepted = true;
   try {
-    checkStagingHeader(h, seq, chunk, region, where);
+    checkStagingHeader(h, seq, chunk, region, [&] { return where; });
   } catch (const Error& e) {
     accepted = false;
     if (e.code() != ErrorCode::Remote) die("refused with a code other than Remote");

@@ -21,7 +21,7 @@ StagingSlotHeader header(uint32_t op, uint64_t offset, uint64_t size, uint64_t s
 /// The Error(Remote) message check() throws, or "" when it accepts.
 std::string refusal(const StagingSlotHeader& h, std::optional<uint64_t> region = kRegion) {
   try {
-    checkStagingHeader(h, 7, kChunk, region, kWhere);
+    checkStagingHeader(h, 7, kChunk, region, [] { return kWhere; });
     return "";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::Remote);

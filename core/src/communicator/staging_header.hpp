@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "plugboard/error.hpp"
+
 namespace plugboard {
 
 /// What the sender puts in front of every landing slot's payload.
@@ -30,13 +32,24 @@ constexpr uint32_t kStagingMagic = 0x50425354;  // "PBST"
 /// "write", "signal", or "operation" for any other code.
 const char* stagingOpName(uint32_t op);
 
-/// Checks landing-slot header h, which came from the peer: its magic, that
-/// its sequence is expectedSeq, that it names a region registered on this
-/// rank (regionBytes: that region's size, nullopt when h.region is not
-/// one), and that its write (at most chunkBytes) or its 8-byte aligned
-/// signal lies inside that region. Throws Error(Remote) whose message
-/// starts with `where` (which names the connection and slot) otherwise.
+/// What is wrong with landing-slot header h, which came from the peer, as
+/// a phrase to follow the slot's description (" has a malformed header
+/// ...", ": 9 bytes at offset ..."), or "" (no allocation) when nothing is:
+/// its magic, that its sequence is expectedSeq, that it names a region
+/// registered on this rank (regionBytes: that region's size, nullopt when
+/// h.region is not one), and that its write (at most chunkBytes) or its
+/// 8-byte aligned signal lies inside that region.
+std::string stagingHeaderProblem(const StagingSlotHeader& h, uint64_t expectedSeq, uint64_t chunkBytes,
+                                 std::optional<uint64_t> regionBytes);
+
+/// Throws Error(Remote) with describe() (naming the connection and slot;
+/// called only then, so a well-formed slot builds no string) followed by
+/// stagingHeaderProblem() when there is one.
+template <typename Describe>
 void checkStagingHeader(const StagingSlotHeader& h, uint64_t expectedSeq, uint64_t chunkBytes,
-                        std::optional<uint64_t> regionBytes, const std::string& where);
+                        std::optional<uint64_t> regionBytes, Describe&& describe) {
+  std::string problem = stagingHeaderProblem(h, expectedSeq, chunkBytes, regionBytes);
+  if (!problem.empty()) throw Error(ErrorCode::Remote, describe() + problem);
+}
 
 }  // namespace plugboard

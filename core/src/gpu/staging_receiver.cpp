@@ -64,10 +64,10 @@ bool StagingEngine::takeArrivals() {
 }
 
 void StagingEngine::apply(const StagingSlotHeader& h, uint32_t slot) {
-  const std::string where =
-      conn_.describe() + ": staged " + stagingOpName(h.op) + " in landing slot " + std::to_string(slot);
   std::shared_ptr<RegisteredMemoryImpl> region = comm_.findRegion(h.region);
-  checkStagingHeader(h, taken_, chunk_, region ? std::optional<uint64_t>(region->size) : std::nullopt, where);
+  checkStagingHeader(h, taken_, chunk_, region ? std::optional<uint64_t>(region->size) : std::nullopt, [&] {
+    return conn_.describe() + ": staged " + stagingOpName(h.op) + " in landing slot " + std::to_string(slot);
+  });
   char* target = static_cast<char*>(region->data);
   if (h.op == kStagedWrite) {
     PB_CUDA_CHECK(cudaMemcpyAsync(target + h.offset, landingSlot(slot) + sizeof(StagingSlotHeader), h.size,
