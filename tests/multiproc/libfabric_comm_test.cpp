@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -102,6 +103,13 @@ void useLibfabric(const char* signal = "auto") {
   setenv("PLUGBOARD_LIBFABRIC_SIGNAL", signal, 1);
 }
 
+/// Two lanes for writes from 64 KiB (plugins/libfabric/README.md "Lanes";
+/// `auto` opens none on CI's 2 cores).
+void useTwoLanes() {
+  setenv("PLUGBOARD_LIBFABRIC_LANES", "2", 1);
+  setenv("PLUGBOARD_LIBFABRIC_LANE_BYTES", "65536", 1);
+}
+
 uint8_t patternByte(int writer, int reader, size_t i) {
   return static_cast<uint8_t>((writer * 131 + reader * 31 + i * 7 + (i >> 8)) & 0xff);
 }
@@ -138,9 +146,10 @@ void allToAllWrites(Communicator& comm, size_t slot) {
   comm.bootstrap().barrier();  // no rank tears down while a peer still reads
 }
 
-void runAllToAll(int nranks, size_t slot, const char* signal) {
+void runAllToAll(int nranks, size_t slot, const char* signal, bool lanes = false) {
   auto results = runRanks(nranks, kTestTimeout, [&](int rank, int n, const UniqueId& id) {
     useLibfabric(signal);
+    if (lanes) useTwoLanes();
     Communicator comm(loopbackBootstrap(rank, n, id));
     allToAllWrites(comm, slot);
   });
@@ -193,6 +202,7 @@ class LibfabricComm : public ::testing::Test {
 TEST_F(LibfabricComm, TwoRanksAllToAll) { runAllToAll(2, 4097, "auto"); }
 TEST_F(LibfabricComm, FourRanksAllToAll) { runAllToAll(4, 1 << 20, "auto"); }
 TEST_F(LibfabricComm, TwoRanksAllToAllWithMessageSignals) { runAllToAll(2, 1 << 16, "message"); }
+TEST_F(LibfabricComm, FourRanksAllToAllOverLanes) { runAllToAll(4, (1 << 20) + 4097, "auto", true); }
 TEST_F(LibfabricComm, HostAllReduceTwoRanks) { runAllReduce(2); }
 TEST_F(LibfabricComm, HostAllReduceFourRanks) { runAllReduce(4); }
 
@@ -261,4 +271,41 @@ TEST_F(LibfabricComm, ASenderThatLeavesAtOnceDoesNotFailItsLateReceiver) {
       senderLeavesAtOnce(rank, n, id, {{"host_direct_bytes", direct}});
     }));
   }
+}
+
+// A peer that dies before large writes reach it over the lanes: the lanes
+// connect on their first write, ofi_rxm keeps retrying the refused connect
+// with the writes held, and nothing fails by itself; the writer's flush
+// ends by the configured timeout with an error naming the dead rank, its
+// host and the transport, and closing afterwards does not hang (the lanes'
+// threads stop with their writes abandoned).
+TEST_F(LibfabricComm, APeerThatDiesDuringLaneWritesIsNamed) {
+  expectAllPassed(runRanks(2, kTestTimeout, [&](int rank, int n, const UniqueId& id) {
+    useLibfabric();
+    useTwoLanes();
+    setenv("PLUGBOARD_TIMEOUT", "5", 1);
+    auto boot = loopbackBootstrap(rank, n, id);
+    Communicator comm(boot);
+    auto conn = comm.connectAll().at(1 - rank);
+    std::vector<char> data(size_t(16) << 20, char(rank + 1));
+    RegisteredMemory mem = comm.registerMemory(data.data(), data.size());
+    comm.sendMemory(mem, 1 - rank);
+    RemoteMemory peer = comm.recvMemory(1 - rank);
+    boot->barrier();
+    if (rank == 1) _exit(0);  // the kernel resets its sockets; nothing is closed in step
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      for (int i = 0; i < 200; ++i) conn->write(peer, 0, mem, 0, data.size());
+      conn->flush();
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      for (const char* part : {"rank 1 (host ", "libfabric"})
+        if (what.find(part) == std::string::npos)
+          throw std::runtime_error(std::string("the error lacks '") + part + "': " + what);
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(15))
+        throw std::runtime_error("the dead peer was named only after 15 s (timeout 5 s): " + what);
+      return;
+    }
+    throw std::runtime_error("3.2 GB of writes to a dead peer completed");
+  }));
 }
