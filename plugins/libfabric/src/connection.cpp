@@ -163,7 +163,8 @@ void Connection::postLaneWake(uint64_t bytes) {
   if (rc != 0) {
     ctx_.dropOp(op);  // out of room: the peer's lanes still progress every few ms
     if (rc != -FI_EAGAIN)
-      fail(statusForFiError(static_cast<int>(-rc)), "libfabric lane wake-up " + link() + ": fi_send: " + fiErrorText(rc));
+      fail(statusForFiError(static_cast<int>(-rc)),
+           "libfabric lane wake-up " + link() + ": fi_send: " + fiErrorText(rc));
     return;
   }
   ++inFabric_;

@@ -64,8 +64,8 @@ void Lane::stop() {
 Registration Lane::registerBuffer(void* ptr, size_t size, uint64_t access, fi_hmem_iface iface, int device,
                                   uint64_t requestedKey, const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
-  return libfabric::registerBuffer(MrTarget{endpoint_.domain.get(), endpoint_.ep.get(), mrMode_}, ptr, size, access, iface, device,
-                                   requestedKey, what + " on lane " + std::to_string(index_));
+  return libfabric::registerBuffer(MrTarget{endpoint_.domain.get(), endpoint_.ep.get(), mrMode_}, ptr, size, access,
+                                   iface, device, requestedKey, what + " on lane " + std::to_string(index_));
 }
 
 template <typename Pred>
