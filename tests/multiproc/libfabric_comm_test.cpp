@@ -283,7 +283,7 @@ TEST_F(LibfabricComm, APeerThatDiesDuringLaneWritesIsNamed) {
   expectAllPassed(runRanks(2, kTestTimeout, [&](int rank, int n, const UniqueId& id) {
     useLibfabric();
     useTwoLanes();
-    setenv("PLUGBOARD_TIMEOUT", "5", 1);
+    setenv("PLUGBOARD_TIMEOUT", "2", 1);
     auto boot = loopbackBootstrap(rank, n, id);
     Communicator comm(boot);
     auto conn = comm.connectAll().at(1 - rank);
@@ -302,8 +302,8 @@ TEST_F(LibfabricComm, APeerThatDiesDuringLaneWritesIsNamed) {
       for (const char* part : {"rank 1 (host ", "libfabric"})
         if (what.find(part) == std::string::npos)
           throw std::runtime_error(std::string("the error lacks '") + part + "': " + what);
-      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(15))
-        throw std::runtime_error("the dead peer was named only after 15 s (timeout 5 s): " + what);
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
+        throw std::runtime_error("the dead peer was named only after 10 s (timeout 2 s): " + what);
       return;
     }
     throw std::runtime_error("3.2 GB of writes to a dead peer completed");
