@@ -4,7 +4,7 @@
 # the host tests once more under ASan + UBSan (tools/sanitize.sh;
 # PLUGBOARD_SKIP_SANITIZERS=1 leaves that out), under ThreadSanitizer
 # (tools/tsan.sh; PLUGBOARD_SKIP_TSAN=1 leaves that out), then each libFuzzer target
-# for FUZZ_SECONDS (20 here: twelve targets, two at a time, within CI's
+# for FUZZ_SECONDS (15 here: twelve targets, two at a time, within CI's
 # 40 minutes; tools/fuzz.sh alone defaults to 30) from its seed corpus
 # (tools/fuzz.sh; PLUGBOARD_SKIP_FUZZ=1 leaves that out).
 # GPU tests skip themselves (with the reason) where there is no CUDA device.
@@ -38,5 +38,5 @@ stage asan
 [ "${PLUGBOARD_SKIP_TSAN:-0}" = 1 ] || bash tools/tsan.sh
 stage tsan
 # Fuzzing: the YAML config, the bootstrap's and the ethernet plugin's wire formats.
-[ "${PLUGBOARD_SKIP_FUZZ:-0}" = 1 ] || FUZZ_SECONDS=${FUZZ_SECONDS:-20} bash tools/fuzz.sh
+[ "${PLUGBOARD_SKIP_FUZZ:-0}" = 1 ] || FUZZ_SECONDS=${FUZZ_SECONDS:-15} bash tools/fuzz.sh
 stage fuzz

@@ -83,9 +83,11 @@ void allToAllWrites(Communicator& comm, size_t slot, int rounds) {
   }
 }
 
-void runAllToAll(int nranks, size_t slot, const char* ordering = nullptr) {
+/// lanes: the ucx.lanes setting ("" leaves the default, none on CI's kind).
+void runAllToAll(int nranks, size_t slot, const char* ordering = nullptr, const char* lanes = "") {
   auto results = runRanks(nranks, kTestTimeout, [&](int rank, int n, const UniqueId& id) {
     useUcx(ordering);
+    if (*lanes) setenv("PLUGBOARD_UCX_LANES", lanes, 1);
     Communicator comm(loopbackBootstrap(rank, n, id));
     allToAllWrites(comm, slot, 4);
   });
@@ -127,9 +129,10 @@ TEST(UcxCommunicator, TwoRanksAllToAll) {
   runAllToAll(2, 4097);
 }
 
-TEST(UcxCommunicator, FourRanksAllToAllLargeWrites) {
+// Large writes without lanes are in the plugin's own tests.
+TEST(UcxCommunicator, FourRanksAllToAllLargeWritesOverLanes) {
   SKIP_WITHOUT_UCX();
-  runAllToAll(4, 1 << 20);
+  runAllToAll(4, (1 << 20) + 4097, nullptr, "2");
 }
 
 TEST(UcxCommunicator, FourRanksAllToAllOverRmaWithFenceOrdering) {

@@ -63,9 +63,11 @@ std::string unusableReason() {
 /// lets UCX use rendezvous for large messages, "am_mixed" sends messages
 /// under 64 KiB eagerly and larger ones as UCX chooses (what am_eager=auto
 /// does on hosts with more cores), "rma_flush" / "rma_fence" are RMA with
-/// each signal ordering.
+/// each signal ordering, "am_lanes" cuts writes of 64 KiB and more across
+/// two lanes (pieces eager below 48 KiB, so both kinds of piece are sent).
 std::map<std::string, std::string> modeSettings(const std::string& mode) {
   if (mode == "am_rndv") return {{"protocol", "am"}, {"am_eager", "0"}};
+  if (mode == "am_lanes") return {{"protocol", "am"}, {"lanes", "2"}, {"lane_bytes", "65536"}, {"am_eager", "49152"}};
   if (mode == "am_mixed") return {{"protocol", "am"}, {"am_eager", "65536"}};
   if (mode == "rma_flush") return {{"protocol", "rma"}, {"ordering", "flush"}};
   if (mode == "rma_fence") return {{"protocol", "rma"}, {"ordering", "fence"}};
@@ -100,9 +102,10 @@ using plugboard::test::TransportPairTest;
 using plugboard::test::TransportWriteSizeTest;
 PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportLoadTest, ucxTransport());
 PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportPairTest, ucxTransport(), ucxTransport("am_rndv"),
-                                      ucxTransport("am_mixed"), ucxTransport("rma_flush"));
+                                      ucxTransport("am_mixed"), ucxTransport("am_lanes"), ucxTransport("rma_flush"));
 PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportOrderingTest, ucxTransport(), ucxTransport("am_rndv"),
-                                      ucxTransport("am_mixed"), ucxTransport("rma_flush"), ucxTransport("rma_fence"));
+                                      ucxTransport("am_mixed"), ucxTransport("am_lanes"), ucxTransport("rma_flush"),
+                                      ucxTransport("rma_fence"));
 PLUGBOARD_INSTANTIATE_WRITE_SIZES(ucxTransport());
 
 using plugboard::test::FakeHost;
@@ -814,6 +817,81 @@ TEST_F(UcxPairTest, CleanCloseIsNotAnError) {
   std::string reason = error(ctx0_);
   EXPECT_NE(reason.find("rank 1 (host testhost) closed the ucx connection"), std::string::npos) << reason;
   EXPECT_EQ(t_->proxy_progress(c0_, &done), PB_OK) << "a refused post does not break the connection";
+}
+
+// ---- lanes (README "Lanes") ----------------------------------------------------
+
+class UcxLaneTest : public UcxPairTest {
+ protected:
+  std::map<std::string, std::string> pairSettings() const override { return modeSettings("am_lanes"); }
+};
+
+TEST_F(UcxLaneTest, LanesAreOpenedAndLogged) {
+  EXPECT_TRUE(hostOf_[ctx0_]->logged({"2 lane(s) for writes of at least 65536 bytes (ucx.lanes=2)"}))
+      << hostOf_[ctx0_]->allLogs();
+  EXPECT_TRUE(hostOf_[ctx0_]->logged({"; 2 ucx lane(s) for writes of at least 65536 bytes"}))
+      << hostOf_[ctx0_]->allLogs();
+}
+
+TEST_F(UcxLaneTest, WritesAcrossLanesLandWholeBeforeTheirSignal) {
+  // Odd sizes and offsets: pieces of whole pages, eager and rendezvous, the
+  // last lane's short or empty; each signal lands only after every piece.
+  const size_t sizes[] = {65536, 65536 + 4097, (size_t(4) << 20) + 123, 4096 * 16 + 1};
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    const size_t size = sizes[i];
+    std::vector<uint8_t> src(size + 16), dst(size + 16, 0xEE);
+    std::vector<uint64_t> counter(1, 0);
+    fillPattern(src.data(), src.size(), static_cast<int>(size % 251));
+    pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+    pb_rkey* rkDst = remoteKey(ctx1_, reg(ctx1_, dst.data(), dst.size()), c0_);
+    pb_rkey* rkCounter = remoteKey(ctx1_, reg(ctx1_, counter.data(), sizeof(uint64_t)), c0_);
+    ASSERT_EQ(t_->write_signal(c0_, mrSrc, 5, rkDst, 3, size, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+    ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, 1), PB_OK) << error(ctx0_);
+    ASSERT_EQ(t_->signal(c0_, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+    waitCounter(counter.data(), 1);
+    EXPECT_EQ(std::memcmp(dst.data() + 3, src.data() + 5, size), 0) << size << " bytes: signal before its data";
+    EXPECT_EQ(dst[size + 3], 0xEE) << size << " bytes: written past the end";
+    waitCounter(counter.data(), 2);
+    EXPECT_EQ(dst[0], src[0]);
+    waitCompleted(ctx0_, c0_, 3 * (i + 1));
+  }
+}
+
+TEST_F(UcxLaneTest, APeerWithoutLanesGetsWholeWrites) {
+  pb_plugin_ctx* plain = makeContext(1, {{"protocol", "am"}, {"lanes", "0"}});
+  ASSERT_NE(plain, nullptr);
+  pb_conn *mine = nullptr, *theirs = nullptr;
+  connectPair(ctx0_, plain, &mine, &theirs);
+  EXPECT_TRUE(hostOf_[ctx0_]->logged({"; 0 ucx lane(s)"})) << "lanes used: as many as both ends have";
+  constexpr size_t kSize = size_t(1) << 20;
+  std::vector<uint8_t> src(kSize), dst(kSize, 0);
+  std::vector<uint64_t> counter(1, 0);
+  fillPattern(src.data(), kSize, 11);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), kSize);
+  pb_rkey* rkDst = remoteKey(plain, reg(plain, dst.data(), kSize), mine);
+  pb_rkey* rkCounter = remoteKey(plain, reg(plain, counter.data(), sizeof(uint64_t)), mine);
+  ASSERT_EQ(t_->write_signal(mine, mrSrc, 0, rkDst, 0, kSize, rkCounter, 0, 1), PB_OK) << error(ctx0_);
+  waitCounter(counter.data(), 1);
+  EXPECT_EQ(src, dst);
+}
+
+TEST_F(UcxTest, BadLaneSettingsFailInitNamingThem) {
+  for (auto [key, value] : {std::pair<const char*, const char*>{"lanes", "17"}, {"lanes", "two"},
+                            {"lane_bytes", "4096"}, {"lane_bytes", "1M"}}) {
+    hosts_.push_back(std::make_unique<FakeHost>(0, "testhost", std::map<std::string, std::string>{{key, value}}));
+    pb_plugin_ctx* ctx = nullptr;
+    EXPECT_EQ(t_->init(&hosts_.back()->services, &ctx), PB_ERR_INVALID) << key << "=" << value;
+    EXPECT_EQ(ctx, nullptr);
+    EXPECT_NE(std::string(t_->last_error(nullptr)).find(std::string("ucx.") + key + " = '" + value + "'"),
+              std::string::npos)
+        << t_->last_error(nullptr);
+  }
+  hosts_.push_back(std::make_unique<FakeHost>(
+      0, "testhost", std::map<std::string, std::string>{{"lanes", "2"}, {"protocol", "rma"}}));
+  pb_plugin_ctx* ctx = nullptr;
+  EXPECT_EQ(t_->init(&hosts_.back()->services, &ctx), PB_ERR_INVALID);
+  EXPECT_NE(std::string(t_->last_error(nullptr)).find("ucx.lanes = 2 needs ucx.protocol=am"), std::string::npos)
+      << t_->last_error(nullptr);
 }
 
 TEST_F(UcxPolledPairTest, FreeWithAPeerThatNeverProgressesIsBounded) {

@@ -115,6 +115,23 @@ ucs_status_t Context::onAm(void* arg, const void* header, size_t headerLength, v
   }
 }
 
+char* Connection::regionBytes(uint64_t id, uint64_t check, uint64_t offset, uint64_t length, const std::string& bad) {
+  LocalRegion* region = ctx_.regions().find(id, check);
+  if (!region) {
+    fail(PB_ERR_REMOTE, bad + "write of " + std::to_string(length) + " bytes to region " + std::to_string(id) +
+                            ", which is not registered here (deregistered, or a stale key)");
+    return nullptr;
+  }
+  if (!rangeFits(offset, length, region->size) || region->type != PB_MEM_HOST) {
+    fail(PB_ERR_REMOTE, bad + "write of " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
+                            (region->type != PB_MEM_HOST ? " into GPU memory"
+                                                         : " overruns region " + std::to_string(id) + " of " +
+                                                               std::to_string(region->size) + " bytes"));
+    return nullptr;
+  }
+  return region->base + offset;
+}
+
 char* Connection::writeTarget(const wire::AmHeader& h, size_t length) {
   const std::string bad = "bad ucx message #" + std::to_string(h.seq) + " from " + peer_.describe() + ": ";
   if (!(h.flags & wire::AmHeader::kHasWrite)) {
@@ -126,20 +143,7 @@ char* Connection::writeTarget(const wire::AmHeader& h, size_t length) {
                             std::to_string(length));
     return nullptr;
   }
-  LocalRegion* region = ctx_.regions().find(h.dataRegion, h.dataCheck);
-  if (!region) {
-    fail(PB_ERR_REMOTE, bad + "write of " + std::to_string(length) + " bytes to region " +
-                            std::to_string(h.dataRegion) + ", which is not registered here (deregistered, or a stale key)");
-    return nullptr;
-  }
-  if (!rangeFits(h.dataOffset, length, region->size) || region->type != PB_MEM_HOST) {
-    fail(PB_ERR_REMOTE, bad + "write of " + std::to_string(length) + " bytes at offset " + std::to_string(h.dataOffset) +
-                            (region->type != PB_MEM_HOST ? " into GPU memory"
-                                                         : " overruns region " + std::to_string(h.dataRegion) +
-                                                               " of " + std::to_string(region->size) + " bytes"));
-    return nullptr;
-  }
-  return region->base + h.dataOffset;
+  return regionBytes(h.dataRegion, h.dataCheck, h.dataOffset, length, bad);
 }
 
 uint64_t* Connection::signalTarget(uint64_t regionId, uint64_t check, uint64_t offset, const std::string& why) {
@@ -174,8 +178,14 @@ ucs_status_t Connection::receiveAm(const wire::AmHeader& h, void* data, size_t l
     fail(PB_ERR_REMOTE, "bad ucx " + what + " from " + peer_.describe() + ": that number arrived before");
     return refuse;
   }
-  char* dst = writeTarget(h, length);
-  if (failure_) return refuse;
+  const bool laneWrite = (h.flags & wire::AmHeader::kLaneWrite) != 0;
+  char* dst = nullptr;
+  if (laneWrite) {
+    if (!acceptLaneWrite(h, length, what)) return refuse;
+  } else {
+    dst = writeTarget(h, length);
+    if (failure_) return refuse;
+  }
   const bool hasSignal = (h.flags & wire::AmHeader::kHasSignal) != 0;
   if (hasSignal && !signalTarget(h.signalRegion, h.signalCheck, h.signalOffset, what)) return refuse;
 
@@ -185,6 +195,8 @@ ucs_status_t Connection::receiveAm(const wire::AmHeader& h, void* data, size_t l
   a.signalCheck = h.signalCheck;
   a.signalOffset = h.signalOffset;
   a.value = h.value;
+  a.laneWrite = laneWrite ? h.laneWrite : 0;
+  a.lanes = laneWrite ? h.lanes : 0;
   if (!rndv) {
     if (length) std::memcpy(dst, data, length);
     markLanded(h.seq);
@@ -220,8 +232,18 @@ void Connection::rndvLanded(uint64_t seq, ucs_status_t status) {
 
 void Connection::markLanded(uint64_t seq) {
   arrivals_[seq].landed = true;
+  applyLanded();
+}
+
+bool Connection::lanesLanded(const Arrival& a) const {
+  for (uint32_t i = 0; i < a.lanes; ++i)
+    if (laneLanding_[i].through < a.laneWrite) return false;
+  return true;
+}
+
+void Connection::applyLanded() {
   while (!failure_ && !arrivals_.empty() && arrivals_.begin()->first == landedThrough_ + 1 &&
-         arrivals_.begin()->second.landed) {
+         arrivals_.begin()->second.landed && lanesLanded(arrivals_.begin()->second)) {
     const Arrival& a = arrivals_.begin()->second;
     if (a.hasSignal) {
       // Checked again: the region may have gone while earlier data landed.

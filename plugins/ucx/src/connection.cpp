@@ -2,6 +2,7 @@
 // are in progress.cpp.
 #include "connection.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -41,7 +42,9 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
   blob.controlAddr = reinterpret_cast<uintptr_t>(control_.word);
   blob.workerAddress = ctx.workerAddress();
   blob.controlRkey = *control_.rkey;
+  for (int i = 0; i < ctx.laneCount(); ++i) blob.laneAddresses.push_back(ctx.lane(i).address());
   blob.encode(static_cast<uint8_t*>(addr));
+  laneLanding_.resize(static_cast<size_t>(ctx.laneCount()));
   guard_ = ctx.newEndpointGuard(this);
   ctx_.connectionOpened();
 }
@@ -95,6 +98,11 @@ bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
     throwIfFailed();
     peerControl_ = std::make_shared<UcpRkey>(rkey);
     peerControlAddr_ = blob.controlAddr;
+    if (ctx_.activeMessages()) {
+      usableLanes_ = std::min(ctx_.laneCount(), static_cast<int>(blob.laneAddresses.size()));
+      for (int i = 0; i < usableLanes_; ++i)
+        ctx_.lane(i).addPeer(token_, blob.laneAddresses[static_cast<size_t>(i)], peer_.describe());
+    }
     // UCX wires the endpoint up in the background; a flush completes once
     // every lane is connected, so it is the handshake.
     ucp_request_param_t none{};
@@ -123,9 +131,13 @@ bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
 
 std::string Connection::describeEager() const {
   if (!ctx_.activeMessages()) return "";
-  if (eagerBelow_ == SIZE_MAX) return "; active messages all eager";
-  if (eagerBelow_ == 0) return "; active messages eager or rendezvous as UCX chooses";
-  return "; active messages eager below " + std::to_string(eagerBelow_) + " bytes, UCX's choice above";
+  std::string lanes;
+  if (ctx_.laneCount() > 0)
+    lanes = "; " + std::to_string(usableLanes_) + " ucx lane(s) for writes of at least " +
+            std::to_string(ctx_.laneBytes()) + " bytes";
+  if (eagerBelow_ == SIZE_MAX) return "; active messages all eager" + lanes;
+  if (eagerBelow_ == 0) return "; active messages eager or rendezvous as UCX chooses" + lanes;
+  return "; active messages eager below " + std::to_string(eagerBelow_) + " bytes, UCX's choice above" + lanes;
 }
 
 std::string Connection::describeLanes() const {
@@ -292,6 +304,8 @@ void Connection::close() noexcept {
     }
     if (peerThere) sayGoodbye();
     if (haveEp) closeEndpoint(peerThere);
+    // Without the worker lock (Lane's lock order); nothing of ours is sent after.
+    for (int i = 0; i < usableLanes_; ++i) ctx_.lane(i).forget(token_);
   } catch (...) {
     // Nothing sensible to report from a destructor path.
   }

@@ -73,6 +73,12 @@ class Connection {
   ucs_status_t receiveAm(const wire::AmHeader& h, void* data, size_t length, const ucp_am_recv_param_t* param);
   /// A rendezvous receive of message seq finished with status (worker lock held).
   void rndvLanded(uint64_t seq, ucs_status_t status);
+  /// A lane piece for this connection arrived (worker lock held): checks
+  /// it against the peer, the lane's numbering and the local regions; on
+  /// Accepted *dst is where its bytes go.
+  LanePieceVerdict acceptLanePiece(const wire::LanePiece& piece, size_t length, char** dst);
+  /// One of a lane's events for this connection (worker lock held).
+  void onLaneEvent(int lane, const LaneEvent& event);
 
  private:
   /// A posted operation, kept from posting until it is retired. Lives in
@@ -89,6 +95,7 @@ class Connection {
     uint64_t signalAddr = 0;       ///< Peer's address of the counter.
     std::shared_ptr<UcpRkey> putRkey;     ///< Kept while the put may use it.
     std::shared_ptr<UcpRkey> signalRkey;  ///< Kept while the atomic may use it.
+    unsigned lanePieces = 0;       ///< Its lane pieces not yet sent.
   };
   /// An active message that arrived but whose signal (if any) is not
   /// applied yet, because it or an earlier message has not fully landed.
@@ -96,6 +103,13 @@ class Connection {
     bool landed = false;       ///< Its data (if any) is in place.
     bool hasSignal = false;
     uint64_t signalRegion = 0, signalCheck = 0, signalOffset = 0, value = 0;
+    uint64_t laneWrite = 0;    ///< A lane write: it needs every lane's pieces through this number,
+    uint32_t lanes = 0;        ///< on this many lanes.
+  };
+  /// The pieces of one lane that arrived for this connection.
+  struct LaneLanding {
+    uint64_t through = 0;              ///< Every piece numbered up to this landed.
+    std::map<uint64_t, bool> pending;  ///< Accepted pieces beyond it: landed yet?
   };
   /// A final error and the status it maps to.
   struct Failure {
@@ -138,6 +152,18 @@ class Connection {
   static void describeSignal(wire::AmHeader& h, const RemoteKey& dst, size_t dstOffset, uint64_t value);
   /// Where a message's write goes, or NULL after failing the connection.
   char* writeTarget(const wire::AmHeader& h, size_t length);
+  /// [offset, offset + length) of host region (id, check), or NULL after
+  /// failing the connection with bad + the problem.
+  char* regionBytes(uint64_t id, uint64_t check, uint64_t offset, uint64_t length, const std::string& bad);
+  /// Sends a write of at least lane_bytes as one piece per lane, then h
+  /// (marked as a lane write, no data) on the endpoint.
+  void sendLaneWrite(Op& op, wire::AmHeader& h, const LocalRegion& src, size_t srcOffset, size_t size);
+  /// Checks a lane-write message's numbering and lanes; false after failing the connection.
+  bool acceptLaneWrite(const wire::AmHeader& h, size_t length, const std::string& what);
+  /// True when every lane of a has landed its pieces.
+  bool lanesLanded(const Arrival& a) const;
+  /// Applies, in order, the signals of messages that fully landed.
+  void applyLanded();
   /// The counter a signal adds to, or NULL after failing the connection
   /// (why names the message, for the error).
   uint64_t* signalTarget(uint64_t region, uint64_t check, uint64_t offset, const std::string& why);
@@ -210,6 +236,12 @@ class Connection {
   uint64_t amSent_ = 0;                 // last seq of an active message we sent
   uint64_t landedThrough_ = 0;          // every message with seq <= this landed and signalled
   std::map<uint64_t, Arrival> arrivals_;  // seq > landedThrough_: arrived, not yet applied
+
+  // Lanes (README "Lanes").
+  int usableLanes_ = 0;                 // lanes both ends have: large writes go over these
+  uint64_t laneWritesSent_ = 0;         // lane writes we sent
+  uint64_t laneWritesSeen_ = 0;         // lane-write messages the peer sent us
+  std::vector<LaneLanding> laneLanding_;  // per local lane: the peer's pieces
 };
 
 }  // namespace plugboard::ucx

@@ -27,6 +27,15 @@ constexpr const char* kOrdering = "ordering";
 constexpr const char* kProtocol = "protocol";
 constexpr const char* kAmEager = "am_eager";
 constexpr const char* kProgressThread = "progress_thread";
+constexpr const char* kLanes = "lanes";
+constexpr const char* kLaneBytes = "lane_bytes";
+
+/// Lanes `lanes=auto` opens over TCP on hosts with more than
+/// kAutoLaneMinCores cores (measured: docs/perf, README "Lanes").
+constexpr int kAutoLanes = 4;
+constexpr unsigned kAutoLaneMinCores = 4;
+/// Smallest lane_bytes accepted.
+constexpr size_t kMinLaneBytes = 64 * 1024;
 
 /// Control words per registered chunk (one 4 KiB page).
 constexpr size_t kControlWordsPerChunk = 512;
@@ -66,6 +75,7 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "ucx") {
     surveyResources();
     initWorker();
     initProtocol();
+    openLanes();
     {
       std::lock_guard<std::mutex> lock(workerMu_);
       addControlChunk();
@@ -90,6 +100,7 @@ Context::~Context() { teardown(); }
 
 void Context::teardown() noexcept {
   stopProgressThread();
+  lanes_.clear();  // their threads take workerMu_: never held here
   std::lock_guard<std::mutex> lock(workerMu_);
   if (ucp_) {
     regions_.clear(*this);
@@ -132,6 +143,14 @@ void Context::declareSettings() const {
        "Progress the UCX worker from a plugin thread that sleeps on its event fd, so peers' "
        "writes and signals land without waiting for the core to poll; 0: only proxy_progress",
        1},
+      {sizeof(pb_setting_decl_v1), kLanes, PB_SETTING_STRING, "auto",
+       "Extra UCP workers, each with a context and thread of its own, that carry one piece each of "
+       "writes of at least ucx.lane_bytes (ucx.protocol=am), so their copies through TCP run on several "
+       "cores: 0-16, or 'auto' (4 where UCX's only way between processes is TCP on hosts with more than "
+       "4 cores, else 0). A connection uses as many as both ends have",
+       0},
+      {sizeof(pb_setting_decl_v1), kLaneBytes, PB_SETTING_INT, "1048576",
+       "Writes of at least this many bytes (65536 or more) go as one piece per lane", 0},
   };
   host_.declare(decls, sizeof(decls) / sizeof(decls[0]));
 }
@@ -166,10 +185,25 @@ Settings Context::readSettings() const {
   } else {
     throw Error(PB_ERR_INVALID, "ucx.progress_thread = '" + thread + "' is not a boolean");
   }
+  s.lanesText = host_.setting(kLanes);
+  if (s.lanesText.empty()) s.lanesText = "auto";
+  if (s.lanesText != "auto" &&
+      (s.lanesText.size() > 2 || s.lanesText.find_first_not_of("0123456789") != std::string::npos ||
+       std::stoul(s.lanesText) > wire::kMaxLanes))
+    throw Error(PB_ERR_INVALID, "ucx.lanes = '" + s.lanesText + "' is neither 'auto' nor a count from 0 to " +
+                                    std::to_string(wire::kMaxLanes));
+  const std::string laneBytes = host_.setting(kLaneBytes);
+  if (!laneBytes.empty()) {
+    if (laneBytes.size() > 13 || laneBytes.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoull(laneBytes) < kMinLaneBytes)
+      throw Error(PB_ERR_INVALID, "ucx.lane_bytes = '" + laneBytes + "' is not a byte count of at least " +
+                                      std::to_string(kMinLaneBytes));
+    s.laneBytes = static_cast<size_t>(std::stoull(laneBytes));
+  }
   return s;
 }
 
-void Context::useProtocolV1(ucp_config_t* config) {
+void Context::useProtocolV1(ucp_config_t* config, bool logChoice) const {
   // UCX 1.16 (Ubuntu 24.04's) selects protocols v2 by default, which found
   // no protocol for a 64-bit atomic add posted to a host-memory peer on the
   // same node (UCX ERROR "cannot find remote protocol ... amo_post"): every
@@ -178,22 +212,20 @@ void Context::useProtocolV1(ucp_config_t* config) {
   // sets UCX_PROTO_ENABLE keeps their choice.
   const char* env = std::getenv("UCX_PROTO_ENABLE");
   if (env && *env) {
-    log(PB_LOG_WARN, std::string("ucx: UCX_PROTO_ENABLE=") + env +
+    if (logChoice)
+      log(PB_LOG_WARN, std::string("ucx: UCX_PROTO_ENABLE=") + env +
                          " from the environment is kept; with protocols v2, UCX 1.16 cancelled every intra-node "
                          "signal (atomic add) in our tests");
     return;
   }
   const ucs_status_t st = ucp_config_modify(config, "PROTO_ENABLE", "n");
-  if (st != UCS_OK)  // a UCX without the option has only protocols v1
+  if (st != UCS_OK && logChoice)  // a UCX without the option has only protocols v1
     log(PB_LOG_INFO, ucsText("ucx: PROTO_ENABLE=n not accepted (older UCX)", st));
 }
 
 void Context::initUcp() {
-  ConfigHolder config;
-  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config.config);
-  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText("ucx: ucp_config_read failed", st));
   // The user's UCX_TLS wins: UCX users expect it to, and ucp_config_read
-  // has already applied it.
+  // applies it.
   const char* env = std::getenv("UCX_TLS");
   if (env && *env) {
     effectiveTls_ = env;
@@ -201,32 +233,62 @@ void Context::initUcp() {
     if (!settings_.tls.empty() && settings_.tls != env)
       log(PB_LOG_WARN, "ucx.tls = '" + settings_.tls + "' is ignored: the environment sets UCX_TLS=" + env);
   } else if (!settings_.tls.empty()) {
-    st = ucp_config_modify(config.config, "TLS", settings_.tls.c_str());
-    PB_UCX_CHECK(st == UCS_OK, PB_ERR_INVALID,
-                 ucsText("ucx.tls = '" + settings_.tls + "' was refused by UCX", st));
     effectiveTls_ = settings_.tls;
     tlsSource_ = "UCX_TLS=" + settings_.tls + " (ucx.tls setting)";
   } else {
     tlsSource_ = "UCX default (UCX_TLS unset)";
   }
-
-  useProtocolV1(config.config);
-
-  ucp_params_t params{};
-  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
   // RMA stays on with active messages: the close marker is a put.
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AM |
-                    (settings_.progressThread ? UCP_FEATURE_WAKEUP : 0);
-  params.estimated_num_eps = static_cast<size_t>(std::max(host_.nranks(), 1));
-  st = ucp_init(&params, config.config, &ucp_);
-  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM,
-               ucsText("ucx: ucp_init with RMA and 64-bit atomics (transports " + tlsSource_ + ") failed", st));
-
+  ucp_ = newUcpContext(UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AM |
+                           (settings_.progressThread ? UCP_FEATURE_WAKEUP : 0),
+                       "with RMA and 64-bit atomics", true);
   ucp_context_attr_t attr{};
   attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
-  st = ucp_context_query(ucp_, &attr);
+  ucs_status_t st = ucp_context_query(ucp_, &attr);
   PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText("ucx: ucp_context_query failed", st));
   memoryTypes_ = attr.memory_types;
+}
+
+ucp_context_h Context::newUcpContext(uint64_t features, const std::string& what, bool logChoice) const {
+  ConfigHolder config;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config.config);
+  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText("ucx: ucp_config_read failed", st));
+  const char* env = std::getenv("UCX_TLS");
+  if (!(env && *env) && !settings_.tls.empty()) {
+    st = ucp_config_modify(config.config, "TLS", settings_.tls.c_str());
+    PB_UCX_CHECK(st == UCS_OK, PB_ERR_INVALID, ucsText("ucx.tls = '" + settings_.tls + "' was refused by UCX", st));
+  }
+  useProtocolV1(config.config, logChoice);
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+  params.features = features;
+  params.estimated_num_eps = static_cast<size_t>(std::max(host_.nranks(), 1));
+  ucp_context_h ucp = nullptr;
+  st = ucp_init(&params, config.config, &ucp);
+  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM,
+               ucsText("ucx: ucp_init " + what + " (transports " + tlsSource_ + ") failed", st));
+  return ucp;
+}
+
+void Context::openLanes() {
+  int count = 0;
+  if (settings_.lanesText == "auto")
+    count = activeMessages() && networkOnlyTcp_ && std::thread::hardware_concurrency() > kAutoLaneMinCores
+                ? kAutoLanes
+                : 0;
+  else
+    count = std::stoi(settings_.lanesText);
+  PB_UCX_CHECK(count == 0 || activeMessages(), PB_ERR_INVALID,
+               "ucx.lanes = " + settings_.lanesText + " needs ucx.protocol=am (lanes carry active messages), and "
+               "operations travel as RMA here");
+  for (int i = 0; i < count; ++i) {
+    lanes_.emplace_back(nullptr);  // room first: from its constructor on, the Lane owns the UCP context
+    lanes_.back() = std::make_unique<Lane>(
+        *this, i, newUcpContext(UCP_FEATURE_AM | UCP_FEATURE_WAKEUP, "for lane " + std::to_string(i), false));
+  }
+  if (count)
+    log(PB_LOG_INFO, "ucx: " + std::to_string(count) + " lane(s) for writes of at least " +
+                         std::to_string(settings_.laneBytes) + " bytes (ucx.lanes=" + settings_.lanesText + ")");
 }
 
 void Context::surveyResources() {
@@ -413,7 +475,9 @@ std::string Context::memoryTypesText() const {
 }
 
 size_t Context::addressSize() const {
-  return wire::AddressBlob::kHeaderSize + workerAddress_.size() + controlChunks_.front()->rkey.size();
+  size_t lanes = 0;
+  for (const auto& lane : lanes_) lanes += 4 + lane->address().size();
+  return wire::AddressBlob::kHeaderSize + workerAddress_.size() + controlChunks_.front()->rkey.size() + lanes;
 }
 
 size_t Context::maxAddressSize() const { return addressSize() + kBlobSlack; }

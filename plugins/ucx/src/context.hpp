@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "lane.hpp"
 #include "memory.hpp"
 
 namespace plugboard::ucx {
@@ -52,6 +53,8 @@ struct Settings {
   Protocol protocol = Protocol::ActiveMessage;  ///< Resolved after ucp_init (auto depends on CUDA support).
   Ordering ordering = Ordering::Flush;
   bool progressThread = true;         ///< Run Context::progressLoop (README "Progress").
+  std::string lanesText = "auto";     ///< The lanes setting as given.
+  size_t laneBytes = size_t(1) << 20; ///< Writes of at least this many bytes go over lanes.
 };
 
 /// The far end of a connection (the adapter's).
@@ -126,6 +129,18 @@ class Context : public transport_cxx::ErrorSlot {
   /// Forgets token: messages still arriving for it are dropped. Caller
   /// holds workerMutex().
   void removeAmTarget(uint32_t token);
+  /// Lanes this context opened (README "Lanes").
+  int laneCount() const { return static_cast<int>(lanes_.size()); }
+  /// Lane i (< laneCount()).
+  Lane& lane(int i) { return *lanes_[static_cast<size_t>(i)]; }
+  /// Writes of at least this many bytes go as one piece per lane.
+  size_t laneBytes() const { return settings_.laneBytes; }
+  /// A piece arrived on a lane (Lane's handler, under its lock): finds its
+  /// connection and checks it there; on Accepted *dst is where it goes.
+  LanePieceVerdict checkLanePiece(const wire::LanePiece& piece, size_t length, char** dst);
+  /// Hands a lane's events to their connections (takes the worker lock),
+  /// then tells the core something may have landed.
+  void onLaneEvents(int lane, std::vector<LaneEvent>& events);
   /// Notes that a caller is polling (proxy_progress), so the progress
   /// thread keeps out of its way (README "Progress").
   void notePolled();
@@ -192,7 +207,12 @@ class Context : public transport_cxx::ErrorSlot {
   /// ucp_init with the tls setting applied unless UCX_TLS is set.
   void initUcp();
   /// Asks UCX for protocols v1 unless UCX_PROTO_ENABLE is set (v2 in UCX 1.16 has no intra-node atomic post).
-  void useProtocolV1(ucp_config_t* config);
+  void useProtocolV1(ucp_config_t* config, bool logChoice) const;
+  /// A UCP context with features, configured as initUcp decided (transports,
+  /// protocols v1); what names it in errors. Throws Error.
+  ucp_context_h newUcpContext(uint64_t features, const std::string& what, bool logChoice) const;
+  /// Opens the lanes the lanes setting asks for (README "Lanes"). Throws Error.
+  void openLanes();
   /// Creates the worker and records its address.
   void initWorker();
   /// Lists UCX's resources (ucp_context_print_info) into resources_ and
@@ -241,6 +261,8 @@ class Context : public transport_cxx::ErrorSlot {
   uint32_t nextToken_ = 1;
   std::atomic<int64_t> lastPollNs_{0};  // steady-clock ns of the last proxy_progress
   RegionRegistry regions_;
+
+  std::vector<std::unique_ptr<Lane>> lanes_;  // fixed after the constructor
 
   std::thread progressThread_;
   int epollFd_ = -1;  // worker event fd + stopFd_

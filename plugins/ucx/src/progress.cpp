@@ -159,7 +159,10 @@ void Connection::postWrite(const LocalRegion& src, size_t srcOffset, const Remot
     wire::AmHeader h;
     if (size) describeWrite(h, dst, dstOffset, size);
     Op& op = newOp();
-    if (size) sendAm(op, h, &src, srcOffset, size);  // an empty write moves and orders nothing
+    if (usableLanes_ > 0 && size >= ctx_.laneBytes())
+      sendLaneWrite(op, h, src, srcOffset, size);
+    else if (size)
+      sendAm(op, h, &src, srcOffset, size);  // an empty write moves and orders nothing
   } else {
     issuePut(newOp(), src, srcOffset, dst, dstOffset, size);
   }
@@ -190,7 +193,10 @@ void Connection::postWriteSignal(const LocalRegion& src, size_t srcOffset, const
     wire::AmHeader h;
     if (size) describeWrite(h, dst, dstOffset, size);
     describeSignal(h, signalDst, signalOffset, value);
-    sendAm(newOp(), h, &src, srcOffset, size);
+    if (usableLanes_ > 0 && size >= ctx_.laneBytes())
+      sendLaneWrite(newOp(), h, src, srcOffset, size);
+    else
+      sendAm(newOp(), h, &src, srcOffset, size);
   } else {
     Op& op = newOp();
     issuePut(op, src, srcOffset, dst, dstOffset, size);
@@ -260,7 +266,7 @@ bool Connection::requestDone(void*& req, const Op& op, const char* what) {
 void Connection::retire() {
   while (!ops_.empty() && !failure_) {
     Op& op = ops_.front();
-    if (op.signalPending) return;
+    if (op.signalPending || op.lanePieces) return;
     if (!requestDone(op.putReq, op, "write") || !requestDone(op.amoReq, op, "signal") ||
         !requestDone(op.amReq, op, "message"))
       return;
