@@ -209,7 +209,10 @@ class UcxPairTest : public UcxTest {
 /// only when proxy_progress is called on it, so a test can hold a rank still.
 class UcxPolledPairTest : public UcxPairTest {
  protected:
-  std::map<std::string, std::string> pairSettings() const override { return {{"progress_thread", "0"}}; }
+  // No lanes either: their threads move large writes without polling.
+  std::map<std::string, std::string> pairSettings() const override {
+    return {{"progress_thread", "0"}, {"lanes", "0"}};
+  }
 };
 
 // ---- loading, settings, reachability ---------------------------------------
@@ -715,6 +718,7 @@ class UcxRndvPolledPairTest : public UcxPairTest {
   std::map<std::string, std::string> pairSettings() const override {
     auto s = modeSettings("am_rndv");
     s["progress_thread"] = "0";
+    s["lanes"] = "0";  // the endpoint's rendezvous (lanes have threads of their own)
     return s;
   }
 };
@@ -873,6 +877,32 @@ TEST_F(UcxLaneTest, APeerWithoutLanesGetsWholeWrites) {
   ASSERT_EQ(t_->write_signal(mine, mrSrc, 0, rkDst, 0, kSize, rkCounter, 0, 1), PB_OK) << error(ctx0_);
   waitCounter(counter.data(), 1);
   EXPECT_EQ(src, dst);
+}
+
+// As RendezvousIntoADeregisteredRegionFailsAtBothEnds, over lanes: the
+// target refuses the pieces, and the sender's lanes learn it.
+TEST_F(UcxLaneTest, PiecesIntoADeregisteredRegionFailAtBothEnds) {
+  constexpr size_t kLarge = 1 << 20;
+  std::vector<uint8_t> src(kLarge, 0xab), dst(kLarge, 0);
+  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+  deregister(ctx1_, mrDst);
+  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kLarge), PB_OK) << error(ctx0_);
+  uint64_t done = 0;
+  pb_status s0 = PB_OK, s1 = PB_OK;
+  auto deadline = Clock::now() + kTimeout;
+  while ((s0 == PB_OK || s1 == PB_OK) && Clock::now() < deadline) {
+    if (s1 == PB_OK) s1 = t_->proxy_progress(c1_, &done);
+    if (s0 == PB_OK) s0 = t_->proxy_progress(c0_, &done);
+  }
+  EXPECT_EQ(s1, PB_ERR_REMOTE);
+  EXPECT_NE(error(ctx1_).find("not registered here"), std::string::npos) << error(ctx1_);
+  EXPECT_NE(error(ctx1_).find("from rank 0 (host testhost)"), std::string::npos) << error(ctx1_);
+  EXPECT_EQ(s0, PB_ERR_REMOTE) << "the sender never learned its pieces were refused";
+  EXPECT_NE(error(ctx0_).find("ucx write #1 to rank 1 (host testhost) failed: ucx lane"), std::string::npos)
+      << error(ctx0_);
+  EXPECT_EQ(std::count(dst.begin(), dst.end(), 0), ptrdiff_t(kLarge)) << "bytes were stored into a deregistered region";
 }
 
 TEST_F(UcxTest, BadLaneSettingsFailInitNamingThem) {

@@ -135,6 +135,9 @@ class Lane {
   static void onPieceReceived(void* request, ucs_status_t status, size_t length, void* userData);
   /// UCX's endpoint error handler (arg: the Peer).
   static void onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  /// Progresses until nothing of conn (any connection: 0) is in flight
+  /// or deadlineNs passes; true when nothing is (mu_ held).
+  bool drain(uint32_t conn, int64_t deadlineNs);
   /// Destroys everything UCX gave the lane; safe on a half-built lane.
   void teardown() noexcept;
 
@@ -152,7 +155,7 @@ class Lane {
   std::vector<std::unique_ptr<Peer>> closedPeers_;             // kept for late error handlers (mu_)
   std::list<InFlight> inFlight_;                               // stable addresses (mu_)
   std::vector<LaneEvent> handlerEvents_;  // events UCX's callbacks produced during a turn (mu_)
-  int receiving_ = 0;                     // rendezvous receives in flight (mu_)
+  std::unordered_map<uint32_t, int> receiving_;  // rendezvous receives in flight, per connection (mu_)
 
   std::mutex queueMu_;
   std::condition_variable served_;
