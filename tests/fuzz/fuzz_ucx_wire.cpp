@@ -1,5 +1,6 @@
 // libFuzzer target: what a peer hands the ucx plugin before UCX sees any of
-// it: the address blob, a packed remote key and an active-message header.
+// it: the address blob, a packed remote key, an active-message header and
+// a lane piece's header.
 // Each decoder must accept or explain, never crash; whatever it accepts
 // must encode back to the same bytes (so nothing unchecked reaches UCX).
 #include <cstddef>
@@ -23,5 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   AmHeader header;
   if (AmHeader::decode(data, size, &header).empty() && size == AmHeader::kSize)
     expectRoundTrip(header, AmHeader::kSize, data, size);
+  LanePiece piece;
+  if (LanePiece::decode(data, size, &piece).empty()) expectRoundTrip(piece, LanePiece::kSize, data, size);
   return 0;
 }

@@ -180,6 +180,7 @@ std::string AmHeader::decode(const void* in, size_t len, AmHeader* h) {
   for (size_t i = 0; i < 8; ++i) *words[i] = loadLE<uint64_t>(p + 24 + 8 * i);
   h->laneWrite = loadLE<uint64_t>(p + 88);
   h->lanes = loadLE<uint32_t>(p + 96);
+  if (loadLE<uint32_t>(p + 100) != 0) return "an active message with a non-zero reserved field";
   if (h->seq == 0) return "an active message with sequence number 0";
   if (h->flags & ~(kHasWrite | kHasSignal | kLaneWrite))
     return "an active message with unknown flags " + std::to_string(h->flags);
