@@ -149,7 +149,7 @@ void Context::declareSettings() const {
        "cores: 0-16, or 'auto' (4 where UCX's only way between processes is TCP on hosts with more than "
        "4 cores, else 0). A connection uses as many as both ends have",
        0},
-      {sizeof(pb_setting_decl_v1), kLaneBytes, PB_SETTING_INT, "1048576",
+      {sizeof(pb_setting_decl_v1), kLaneBytes, PB_SETTING_INT, "262144",
        "Writes of at least this many bytes (65536 or more) go as one piece per lane", 0},
   };
   host_.declare(decls, sizeof(decls) / sizeof(decls[0]));

@@ -54,7 +54,7 @@ struct Settings {
   Ordering ordering = Ordering::Flush;
   bool progressThread = true;         ///< Run Context::progressLoop (README "Progress").
   std::string lanesText = "auto";     ///< The lanes setting as given.
-  size_t laneBytes = size_t(1) << 20; ///< Writes of at least this many bytes go over lanes.
+  size_t laneBytes = size_t(256) << 10; ///< Writes of at least this many bytes go over lanes (README "Lanes").
 };
 
 /// The far end of a connection (the adapter's).
