@@ -63,14 +63,11 @@ std::string unusableReason() {
 /// lets UCX use rendezvous for large messages, "am_mixed" sends messages
 /// under 64 KiB eagerly and larger ones as UCX chooses (what am_eager=auto
 /// does on hosts with more cores), "rma_flush" / "rma_fence" are RMA with
-/// each signal ordering, "am_lanes" sends writes of 16-64 KiB whole to one
-/// of two lanes in turn and cuts larger ones across both (pieces eager
-/// below 48 KiB, so both kinds of piece are sent).
+/// each signal ordering, "am_lanes" cuts writes of 64 KiB and more across
+/// two lanes (pieces eager below 48 KiB, so both kinds of piece are sent).
 std::map<std::string, std::string> modeSettings(const std::string& mode) {
   if (mode == "am_rndv") return {{"protocol", "am"}, {"am_eager", "0"}};
-  if (mode == "am_lanes")
-    return {{"protocol", "am"}, {"lanes", "2"}, {"lane_bytes", "65536"}, {"lane_whole_bytes", "16384"},
-            {"am_eager", "49152"}};
+  if (mode == "am_lanes") return {{"protocol", "am"}, {"lanes", "2"}, {"lane_bytes", "65536"}, {"am_eager", "49152"}};
   if (mode == "am_mixed") return {{"protocol", "am"}, {"am_eager", "65536"}};
   if (mode == "rma_flush") return {{"protocol", "rma"}, {"ordering", "flush"}};
   if (mode == "rma_fence") return {{"protocol", "rma"}, {"ordering", "fence"}};
@@ -834,18 +831,16 @@ class UcxLaneTest : public UcxPairTest {
 };
 
 TEST_F(UcxLaneTest, LanesAreOpenedAndLogged) {
-  EXPECT_TRUE(hostOf_[ctx0_]->logged({"2 lane(s): writes of at least 65536 bytes cut across them, of at least 16384 "
-                                       "whole to one in turn (ucx.lanes=2)"}))
+  EXPECT_TRUE(hostOf_[ctx0_]->logged({"2 lane(s) for writes of at least 65536 bytes (ucx.lanes=2)"}))
       << hostOf_[ctx0_]->allLogs();
-  EXPECT_TRUE(hostOf_[ctx0_]->logged({"; 2 ucx lane(s) for writes of at least 16384 bytes"}))
+  EXPECT_TRUE(hostOf_[ctx0_]->logged({"; 2 ucx lane(s) for writes of at least 65536 bytes"}))
       << hostOf_[ctx0_]->allLogs();
 }
 
 TEST_F(UcxLaneTest, WritesAcrossLanesLandWholeBeforeTheirSignal) {
-  // Odd sizes and offsets: whole writes on either lane, cut ones in pieces
-  // of whole pages, eager and rendezvous, the last lane's short or empty;
-  // each signal lands only after every piece and every earlier write.
-  const size_t sizes[] = {20000, 50001, 65536, 65536 + 4097, (size_t(4) << 20) + 123, 4096 * 16 + 1, 16384};
+  // Odd sizes and offsets: pieces of whole pages, eager and rendezvous, the
+  // last lane's short or empty; each signal lands only after every piece.
+  const size_t sizes[] = {65536, 65536 + 4097, (size_t(4) << 20) + 123, 4096 * 16 + 1};
   for (size_t i = 0; i < std::size(sizes); ++i) {
     const size_t size = sizes[i];
     std::vector<uint8_t> src(size + 16), dst(size + 16, 0xEE);
@@ -912,7 +907,7 @@ TEST_F(UcxLaneTest, PiecesIntoADeregisteredRegionFailAtBothEnds) {
 
 TEST_F(UcxTest, BadLaneSettingsFailInitNamingThem) {
   for (auto [key, value] : {std::pair<const char*, const char*>{"lanes", "17"}, {"lanes", "two"},
-                            {"lane_bytes", "4096"}, {"lane_bytes", "1M"}, {"lane_whole_bytes", "100"}}) {
+                            {"lane_bytes", "4096"}, {"lane_bytes", "1M"}}) {
     hosts_.push_back(std::make_unique<FakeHost>(0, "testhost", std::map<std::string, std::string>{{key, value}}));
     pb_plugin_ctx* ctx = nullptr;
     EXPECT_EQ(t_->init(&hosts_.back()->services, &ctx), PB_ERR_INVALID) << key << "=" << value;

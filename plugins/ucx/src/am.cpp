@@ -58,25 +58,20 @@ void Connection::describeSignal(wire::AmHeader& h, const RemoteKey& dst, size_t 
 }
 
 void Connection::sendAm(Op& op, wire::AmHeader& h, const LocalRegion* src, size_t srcOffset, size_t size) {
-  // src registered already: spares UCX a registration-cache lookup.
-  // Eager below eagerBelow_ (eager_rule.hpp: where UCX's rendezvous measured slower).
-  postAm(op, h, size ? src->base + srcOffset : nullptr, size, size ? src->memh : nullptr, size < eagerBelow_);
-}
-
-void Connection::postAm(Op& op, wire::AmHeader& h, const void* data, size_t size, ucp_mem_h memh, bool eager) {
   h.connToken = peerToken_;
   h.seq = ++amSent_;
   h.fromRank = ctx_.rank();
   h.encode(op.amHeader);
   ucp_request_param_t params{};
-  if (memh) {
+  if (size) {
     params.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
-    params.memh = memh;
+    params.memh = src->memh;  // registered already: spares UCX a registration-cache lookup
   }
-  if (eager) {
+  if (size < eagerBelow_) {  // eager_rule.hpp: where UCX's rendezvous measured slower
     params.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
     params.flags = UCP_AM_SEND_FLAG_EAGER;
   }
+  const void* data = size ? src->base + srcOffset : nullptr;
   ucs_status_ptr_t req = ucp_am_send_nbx(ep_, wire::kAmId, op.amHeader, wire::AmHeader::kSize, data, size, &params);
   if (UCS_PTR_IS_ERR(req)) {
     fail(PB_ERR_REMOTE, ucsText("ucx message #" + std::to_string(op.seq) + " (" + std::to_string(size) +
@@ -185,13 +180,8 @@ ucs_status_t Connection::receiveAm(const wire::AmHeader& h, void* data, size_t l
   }
   const bool laneWrite = (h.flags & wire::AmHeader::kLaneWrite) != 0;
   char* dst = nullptr;
-  std::vector<uint64_t> marks;
   if (laneWrite) {
-    // Marks go eagerly (postAm's caller insists), so their bytes are here.
-    if (rndv || !acceptLaneWrite(h, data, length, what, &marks)) {
-      if (rndv) fail(PB_ERR_REMOTE, "bad ucx " + what + " from " + peer_.describe() + ": lane marks by rendezvous");
-      return refuse;
-    }
+    if (!acceptLaneWrite(h, length, what)) return refuse;
   } else {
     dst = writeTarget(h, length);
     if (failure_) return refuse;
@@ -205,9 +195,10 @@ ucs_status_t Connection::receiveAm(const wire::AmHeader& h, void* data, size_t l
   a.signalCheck = h.signalCheck;
   a.signalOffset = h.signalOffset;
   a.value = h.value;
-  a.laneMarks = std::move(marks);
+  a.laneWrite = laneWrite ? h.laneWrite : 0;
+  a.lanes = laneWrite ? h.lanes : 0;
   if (!rndv) {
-    if (length && !laneWrite) std::memcpy(dst, data, length);
+    if (length) std::memcpy(dst, data, length);
     markLanded(h.seq);
     return UCS_OK;
   }
@@ -245,8 +236,8 @@ void Connection::markLanded(uint64_t seq) {
 }
 
 bool Connection::lanesLanded(const Arrival& a) const {
-  for (size_t i = 0; i < a.laneMarks.size(); ++i)
-    if (laneLanding_[i].through < a.laneMarks[i]) return false;
+  for (uint32_t i = 0; i < a.lanes; ++i)
+    if (laneLanding_[i].through < a.laneWrite) return false;
   return true;
 }
 

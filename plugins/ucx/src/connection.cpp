@@ -45,7 +45,6 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
   for (int i = 0; i < ctx.laneCount(); ++i) blob.laneAddresses.push_back(ctx.lane(i).address());
   blob.encode(static_cast<uint8_t*>(addr));
   laneLanding_.resize(static_cast<size_t>(ctx.laneCount()));
-  laneMarksSeen_.assign(static_cast<size_t>(ctx.laneCount()), 0);
   guard_ = ctx.newEndpointGuard(this);
   ctx_.connectionOpened();
 }
@@ -101,7 +100,6 @@ bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
     peerControlAddr_ = blob.controlAddr;
     if (ctx_.activeMessages()) {
       usableLanes_ = std::min(ctx_.laneCount(), static_cast<int>(blob.laneAddresses.size()));
-      laneSent_.assign(static_cast<size_t>(usableLanes_), 0);
       for (int i = 0; i < usableLanes_; ++i)
         ctx_.lane(i).addPeer(token_, blob.laneAddresses[static_cast<size_t>(i)], peer_.describe());
     }
@@ -136,8 +134,7 @@ std::string Connection::describeEager() const {
   std::string lanes;
   if (ctx_.laneCount() > 0)
     lanes = "; " + std::to_string(usableLanes_) + " ucx lane(s) for writes of at least " +
-            std::to_string(std::min(ctx_.laneBytes(), ctx_.laneWholeBytes() ? ctx_.laneWholeBytes() : SIZE_MAX)) +
-            " bytes";
+            std::to_string(ctx_.laneBytes()) + " bytes";
   if (eagerBelow_ == SIZE_MAX) return "; active messages all eager" + lanes;
   if (eagerBelow_ == 0) return "; active messages eager or rendezvous as UCX chooses" + lanes;
   return "; active messages eager below " + std::to_string(eagerBelow_) + " bytes, UCX's choice above" + lanes;

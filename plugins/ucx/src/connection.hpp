@@ -96,7 +96,6 @@ class Connection {
     std::shared_ptr<UcpRkey> putRkey;     ///< Kept while the put may use it.
     std::shared_ptr<UcpRkey> signalRkey;  ///< Kept while the atomic may use it.
     unsigned lanePieces = 0;       ///< Its lane pieces not yet sent.
-    std::vector<uint8_t> laneMarks;  ///< A lane write's marks (its message's data), kept until sent.
   };
   /// An active message that arrived but whose signal (if any) is not
   /// applied yet, because it or an earlier message has not fully landed.
@@ -104,7 +103,8 @@ class Connection {
     bool landed = false;       ///< Its data (if any) is in place.
     bool hasSignal = false;
     uint64_t signalRegion = 0, signalCheck = 0, signalOffset = 0, value = 0;
-    std::vector<uint64_t> laneMarks;  ///< A lane write: lane i must land its pieces up to mark i.
+    uint64_t laneWrite = 0;    ///< A lane write: it needs every lane's pieces through this number,
+    uint32_t lanes = 0;        ///< on this many lanes.
   };
   /// The pieces of one lane that arrived for this connection.
   struct LaneLanding {
@@ -146,9 +146,6 @@ class Connection {
   /// srcOffset as op's active message; marks the connection failed and
   /// throws on error.
   void sendAm(Op& op, wire::AmHeader& h, const LocalRegion* src, size_t srcOffset, size_t size);
-  /// Sends h (seq and token filled in here) with size bytes of data as op's
-  /// active message; memh may be null; marks the connection failed and throws on error.
-  void postAm(Op& op, wire::AmHeader& h, const void* data, size_t size, ucp_mem_h memh, bool eager);
   /// Fills h's write fields for dst at dstOffset.
   static void describeWrite(wire::AmHeader& h, const RemoteKey& dst, size_t dstOffset, size_t size);
   /// Fills h's signal fields.
@@ -158,18 +155,11 @@ class Connection {
   /// [offset, offset + length) of host region (id, check), or NULL after
   /// failing the connection with bad + the problem.
   char* regionBytes(uint64_t id, uint64_t check, uint64_t offset, uint64_t length, const std::string& bad);
-  /// True when a write of size bytes goes over the lanes.
-  bool goesOverLanes(size_t size) const;
-  /// Sends a write over the lanes (README "Lanes": whole on the next lane
-  /// in turn, or from lane_bytes one piece per lane), then h, marked as a
-  /// lane write and carrying the lanes' marks, on the endpoint.
+  /// Sends a write of at least lane_bytes as one piece per lane, then h
+  /// (marked as a lane write, no data) on the endpoint.
   void sendLaneWrite(Op& op, wire::AmHeader& h, const LocalRegion& src, size_t srcOffset, size_t size);
-  /// Hands one piece of op to lane i.
-  void sendPiece(Op& op, const wire::AmHeader& h, const LocalRegion& src, size_t srcOffset, size_t offset,
-                 size_t size, size_t lane);
-  /// Checks a lane-write message's marks into *marks; false after failing the connection.
-  bool acceptLaneWrite(const wire::AmHeader& h, const void* data, size_t length, const std::string& what,
-                       std::vector<uint64_t>* marks);
+  /// Checks a lane-write message's numbering and lanes; false after failing the connection.
+  bool acceptLaneWrite(const wire::AmHeader& h, size_t length, const std::string& what);
   /// True when every lane of a has landed its pieces.
   bool lanesLanded(const Arrival& a) const;
   /// Applies, in order, the signals of messages that fully landed.
@@ -249,9 +239,8 @@ class Connection {
 
   // Lanes (README "Lanes").
   int usableLanes_ = 0;                 // lanes both ends have: large writes go over these
-  std::vector<uint64_t> laneSent_;      // per usable lane: pieces sent on it
-  size_t nextLane_ = 0;                 // the lane the next whole write goes to
-  std::vector<uint64_t> laneMarksSeen_;   // per local lane: the highest mark the peer sent
+  uint64_t laneWritesSent_ = 0;         // lane writes we sent
+  uint64_t laneWritesSeen_ = 0;         // lane-write messages the peer sent us
   std::vector<LaneLanding> laneLanding_;  // per local lane: the peer's pieces
 };
 

@@ -1,11 +1,9 @@
-// Writes over lanes (README "Lanes"): the sender sends a write of at least
-// lane_whole_bytes whole on the next lane in turn, or one of at least
-// lane_bytes cut into one piece per lane, and then, on the endpoint, a
-// message that names the write and carries, instead of its bytes, each
-// lane's mark: how many pieces the connection has sent on that lane so far.
-// The target holds that message (and any signal in or after it) until each
-// lane has landed its pieces up to its mark, so a signal is still visible
-// only after every earlier write (transport.h).
+// Large writes over lanes (README "Lanes"): the sender cuts a write of at
+// least lane_bytes into one piece per lane and sends, on the endpoint, a
+// message that names the write and its lane-write number but carries no
+// data. The target holds that message (and any signal in or after it)
+// until each lane has landed its pieces up to that number, so a signal is
+// still visible only after every earlier write (transport.h).
 #include <algorithm>
 
 #include "connection.hpp"
@@ -25,79 +23,52 @@ constexpr uint64_t kMaxPiecesAhead = uint64_t(1) << 16;
 
 // ---- the sender ------------------------------------------------------------------
 
-bool Connection::goesOverLanes(size_t size) const {
-  if (usableLanes_ == 0) return false;
-  const size_t whole = ctx_.laneWholeBytes();
-  return size >= ctx_.laneBytes() || (whole > 0 && size >= whole);
-}
-
-void Connection::sendPiece(Op& op, const wire::AmHeader& h, const LocalRegion& src, size_t srcOffset, size_t offset,
-                           size_t size, size_t lane) {
-  wire::LanePiece p;
-  p.connToken = peerToken_;
-  p.fromRank = ctx_.rank();
-  p.lane = static_cast<uint32_t>(lane);
-  p.piece = ++laneSent_[lane];
-  p.dataRegion = h.dataRegion;
-  p.dataCheck = h.dataCheck;
-  p.dataOffset = h.dataOffset + offset;
-  p.dataSize = size;
-  LaneSend send;
-  send.conn = token_;
-  send.seq = op.seq;
-  p.encode(send.header);
-  send.data = src.base + srcOffset + offset;
-  send.size = size;
-  send.eager = size < eagerBelow_;
-  ++op.lanePieces;
-  ctx_.lane(static_cast<int>(lane)).send(send);
-}
-
 void Connection::sendLaneWrite(Op& op, wire::AmHeader& h, const LocalRegion& src, size_t srcOffset, size_t size) {
   const auto lanes = static_cast<size_t>(usableLanes_);
-  if (size >= ctx_.laneBytes()) {
-    const size_t piece = (size / lanes + kPieceAlign) / kPieceAlign * kPieceAlign;
-    for (size_t i = 0; i < lanes && piece * i < size; ++i)
-      sendPiece(op, h, src, srcOffset, piece * i, std::min(piece, size - piece * i), i);
-  } else {
-    sendPiece(op, h, src, srcOffset, 0, size, nextLane_);
-    nextLane_ = (nextLane_ + 1) % lanes;
-  }
   h.flags |= wire::AmHeader::kLaneWrite;
+  h.laneWrite = ++laneWritesSent_;
   h.lanes = static_cast<uint32_t>(lanes);
-  op.laneMarks.resize(8 * lanes);
-  for (size_t i = 0; i < lanes; ++i) wire::storeLE<uint64_t>(op.laneMarks.data() + 8 * i, laneSent_[i]);
-  postAm(op, h, op.laneMarks.data(), op.laneMarks.size(), nullptr, true);  // eager: the target reads marks at once
+  const size_t piece = (size / lanes + kPieceAlign) / kPieceAlign * kPieceAlign;
+  for (size_t i = 0; i < lanes; ++i) {
+    const size_t offset = std::min(size, piece * i);
+    wire::LanePiece p;
+    p.connToken = peerToken_;
+    p.fromRank = ctx_.rank();
+    p.lane = static_cast<uint32_t>(i);
+    p.piece = h.laneWrite;
+    p.dataRegion = h.dataRegion;
+    p.dataCheck = h.dataCheck;
+    p.dataOffset = h.dataOffset + offset;
+    p.dataSize = std::min(piece, size - offset);  // the last lanes' may be short or empty
+    LaneSend send;
+    send.conn = token_;
+    send.seq = op.seq;
+    p.encode(send.header);
+    send.data = src.base + srcOffset + offset;
+    send.size = p.dataSize;
+    send.eager = p.dataSize < eagerBelow_;
+    ++op.lanePieces;
+    ctx_.lane(static_cast<int>(i)).send(send);
+  }
+  sendAm(op, h, nullptr, 0, 0);
 }
 
 // ---- the target ------------------------------------------------------------------
 
-bool Connection::acceptLaneWrite(const wire::AmHeader& h, const void* data, size_t length, const std::string& what,
-                                 std::vector<uint64_t>* marks) {
+bool Connection::acceptLaneWrite(const wire::AmHeader& h, size_t length, const std::string& what) {
   const std::string bad = "bad ucx " + what + " from " + peer_.describe() + ": ";
-  if (h.lanes > laneLanding_.size()) {
+  if (length)
+    fail(PB_ERR_REMOTE, bad + "a lane write carries " + std::to_string(length) + " bytes of its own");
+  else if (h.laneWrite != laneWritesSeen_ + 1)
+    fail(PB_ERR_REMOTE, bad + "lane write #" + std::to_string(h.laneWrite) + ", expected #" +
+                            std::to_string(laneWritesSeen_ + 1));
+  else if (h.lanes > laneLanding_.size())
     fail(PB_ERR_REMOTE, bad + "its pieces travel on " + std::to_string(h.lanes) + " lanes, and rank " +
                             std::to_string(ctx_.rank()) + " opened " + std::to_string(laneLanding_.size()));
-    return false;
-  }
-  if (length != 8 * size_t(h.lanes)) {
-    fail(PB_ERR_REMOTE, bad + "a lane write over " + std::to_string(h.lanes) + " lanes carries " +
-                            std::to_string(length) + " bytes of marks");
-    return false;
-  }
-  marks->resize(h.lanes);
-  for (size_t i = 0; i < h.lanes; ++i) {
-    const uint64_t mark = wire::loadLE<uint64_t>(static_cast<const uint8_t*>(data) + 8 * i);
-    if (mark < laneMarksSeen_[i] || mark > laneMarksSeen_[i] + kMaxPiecesAhead) {
-      fail(PB_ERR_REMOTE, bad + "lane " + std::to_string(i) + "'s mark " + std::to_string(mark) +
-                              " is not between the last one, " + std::to_string(laneMarksSeen_[i]) + ", and " +
-                              std::to_string(kMaxPiecesAhead) + " more");
-      return false;
-    }
-    (*marks)[i] = mark;
-  }
-  if (!regionBytes(h.dataRegion, h.dataCheck, h.dataOffset, h.dataSize, bad)) return false;
-  for (size_t i = 0; i < h.lanes; ++i) laneMarksSeen_[i] = (*marks)[i];
+  else
+    regionBytes(h.dataRegion, h.dataCheck, h.dataOffset, h.dataSize, bad);
+  if (failure_) return false;
+  ++laneWritesSeen_;
   return true;
 }
 

@@ -29,7 +29,6 @@ constexpr const char* kAmEager = "am_eager";
 constexpr const char* kProgressThread = "progress_thread";
 constexpr const char* kLanes = "lanes";
 constexpr const char* kLaneBytes = "lane_bytes";
-constexpr const char* kLaneWholeBytes = "lane_whole_bytes";
 
 /// Lanes `lanes=auto` opens over TCP on hosts with more than
 /// kAutoLaneMinCores cores (measured: docs/perf, README "Lanes").
@@ -37,8 +36,6 @@ constexpr int kAutoLanes = 4;
 constexpr unsigned kAutoLaneMinCores = 4;
 /// Smallest lane_bytes accepted.
 constexpr size_t kMinLaneBytes = 64 * 1024;
-/// Smallest lane_whole_bytes accepted (but 0).
-constexpr size_t kMinLaneWholeBytes = 4096;
 
 /// Control words per registered chunk (one 4 KiB page).
 constexpr size_t kControlWordsPerChunk = 512;
@@ -154,10 +151,6 @@ void Context::declareSettings() const {
        0},
       {sizeof(pb_setting_decl_v1), kLaneBytes, PB_SETTING_INT, "262144",
        "Writes of at least this many bytes (65536 or more) go as one piece per lane", 0},
-      {sizeof(pb_setting_decl_v1), kLaneWholeBytes, PB_SETTING_INT, "65536",
-       "Writes of at least this many bytes, and fewer than ucx.lane_bytes, go whole to one lane, the lanes "
-       "taken in turn (4096 or more; 0: such writes stay on the connection's endpoint)",
-       0},
   };
   host_.declare(decls, sizeof(decls) / sizeof(decls[0]));
 }
@@ -206,14 +199,6 @@ Settings Context::readSettings() const {
       throw Error(PB_ERR_INVALID, "ucx.lane_bytes = '" + laneBytes + "' is not a byte count of at least " +
                                       std::to_string(kMinLaneBytes));
     s.laneBytes = static_cast<size_t>(std::stoull(laneBytes));
-  }
-  const std::string whole = host_.setting(kLaneWholeBytes);
-  if (!whole.empty()) {
-    if (whole.size() > 13 || whole.find_first_not_of("0123456789") != std::string::npos ||
-        (std::stoull(whole) != 0 && std::stoull(whole) < kMinLaneWholeBytes))
-      throw Error(PB_ERR_INVALID, "ucx.lane_whole_bytes = '" + whole + "' is neither 0 nor a byte count of at least " +
-                                      std::to_string(kMinLaneWholeBytes));
-    s.laneWholeBytes = static_cast<size_t>(std::stoull(whole));
   }
   return s;
 }
@@ -302,10 +287,8 @@ void Context::openLanes() {
         *this, i, newUcpContext(UCP_FEATURE_AM | UCP_FEATURE_WAKEUP, "for lane " + std::to_string(i), false));
   }
   if (count)
-    log(PB_LOG_INFO, "ucx: " + std::to_string(count) + " lane(s): writes of at least " +
-                         std::to_string(settings_.laneBytes) + " bytes cut across them, of at least " +
-                         std::to_string(settings_.laneWholeBytes) + " whole to one in turn (ucx.lanes=" +
-                         settings_.lanesText + ")");
+    log(PB_LOG_INFO, "ucx: " + std::to_string(count) + " lane(s) for writes of at least " +
+                         std::to_string(settings_.laneBytes) + " bytes (ucx.lanes=" + settings_.lanesText + ")");
 }
 
 void Context::surveyResources() {

@@ -54,8 +54,7 @@ struct Settings {
   Ordering ordering = Ordering::Flush;
   bool progressThread = true;         ///< Run Context::progressLoop (README "Progress").
   std::string lanesText = "auto";     ///< The lanes setting as given.
-  size_t laneBytes = size_t(256) << 10; ///< Writes of at least this many bytes are cut across the lanes (README "Lanes").
-  size_t laneWholeBytes = size_t(64) << 10;  ///< Smaller writes of at least this many go whole to a lane; 0: none.
+  size_t laneBytes = size_t(256) << 10; ///< Writes of at least this many bytes go over lanes (README "Lanes").
 };
 
 /// The far end of a connection (the adapter's).
@@ -136,9 +135,6 @@ class Context : public transport_cxx::ErrorSlot {
   Lane& lane(int i) { return *lanes_[static_cast<size_t>(i)]; }
   /// Writes of at least this many bytes go as one piece per lane.
   size_t laneBytes() const { return settings_.laneBytes; }
-  /// Writes of at least this many bytes (and fewer than laneBytes()) go
-  /// whole to one lane, the lanes taken in turn; 0: none do.
-  size_t laneWholeBytes() const { return settings_.laneWholeBytes; }
   /// A piece arrived on a lane (Lane's handler, under its lock): finds its
   /// connection and checks it there; on Accepted *dst is where it goes.
   LanePieceVerdict checkLanePiece(const wire::LanePiece& piece, size_t length, char** dst);

@@ -159,7 +159,7 @@ void Connection::postWrite(const LocalRegion& src, size_t srcOffset, const Remot
     wire::AmHeader h;
     if (size) describeWrite(h, dst, dstOffset, size);
     Op& op = newOp();
-    if (size && goesOverLanes(size))
+    if (usableLanes_ > 0 && size >= ctx_.laneBytes())
       sendLaneWrite(op, h, src, srcOffset, size);
     else if (size)
       sendAm(op, h, &src, srcOffset, size);  // an empty write moves and orders nothing
@@ -193,7 +193,7 @@ void Connection::postWriteSignal(const LocalRegion& src, size_t srcOffset, const
     wire::AmHeader h;
     if (size) describeWrite(h, dst, dstOffset, size);
     describeSignal(h, signalDst, signalOffset, value);
-    if (size && goesOverLanes(size))
+    if (usableLanes_ > 0 && size >= ctx_.laneBytes())
       sendLaneWrite(newOp(), h, src, srcOffset, size);
     else
       sendAm(newOp(), h, &src, srcOffset, size);

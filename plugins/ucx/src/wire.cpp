@@ -161,8 +161,9 @@ void AmHeader::encode(uint8_t* out) const {
   storeLE<int32_t>(out + 20, fromRank);
   const uint64_t words[] = {dataRegion, dataCheck, dataOffset, dataSize, signalRegion, signalCheck, signalOffset, value};
   for (size_t i = 0; i < 8; ++i) storeLE<uint64_t>(out + 24 + 8 * i, words[i]);
-  storeLE<uint32_t>(out + 88, lanes);
-  storeLE<uint32_t>(out + 92, 0);
+  storeLE<uint64_t>(out + 88, laneWrite);
+  storeLE<uint32_t>(out + 96, lanes);
+  storeLE<uint32_t>(out + 100, 0);
 }
 
 std::string AmHeader::decode(const void* in, size_t len, AmHeader* h) {
@@ -177,15 +178,16 @@ std::string AmHeader::decode(const void* in, size_t len, AmHeader* h) {
   uint64_t* words[] = {&h->dataRegion,   &h->dataCheck,   &h->dataOffset,   &h->dataSize,
                        &h->signalRegion, &h->signalCheck, &h->signalOffset, &h->value};
   for (size_t i = 0; i < 8; ++i) *words[i] = loadLE<uint64_t>(p + 24 + 8 * i);
-  h->lanes = loadLE<uint32_t>(p + 88);
-  if (loadLE<uint32_t>(p + 92) != 0) return "an active message with a non-zero reserved field";
+  h->laneWrite = loadLE<uint64_t>(p + 88);
+  h->lanes = loadLE<uint32_t>(p + 96);
+  if (loadLE<uint32_t>(p + 100) != 0) return "an active message with a non-zero reserved field";
   if (h->seq == 0) return "an active message with sequence number 0";
   if (h->flags & ~(kHasWrite | kHasSignal | kLaneWrite))
     return "an active message with unknown flags " + std::to_string(h->flags);
-  if ((h->flags & kLaneWrite) && (!(h->flags & kHasWrite) || h->lanes == 0 || h->lanes > kMaxLanes))
-    return "an active message marked as a lane write without a write or 1-" + std::to_string(kMaxLanes) +
-           " lane marks";
-  if (!(h->flags & kLaneWrite) && h->lanes != 0) return "an active message with lane marks but no lane write";
+  if ((h->flags & kLaneWrite) && (!(h->flags & kHasWrite) || h->laneWrite == 0 || h->lanes == 0 ||
+                                  h->lanes > kMaxLanes))
+    return "an active message marked as a lane write without a write, a lane-write number or 1-" +
+           std::to_string(kMaxLanes) + " lanes";
   return "";
 }
 

@@ -94,28 +94,29 @@ constexpr uint32_t kAmMagic = 0x4d554250;
 constexpr unsigned kAmId = 0x5042;
 
 /// Header of the active message that carries one operation (protocol am),
-/// 96 bytes little-endian; the write's bytes are the message's data:
+/// 104 bytes little-endian; the write's bytes are the message's data:
 ///   magic u32 | conn_token u32 | seq u64 | flags u32 | from_rank i32 |
 ///   data_region u64 | data_check u64 | data_offset u64 | data_size u64 |
 ///   signal_region u64 | signal_check u64 | signal_offset u64 | value u64 |
-///   lanes u32 | reserved u32 (0).
+///   lane_write u64 | lanes u32 | reserved u32 (0).
 /// seq counts the active messages of one connection from 1 without gaps,
 /// so the target can hold a signal back until every earlier write landed.
-/// A write that went as lane pieces (kLaneWrite) carries, instead of its
-/// bytes, `lanes` u64 marks: it has landed once each lane i has landed its
-/// pieces of the connection numbered up to mark i.
+/// A write that went as lane pieces (kLaneWrite) carries no data: it has
+/// landed once each of its `lanes` lanes landed its pieces numbered up to
+/// lane_write.
 struct AmHeader {
-  static constexpr size_t kSize = 96;
+  static constexpr size_t kSize = 104;
   static constexpr uint32_t kHasWrite = 1;   ///< data_* name where the data goes.
   static constexpr uint32_t kHasSignal = 2;  ///< signal_* and value name an add.
-  static constexpr uint32_t kLaneWrite = 4;  ///< The data travels as lane pieces; the message carries marks.
+  static constexpr uint32_t kLaneWrite = 4;  ///< The data travels as lane pieces numbered lane_write.
   uint32_t connToken = 0;      ///< The target's token for the connection (its address blob).
   uint64_t seq = 0;            ///< Active-message number on the connection, from 1.
-  uint32_t flags = 0;          ///< kHasWrite | kHasSignal | kLaneWrite.
+  uint32_t flags = 0;          ///< kHasWrite | kHasSignal.
   int32_t fromRank = -1;       ///< Sender's rank, checked against the connection's peer.
   uint64_t dataRegion = 0, dataCheck = 0, dataOffset = 0, dataSize = 0;
   uint64_t signalRegion = 0, signalCheck = 0, signalOffset = 0, value = 0;
-  uint32_t lanes = 0;          ///< With kLaneWrite: how many marks the message carries.
+  uint64_t laneWrite = 0;      ///< With kLaneWrite: the connection's lane-write number, from 1.
+  uint32_t lanes = 0;          ///< With kLaneWrite: how many lanes carry its pieces.
 
   /// Writes the header to out (kSize bytes).
   void encode(uint8_t* out) const;
@@ -132,13 +133,15 @@ constexpr unsigned kLaneAmId = 0x5043;
 /// piece's bytes are the message's data:
 ///   magic u32 | conn_token u32 | from_rank i32 | lane u32 | piece u64 |
 ///   data_region u64 | data_check u64 | data_offset u64 | data_size u64.
-/// piece numbers the pieces one connection sends on one lane: 1, 2, 3, ...
+/// piece is the lane-write number of the write it belongs to: every lane
+/// write sends one piece (maybe empty) on every lane, so a lane's pieces
+/// of one connection are numbered 1, 2, 3, ...
 struct LanePiece {
   static constexpr size_t kSize = 56;
   uint32_t connToken = 0;  ///< The target's token for the connection.
   int32_t fromRank = -1;   ///< Sender's rank.
   uint32_t lane = 0;       ///< Lane index (the same on both ends).
-  uint64_t piece = 0;      ///< The piece's number on its lane and connection, from 1.
+  uint64_t piece = 0;      ///< Lane-write number, from 1.
   uint64_t dataRegion = 0, dataCheck = 0, dataOffset = 0, dataSize = 0;
 
   /// Writes the header to out (kSize bytes).
