@@ -11,6 +11,7 @@
 
 #include "error.hpp"
 #include "wire.hpp"
+#include "worker.hpp"
 
 namespace plugboard::ucx {
 
@@ -79,15 +80,9 @@ bool Connection::connect(const void* peerAddr, size_t peerAddrLen) {
                      " and rank " + std::to_string(ctx_.rank()) + " uses " +
                      (ctx_.activeMessages() ? "am" : "rma") + "; set the same ucx.protocol on every rank");
     peerToken_ = blob.connToken;
-    ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address = reinterpret_cast<const ucp_address_t*>(blob.workerAddress.data());
     // PEER mode: a vanished peer becomes an error on this endpoint instead
     // of a process abort inside UCX.
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    params.err_handler.cb = &Connection::onEndpointError;
-    params.err_handler.arg = guard_;
+    const ucp_ep_params_t params = peerEndpointParams(blob.workerAddress, &Connection::onEndpointError, guard_);
     ucs_status_t st = ucp_ep_create(ctx_.worker(), &params, &ep_);
     PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText(who + ": ucp_ep_create failed", st));
     // From here on a failure is final: a later call must not find the

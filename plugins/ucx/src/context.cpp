@@ -16,6 +16,7 @@
 #include "eager_rule.hpp"
 #include "error.hpp"
 #include "wire.hpp"
+#include "worker.hpp"
 
 namespace plugboard::ucx {
 
@@ -330,19 +331,8 @@ void Context::surveyResources() {
 }
 
 void Context::initWorker() {
-  ucp_worker_params_t params{};
-  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  params.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // workerMu_ serializes every call
-  ucs_status_t st = ucp_worker_create(ucp_, &params, &worker_);
-  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM,
-               ucsText("ucx: ucp_worker_create (transports " + tlsSource_ + ") failed", st));
-  ucp_address_t* address = nullptr;
-  size_t length = 0;
-  st = ucp_worker_get_address(worker_, &address, &length);
-  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText("ucx: ucp_worker_get_address failed", st));
-  auto* bytes = reinterpret_cast<const uint8_t*>(address);
-  workerAddress_.assign(bytes, bytes + length);
-  ucp_worker_release_address(worker_, address);
+  // workerMu_ serializes every call.
+  worker_ = createWorker(ucp_, &workerAddress_, "ucx (transports " + tlsSource_ + ")");
 }
 
 size_t Context::eagerBelow(int localRanks) const {
@@ -353,15 +343,7 @@ void Context::initProtocol() {
   const bool am = settings_.protocolText == "am" || (settings_.protocolText == "auto" && !supportsCuda());
   settings_.protocol = am ? Protocol::ActiveMessage : Protocol::Rma;
   if (!am) return;
-  ucp_am_handler_param_t params{};
-  params.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-  params.id = wire::kAmId;
-  params.flags = UCP_AM_FLAG_WHOLE_MSG;
-  params.cb = &Context::onAm;
-  params.arg = this;
-  ucs_status_t st = ucp_worker_set_am_recv_handler(worker_, &params);
-  PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText("ucx: ucp_worker_set_am_recv_handler failed", st));
+  setAmHandler(worker_, wire::kAmId, &Context::onAm, this, "ucx");
 }
 
 uint32_t Context::addAmTarget(Connection* conn) {

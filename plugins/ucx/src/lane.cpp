@@ -11,6 +11,7 @@
 
 #include "context.hpp"
 #include "error.hpp"
+#include "worker.hpp"
 
 namespace plugboard::ucx {
 
@@ -45,31 +46,11 @@ Lane::Lane(Context& ctx, int index, ucp_context_h ucp)
     : ctx_(ctx), index_(index), where_("ucx lane " + std::to_string(index) + " of rank " + std::to_string(ctx.rank())),
       ucp_(ucp) {
   try {
-    ucp_worker_params_t params{};
-    params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    params.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // mu_ serializes every call
-    ucs_status_t st = ucp_worker_create(ucp_, &params, &worker_);
-    PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText(where_ + ": ucp_worker_create failed", st));
-    ucp_address_t* address = nullptr;
-    size_t length = 0;
-    st = ucp_worker_get_address(worker_, &address, &length);
-    PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText(where_ + ": ucp_worker_get_address failed", st));
-    auto* bytes = reinterpret_cast<const uint8_t*>(address);
-    address_.assign(bytes, bytes + length);
-    ucp_worker_release_address(worker_, address);
-
-    ucp_am_handler_param_t handler{};
-    handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                         UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    handler.id = wire::kLaneAmId;
-    handler.flags = UCP_AM_FLAG_WHOLE_MSG;
-    handler.cb = &Lane::onPiece;
-    handler.arg = this;
-    st = ucp_worker_set_am_recv_handler(worker_, &handler);
-    PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText(where_ + ": ucp_worker_set_am_recv_handler failed", st));
+    worker_ = createWorker(ucp_, &address_, where_);  // mu_ serializes every call
+    setAmHandler(worker_, wire::kLaneAmId, &Lane::onPiece, this, where_);
 
     int workerFd = -1;
-    st = ucp_worker_get_efd(worker_, &workerFd);
+    const ucs_status_t st = ucp_worker_get_efd(worker_, &workerFd);
     PB_UCX_CHECK(st == UCS_OK, PB_ERR_SYSTEM, ucsText(where_ + ": ucp_worker_get_efd failed", st));
     epollFd_ = epoll_create1(EPOLL_CLOEXEC);
     wakeFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -256,13 +237,7 @@ void Lane::openPeers(std::vector<PeerRequest>& fresh, std::vector<LaneEvent>& ev
   for (PeerRequest& request : fresh) {
     auto peer = std::make_unique<Peer>();
     peer->name = request.name;
-    ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address = reinterpret_cast<const ucp_address_t*>(request.address.data());
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    params.err_handler.cb = &Lane::onEndpointError;
-    params.err_handler.arg = peer.get();
+    const ucp_ep_params_t params = peerEndpointParams(request.address, &Lane::onEndpointError, peer.get());
     ucs_status_t st = ucp_ep_create(worker_, &params, &peer->ep);
     if (st != UCS_OK) {
       events.push_back({LaneEvent::Kind::Failed, request.conn, 0, st,
