@@ -95,8 +95,15 @@ void Lane::teardown() noexcept {
                                 "leaking the lane's worker");
     } catch (...) {
     }
-    static auto* kept = new std::vector<std::list<InFlight>>();  // reachable: not a leak to checkers
-    kept->push_back(std::move(inFlight_));
+    // Reachable from these statics, so leak checkers see storage kept on purpose.
+    static std::mutex keptMu;
+    static auto* keptSends = new std::vector<std::list<InFlight>>();
+    static auto* keptPeers = new std::vector<std::unique_ptr<Peer>>();  // their error handlers' argument
+    std::lock_guard<std::mutex> keep(keptMu);
+    keptSends->push_back(std::move(inFlight_));
+    for (auto& peer : closedPeers_) keptPeers->push_back(std::move(peer));
+    inFlight_.clear();
+    closedPeers_.clear();
     worker_ = nullptr;
     ucp_ = nullptr;
   }
