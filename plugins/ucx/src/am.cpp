@@ -26,6 +26,7 @@ struct RndvLanding {
 
 void onRndvDone(void* request, ucs_status_t status, size_t, void* userData) {
   auto* landing = static_cast<RndvLanding*>(userData);
+  landing->ctx->receiveEnded();
   if (Connection* conn = landing->ctx->amTarget(landing->token)) conn->rndvLanded(landing->seq, status);
   ucp_request_free(request);
   delete landing;
@@ -211,7 +212,9 @@ ucs_status_t Connection::receiveAm(const wire::AmHeader& h, void* data, size_t l
   if (req == nullptr) {  // done at once: no callback comes
     delete landing;
     markLanded(h.seq);
-  } else if (UCS_PTR_IS_ERR(req)) {
+  } else if (!UCS_PTR_IS_ERR(req)) {
+    ctx_.receiveStarted();  // onRndvDone ends it
+  } else {
     delete landing;
     fail(PB_ERR_REMOTE, ucsText("ucx receive of " + what + " (" + std::to_string(length) + " bytes) from " +
                                     peer_.describe() + " failed",

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -103,6 +104,10 @@ void Context::teardown() noexcept {
   stopProgressThread();
   lanes_.clear();  // their threads take workerMu_: never held here
   std::lock_guard<std::mutex> lock(workerMu_);
+  if (worker_ && !drainReceivesLocked()) {
+    keepForeverLocked();
+    return;
+  }
   if (ucp_) {
     regions_.clear(*this);
     for (auto& chunk : controlChunks_)
@@ -114,6 +119,32 @@ void Context::teardown() noexcept {
   // Endpoint handlers can only run inside worker calls: none are left.
   guards_.clear();
   if (ucp_) ucp_cleanup(ucp_);
+  ucp_ = nullptr;
+}
+
+bool Context::drainReceivesLocked() noexcept {
+  // A peer that closed while its rendezvous message was half fetched never
+  // finishes it; UCX fails it once progress notices the closed endpoint.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (pendingReceives_ > 0 && std::chrono::steady_clock::now() < deadline) progressLocked();
+  return pendingReceives_ == 0;
+}
+
+void Context::keepForeverLocked() noexcept {
+  try {
+    log(PB_LOG_WARN, "ucx: " + std::to_string(pendingReceives_) +
+                         " rendezvous receive(s) still pending at finalize after 1 s; keeping the UCX worker "
+                         "(destroying it with receives pending aborts inside UCX)");
+  } catch (...) {
+  }
+  // Reachable from this static, so leak checkers see storage kept on purpose.
+  static std::mutex keptMu;
+  static auto* kept = new std::vector<std::pair<std::vector<std::unique_ptr<EndpointGuard>>,
+                                                std::vector<std::unique_ptr<ControlChunk>>>>();
+  std::lock_guard<std::mutex> keep(keptMu);
+  kept->emplace_back(std::move(guards_), std::move(controlChunks_));
+  regions_.forget();
+  worker_ = nullptr;
   ucp_ = nullptr;
 }
 

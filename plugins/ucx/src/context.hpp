@@ -158,6 +158,10 @@ class Context : public transport_cxx::ErrorSlot {
   unsigned progressLocked();
   /// Tells the core something may have landed (host signal_landed).
   void notifyLanded() const;
+  /// A rendezvous receive was started / finished; caller holds workerMutex().
+  void receiveStarted() { ++pendingReceives_; }
+  /// See receiveStarted().
+  void receiveEnded() { --pendingReceives_; }
   /// Lets the progress thread pump conn (connected); caller holds workerMutex().
   void attach(Connection* conn);
   /// Stops pumping conn; caller holds workerMutex().
@@ -231,6 +235,13 @@ class Context : public transport_cxx::ErrorSlot {
   void progressLoop();
   /// Releases everything UCX gave us; safe on a half-built context.
   void teardown() noexcept;
+  /// Progresses (bounded) until no rendezvous receive is pending; true when
+  /// none is. Caller holds workerMu_.
+  bool drainReceivesLocked() noexcept;
+  /// Keeps the worker, the UCP context and what they may still use for the
+  /// process's life (UCX aborts when a worker dies with receives pending).
+  /// Caller holds workerMu_.
+  void keepForeverLocked() noexcept;
   /// Resolves settings_.protocol ("auto": active messages unless UCX can
   /// register CUDA memory) and, for active messages, registers onAm.
   void initProtocol();
@@ -263,6 +274,7 @@ class Context : public transport_cxx::ErrorSlot {
   RegionRegistry regions_;
 
   std::vector<std::unique_ptr<Lane>> lanes_;  // fixed after the constructor
+  int pendingReceives_ = 0;                   // rendezvous receives in flight (workerMu_)
 
   std::thread progressThread_;
   int epollFd_ = -1;  // worker event fd + stopFd_

@@ -1,5 +1,6 @@
 #include "memory.hpp"
 
+#include <mutex>
 #include <random>
 
 #include "context.hpp"
@@ -93,6 +94,19 @@ void RegionRegistry::remove(Context& ctx, LocalRegion* region) {
 LocalRegion* RegionRegistry::find(uint64_t id, uint64_t check) const {
   auto it = byId_.find(id);
   return it != byId_.end() && it->second->check == check ? it->second : nullptr;
+}
+
+void RegionRegistry::forget() noexcept {
+  // Kept mapped (UCX may still use them), reachable from this static so
+  // leak checkers see storage kept on purpose.
+  static std::mutex keptMu;
+  static auto* kept = new std::vector<std::unique_ptr<LocalRegion>>();
+  {
+    std::lock_guard<std::mutex> lock(keptMu);
+    for (auto& [handle, region] : regions_) kept->push_back(std::move(region));
+  }
+  regions_.clear();
+  byId_.clear();
 }
 
 void RegionRegistry::clear(Context& ctx) noexcept {

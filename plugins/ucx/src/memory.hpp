@@ -84,6 +84,9 @@ class RegionRegistry {
   void remove(Context& ctx, LocalRegion* region);
   /// Unmaps every region left (finalize). Never throws.
   void clear(Context& ctx) noexcept;
+  /// Drops every region without unmapping it, for a context whose UCX
+  /// objects are kept to the end of the process. Never throws.
+  void forget() noexcept;
   /// Number of live regions.
   size_t size() const { return regions_.size(); }
   /// The live region with this id if check matches; NULL if none.
