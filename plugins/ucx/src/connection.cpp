@@ -299,8 +299,11 @@ void Connection::close() noexcept {
     }
     if (peerThere) sayGoodbye();
     if (haveEp) closeEndpoint(peerThere);
-    // Without the worker lock (Lane's lock order); nothing of ours is sent after.
-    for (int i = 0; i < usableLanes_; ++i) ctx_.lane(i).forget(token_);
+    // Without the worker lock (Lane's lock order); nothing of ours is sent
+    // after. Every lane closes its endpoint at once, each on its thread.
+    std::vector<uint64_t> tickets;
+    for (int i = 0; i < usableLanes_; ++i) tickets.push_back(ctx_.lane(i).requestForget(token_));
+    for (int i = 0; i < usableLanes_; ++i) ctx_.lane(i).awaitForget(tickets[static_cast<size_t>(i)]);
   } catch (...) {
     // Nothing sensible to report from a destructor path.
   }

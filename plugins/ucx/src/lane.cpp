@@ -23,7 +23,7 @@ constexpr int64_t kHotNs = 200 * 1000;
 /// An idle lane wakes at least this often (a missed wake-up costs
 /// latency, never a hang).
 constexpr int kIdleSleepMs = 100;
-/// How long forget() waits for the lane's thread, and the thread for UCX
+/// How long awaitForget() waits for the lane's thread, and the thread for UCX
 /// to close an endpoint.
 constexpr auto kForgetWait = std::chrono::seconds(2);
 constexpr int64_t kCloseWaitNs = 1000 * 1000 * 1000;
@@ -163,12 +163,20 @@ void Lane::send(const LaneSend& piece) {
   wake();
 }
 
-void Lane::forget(uint32_t conn) {
-  std::unique_lock<std::mutex> lock(queueMu_);
-  if (stop_) return;
-  forgets_.push_back(conn);
-  const uint64_t ticket = ++forgetsAsked_;
+uint64_t Lane::requestForget(uint32_t conn) {
+  uint64_t ticket = 0;
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    if (stop_) return 0;
+    forgets_.push_back(conn);
+    ticket = ++forgetsAsked_;
+  }
   wake();
+  return ticket;
+}
+
+void Lane::awaitForget(uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(queueMu_);
   if (!served_.wait_for(lock, kForgetWait, [&] { return forgetsDone_ >= ticket || stop_; }))
     ctx_.log(PB_LOG_WARN, where_ + " did not close its endpoint of a freed connection within " +
                               std::to_string(kForgetWait.count()) + " s");

@@ -10,7 +10,7 @@
 // context's worker lock, then queueMu_. So the lane's UCX callbacks (run
 // under mu_) may take the context's lock to reach a connection, and a
 // connection (under the context's lock) may only queue work here: it never
-// takes mu_, and forget() must be called without the context's lock.
+// takes mu_, and awaitForget() must be called without the context's lock.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -84,10 +84,12 @@ class Lane {
   void addPeer(uint32_t conn, const std::vector<uint8_t>& peerAddress, const std::string& peerName);
   /// Queues a piece; the lane's thread posts it.
   void send(const LaneSend& piece);
-  /// Drops conn's queued pieces and closes its endpoint, waiting (bounded)
-  /// until the lane's thread did so, so nothing of conn is read after it
-  /// returns. Call without the context's lock.
-  void forget(uint32_t conn);
+  /// Asks the lane's thread to drop conn's queued pieces and close its
+  /// endpoint; returns the ticket awaitForget() waits for.
+  uint64_t requestForget(uint32_t conn);
+  /// Waits (bounded) until the lane's thread served ticket, so nothing of
+  /// that connection is read after it returns. Call without the context's lock.
+  void awaitForget(uint64_t ticket);
 
  private:
   /// An endpoint to a peer's lane and its error (set by UCX's handler).
