@@ -199,6 +199,31 @@ class UcxPairTest : public UcxTest {
     connectPair(ctx0_, ctx1_, &c0_, &c1_);
   }
 
+  /// Rank 0 writes size bytes into a region rank 1 deregistered first: both
+  /// ends must fail, rank 1 naming the sender and the missing region, rank 0
+  /// with an error containing senderSays; no byte may land.
+  void expectWriteIntoDeregisteredFailsAtBothEnds(size_t size, const std::string& senderSays) {
+    std::vector<uint8_t> src(size, 0xab), dst(size, 0);
+    pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
+    pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
+    pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
+    deregister(ctx1_, mrDst);
+    ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, size), PB_OK) << error(ctx0_);
+    uint64_t done = 0;
+    pb_status s0 = PB_OK, s1 = PB_OK;
+    auto deadline = Clock::now() + kTimeout;
+    while ((s0 == PB_OK || s1 == PB_OK) && Clock::now() < deadline) {
+      if (s1 == PB_OK) s1 = t_->proxy_progress(c1_, &done);
+      if (s0 == PB_OK) s0 = t_->proxy_progress(c0_, &done);
+    }
+    EXPECT_EQ(s1, PB_ERR_REMOTE);
+    EXPECT_NE(error(ctx1_).find("not registered here"), std::string::npos) << error(ctx1_);
+    EXPECT_NE(error(ctx1_).find("from rank 0 (host testhost)"), std::string::npos) << error(ctx1_);
+    EXPECT_EQ(s0, PB_ERR_REMOTE) << "the sender never learned its message was refused";
+    EXPECT_NE(error(ctx0_).find(senderSays), std::string::npos) << error(ctx0_);
+    EXPECT_EQ(std::count(dst.begin(), dst.end(), 0), ptrdiff_t(size)) << "bytes were stored into a deregistered region";
+  }
+
   pb_plugin_ctx* ctx0_ = nullptr;
   pb_plugin_ctx* ctx1_ = nullptr;
   pb_conn* c0_ = nullptr;
@@ -754,25 +779,7 @@ TEST_F(UcxRndvPolledPairTest, SignalWaitsForAnEarlierRendezvousWrite) {
 // A refused rendezvous message fails at both ends: the target names the
 // sender, and the sender's request completes with the target's error.
 TEST_F(UcxRndvPolledPairTest, RendezvousIntoADeregisteredRegionFailsAtBothEnds) {
-  constexpr size_t kLarge = 4 << 20;
-  std::vector<uint8_t> src(kLarge, 0xab), dst(kLarge, 0);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
-  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
-  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
-  deregister(ctx1_, mrDst);
-  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kLarge), PB_OK) << error(ctx0_);
-  uint64_t done = 0;
-  pb_status s0 = PB_OK, s1 = PB_OK;
-  auto deadline = Clock::now() + kTimeout;
-  while ((s0 == PB_OK || s1 == PB_OK) && Clock::now() < deadline) {
-    if (s1 == PB_OK) s1 = t_->proxy_progress(c1_, &done);
-    if (s0 == PB_OK) s0 = t_->proxy_progress(c0_, &done);
-  }
-  EXPECT_EQ(s1, PB_ERR_REMOTE);
-  EXPECT_NE(error(ctx1_).find("not registered here"), std::string::npos) << error(ctx1_);
-  EXPECT_EQ(s0, PB_ERR_REMOTE) << "the sender never learned its message was refused";
-  EXPECT_NE(error(ctx0_).find("ucx message #1 to rank 1 (host testhost)"), std::string::npos) << error(ctx0_);
-  EXPECT_EQ(std::count(dst.begin(), dst.end(), 0), ptrdiff_t(kLarge)) << "bytes were stored into a deregistered region";
+  expectWriteIntoDeregisteredFailsAtBothEnds(4 << 20, "ucx message #1 to rank 1 (host testhost)");
 }
 
 TEST_F(UcxPairTest, ZeroByteRegionTakesZeroByteWrites) {
@@ -882,27 +889,7 @@ TEST_F(UcxLaneTest, APeerWithoutLanesGetsWholeWrites) {
 // As RendezvousIntoADeregisteredRegionFailsAtBothEnds, over lanes: the
 // target refuses the pieces, and the sender's lanes learn it.
 TEST_F(UcxLaneTest, PiecesIntoADeregisteredRegionFailAtBothEnds) {
-  constexpr size_t kLarge = 1 << 20;
-  std::vector<uint8_t> src(kLarge, 0xab), dst(kLarge, 0);
-  pb_mr* mrSrc = reg(ctx0_, src.data(), src.size());
-  pb_mr* mrDst = reg(ctx1_, dst.data(), dst.size());
-  pb_rkey* rkDst = remoteKey(ctx1_, mrDst, c0_);
-  deregister(ctx1_, mrDst);
-  ASSERT_EQ(t_->write(c0_, mrSrc, 0, rkDst, 0, kLarge), PB_OK) << error(ctx0_);
-  uint64_t done = 0;
-  pb_status s0 = PB_OK, s1 = PB_OK;
-  auto deadline = Clock::now() + kTimeout;
-  while ((s0 == PB_OK || s1 == PB_OK) && Clock::now() < deadline) {
-    if (s1 == PB_OK) s1 = t_->proxy_progress(c1_, &done);
-    if (s0 == PB_OK) s0 = t_->proxy_progress(c0_, &done);
-  }
-  EXPECT_EQ(s1, PB_ERR_REMOTE);
-  EXPECT_NE(error(ctx1_).find("not registered here"), std::string::npos) << error(ctx1_);
-  EXPECT_NE(error(ctx1_).find("from rank 0 (host testhost)"), std::string::npos) << error(ctx1_);
-  EXPECT_EQ(s0, PB_ERR_REMOTE) << "the sender never learned its pieces were refused";
-  EXPECT_NE(error(ctx0_).find("ucx write #1 to rank 1 (host testhost) failed: ucx lane"), std::string::npos)
-      << error(ctx0_);
-  EXPECT_EQ(std::count(dst.begin(), dst.end(), 0), ptrdiff_t(kLarge)) << "bytes were stored into a deregistered region";
+  expectWriteIntoDeregisteredFailsAtBothEnds(1 << 20, "ucx write #1 to rank 1 (host testhost) failed: ucx lane");
 }
 
 TEST_F(UcxTest, BadLaneSettingsFailInitNamingThem) {
