@@ -8,7 +8,9 @@
 #   bash bench/gpu/staged-vs-host.sh BUILD_DIR OUT_DIR
 # Environment: TRANSPORT (ethernet), MIN (8), MAX (256M), FACTOR (8),
 # ITERS (20), WARMUP (5), PORT_BLOCKS (list of gpu_port_blocks values to
-# sweep; default: the setting's default only).
+# sweep; default: the setting's default only), RELAY (list of
+# gpu_host_relay_bytes values to sweep, 0 = no host relay; default: the
+# setting's default only).
 # Prints one table: time per size for each run, and gpu / host.
 set -uo pipefail
 build=${1:?usage: staged-vs-host.sh BUILD_DIR OUT_DIR}
@@ -35,6 +37,13 @@ if [ -n "${PORT_BLOCKS:-}" ]; then
     runs+=("gpu-b$b")
   done
   unset PLUGBOARD_GPU_PORT_BLOCKS
+elif [ -n "${RELAY:-}" ]; then
+  for r in $RELAY; do
+    export PLUGBOARD_GPU_HOST_RELAY_BYTES=$r
+    run "gpu-r$r" "$perf" --mem gpu --nranks 2 -C allreduce "${sizes[@]}" --csv "$out/gpu-r$r.csv"
+    runs+=("gpu-r$r")
+  done
+  unset PLUGBOARD_GPU_HOST_RELAY_BYTES
 else
   run gpu "$perf" --mem gpu --nranks 2 -C allreduce "${sizes[@]}" --csv "$out/gpu.csv"
   runs+=(gpu)

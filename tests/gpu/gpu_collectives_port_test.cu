@@ -20,10 +20,21 @@ namespace {
 /// Small slots so every pipeline wraps: 2 blocks x 4 slots of 8 KiB per
 /// peer, so PortChannel acks come in batches of 2. The LL threshold is left
 /// high to show that with an unmapped pair no call takes the LL path; 1009
-/// floats take the one-shot pipeline, 100003 the two-shot one.
+/// floats take the one-shot pipeline, 100003 the two-shot one (the host
+/// relay is off here: relaySmall() turns it on).
 const Settings kPortSmall = {{"gpu_allreduce_small_bytes", "65536"}, {"gpu_allreduce_oneshot_bytes", "16384"},
                              {"gpu_scratch_bytes", "65536"},         {"gpu_blocks", "2"},
-                             {"gpu_threads", "256"},                 {"gpu_chunk_bytes", "8192"}};
+                             {"gpu_threads", "256"},                 {"gpu_chunk_bytes", "8192"},
+                             {"gpu_host_relay_bytes", "0"}};
+
+/// kPortSmall with allreduces and reduces of up to 8 KiB through the host
+/// relay: 1, 7, 1009 and 2048 floats go through the host, 2049 and more
+/// through the pipeline.
+Settings relaySmall() {
+  Settings s = kPortSmall;
+  s["gpu_host_relay_bytes"] = "8192";
+  return s;
+}
 
 /// The same with the fewest slots, 2 per block: one ack per message.
 Settings twoSlots() {
@@ -77,6 +88,86 @@ TEST(GpuCollectivesPort, EveryCollectiveOverStagedEthernetMatchesReferenceTwoRan
     checkReducing(second, Reducing::AllReduce, DataType::Float32, ReduceOp::Sum, 100003, false, 0, rank, n, s);
     checkReducing(g, Reducing::AllReduce, DataType::Float32, ReduceOp::Sum, 1009, true, 0, rank, n, s);
   }, std::chrono::seconds(110), overEthernet);
+}
+
+TEST(GpuCollectivesPort, RelayedCallsOfEveryTypeAndOpMatchReferenceBesidePipelinedOnes) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuRanks(2, relaySmall(), [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+    expectStaged(g.communicator(), 1 - rank, true);
+    const ReduceOp ops[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg};
+    for (DataType t : kEveryDataType)
+      for (ReduceOp op : ops)
+        for (size_t count : {size_t(1), size_t(7), size_t(1009)})
+          for (bool inPlace : {false, true}) {
+            checkReducing(g, Reducing::AllReduce, t, op, count, inPlace, 0, rank, n, s);
+            checkReducing(g, Reducing::Reduce, t, op, count, inPlace, static_cast<int>(count % 2), rank, n, s);
+          }
+    // Relayed and pipelined calls in turn, on either side of the 8 KiB line.
+    reducingMatrix(g, rank, n, s, {DataType::Float32, DataType::Float16}, {ReduceOp::Sum, ReduceOp::Max},
+                   {0, 1, 2048, 2049, 100003, 7});
+    movingMatrix(g, rank, n, s, {DataType::Float32}, {7, 100003});
+  }, std::chrono::seconds(110), overEthernet);
+}
+
+TEST(GpuCollectivesPort, RelayedCallsReplayInACapturedGraph) {
+  PB_REQUIRE_GPU_NO_INIT();
+  // checkGraphReplays' 500-float allreduces (2000 bytes) go through the relay here.
+  runGpuRanks(2, relaySmall(), checkGraphReplays, std::chrono::seconds(110), overEthernet);
+}
+
+TEST(GpuCollectivesPort, RelayedCallsOnMixedMappedAndStagedPairsFourRanks) {
+  PB_REQUIRE_GPU_NO_INIT();
+  auto twoFakeHosts = [](int rank, Settings& overrides) {
+    overrides["host_id"] = rank < 2 ? "fake-a" : "fake-b";
+    useSmallStaging();
+  };
+  runGpuRanks(4, relaySmall(), [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+    for (Reducing kind : {Reducing::AllReduce, Reducing::Reduce})
+      for (DataType t : {DataType::Float32, DataType::BFloat16, DataType::Int64})
+        for (size_t count : {size_t(1), size_t(1009), size_t(100003)})
+          for (bool inPlace : {false, true}) checkReducing(g, kind, t, ReduceOp::Sum, count, inPlace, 2, rank, n, s);
+  }, std::chrono::seconds(110), twoFakeHosts);
+}
+
+TEST(GpuCollectivesPort, RankSkippingARelayedCallEndsInAnErrorNamingTheRelay) {
+  PB_REQUIRE_GPU_NO_INIT();
+  Settings settings = relaySmall();
+  settings["timeout"] = "10";
+  settings["gpu_wait_timeout"] = "2";
+  runGpuRanks(2, settings, [](GpuCollectives& g, int rank, int, cudaStream_t s) {
+    if (rank == 1) return;  // never joins the call; its teardown closes its host collectives
+    DevBuf buf(100 * 4);
+    const auto start = std::chrono::steady_clock::now();
+    g.allReduce(buf.p, buf.p, 100, DataType::Float32, ReduceOp::Sum, s);
+    // Either the host learns that rank 1 left (Remote) or the device wait
+    // for the host ends (Timeout): both name this rank and the relay.
+    ErrorCode code = ErrorCode::Internal;
+    std::string what;
+    try {
+      g.synchronize(s);
+    } catch (const Error& e) {
+      code = e.code();
+      what = e.what();
+    }
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (code != ErrorCode::Remote && code != ErrorCode::Timeout)
+      throw std::runtime_error("a skipped relayed call ended in code " + std::string(errorCodeName(code)) + ": " + what);
+    for (const char* needle : {"rank 0", "relay", "cannot be used any more"})
+      if (what.find(needle) == std::string::npos)
+        throw std::runtime_error("missing '" + std::string(needle) + "' in: " + what);
+    if (code == ErrorCode::Remote && what.find("rank 1") == std::string::npos)
+      throw std::runtime_error("the host's error does not name rank 1: " + what);
+    if (took > 12) throw std::runtime_error("the skipped relayed call ended after " + std::to_string(took) + " s");
+    std::printf("skipped relayed allreduce: %s after %.2f s: %s\n", errorCodeName(code), took, what.c_str());
+    requireError([&] { g.allReduce(buf.p, buf.p, 100, DataType::Float32, ReduceOp::Sum, s); }, code, {"relay"});
+  }, std::chrono::seconds(55), overEthernet);
+}
+
+TEST(GpuCollectivesPort, AbortEndsARelayedCallWaitingOnTheHost) {
+  PB_REQUIRE_GPU_NO_INIT();
+  Settings settings = relaySmall();
+  settings["timeout"] = "10";
+  expectAbortEndsASkippedCall(settings, 2, skippableCalls()[0], overEthernet);  // 100 floats: relayed
 }
 
 TEST(GpuCollectivesPort, SendRecvRingOverStagedEthernetTwoRanks) {

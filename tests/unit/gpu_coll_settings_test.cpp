@@ -25,7 +25,7 @@ const char* const kGpuVariables[] = {
     "PLUGBOARD_GPU_SCRATCH_BYTES",         "PLUGBOARD_GPU_BLOCKS",                "PLUGBOARD_GPU_THREADS",
     "PLUGBOARD_GPU_CHUNK_BYTES",           "PLUGBOARD_GPU_WAIT_SPINS",            "PLUGBOARD_GPU_PORT_BLOCKS",
     "PLUGBOARD_GPU_PORT_SLOTS",            "PLUGBOARD_GPU_SWITCH",                "PLUGBOARD_GPU_SWITCH_BYTES",
-    "PLUGBOARD_GPU_SWITCH_CHUNK_BYTES"};
+    "PLUGBOARD_GPU_SWITCH_CHUNK_BYTES",    "PLUGBOARD_GPU_HOST_RELAY_BYTES"};
 
 /// Settings read from yaml with no GPU variable of the environment in the way.
 GpuCollSettings readFrom(const std::string& yaml) {
@@ -99,7 +99,7 @@ TEST(GpuCollectivesPath, DefaultsOnTwoRanksFollowTheMeasuredCrossovers) {
 
 TEST(GpuCollectivesPath, OneShotBeyondTwoRanksOnlyWhileItsExtraBytesAreFew) {
   using gpucoll::ReducePath;
-  const GpuCollSettings s = readFrom("gpu_allreduce_small_bytes: 0\n");
+  const GpuCollSettings s = readFrom("gpu_allreduce_small_bytes: 0\ngpu_host_relay_bytes: 0\n");
   const gpucoll::CommShape four{4, false}, fourPorted{4, true};
   // Four ranks: one-shot sends 3 x bytes, two-shot 1.5 x: extra 1.5 x bytes.
   EXPECT_EQ(gpucoll::reducePath(s, four, 680 << 10), ReducePath::OneShot);   // extra 1020 KiB
@@ -108,6 +108,20 @@ TEST(GpuCollectivesPath, OneShotBeyondTwoRanksOnlyWhileItsExtraBytesAreFew) {
   EXPECT_EQ(gpucoll::reducePath(s, fourPorted, 4 << 20), ReducePath::TwoShot);
   // Two ranks send the same bytes either way: only gpu_allreduce_oneshot_bytes decides.
   EXPECT_EQ(gpucoll::reducePath(s, {2, false}, 16 << 20), ReducePath::OneShot);
+}
+
+TEST(GpuCollectivesPath, SmallCallsWithAnUnmappedPairGoThroughTheHostRelay) {
+  using gpucoll::ReducePath;
+  const GpuCollSettings s = readFrom("");  // gpu_host_relay_bytes 64 KiB
+  EXPECT_EQ(s.relayBytes, 64u << 10);
+  const gpucoll::CommShape twoPorted{2, true}, twoMapped{2, false};
+  EXPECT_EQ(gpucoll::reducePath(s, twoPorted, 1), ReducePath::Relay);
+  EXPECT_EQ(gpucoll::reducePath(s, twoPorted, 64 << 10), ReducePath::Relay);
+  EXPECT_EQ(gpucoll::reducePath(s, twoPorted, (64 << 10) + 2), ReducePath::OneShot);
+  EXPECT_EQ(gpucoll::reducePath(s, twoMapped, 8), ReducePath::LL);  // every pair mapped: never the host
+  const GpuCollSettings off = readFrom("gpu_host_relay_bytes: 0\n");
+  EXPECT_EQ(gpucoll::reducePath(off, twoPorted, 8), ReducePath::OneShot);
+  expectRejected("gpu_host_relay_bytes: 16777217\n", "gpu_host_relay_bytes must be between 0 and 16777216");
 }
 
 TEST(GpuCollectivesPath, ChunkCapSplitsOneSlotAmongTheStepsPeers) {
@@ -129,7 +143,8 @@ TEST(GpuCollectivesPath, ThresholdsScaleWithRanksAndUnmappedPairsNeverTakeLL) {
   EXPECT_EQ(gpucoll::reducePath(s, eight, 512 << 10), ReducePath::LL);        // 7 x 512 KiB < 4 MiB
   EXPECT_EQ(gpucoll::reducePath(s, eight, 1 << 20), ReducePath::TwoShot);     // one-shot's extra 5.25 MiB > 1 MiB
   EXPECT_EQ(gpucoll::reducePath(s, eight, 5 << 20), ReducePath::TwoShot);     // 35 MiB
-  EXPECT_EQ(gpucoll::reducePath(s, ported, 8), ReducePath::OneShot);
+  EXPECT_EQ(gpucoll::reducePath(s, ported, 8), ReducePath::Relay);
+  EXPECT_EQ(gpucoll::reducePath(s, ported, 128 << 10), ReducePath::OneShot);
   EXPECT_EQ(gpucoll::reducePath(s, ported, 32 << 20), ReducePath::TwoShot);
   EXPECT_FALSE(gpucoll::broadcastUsesLL(s, ported, 8));
   EXPECT_FALSE(gpucoll::blocksUseLL(s, ported, 8));

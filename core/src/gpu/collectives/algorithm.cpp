@@ -13,6 +13,7 @@ uint64_t oneShotBytes(CommShape shape, uint64_t bytes) { return bytes * static_c
 }  // namespace
 
 ReducePath reducePath(const GpuCollSettings& s, CommShape shape, uint64_t bytes) {
+  if (shape.portPairs && bytes > 0 && bytes <= s.relayBytes) return ReducePath::Relay;
   const uint64_t sent = oneShotBytes(shape, bytes);
   if (!shape.portPairs && sent < s.smallBytes) return ReducePath::LL;
   // Per rank one-shot sends (n-1) x bytes, two-shot 2 (n-1) / n x bytes: the

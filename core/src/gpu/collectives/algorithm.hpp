@@ -18,6 +18,7 @@ enum class ReducePath {
   LL,       ///< One-shot LL16 packets straight into every peer (every pair mapped).
   OneShot,  ///< The pipeline, whole buffer to every receiver: one hop.
   TwoShot,  ///< The pipeline, reduce-scatter then all-gather: two hops, fewer bytes.
+  Relay,    ///< The host runs it (HostRelay): some pair unmapped, bytes <= gpu_host_relay_bytes.
 };
 
 /// Shape of the communicator the choice depends on.
@@ -31,7 +32,8 @@ struct CommShape {
 /// from 1-2 MiB on 4 ranks; docs/perf/2026-11-26-collectives-4xh200.md).
 constexpr uint64_t kOneShotMaxExtraBytes = 1 << 20;
 
-/// Allreduce / reduce of `bytes`: LL below gpu_allreduce_small_bytes,
+/// Allreduce / reduce of `bytes`: with some pair unmapped, the host relay
+/// up to gpu_host_relay_bytes (0: never); else LL below gpu_allreduce_small_bytes,
 /// one-shot below gpu_allreduce_oneshot_bytes (and kOneShotMaxExtraBytes
 /// above two-shot's bytes), two-shot above; both thresholds compare
 /// bytes x (nranks - 1), what one-shot sends per rank.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpu/collectives/device_ctx.hpp"
+#include "gpu/collectives/host_relay.hpp"
 #include "gpu/plans/plan_selection.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/gpu/collectives.hpp"
@@ -24,6 +25,7 @@ struct GpuCollSettings {
   uint64_t blocksSmallBytes = 0;     ///< gpu_blocks_small_bytes (allgather, alltoall, reducescatter)
   uint64_t oneShotBytes = 0;         ///< gpu_allreduce_oneshot_bytes
   uint64_t p2pSmallBytes = 0;        ///< gpu_p2p_small_bytes (send, recv, sendRecv)
+  uint64_t relayBytes = 0;           ///< gpu_host_relay_bytes
   uint64_t scratchBytes = 0;  ///< gpu_scratch_bytes (per peer)
   uint32_t blocks = 0;        ///< gpu_blocks
   uint32_t portBlocks = 0;    ///< gpu_port_blocks
@@ -76,6 +78,9 @@ struct GpuCollectives::Impl {
   SwitchChannelDeviceHandle switchHandle;
   uint64_t switchCellBytes = 0;  // bytes per (rank, block) cell of the switch kernels' rounds
   uint64_t abortHook = 0;  // Communicator::Impl::addAbortHook id (0: none)
+  /// Small allreduces and reduces through the host (gpu_host_relay_bytes
+  /// with portPairs), or null: the same on every rank.
+  std::unique_ptr<gpucoll::HostRelay> relay;
   /// Executors of the YAML plans: rules for GPU buffers at this rank count, or null.
   std::unique_ptr<GpuPlanSelection> plans;
 

@@ -103,11 +103,23 @@ static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv
   gpucoll::launchReduce(m.ctx, a, type, op, m.settings.threads, stream);
 }
 
+/// Allreduce or reduce through the host relay (a reduce's non-roots copy nothing back).
+static void launchRelayed(GpuCollectives::Impl& m, const void* send, void* recv, size_t count, DataType type,
+                          ReduceOp op, Coll coll, int root, cudaStream_t stream) {
+  char* out = coll == Coll::Reduce && m.rank != root ? nullptr : static_cast<char*>(recv);
+  const gpucoll::RelayCall call{count, static_cast<uint32_t>(type), static_cast<uint32_t>(op),
+                                static_cast<uint32_t>(coll), root};
+  gpucoll::launchRelay(m.ctx, m.relay->device(), {static_cast<const char*>(send), out, count * dataTypeSize(type), call},
+                       m.settings.threads, stream);
+  m.relay->expectCall();  // after the launch: a failed launch posts nothing
+}
+
 /// Allreduce or reduce of a checked call on more than one rank, on the path
 /// reducePath picks (a reduce's non-roots pass a null recv to LL).
 static void launchReducing(GpuCollectives::Impl& m, const void* send, void* recv, size_t count, DataType type,
                            ReduceOp op, Coll coll, int root, cudaStream_t stream) {
   const gpucoll::ReducePath path = gpucoll::reducePath(m.settings, shapeOf(m), count * dataTypeSize(type));
+  if (path == gpucoll::ReducePath::Relay) return launchRelayed(m, send, recv, count, type, op, coll, root, stream);
   if (path == gpucoll::ReducePath::LL)
     return gpucoll::launchLL(m.ctx, coll, send, coll == Coll::Reduce && m.rank != root ? nullptr : recv, count, type,
                              op, root, m.settings.threads, stream);

@@ -66,6 +66,7 @@ void GpuCollectives::Impl::throwIfFailed() const {
                                         "cannot be used any more");
   // A proxy failure next: device waits that it aborted are its consequence.
   if (service) throwIfPortProxyFailed();
+  if (relay) relay->throwIfFailed(formatSeconds(settings.waitTimeoutNs));
   const uint32_t first = __atomic_load_n(&flags[1], __ATOMIC_ACQUIRE);
   if (!first) return;
   const int peer = static_cast<int>(first >> 16) - 1;

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu/collectives/device_ctx.hpp"
+#include "gpu/collectives/relay_words.hpp"
 #include "plugboard/datatype.hpp"
 #include "plugboard/gpu/switch_channel_device.hpp"
 
@@ -41,6 +42,9 @@ void launchSwitchAllReduce(const DeviceCtx& c, const SwitchChannelDeviceHandle& 
 void launchSwitchAllGather(const DeviceCtx& c, const SwitchChannelDeviceHandle& sw, const SwitchCallArgs& a,
                            uint32_t threads, cudaStream_t stream);
 
+/// A call relayed through the host (HostRelay): one block of `threads`.
+void launchRelay(const DeviceCtx& c, const RelayDevice& r, const RelayArgs& a, uint32_t threads, cudaStream_t stream);
+
 /// Loads every kernel of a family now (lazy module loading would otherwise
 /// load it at first launch, possibly behind a kernel spinning on a peer)
 /// and lowers *perSM to how many blocks of `threads` threads of the
@@ -52,6 +56,8 @@ void preloadReduceKernels(uint32_t threads, size_t shared, uint32_t* perSM);
 void preloadMoveKernels(uint32_t threads, size_t shared, uint32_t* perSM);
 void preloadP2PLLKernel(uint32_t threads, uint32_t* perSM);
 void preloadSwitchKernels(uint32_t threads, uint32_t* perSM);
+/// The relay kernel (one block: it spins on the host, never on other ranks' blocks).
+void preloadRelayKernel(uint32_t threads);
 
 /// Loads kernel `fn` and lowers *perSM to its resident blocks per SM.
 void loadKernel(const void* fn, uint32_t threads, size_t shared, uint32_t* perSM);

@@ -37,6 +37,7 @@ GpuCollSettings GpuCollSettings::read(const Config& c) {
   s.broadcastSmallBytes = readInRange(c, "gpu_broadcast_small_bytes", 0, 16 << 20);
   s.blocksSmallBytes = readInRange(c, "gpu_blocks_small_bytes", 0, 16 << 20);
   s.p2pSmallBytes = readInRange(c, "gpu_p2p_small_bytes", 0, 16 << 20);
+  s.relayBytes = readInRange(c, "gpu_host_relay_bytes", 0, 16 << 20);
   s.oneShotBytes = readInRange(c, "gpu_allreduce_oneshot_bytes", 0, int64_t(1) << 34);
   s.blocks = static_cast<uint32_t>(readInRange(c, "gpu_blocks", 1, 128));
   s.portBlocks = static_cast<uint32_t>(readInRange(c, "gpu_port_blocks", 1, 128));
@@ -78,6 +79,7 @@ GpuCollectives::Impl::~Impl() {
   const bool aborted = comm.aborted();
   if (scratch) cudaDeviceSynchronize();
   plans.reset();          // collective, like the rest
+  relay.reset();          // collective unless aborted
   switchChannel.reset();  // collective unless aborted, like the rest
   if (service && !aborted) drainPorts();
   remotes.clear();
@@ -254,6 +256,10 @@ void GpuCollectives::Impl::setup() {
   if (nranks > 1) exchangeScratch();
   if (portPairs) exchangePortAreas();
   if (portPairs) setupPorts();  // after the exchanges: channels target the peers' port areas
+  if (portPairs && settings.relayBytes > 0) {  // agreed: every rank or none
+    gpucoll::preloadRelayKernel(settings.threads);
+    relay = std::make_unique<gpucoll::HostRelay>(comm, settings.relayBytes);
+  }
   ctx.local = scratch;
   ctx.port = portAreaDev;
   ctx.remote = remoteTable;

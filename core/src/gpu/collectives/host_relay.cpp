@@ -1,0 +1,74 @@
+#include "gpu/collectives/host_relay.hpp"
+
+#include <cstring>
+
+#include <cuda_runtime.h>
+
+#include "gpu/collectives/device_ctx.hpp"
+#include "gpu/cuda_check.hpp"
+#include "plugboard/error.hpp"
+#include "plugboard/gpu/semaphore_device.hpp"
+#include "plugboard/logger.hpp"
+
+namespace plugboard::gpucoll {
+
+HostRelay::Pinned::~Pinned() {
+  if (host) cudaFreeHost(host);
+}
+
+HostRelay::DeviceWord::~DeviceWord() {
+  if (ptr) cudaFree(ptr);
+}
+
+HostRelay::HostRelay(Communicator& comm, uint64_t capacity) : comm_(comm) {
+  PB_CUDA_CHECK(cudaHostAlloc(&area_.host, kRelayDataOffset + capacity, cudaHostAllocMapped));
+  std::memset(area_.host, 0, kRelayDataOffset);
+  char* dev = nullptr;
+  PB_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), area_.host, 0));
+  PB_CUDA_CHECK(cudaMalloc(&calls_.ptr, sizeof(uint64_t)));
+  PB_CUDA_CHECK(cudaMemset(calls_.ptr, 0, sizeof(uint64_t)));
+  PB_CUDA_CHECK(cudaDeviceSynchronize());
+  device_ = {reinterpret_cast<RelayWords*>(dev), dev + kRelayDataOffset, capacity, calls_.ptr};
+  host_ = std::make_unique<HostCollectives>(comm);
+  const std::string who = "rank " + std::to_string(comm.rank()) + " (" + comm.hostOf(comm.rank()) +
+                          "): GPU collectives' host relay";
+  HostCollectives* host = host_.get();
+  server_ = std::make_unique<RelayServer>(
+      reinterpret_cast<RelayWords*>(area_.host), area_.host + kRelayDataOffset, capacity,
+      [host](const RelayCall& c, char* data) {
+        const auto type = static_cast<DataType>(c.type);
+        const auto op = static_cast<ReduceOp>(c.op);
+        if (c.coll == static_cast<uint32_t>(Coll::Reduce)) return host->reduce(data, data, c.count, type, op, c.root);
+        host->allReduce(data, data, c.count, type, op);
+      },
+      who);
+  PB_LOG(Info, "COLL", who << ": GPU allreduces and reduces of up to " << capacity << " bytes run on the host");
+}
+
+HostRelay::~HostRelay() {
+  server_.reset();
+  host_.reset();
+}
+
+void HostRelay::throwIfFailed(const std::string& timeout) const {
+  const std::string hostFailure = server_->failure();
+  if (!hostFailure.empty())
+    throw Error(server_->failureCode(),
+                hostFailure + ". The GPU collectives of this communicator cannot be used any more.");
+  const auto* words = reinterpret_cast<const RelayWords*>(area_.host);
+  const uint32_t why = __atomic_load_n(&words->deviceError, __ATOMIC_ACQUIRE);
+  if (why == kSemaphoreOk) return;
+  const char* coll = words->call.coll == static_cast<uint32_t>(Coll::Reduce) ? "reduce" : "allreduce";
+  std::string msg = "rank " + std::to_string(comm_.rank()) + " (" + comm_.hostOf(comm_.rank()) +
+                    "): device wait for the host relay ";
+  if (why == kSemaphoreWaitTimeout)
+    msg += std::string("timed out in ") + coll + " (call " + std::to_string(words->deviceErrorCall) +
+           ", gpu_wait_timeout=" + timeout + "; the host has served " + std::to_string(server_->served()) +
+           " calls): did every rank make the same calls in the same order?";
+  else
+    msg += std::string("was aborted in ") + coll;
+  msg += " The GPU collectives of this communicator cannot be used any more.";
+  throw Error(why == kSemaphoreWaitTimeout ? ErrorCode::Timeout : ErrorCode::Aborted, msg);
+}
+
+}  // namespace plugboard::gpucoll

@@ -1,0 +1,140 @@
+#include "gpu/collectives/relay_server.hpp"
+
+#include <atomic>
+#include <exception>
+
+#include "gpu/collectives/device_ctx.hpp"
+#include "plugboard/datatype.hpp"
+#include "plugboard/logger.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define PB_RELAY_PAUSE() _mm_pause()
+#else
+#define PB_RELAY_PAUSE() std::atomic_signal_fence(std::memory_order_seq_cst)
+#endif
+
+namespace plugboard::gpucoll {
+namespace {
+
+/// What is wrong with a posted call, or "" (the device wrote it; a bad one
+/// means corrupted shared memory or mismatched library builds).
+std::string checkCall(const RelayCall& c, uint64_t capacity) {
+  if (c.coll != static_cast<uint32_t>(Coll::AllReduce) && c.coll != static_cast<uint32_t>(Coll::Reduce))
+    return "collective " + std::to_string(c.coll) + " is not relayed";
+  if (c.type > static_cast<uint32_t>(DataType::Float8E5M2)) return "data type " + std::to_string(c.type) + " is unknown";
+  if (c.op > static_cast<uint32_t>(ReduceOp::Avg)) return "reduce op " + std::to_string(c.op) + " is unknown";
+  const uint64_t size = dataTypeSize(static_cast<DataType>(c.type));
+  if (c.count > capacity / size)
+    return std::to_string(c.count) + " elements of " + std::to_string(size) + " bytes exceed the " +
+           std::to_string(capacity) + "-byte relay area";
+  return "";
+}
+
+}  // namespace
+
+RelayServer::RelayServer(RelayWords* words, char* data, uint64_t capacity, RunFn run, std::string who,
+                         std::chrono::microseconds spinWindow, std::chrono::microseconds idlePoll)
+    : words_(words), data_(data), capacity_(capacity), run_(std::move(run)), who_(std::move(who)),
+      spinWindow_(spinWindow), idlePoll_(idlePoll) {
+  served_.store(__atomic_load_n(&words_->done, __ATOMIC_ACQUIRE), std::memory_order_relaxed);
+  thread_ = std::thread([this] { loop(); });
+}
+
+RelayServer::~RelayServer() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  stopping_.store(true, std::memory_order_release);
+  cv_.notify_all();
+  thread_.join();
+}
+
+void RelayServer::expectCall() {
+  hints_.fetch_add(1, std::memory_order_acq_rel);
+  { std::lock_guard<std::mutex> g(mu_); }  // a sleeper either sees the count or is already waiting
+  cv_.notify_one();
+}
+
+std::string RelayServer::failure() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return failure_;
+}
+
+ErrorCode RelayServer::failureCode() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return failureCode_;
+}
+
+void RelayServer::loop() {
+  auto lastServed = std::chrono::steady_clock::now();
+  while (!stopping_.load(std::memory_order_acquire)) {
+    const uint64_t posted = __atomic_load_n(&words_->posted, __ATOMIC_ACQUIRE);  // the call and data before it
+    if (posted != served_.load(std::memory_order_relaxed)) {
+      if (!serve(posted)) return;
+      lastServed = std::chrono::steady_clock::now();
+      continue;
+    }
+    if (hints_.load(std::memory_order_acquire) > 0 || std::chrono::steady_clock::now() - lastServed < spinWindow_) {
+      PB_RELAY_PAUSE();
+      continue;
+    }
+    idle();
+  }
+}
+
+void RelayServer::idle() {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait_for(lk, idlePoll_, [&] {
+    return stop_ || hints_.load(std::memory_order_acquire) > 0;
+  });
+}
+
+bool RelayServer::serve(uint64_t posted) {
+  const uint64_t next = served_.load(std::memory_order_relaxed) + 1;
+  if (posted != next) {
+    fail("the device posted call " + std::to_string(posted) + " where call " + std::to_string(next) +
+         " was due (the relay's shared memory was overwritten?)");
+    return false;
+  }
+  RelayCall call;
+  call.count = words_->call.count;
+  call.type = words_->call.type;
+  call.op = words_->call.op;
+  call.coll = words_->call.coll;
+  call.root = words_->call.root;
+  const std::string bad = checkCall(call, capacity_);
+  if (!bad.empty()) {
+    fail("call " + std::to_string(posted) + ": " + bad);
+    return false;
+  }
+  try {
+    run_(call, data_);
+  } catch (const Error& e) {
+    fail("call " + std::to_string(posted) + " failed: " + e.what(), e.code());
+    return false;
+  } catch (const std::exception& e) {
+    fail("call " + std::to_string(posted) + " failed: " + e.what());
+    return false;
+  }
+  served_.store(posted, std::memory_order_release);
+  // A call a replayed graph posted consumes some other call's hint: that
+  // one is then found by the spin window or the idle poll.
+  for (int64_t h = hints_.load(std::memory_order_relaxed); h > 0 && !hints_.compare_exchange_weak(h, h - 1);) {
+  }
+  __atomic_store_n(&words_->done, posted, __ATOMIC_RELEASE);  // the result before `done`
+  return true;
+}
+
+void RelayServer::fail(const std::string& why, ErrorCode code) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    failure_ = who_ + ": " + why;
+    failureCode_ = code;
+  }
+  __atomic_store_n(&words_->failed, 1u, __ATOMIC_RELEASE);
+  PB_LOG(Warn, "COLL", who_ << ": " << why);
+}
+
+}  // namespace plugboard::gpucoll

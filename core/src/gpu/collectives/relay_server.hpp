@@ -1,0 +1,76 @@
+// The host side of relayed GPU calls: a thread that watches the relay's
+// words, runs each posted call with a given function and reports it done.
+// No CUDA here: the words may live in any memory (tests use plain memory
+// and a thread playing the kernel).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "gpu/collectives/relay_words.hpp"
+#include "plugboard/error.hpp"
+
+namespace plugboard::gpucoll {
+
+/// Serves the calls posted in one RelayWords, in order, on its own thread.
+/// The thread spins while calls are expected or one was served within the
+/// spin window, and otherwise sleeps, looking again every idle poll (so a
+/// call posted by a replayed CUDA graph, which no host call announced, is
+/// still found). A run function that throws, a malformed call or a call
+/// number out of sequence ends the service: the reason is kept (failure()),
+/// `failed` is set for the device, and the thread ends.
+class RelayServer {
+ public:
+  /// Runs one call on the data area in place; throws to fail the service.
+  using RunFn = std::function<void(const RelayCall& call, char* data)>;
+
+  /// Starts the thread. words and data (capacity bytes) outlive this object;
+  /// `who` prefixes every failure ("rank 0 (host a): GPU allreduce relay").
+  RelayServer(RelayWords* words, char* data, uint64_t capacity, RunFn run, std::string who,
+              std::chrono::microseconds spinWindow = std::chrono::microseconds(200),
+              std::chrono::microseconds idlePoll = std::chrono::microseconds(250));
+  /// Stops and joins the thread (a call being run finishes first).
+  ~RelayServer();
+  RelayServer(const RelayServer&) = delete;
+  RelayServer& operator=(const RelayServer&) = delete;
+
+  /// A host call enqueued one more relayed kernel: spin until it is served.
+  void expectCall();
+  /// Why the service ended ("" while it runs).
+  std::string failure() const;
+  /// The code of that failure: the run function's Error's, else Internal.
+  ErrorCode failureCode() const;
+  /// Calls served so far.
+  uint64_t served() const { return served_.load(std::memory_order_acquire); }
+
+ private:
+  void loop();
+  /// Serves the call numbered served_ + 1; false once the service failed.
+  bool serve(uint64_t posted);
+  void fail(const std::string& why, ErrorCode code = ErrorCode::Internal);
+  /// Sleeps until expectCall, stop or the idle poll.
+  void idle();
+
+  RelayWords* words_;
+  char* data_;
+  uint64_t capacity_;
+  RunFn run_;
+  std::string who_;
+  std::chrono::microseconds spinWindow_, idlePoll_;
+  std::atomic<uint64_t> served_{0};
+  std::atomic<int64_t> hints_{0};      // calls the host enqueued and not yet served
+  mutable std::mutex mu_;              // guards failure_, stop_ with cv_
+  std::condition_variable cv_;
+  std::string failure_;
+  ErrorCode failureCode_ = ErrorCode::Internal;
+  bool stop_ = false;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace plugboard::gpucoll

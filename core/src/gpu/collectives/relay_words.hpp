@@ -1,0 +1,61 @@
+// The words a relayed GPU collective call and the host thread that serves
+// it share, in pinned host memory mapped into the device (host_relay.hpp).
+// Plain struct, compiled by both g++ and nvcc.
+#pragma once
+
+#include <cstdint>
+
+namespace plugboard::gpucoll {
+
+/// One call handed to the host: what to run on the data area.
+struct RelayCall {
+  uint64_t count = 0;  ///< Elements in the data area.
+  uint32_t type = 0;   ///< DataType.
+  uint32_t op = 0;     ///< ReduceOp.
+  uint32_t coll = 0;   ///< Coll: AllReduce or Reduce.
+  int32_t root = 0;    ///< Reduce: the rank that gets the result.
+};
+
+/// The relay's shared words, then (at kRelayDataOffset) the data area.
+/// Protocol, one call in flight (a communicator's calls are serialized on
+/// the device; the kernel ends only once its call is done):
+///  - device: writes the data and `call`, fences system-wide, stores
+///    `posted` = its call number (1, 2, ...; kept in device memory);
+///  - host: sees `posted` one above what it served, reads `call`, runs it
+///    in place on the data, stores `done` = that number (release);
+///  - device: waits for `done` (or `failed`, the abort flag, its timeout),
+///    then copies the result out.
+/// `failed` is set once by the host when it can serve no more calls; the
+/// reason stays on the host. `deviceError` is set by a kernel whose wait
+/// ended without `done` (SemaphoreDeviceError), with `deviceErrorCall`.
+/// Each word sits in its own 64-byte line: the two sides write different ones.
+struct alignas(64) RelayWords {
+  alignas(64) volatile uint64_t posted;
+  RelayCall call;
+  alignas(64) volatile uint64_t done;
+  alignas(64) volatile uint32_t failed;
+  alignas(64) volatile uint32_t deviceError;
+  volatile uint64_t deviceErrorCall;
+};
+
+/// Where the data area starts in the relay's allocation (16-byte vectors fit).
+constexpr uint64_t kRelayDataOffset = 256;
+static_assert(sizeof(RelayWords) <= kRelayDataOffset, "relay words overlap the data area");
+
+/// What a relay kernel needs besides its arguments.
+struct RelayDevice {
+  RelayWords* words = nullptr;  ///< Device alias of the shared words.
+  char* data = nullptr;         ///< Device alias of the data area.
+  uint64_t capacity = 0;        ///< Bytes of the data area.
+  uint64_t* calls = nullptr;    ///< Device memory: calls posted so far.
+};
+
+/// Arguments of one relayed call.
+struct RelayArgs {
+  const char* send;
+  char* recv;
+  uint64_t bytes;  ///< count x element size (<= capacity).
+  RelayCall call;
+};
+
+}  // namespace plugboard::gpucoll

@@ -1,0 +1,210 @@
+// The host relay's serving thread (RelayServer) against a thread that plays
+// the relay kernel on plain memory: calls served in order with their data,
+// announced and unannounced (graph replay) calls, and every way the service
+// fails: a throwing run, a call out of sequence, a call too large, a bad
+// collective. Host code only; built where the library has its CUDA path.
+#include <gtest/gtest.h>
+
+#ifdef PLUGBOARD_HAVE_CUDA
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu/collectives/device_ctx.hpp"
+#include "gpu/collectives/relay_server.hpp"
+#include "plugboard/datatype.hpp"
+
+using namespace plugboard;
+using namespace plugboard::gpucoll;
+
+namespace {
+
+constexpr uint64_t kCapacity = 4096;
+
+/// The shared words and data area, as the kernel would see them.
+struct FakeArea {
+  std::unique_ptr<RelayWords> words = std::make_unique<RelayWords>();
+  std::vector<char> data = std::vector<char>(kCapacity);
+  uint64_t posted = 0;
+
+  FakeArea() { std::memset(static_cast<void*>(words.get()), 0, sizeof(RelayWords)); }
+
+  /// Posts call posted + 1 (or `number`) of count int32 values as the kernel does.
+  void post(const std::vector<int32_t>& values, uint32_t coll = static_cast<uint32_t>(Coll::AllReduce),
+            uint64_t number = 0) {
+    std::memcpy(data.data(), values.data(), values.size() * sizeof(int32_t));
+    words->call.count = values.size();
+    words->call.type = static_cast<uint32_t>(DataType::Int32);
+    words->call.op = static_cast<uint32_t>(ReduceOp::Sum);
+    words->call.coll = coll;
+    words->call.root = 0;
+    posted = number ? number : posted + 1;
+    __atomic_store_n(&words->posted, posted, __ATOMIC_RELEASE);
+  }
+
+  /// Waits (bounded) for `done` to reach the last posted call or `failed`.
+  bool awaitDone(std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) const {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (done() < posted && !failed())
+      if (std::chrono::steady_clock::now() > end) return false;
+    return done() >= posted;
+  }
+
+  bool awaitFailed(std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) const {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (!failed())
+      if (std::chrono::steady_clock::now() > end) return false;
+    return true;
+  }
+
+  uint64_t done() const { return __atomic_load_n(&words->done, __ATOMIC_ACQUIRE); }
+  bool failed() const { return __atomic_load_n(&words->failed, __ATOMIC_ACQUIRE) != 0; }
+
+  int32_t at(size_t i) const {
+    int32_t v;
+    std::memcpy(&v, data.data() + i * sizeof(int32_t), sizeof(v));
+    return v;
+  }
+};
+
+/// A run function that adds 1000 to every int32 (what a peer's data would add).
+void addThousand(const RelayCall& c, char* data) {
+  for (uint64_t i = 0; i < c.count; ++i) {
+    int32_t v;
+    std::memcpy(&v, data + i * sizeof(v), sizeof(v));
+    v += 1000;
+    std::memcpy(data + i * sizeof(v), &v, sizeof(v));
+  }
+}
+
+std::unique_ptr<RelayServer> serve(FakeArea& a, RelayServer::RunFn run) {
+  return std::make_unique<RelayServer>(a.words.get(), a.data.data(), kCapacity, std::move(run), "rank 0 (test): relay");
+}
+
+}  // namespace
+
+TEST(RelayServer, ServesAnnouncedCallsInOrderWithTheirData) {
+  FakeArea a;
+  std::vector<uint64_t> counts;
+  auto server = serve(a, [&](const RelayCall& c, char* data) {
+    counts.push_back(c.count);
+    addThousand(c, data);
+  });
+  for (int32_t call = 1; call <= 200; ++call) {
+    const size_t n = 1 + static_cast<size_t>(call) % 7;
+    server->expectCall();
+    a.post(std::vector<int32_t>(n, call));
+    ASSERT_TRUE(a.awaitDone()) << "call " << call << ": " << server->failure();
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(a.at(i), call + 1000) << "call " << call << " element " << i;
+  }
+  EXPECT_EQ(server->served(), 200u);
+  EXPECT_EQ(a.done(), 200u);
+  EXPECT_EQ(counts.size(), 200u);
+  EXPECT_EQ(counts[5], 7u);  // call 6: 1 + 6 % 7
+  EXPECT_EQ(server->failure(), "");
+  EXPECT_FALSE(a.failed());
+}
+
+TEST(RelayServer, FindsACallNoHostCallAnnouncedAfterItWentIdle) {
+  FakeArea a;
+  // A 1 ms spin window and a 20 ms idle poll: the thread is asleep when the
+  // call comes, as after a pause before a CUDA graph replay.
+  RelayServer server(a.words.get(), a.data.data(), kCapacity, addThousand, "rank 0 (test): relay",
+                     std::chrono::microseconds(1000), std::chrono::microseconds(20000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  a.post({7, 8});
+  ASSERT_TRUE(a.awaitDone()) << server.failure();
+  EXPECT_EQ(a.at(0), 1007);
+  EXPECT_EQ(a.at(1), 1008);
+}
+
+TEST(RelayServer, ARunThatThrowsEndsTheServiceNamingTheCallAndTheReason) {
+  FakeArea a;
+  auto server = serve(a, [](const RelayCall& c, char* data) {
+    if (c.count == 3) throw std::runtime_error("rank 1 (host b) closed its connection");
+    addThousand(c, data);
+  });
+  a.post({1});
+  ASSERT_TRUE(a.awaitDone());
+  a.post({1, 2, 3});
+  ASSERT_TRUE(a.awaitFailed());
+  EXPECT_LT(a.done(), a.posted);
+  const std::string why = server->failure();
+  EXPECT_NE(why.find("rank 0 (test): relay: call 2 failed: rank 1 (host b) closed its connection"), std::string::npos)
+      << why;
+  a.post({4});  // nobody serves it any more
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(a.done(), 1u);
+  EXPECT_EQ(server->served(), 1u);
+}
+
+TEST(RelayServer, ACallOutOfSequenceFailsNamingBothNumbers) {
+  FakeArea a;
+  auto server = serve(a, addThousand);
+  a.post({1});
+  ASSERT_TRUE(a.awaitDone());
+  a.post({2}, static_cast<uint32_t>(Coll::AllReduce), 5);
+  ASSERT_TRUE(a.awaitFailed());
+  EXPECT_NE(server->failure().find("the device posted call 5 where call 2 was due"), std::string::npos)
+      << server->failure();
+  EXPECT_EQ(a.done(), 1u);
+}
+
+TEST(RelayServer, ACallLargerThanTheAreaFailsBeforeItRuns) {
+  FakeArea a;
+  bool ran = false;
+  auto server = serve(a, [&](const RelayCall&, char*) { ran = true; });
+  a.words->call.count = kCapacity / 4 + 1;
+  a.words->call.type = static_cast<uint32_t>(DataType::Int32);
+  a.words->call.op = static_cast<uint32_t>(ReduceOp::Sum);
+  a.words->call.coll = static_cast<uint32_t>(Coll::AllReduce);
+  a.posted = 1;
+  __atomic_store_n(&a.words->posted, 1, __ATOMIC_RELEASE);
+  ASSERT_TRUE(a.awaitFailed());
+  EXPECT_FALSE(ran);
+  EXPECT_NE(server->failure().find("call 1: 1025 elements of 4 bytes exceed the 4096-byte relay area"),
+            std::string::npos)
+      << server->failure();
+}
+
+TEST(RelayServer, ACollectiveItDoesNotRelayOrABadTypeFailsNamingIt) {
+  {
+    FakeArea a;
+    auto server = serve(a, addThousand);
+    a.post({1}, static_cast<uint32_t>(Coll::AllGather));
+    ASSERT_TRUE(a.awaitFailed());
+    EXPECT_NE(server->failure().find("collective 2 is not relayed"), std::string::npos) << server->failure();
+  }
+  {
+    FakeArea a;
+    auto server = serve(a, addThousand);
+    a.words->call.type = 99;
+    a.words->call.count = 1;
+    a.words->call.coll = static_cast<uint32_t>(Coll::Reduce);
+    a.posted = 1;
+    __atomic_store_n(&a.words->posted, 1, __ATOMIC_RELEASE);
+    ASSERT_TRUE(a.awaitFailed());
+    EXPECT_NE(server->failure().find("data type 99 is unknown"), std::string::npos) << server->failure();
+  }
+}
+
+TEST(RelayServer, StartsFromTheCallsAlreadyDone) {
+  FakeArea a;
+  a.words->done = 41;  // an earlier server of this area served 41 calls
+  a.posted = 41;
+  a.words->posted = 41;
+  auto server = serve(a, addThousand);
+  server->expectCall();
+  a.post({5});
+  ASSERT_TRUE(a.awaitDone()) << server->failure();
+  EXPECT_EQ(a.done(), 42u);
+  EXPECT_EQ(a.at(0), 1005);
+}
+
+#endif  // PLUGBOARD_HAVE_CUDA
