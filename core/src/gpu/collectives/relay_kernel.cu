@@ -17,7 +17,8 @@ constexpr int kRelayUnroll = 4;
 
 /// Block-wide copy; 16-byte vectors with kRelayUnroll loads issued before
 /// their stores when both ends allow it, bytes otherwise (and for the tail).
-__device__ void relayCopy(char* dst, const char* src, uint64_t bytes) {
+/// True when this thread stored anything.
+__device__ bool relayCopy(char* dst, const char* src, uint64_t bytes) {
   uint64_t head = 0;
   if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0) {
     const uint64_t n = bytes / 16, stride = blockDim.x;
@@ -35,6 +36,7 @@ __device__ void relayCopy(char* dst, const char* src, uint64_t bytes) {
     head = n * 16;
   }
   for (uint64_t i = head + threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+  return threadIdx.x < bytes / 16 || head + threadIdx.x < bytes;
 }
 
 /// Thread 0: waits until the host has done call `seq`. kSemaphoreOk, or why
@@ -60,16 +62,22 @@ __device__ uint32_t awaitDone(const DeviceCtx& c, const RelayDevice& r, uint64_t
 __global__ void __launch_bounds__(kMaxBlockThreads) relayKernel(DeviceCtx c, RelayDevice r, RelayArgs a) {
   __shared__ uint32_t why;
   const uint64_t seq = *r.calls + 1;
-  relayCopy(r.data, a.send, a.bytes);
-  __threadfence_system();  // the host reads the data after seeing `posted`
-  __syncthreads();
+  bool wrote = false;
   if (threadIdx.x == 0) {
     r.words->call.count = a.call.count;
     r.words->call.type = a.call.type;
     r.words->call.op = a.call.op;
     r.words->call.coll = a.call.coll;
     r.words->call.root = a.call.root;
-    __threadfence_system();
+    wrote = true;
+  }
+  wrote |= relayCopy(r.data, a.send, a.bytes);
+  // The host reads the call and the data after seeing `posted`: each
+  // writer's fence makes its stores visible before the barrier, after
+  // which thread 0 posts (one fence per writer, none for idle threads).
+  if (wrote) __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x == 0) {
     r.words->posted = seq;
     why = awaitDone(c, r, seq);
   }

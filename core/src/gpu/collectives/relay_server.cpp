@@ -49,6 +49,12 @@ RelayServer::~RelayServer() {
   stopping_.store(true, std::memory_order_release);
   cv_.notify_all();
   thread_.join();
+  if (!timedRuns_) return;
+  using us = std::chrono::duration<double, std::micro>;
+  PB_LOG(Info, "COLL", who_ << ": served " << served() << " calls; the host collective took "
+                            << us(runTime_).count() / timedRuns_ << " us on average; back to back, "
+                            << (timedGaps_ ? us(deviceTime_).count() / timedGaps_ : 0.0)
+                            << " us passed from one result to the next post");
 }
 
 void RelayServer::expectCall() {
@@ -69,11 +75,20 @@ ErrorCode RelayServer::failureCode() const {
 
 void RelayServer::loop() {
   auto lastServed = std::chrono::steady_clock::now();
+  bool servedAny = false;
   while (!stopping_.load(std::memory_order_acquire)) {
     const uint64_t posted = __atomic_load_n(&words_->posted, __ATOMIC_ACQUIRE);  // the call and data before it
     if (posted != served_.load(std::memory_order_relaxed)) {
+      const auto seen = std::chrono::steady_clock::now();
+      if (servedAny && seen - lastServed < std::chrono::milliseconds(1)) {
+        deviceTime_ += seen - lastServed;
+        ++timedGaps_;
+      }
       if (!serve(posted)) return;
       lastServed = std::chrono::steady_clock::now();
+      runTime_ += lastServed - seen;
+      ++timedRuns_;
+      servedAny = true;
       continue;
     }
     if (hints_.load(std::memory_order_acquire) > 0 || std::chrono::steady_clock::now() - lastServed < spinWindow_) {
