@@ -6,7 +6,8 @@
 # ranks' kernels time-slice. NCCL cannot be the peer here: it refuses two
 # ranks on one GPU ("Duplicate GPU detected").
 #   bash bench/gpu/staged-vs-host.sh BUILD_DIR OUT_DIR
-# Environment: TRANSPORT (ethernet), MIN (8), MAX (256M), FACTOR (8),
+# Environment: COLLECTIVE (allreduce; any plugboard-perf -C name, Open MPI
+# beside it for allreduce and allgather only), TRANSPORT (ethernet), MIN (8), MAX (256M), FACTOR (8),
 # ITERS (20), WARMUP (5), PORT_BLOCKS (list of gpu_port_blocks values to
 # sweep; default: the setting's default only), RELAY (list of
 # gpu_host_relay_bytes values to sweep, 0 = no host relay; default: the
@@ -20,6 +21,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 perf="$build/bin/plugboard-perf"
 sizes=(-b "${MIN:-8}" -e "${MAX:-256M}" -f "${FACTOR:-8}" -n "${ITERS:-20}" -w "${WARMUP:-5}")
 export PLUGBOARD_TRANSPORTS=${TRANSPORT:-ethernet} NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
+coll=${COLLECTIVE:-allreduce}
 failed=0
 
 # run NAME COMMAND...: bounded in time; its output in OUT/NAME.txt.
@@ -28,39 +30,41 @@ run() {
   timeout 300 "$@" > "$out/$name.txt" 2>&1 || { echo "staged-vs-host: $name failed (rc $?)"; tail -5 "$out/$name.txt"; failed=1; }
 }
 
-run host "$perf" --mem host --nranks 2 -C allreduce "${sizes[@]}" --csv "$out/host.csv"
+run host "$perf" --mem host --nranks 2 -C "$coll" "${sizes[@]}" --csv "$out/host.csv"
 runs=(host)
 if [ -n "${PORT_BLOCKS:-}" ]; then
   for b in $PORT_BLOCKS; do
     export PLUGBOARD_GPU_PORT_BLOCKS=$b
-    run "gpu-b$b" "$perf" --mem gpu --nranks 2 -C allreduce "${sizes[@]}" --csv "$out/gpu-b$b.csv"
+    run "gpu-b$b" "$perf" --mem gpu --nranks 2 -C "$coll" "${sizes[@]}" --csv "$out/gpu-b$b.csv"
     runs+=("gpu-b$b")
   done
   unset PLUGBOARD_GPU_PORT_BLOCKS
 elif [ -n "${RELAY:-}" ]; then
   for r in $RELAY; do
     export PLUGBOARD_GPU_HOST_RELAY_BYTES=$r
-    run "gpu-r$r" "$perf" --mem gpu --nranks 2 -C allreduce "${sizes[@]}" --csv "$out/gpu-r$r.csv"
+    run "gpu-r$r" "$perf" --mem gpu --nranks 2 -C "$coll" "${sizes[@]}" --csv "$out/gpu-r$r.csv"
     runs+=("gpu-r$r")
   done
   unset PLUGBOARD_GPU_HOST_RELAY_BYTES
 else
-  run gpu "$perf" --mem gpu --nranks 2 -C allreduce "${sizes[@]}" --csv "$out/gpu.csv"
+  run gpu "$perf" --mem gpu --nranks 2 -C "$coll" "${sizes[@]}" --csv "$out/gpu.csv"
   runs+=(gpu)
 fi
-if command -v mpicc > /dev/null && command -v mpirun > /dev/null; then
+if [ "$coll" != allreduce ] && [ "$coll" != allgather ]; then
+  echo "staged-vs-host: mpi_bench has no $coll: no Open MPI column"
+elif command -v mpicc > /dev/null && command -v mpirun > /dev/null; then
   mpicc -O2 -std=c11 -o "$out/mpi_bench" "$here/mpi_bench.c" &&
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 run openmpi mpirun --allow-run-as-root --oversubscribe \
       --bind-to none -np 2 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo "$out/mpi_bench" \
-      -C allreduce "${sizes[@]}" --csv "$out/openmpi.csv"
+      -C "$coll" "${sizes[@]}" --csv "$out/openmpi.csv"
   [ -f "$out/openmpi.csv" ] && runs+=(openmpi)
 else
   echo "staged-vs-host: no mpicc/mpirun here: no Open MPI column"
 fi
 
-python3 - "$out" "${runs[@]}" <<'EOF'
+python3 - "$out" "$coll" "${runs[@]}" <<'EOF'
 import csv, sys, os
-out, runs = sys.argv[1], sys.argv[2:]
+out, coll, runs = sys.argv[1], sys.argv[2], sys.argv[3:]
 times = {}
 for r in runs:
     path = os.path.join(out, r + ".csv")
@@ -68,7 +72,7 @@ for r in runs:
         continue
     for row in csv.DictReader(open(path)):
         if r == "openmpi":
-            if row.get("collective") != "allreduce":
+            if row.get("collective") != coll:
                 continue
             t = float(row["time_us"])
         else:

@@ -27,9 +27,10 @@ const Settings kPortSmall = {{"gpu_allreduce_small_bytes", "65536"}, {"gpu_allre
                              {"gpu_threads", "256"},                 {"gpu_chunk_bytes", "8192"},
                              {"gpu_host_relay_bytes", "0"}};
 
-/// kPortSmall with allreduces and reduces of up to 8 KiB through the host
-/// relay: 1, 7, 1009 and 2048 floats go through the host, 2049 and more
-/// through the pipeline.
+/// kPortSmall with calls of up to 8 KiB (the larger of a rank's input and
+/// output) through the host relay: on 2 ranks an allreduce of 2048 floats
+/// goes through the host, 2049 through the pipeline; an allgather of 1024
+/// floats a rank through the host, 1025 through the pipeline.
 Settings relaySmall() {
   Settings s = kPortSmall;
   s["gpu_host_relay_bytes"] = "8192";
@@ -101,11 +102,12 @@ TEST(GpuCollectivesPort, RelayedCallsOfEveryTypeAndOpMatchReferenceBesidePipelin
           for (bool inPlace : {false, true}) {
             checkReducing(g, Reducing::AllReduce, t, op, count, inPlace, 0, rank, n, s);
             checkReducing(g, Reducing::Reduce, t, op, count, inPlace, static_cast<int>(count % 2), rank, n, s);
+            checkReducing(g, Reducing::ReduceScatter, t, op, count, inPlace, 0, rank, n, s);
           }
     // Relayed and pipelined calls in turn, on either side of the 8 KiB line.
     reducingMatrix(g, rank, n, s, {DataType::Float32, DataType::Float16}, {ReduceOp::Sum, ReduceOp::Max},
                    {0, 1, 2048, 2049, 100003, 7});
-    movingMatrix(g, rank, n, s, {DataType::Float32}, {7, 100003});
+    movingMatrix(g, rank, n, s, {DataType::Float32, DataType::Uint8}, {1, 7, 1024, 1025, 100003, 1009});
   }, std::chrono::seconds(110), overEthernet);
 }
 
@@ -122,10 +124,11 @@ TEST(GpuCollectivesPort, RelayedCallsOnMixedMappedAndStagedPairsFourRanks) {
     useSmallStaging();
   };
   runGpuRanks(4, relaySmall(), [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
-    for (Reducing kind : {Reducing::AllReduce, Reducing::Reduce})
+    for (Reducing kind : {Reducing::AllReduce, Reducing::Reduce, Reducing::ReduceScatter})
       for (DataType t : {DataType::Float32, DataType::BFloat16, DataType::Int64})
-        for (size_t count : {size_t(1), size_t(1009), size_t(100003)})
+        for (size_t count : {size_t(1), size_t(255), size_t(100003)})
           for (bool inPlace : {false, true}) checkReducing(g, kind, t, ReduceOp::Sum, count, inPlace, 2, rank, n, s);
+    movingMatrix(g, rank, n, s, {DataType::Float16}, {1, 1023, 100003});  // 4 x 1023 halves: relayed
   }, std::chrono::seconds(110), twoFakeHosts);
 }
 

@@ -119,8 +119,13 @@ TEST(GpuCollectivesPath, SmallCallsWithAnUnmappedPairGoThroughTheHostRelay) {
   EXPECT_EQ(gpucoll::reducePath(s, twoPorted, 64 << 10), ReducePath::Relay);
   EXPECT_EQ(gpucoll::reducePath(s, twoPorted, (64 << 10) + 2), ReducePath::OneShot);
   EXPECT_EQ(gpucoll::reducePath(s, twoMapped, 8), ReducePath::LL);  // every pair mapped: never the host
+  EXPECT_TRUE(gpucoll::usesRelay(s, twoPorted, 64 << 10));  // any collective's larger side
+  EXPECT_FALSE(gpucoll::usesRelay(s, twoPorted, (64 << 10) + 1));
+  EXPECT_FALSE(gpucoll::usesRelay(s, twoPorted, 0));
+  EXPECT_FALSE(gpucoll::usesRelay(s, twoMapped, 8));
   const GpuCollSettings off = readFrom("gpu_host_relay_bytes: 0\n");
   EXPECT_EQ(gpucoll::reducePath(off, twoPorted, 8), ReducePath::OneShot);
+  EXPECT_FALSE(gpucoll::usesRelay(off, twoPorted, 8));
   expectRejected("gpu_host_relay_bytes: 16777217\n", "gpu_host_relay_bytes must be between 0 and 16777216");
 }
 

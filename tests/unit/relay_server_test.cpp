@@ -35,15 +35,15 @@ struct FakeArea {
 
   FakeArea() { std::memset(static_cast<void*>(words.get()), 0, sizeof(RelayWords)); }
 
-  /// Posts call posted + 1 (or `number`) of count int32 values as the kernel does.
+  /// Posts call posted + 1 (or `number`) of int32 values as the kernel does.
   void post(const std::vector<int32_t>& values, uint32_t coll = static_cast<uint32_t>(Coll::AllReduce),
-            uint64_t number = 0) {
+            uint64_t number = 0, int32_t root = 0) {
     std::memcpy(data.data(), values.data(), values.size() * sizeof(int32_t));
     words->call.count = values.size();
     words->call.type = static_cast<uint32_t>(DataType::Int32);
     words->call.op = static_cast<uint32_t>(ReduceOp::Sum);
     words->call.coll = coll;
-    words->call.root = 0;
+    words->call.root = root;
     posted = number ? number : posted + 1;
     __atomic_store_n(&words->posted, posted, __ATOMIC_RELEASE);
   }
@@ -84,7 +84,7 @@ void addThousand(const RelayCall& c, char* data) {
 }
 
 std::unique_ptr<RelayServer> serve(FakeArea& a, RelayServer::RunFn run) {
-  return std::make_unique<RelayServer>(a.words.get(), a.data.data(), kCapacity, std::move(run), "rank 0 (test): relay");
+  return std::make_unique<RelayServer>(a.words.get(), a.data.data(), kCapacity, 2, std::move(run), "rank 0 (test): relay");
 }
 
 }  // namespace
@@ -115,7 +115,7 @@ TEST(RelayServer, FindsACallNoHostCallAnnouncedAfterItWentIdle) {
   FakeArea a;
   // A 1 ms spin window and a 20 ms idle poll: the thread is asleep when the
   // call comes, as after a pause before a CUDA graph replay.
-  RelayServer server(a.words.get(), a.data.data(), kCapacity, addThousand, "rank 0 (test): relay",
+  RelayServer server(a.words.get(), a.data.data(), kCapacity, 2, addThousand, "rank 0 (test): relay",
                      std::chrono::microseconds(1000), std::chrono::microseconds(20000));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   a.post({7, 8});
@@ -173,13 +173,20 @@ TEST(RelayServer, ACallLargerThanTheAreaFailsBeforeItRuns) {
       << server->failure();
 }
 
-TEST(RelayServer, ACollectiveItDoesNotRelayOrABadTypeFailsNamingIt) {
+TEST(RelayServer, ACollectiveItDoesNotRelayABadTypeOrRootFailsNamingIt) {
   {
     FakeArea a;
     auto server = serve(a, addThousand);
-    a.post({1}, static_cast<uint32_t>(Coll::AllGather));
+    a.post({1}, static_cast<uint32_t>(Coll::SendRecv));
     ASSERT_TRUE(a.awaitFailed());
-    EXPECT_NE(server->failure().find("collective 2 is not relayed"), std::string::npos) << server->failure();
+    EXPECT_NE(server->failure().find("collective 9 is not relayed"), std::string::npos) << server->failure();
+  }
+  {
+    FakeArea a;
+    auto server = serve(a, addThousand);
+    a.post({1}, static_cast<uint32_t>(Coll::Broadcast), 0, 2);  // two ranks
+    ASSERT_TRUE(a.awaitFailed());
+    EXPECT_NE(server->failure().find("root 2 is out of range [0, 2)"), std::string::npos) << server->failure();
   }
   {
     FakeArea a;
@@ -192,6 +199,19 @@ TEST(RelayServer, ACollectiveItDoesNotRelayOrABadTypeFailsNamingIt) {
     ASSERT_TRUE(a.awaitFailed());
     EXPECT_NE(server->failure().find("data type 99 is unknown"), std::string::npos) << server->failure();
   }
+}
+
+TEST(RelayServer, BlockedCollectivesNeedRoomForEveryRanksBlock) {
+  FakeArea a;
+  bool ran = false;
+  auto server = serve(a, [&](const RelayCall&, char*) { ran = true; });
+  // 513 int32 per block x 2 ranks = 4104 bytes: over the 4096-byte area.
+  a.post(std::vector<int32_t>(513, 1), static_cast<uint32_t>(Coll::AllGather));
+  ASSERT_TRUE(a.awaitFailed());
+  EXPECT_FALSE(ran);
+  EXPECT_NE(server->failure().find("513 elements per rank block of 4 bytes exceed the 4096-byte relay area"),
+            std::string::npos)
+      << server->failure();
 }
 
 TEST(RelayServer, StartsFromTheCallsAlreadyDone) {

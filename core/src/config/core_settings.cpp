@@ -69,9 +69,10 @@ const std::vector<SettingDecl>& coreSettingDecls() {
        "when every pair is peer-mapped (0-16777216; 0: always the pipeline)", false},
       {"gpu_host_relay_bytes", SettingType::Int, "65536",
        "GPU collectives on a communicator where some pair goes through the proxy (a network transport): "
-       "allreduce and reduce calls of at most this many bytes run on the host (the kernel copies the input to "
-       "pinned memory, a host thread runs the host collective, the kernel copies the result back); 0: never "
-       "(0-16777216; pinned memory of this size per rank; every rank must agree)", false},
+       "collective calls (not send/recv) whose larger side on a rank (input or output) is at most this many bytes "
+       "run on the host (the kernel copies the input to pinned memory, a host thread runs the host collective, "
+       "the kernel copies the result back); 0: never (0-16777216; pinned memory of this size per rank; every "
+       "rank must agree)", false},
       {"gpu_allreduce_oneshot_bytes", SettingType::Int, "33554432",
        "GPU collectives: allreduce and reduce calls (not LL) whose bytes times (ranks - 1) are fewer send the whole "
        "buffer to every receiver (one hop) instead of the two-shot reduce-scatter + all-gather; beyond 2 ranks "

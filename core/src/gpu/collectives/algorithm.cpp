@@ -13,7 +13,7 @@ uint64_t oneShotBytes(CommShape shape, uint64_t bytes) { return bytes * static_c
 }  // namespace
 
 ReducePath reducePath(const GpuCollSettings& s, CommShape shape, uint64_t bytes) {
-  if (shape.portPairs && bytes > 0 && bytes <= s.relayBytes) return ReducePath::Relay;
+  if (usesRelay(s, shape, bytes)) return ReducePath::Relay;
   const uint64_t sent = oneShotBytes(shape, bytes);
   if (!shape.portPairs && sent < s.smallBytes) return ReducePath::LL;
   // Per rank one-shot sends (n-1) x bytes, two-shot 2 (n-1) / n x bytes: the
@@ -22,6 +22,10 @@ ReducePath reducePath(const GpuCollSettings& s, CommShape shape, uint64_t bytes)
   const uint64_t n = static_cast<uint64_t>(shape.nranks);
   const uint64_t extra = sent - 2 * sent / n;
   return sent < s.oneShotBytes && extra < kOneShotMaxExtraBytes ? ReducePath::OneShot : ReducePath::TwoShot;
+}
+
+bool usesRelay(const GpuCollSettings& s, CommShape shape, uint64_t areaBytes) {
+  return shape.portPairs && areaBytes > 0 && areaBytes <= s.relayBytes;
 }
 
 uint64_t pipelineChunkCap(const GpuCollSettings& s, CommShape shape, int fanout) {

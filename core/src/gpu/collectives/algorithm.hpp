@@ -39,6 +39,11 @@ constexpr uint64_t kOneShotMaxExtraBytes = 1 << 20;
 /// bytes x (nranks - 1), what one-shot sends per rank.
 ReducePath reducePath(const GpuCollSettings& s, CommShape shape, uint64_t bytes);
 
+/// A call whose relay area (the larger of its input and output bytes on a
+/// rank) is `areaBytes` goes through the host relay: some pair unmapped and
+/// 0 < areaBytes <= gpu_host_relay_bytes.
+bool usesRelay(const GpuCollSettings& s, CommShape shape, uint64_t areaBytes);
+
 /// Largest chunk a pipeline block sends each peer per step when a step
 /// sends to `fanout` peers: gpu_chunk_bytes with one peer or any unmapped
 /// pair (each chunk a network message); over mappings gpu_chunk_bytes /

@@ -16,6 +16,9 @@ inline constexpr uint32_t kMaxBlockThreads = 512;
 /// Which collective a kernel runs (recorded with a failed wait).
 enum class Coll : uint32_t { AllReduce = 1, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, Send, Recv, SendRecv };
 
+/// Its name in messages ("allreduce"; "a collective" for an unknown value). Host code.
+const char* collName(uint32_t coll);
+
 /// Kinds of inbound counter per (source, block): data posted, slots released.
 enum CounterKind : uint32_t { kData = 0, kAck = 1 };
 

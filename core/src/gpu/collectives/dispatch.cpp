@@ -103,14 +103,25 @@ static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv
   gpucoll::launchReduce(m.ctx, a, type, op, m.settings.threads, stream);
 }
 
-/// Allreduce or reduce through the host relay (a reduce's non-roots copy nothing back).
-static void launchRelayed(GpuCollectives::Impl& m, const void* send, void* recv, size_t count, DataType type,
-                          ReduceOp op, Coll coll, int root, cudaStream_t stream) {
-  char* out = coll == Coll::Reduce && m.rank != root ? nullptr : static_cast<char*>(recv);
-  const gpucoll::RelayCall call{count, static_cast<uint32_t>(type), static_cast<uint32_t>(op),
-                                static_cast<uint32_t>(coll), root};
-  gpucoll::launchRelay(m.ctx, m.relay->device(), {static_cast<const char*>(send), out, count * dataTypeSize(type), call},
-                       m.settings.threads, stream);
+/// A call through the host relay. The data area holds the host
+/// collective's in-place layout: allgather sends into this rank's block,
+/// reducescatter's result is this rank's block, the rest start at 0; a
+/// reduce's non-roots copy nothing back, a broadcast's non-roots nothing in.
+static void launchRelayed(GpuCollectives::Impl& m, Coll coll, const void* send, void* recv, size_t count,
+                          DataType type, ReduceOp op, int root, cudaStream_t stream) {
+  const uint64_t bytes = count * dataTypeSize(type), all = bytes * static_cast<uint64_t>(m.nranks);
+  const uint64_t mine = bytes * static_cast<uint64_t>(m.rank);
+  gpucoll::RelayArgs a{static_cast<const char*>(send), static_cast<char*>(recv), bytes, 0, bytes, 0,
+                       {count, static_cast<uint32_t>(type), static_cast<uint32_t>(op), static_cast<uint32_t>(coll), root}};
+  switch (coll) {
+    case Coll::Reduce: a.outBytes = m.rank == root ? bytes : 0; break;
+    case Coll::Broadcast: a.inBytes = m.rank == root ? bytes : 0; break;
+    case Coll::AllGather: a.inOffset = mine; a.outBytes = all; break;
+    case Coll::ReduceScatter: a.inBytes = all; a.outOffset = mine; break;
+    case Coll::AllToAll: a.inBytes = a.outBytes = all; break;
+    default: break;  // allreduce
+  }
+  gpucoll::launchRelay(m.ctx, m.relay->device(), a, m.settings.threads, stream);
   m.relay->expectCall();  // after the launch: a failed launch posts nothing
 }
 
@@ -119,7 +130,7 @@ static void launchRelayed(GpuCollectives::Impl& m, const void* send, void* recv,
 static void launchReducing(GpuCollectives::Impl& m, const void* send, void* recv, size_t count, DataType type,
                            ReduceOp op, Coll coll, int root, cudaStream_t stream) {
   const gpucoll::ReducePath path = gpucoll::reducePath(m.settings, shapeOf(m), count * dataTypeSize(type));
-  if (path == gpucoll::ReducePath::Relay) return launchRelayed(m, send, recv, count, type, op, coll, root, stream);
+  if (path == gpucoll::ReducePath::Relay) return launchRelayed(m, coll, send, recv, count, type, op, root, stream);
   if (path == gpucoll::ReducePath::LL)
     return gpucoll::launchLL(m.ctx, coll, send, coll == Coll::Reduce && m.rank != root ? nullptr : recv, count, type,
                              op, root, m.settings.threads, stream);
@@ -184,6 +195,8 @@ void GpuCollectives::reduceScatter(const void* send, void* recv, size_t count, D
   const size_t planInput = count * m.nranks;
   if (m.plans && m.plans->run("reducescatter", planInput * dataTypeSize(type), send, recv, planInput, type, op, stream))
     return;
+  if (gpucoll::usesRelay(m.settings, shapeOf(m), planInput * dataTypeSize(type)))
+    return launchRelayed(m, Coll::ReduceScatter, send, recv, count, type, op, 0, stream);
   if (gpucoll::blocksUseLL(m.settings, shapeOf(m), count * dataTypeSize(type)))
     return gpucoll::launchLL(m.ctx, Coll::ReduceScatter, send, recv, count, type, op, 0, m.settings.threads, stream);
   reducePipeline(m, send, recv, count, type, op, Coll::ReduceScatter, 0, false, stream);
@@ -219,6 +232,8 @@ void symmetricMove(GpuCollectives::Impl& m, const char* name, Coll coll, const v
   // A plan's input: allgather this rank's block, alltoall every block.
   const size_t planInput = coll == Coll::AllGather ? count : count * m.nranks;
   if (m.plans && m.plans->run(name, bytes * m.nranks, send, recv, planInput, type, ReduceOp::Sum, stream)) return;
+  if (gpucoll::usesRelay(m.settings, shapeOf(m), bytes * m.nranks))
+    return launchRelayed(m, coll, send, recv, count, type, ReduceOp::Sum, 0, stream);
   if (gpucoll::blocksUseLL(m.settings, shapeOf(m), bytes))
     return gpucoll::launchLL(m.ctx, coll, send, recv, count, type, ReduceOp::Sum, 0, m.settings.threads, stream);
   if (coll == Coll::AllGather && m.switchChannel)
@@ -246,6 +261,8 @@ void GpuCollectives::broadcast(const void* send, void* recv, size_t count, DataT
   if (!startCall(m, count)) return;
   const uint64_t bytes = count * dataTypeSize(type);
   if (m.nranks == 1) return copyAsync(recv, send, bytes, stream);
+  if (gpucoll::usesRelay(m.settings, shapeOf(m), bytes))
+    return launchRelayed(m, Coll::Broadcast, send, recv, count, type, ReduceOp::Sum, root, stream);
   if (gpucoll::broadcastUsesLL(m.settings, shapeOf(m), bytes))
     return gpucoll::launchLL(m.ctx, Coll::Broadcast, m.rank == root ? send : nullptr, recv, count, type,
                              ReduceOp::Sum, root, m.settings.threads, stream);

@@ -9,24 +9,26 @@
 #include "plugboard/gpu/stream_wait.hpp"
 
 namespace plugboard {
-namespace {
+namespace gpucoll {
 
 const char* collName(uint32_t coll) {
-  switch (static_cast<gpucoll::Coll>(coll)) {
-    case gpucoll::Coll::AllReduce: return "allreduce";
-    case gpucoll::Coll::AllGather: return "allgather";
-    case gpucoll::Coll::ReduceScatter: return "reducescatter";
-    case gpucoll::Coll::Broadcast: return "broadcast";
-    case gpucoll::Coll::Reduce: return "reduce";
-    case gpucoll::Coll::AllToAll: return "alltoall";
-    case gpucoll::Coll::Send: return "send";
-    case gpucoll::Coll::Recv: return "recv";
-    case gpucoll::Coll::SendRecv: return "sendrecv";
+  switch (static_cast<Coll>(coll)) {
+    case Coll::AllReduce: return "allreduce";
+    case Coll::AllGather: return "allgather";
+    case Coll::ReduceScatter: return "reducescatter";
+    case Coll::Broadcast: return "broadcast";
+    case Coll::Reduce: return "reduce";
+    case Coll::AllToAll: return "alltoall";
+    case Coll::Send: return "send";
+    case Coll::Recv: return "recv";
+    case Coll::SendRecv: return "sendrecv";
   }
   return "a collective";
 }
 
-}  // namespace
+}  // namespace gpucoll
+
+using gpucoll::collName;
 
 std::string formatSeconds(int64_t ns) {
   char text[32];

@@ -20,6 +20,26 @@ HostRelay::DeviceWord::~DeviceWord() {
   if (ptr) cudaFree(ptr);
 }
 
+namespace {
+
+/// Runs call c on the data area in the host collectives' in-place forms.
+void runInPlace(HostCollectives& host, int rank, const RelayCall& c, char* data) {
+  const auto type = static_cast<DataType>(c.type);
+  const auto op = static_cast<ReduceOp>(c.op);
+  char* mine = data + static_cast<uint64_t>(rank) * c.count * dataTypeSize(type);
+  switch (static_cast<Coll>(c.coll)) {
+    case Coll::AllReduce: return host.allReduce(data, data, c.count, type, op);
+    case Coll::Reduce: return host.reduce(data, data, c.count, type, op, c.root);
+    case Coll::Broadcast: return host.broadcast(data, data, c.count, type, c.root);
+    case Coll::AllGather: return host.allGather(mine, data, c.count, type);
+    case Coll::ReduceScatter: return host.reduceScatter(data, mine, c.count, type, op);
+    case Coll::AllToAll: return host.allToAll(data, data, c.count, type);
+    default: throw Error(ErrorCode::Internal, "collective " + std::to_string(c.coll) + " is not relayed");
+  }
+}
+
+}  // namespace
+
 HostRelay::HostRelay(Communicator& comm, uint64_t capacity) : comm_(comm) {
   PB_CUDA_CHECK(cudaHostAlloc(&area_.host, kRelayDataOffset + capacity, cudaHostAllocMapped));
   std::memset(area_.host, 0, kRelayDataOffset);
@@ -33,16 +53,11 @@ HostRelay::HostRelay(Communicator& comm, uint64_t capacity) : comm_(comm) {
   const std::string who = "rank " + std::to_string(comm.rank()) + " (" + comm.hostOf(comm.rank()) +
                           "): GPU collectives' host relay";
   HostCollectives* host = host_.get();
+  const int rank = comm.rank();
   server_ = std::make_unique<RelayServer>(
-      reinterpret_cast<RelayWords*>(area_.host), area_.host + kRelayDataOffset, capacity,
-      [host](const RelayCall& c, char* data) {
-        const auto type = static_cast<DataType>(c.type);
-        const auto op = static_cast<ReduceOp>(c.op);
-        if (c.coll == static_cast<uint32_t>(Coll::Reduce)) return host->reduce(data, data, c.count, type, op, c.root);
-        host->allReduce(data, data, c.count, type, op);
-      },
-      who);
-  PB_LOG(Info, "COLL", who << ": GPU allreduces and reduces of up to " << capacity << " bytes run on the host");
+      reinterpret_cast<RelayWords*>(area_.host), area_.host + kRelayDataOffset, capacity, comm.size(),
+      [host, rank](const RelayCall& c, char* data) { runInPlace(*host, rank, c, data); }, who);
+  PB_LOG(Info, "COLL", who << ": GPU collectives of up to " << capacity << " bytes run on the host");
 }
 
 HostRelay::~HostRelay() {
@@ -58,7 +73,7 @@ void HostRelay::throwIfFailed(const std::string& timeout) const {
   const auto* words = reinterpret_cast<const RelayWords*>(area_.host);
   const uint32_t why = __atomic_load_n(&words->deviceError, __ATOMIC_ACQUIRE);
   if (why == kSemaphoreOk) return;
-  const char* coll = words->call.coll == static_cast<uint32_t>(Coll::Reduce) ? "reduce" : "allreduce";
+  const char* coll = collName(words->call.coll);
   std::string msg = "rank " + std::to_string(comm_.rank()) + " (" + comm_.hostOf(comm_.rank()) +
                     "): device wait for the host relay ";
   if (why == kSemaphoreWaitTimeout)

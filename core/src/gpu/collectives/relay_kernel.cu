@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads) relayKernel(DeviceCtx c, Rel
     r.words->call.root = a.call.root;
     wrote = true;
   }
-  wrote |= relayCopy(r.data, a.send, a.bytes);
+  if (a.inBytes) wrote |= relayCopy(r.data + a.inOffset, a.send, a.inBytes);
   // The host reads the call and the data after seeing `posted`: each
   // writer's fence makes its stores visible before the barrier, after
   // which thread 0 posts (one fence per writer, none for idle threads).
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads) relayKernel(DeviceCtx c, Rel
   }
   __syncthreads();
   if (why != kSemaphoreOk) return;  // the relay is failed for good (GpuCollectives reports it)
-  if (a.recv) relayCopy(a.recv, r.data, a.bytes);
+  if (a.outBytes) relayCopy(a.recv, r.data + a.outOffset, a.outBytes);
   if (threadIdx.x == 0) *r.calls = seq;
 }
 

@@ -19,23 +19,28 @@ namespace {
 
 /// What is wrong with a posted call, or "" (the device wrote it; a bad one
 /// means corrupted shared memory or mismatched library builds).
-std::string checkCall(const RelayCall& c, uint64_t capacity) {
-  if (c.coll != static_cast<uint32_t>(Coll::AllReduce) && c.coll != static_cast<uint32_t>(Coll::Reduce))
-    return "collective " + std::to_string(c.coll) + " is not relayed";
+std::string checkCall(const RelayCall& c, uint64_t capacity, int nranks) {
+  const auto coll = static_cast<Coll>(c.coll);
+  const bool blocked = coll == Coll::AllGather || coll == Coll::ReduceScatter || coll == Coll::AllToAll;
+  const bool rooted = coll == Coll::Reduce || coll == Coll::Broadcast;
+  if (!blocked && !rooted && coll != Coll::AllReduce) return "collective " + std::to_string(c.coll) + " is not relayed";
   if (c.type > static_cast<uint32_t>(DataType::Float8E5M2)) return "data type " + std::to_string(c.type) + " is unknown";
   if (c.op > static_cast<uint32_t>(ReduceOp::Avg)) return "reduce op " + std::to_string(c.op) + " is unknown";
-  const uint64_t size = dataTypeSize(static_cast<DataType>(c.type));
+  if (rooted && (c.root < 0 || c.root >= nranks))
+    return "root " + std::to_string(c.root) + " is out of range [0, " + std::to_string(nranks) + ")";
+  const uint64_t size = dataTypeSize(static_cast<DataType>(c.type)) * (blocked ? static_cast<uint64_t>(nranks) : 1);
   if (c.count > capacity / size)
-    return std::to_string(c.count) + " elements of " + std::to_string(size) + " bytes exceed the " +
+    return std::to_string(c.count) + " elements" + (blocked ? " per rank block" : "") + " of " +
+           std::to_string(dataTypeSize(static_cast<DataType>(c.type))) + " bytes exceed the " +
            std::to_string(capacity) + "-byte relay area";
   return "";
 }
 
 }  // namespace
 
-RelayServer::RelayServer(RelayWords* words, char* data, uint64_t capacity, RunFn run, std::string who,
+RelayServer::RelayServer(RelayWords* words, char* data, uint64_t capacity, int nranks, RunFn run, std::string who,
                          std::chrono::microseconds spinWindow, std::chrono::microseconds idlePoll)
-    : words_(words), data_(data), capacity_(capacity), run_(std::move(run)), who_(std::move(who)),
+    : words_(words), data_(data), capacity_(capacity), nranks_(nranks), run_(std::move(run)), who_(std::move(who)),
       spinWindow_(spinWindow), idlePoll_(idlePoll) {
   served_.store(__atomic_load_n(&words_->done, __ATOMIC_ACQUIRE), std::memory_order_relaxed);
   thread_ = std::thread([this] { loop(); });
@@ -119,7 +124,7 @@ bool RelayServer::serve(uint64_t posted) {
   call.op = words_->call.op;
   call.coll = words_->call.coll;
   call.root = words_->call.root;
-  const std::string bad = checkCall(call, capacity_);
+  const std::string bad = checkCall(call, capacity_, nranks_);
   if (!bad.empty()) {
     fail("call " + std::to_string(posted) + ": " + bad);
     return false;

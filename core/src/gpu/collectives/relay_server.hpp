@@ -30,8 +30,9 @@ class RelayServer {
   using RunFn = std::function<void(const RelayCall& call, char* data)>;
 
   /// Starts the thread. words and data (capacity bytes) outlive this object;
-  /// `who` prefixes every failure ("rank 0 (host a): GPU allreduce relay").
-  RelayServer(RelayWords* words, char* data, uint64_t capacity, RunFn run, std::string who,
+  /// nranks bounds roots and sizes blocked calls; `who` prefixes every
+  /// failure ("rank 0 (host a): GPU collectives' host relay").
+  RelayServer(RelayWords* words, char* data, uint64_t capacity, int nranks, RunFn run, std::string who,
               std::chrono::microseconds spinWindow = std::chrono::microseconds(200),
               std::chrono::microseconds idlePoll = std::chrono::microseconds(250));
   /// Stops and joins the thread (a call being run finishes first), then
@@ -62,6 +63,7 @@ class RelayServer {
   RelayWords* words_;
   char* data_;
   uint64_t capacity_;
+  int nranks_;
   RunFn run_;
   std::string who_;
   std::chrono::microseconds spinWindow_, idlePoll_;

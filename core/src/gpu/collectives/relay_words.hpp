@@ -7,13 +7,15 @@
 
 namespace plugboard::gpucoll {
 
-/// One call handed to the host: what to run on the data area.
+/// One call handed to the host: what to run in place on the data area,
+/// laid out as the host collective's in-place form wants it (allgather:
+/// this rank's block at rank x count; reducescatter: the result there).
 struct RelayCall {
-  uint64_t count = 0;  ///< Elements in the data area.
+  uint64_t count = 0;  ///< The collective's count (allgather, reducescatter, alltoall: per rank block).
   uint32_t type = 0;   ///< DataType.
-  uint32_t op = 0;     ///< ReduceOp.
-  uint32_t coll = 0;   ///< Coll: AllReduce or Reduce.
-  int32_t root = 0;    ///< Reduce: the rank that gets the result.
+  uint32_t op = 0;     ///< ReduceOp (reducing collectives).
+  uint32_t coll = 0;   ///< Coll: AllReduce, Reduce, Broadcast, AllGather, ReduceScatter or AllToAll.
+  int32_t root = 0;    ///< Reduce and broadcast.
 };
 
 /// The relay's shared words, then (at kRelayDataOffset) the data area.
@@ -50,11 +52,13 @@ struct RelayDevice {
   uint64_t* calls = nullptr;    ///< Device memory: calls posted so far.
 };
 
-/// Arguments of one relayed call.
+/// Arguments of one relayed call: inBytes of send go to the data area at
+/// inOffset, then outBytes from outOffset go to recv (either may be 0).
 struct RelayArgs {
   const char* send;
   char* recv;
-  uint64_t bytes;  ///< count x element size (<= capacity).
+  uint64_t inBytes, inOffset;
+  uint64_t outBytes, outOffset;
   RelayCall call;
 };
 
