@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "gpu/collectives/relay_server.hpp"
+#include "collectives/relay_server.hpp"
 #include "gpu/collectives/relay_words.hpp"
 #include "plugboard/communicator.hpp"
 #include "plugboard/host_collectives.hpp"

@@ -1,4 +1,4 @@
-#include "gpu/collectives/relay_server.hpp"
+#include "collectives/relay_server.hpp"
 
 #include <atomic>
 #include <exception>

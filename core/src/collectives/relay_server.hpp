@@ -1,7 +1,8 @@
-// The host side of relayed GPU calls: a thread that watches the relay's
-// words, runs each posted call with a given function and reports it done.
-// No CUDA here: the words may live in any memory (tests use plain memory
-// and a thread playing the kernel).
+// The host side of relayed GPU calls (gpu/collectives/host_relay.hpp): a
+// thread that watches the relay's words, runs each posted call with a given
+// function and reports it done. No CUDA here, so it builds (and its tests
+// run under the sanitizers) without the GPU path: the words may live in any
+// memory (tests use plain memory and a thread playing the kernel).
 #pragma once
 
 #include <atomic>
