@@ -32,20 +32,19 @@ run() {
 
 run host "$perf" --mem host --nranks 2 -C "$coll" "${sizes[@]}" --csv "$out/host.csv"
 runs=(host)
+# sweep VARIABLE TAG VALUE...: one GPU run per value of a setting, named gpu-TAG<value>.
+sweep() {
+  local var=$1 tag=$2 v; shift 2
+  for v in "$@"; do
+    run "gpu-$tag$v" env "$var=$v" "$perf" --mem gpu --nranks 2 -C "$coll" "${sizes[@]}" --csv "$out/gpu-$tag$v.csv"
+    runs+=("gpu-$tag$v")
+  done
+}
+# shellcheck disable=SC2086
 if [ -n "${PORT_BLOCKS:-}" ]; then
-  for b in $PORT_BLOCKS; do
-    export PLUGBOARD_GPU_PORT_BLOCKS=$b
-    run "gpu-b$b" "$perf" --mem gpu --nranks 2 -C "$coll" "${sizes[@]}" --csv "$out/gpu-b$b.csv"
-    runs+=("gpu-b$b")
-  done
-  unset PLUGBOARD_GPU_PORT_BLOCKS
+  sweep PLUGBOARD_GPU_PORT_BLOCKS b $PORT_BLOCKS
 elif [ -n "${RELAY:-}" ]; then
-  for r in $RELAY; do
-    export PLUGBOARD_GPU_HOST_RELAY_BYTES=$r
-    run "gpu-r$r" "$perf" --mem gpu --nranks 2 -C "$coll" "${sizes[@]}" --csv "$out/gpu-r$r.csv"
-    runs+=("gpu-r$r")
-  done
-  unset PLUGBOARD_GPU_HOST_RELAY_BYTES
+  sweep PLUGBOARD_GPU_HOST_RELAY_BYTES r $RELAY
 else
   run gpu "$perf" --mem gpu --nranks 2 -C "$coll" "${sizes[@]}" --csv "$out/gpu.csv"
   runs+=(gpu)

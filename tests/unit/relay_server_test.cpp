@@ -37,11 +37,17 @@ struct FakeArea {
   void post(const std::vector<int32_t>& values, uint32_t coll = static_cast<uint32_t>(Coll::AllReduce),
             uint64_t number = 0, int32_t root = 0) {
     std::memcpy(data.data(), values.data(), values.size() * sizeof(int32_t));
-    words->call.count = values.size();
-    words->call.type = static_cast<uint32_t>(DataType::Int32);
-    words->call.op = static_cast<uint32_t>(ReduceOp::Sum);
-    words->call.coll = coll;
-    words->call.root = root;
+    postCall({values.size(), static_cast<uint32_t>(DataType::Int32), static_cast<uint32_t>(ReduceOp::Sum), coll, root},
+             number);
+  }
+
+  /// Posts `call` as written, with no data.
+  void postCall(const RelayCall& call, uint64_t number = 0) {
+    words->call.count = call.count;
+    words->call.type = call.type;
+    words->call.op = call.op;
+    words->call.coll = call.coll;
+    words->call.root = call.root;
     posted = number ? number : posted + 1;
     __atomic_store_n(&words->posted, posted, __ATOMIC_RELEASE);
   }
@@ -158,12 +164,8 @@ TEST(RelayServer, ACallLargerThanTheAreaFailsBeforeItRuns) {
   FakeArea a;
   bool ran = false;
   auto server = serve(a, [&](const RelayCall&, char*) { ran = true; });
-  a.words->call.count = kCapacity / 4 + 1;
-  a.words->call.type = static_cast<uint32_t>(DataType::Int32);
-  a.words->call.op = static_cast<uint32_t>(ReduceOp::Sum);
-  a.words->call.coll = static_cast<uint32_t>(Coll::AllReduce);
-  a.posted = 1;
-  __atomic_store_n(&a.words->posted, 1, __ATOMIC_RELEASE);
+  a.postCall({kCapacity / 4 + 1, static_cast<uint32_t>(DataType::Int32), static_cast<uint32_t>(ReduceOp::Sum),
+              static_cast<uint32_t>(Coll::AllReduce), 0});
   ASSERT_TRUE(a.awaitFailed());
   EXPECT_FALSE(ran);
   EXPECT_NE(server->failure().find("call 1: 1025 elements of 4 bytes exceed the 4096-byte relay area"),
@@ -189,11 +191,7 @@ TEST(RelayServer, ACollectiveItDoesNotRelayABadTypeOrRootFailsNamingIt) {
   {
     FakeArea a;
     auto server = serve(a, addThousand);
-    a.words->call.type = 99;
-    a.words->call.count = 1;
-    a.words->call.coll = static_cast<uint32_t>(Coll::Reduce);
-    a.posted = 1;
-    __atomic_store_n(&a.words->posted, 1, __ATOMIC_RELEASE);
+    a.postCall({1, 99, 0, static_cast<uint32_t>(Coll::Reduce), 0});
     ASSERT_TRUE(a.awaitFailed());
     EXPECT_NE(server->failure().find("data type 99 is unknown"), std::string::npos) << server->failure();
   }
