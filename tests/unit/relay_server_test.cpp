@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -160,54 +161,35 @@ TEST(RelayServer, ACallOutOfSequenceFailsNamingBothNumbers) {
   EXPECT_EQ(a.done(), 1u);
 }
 
-TEST(RelayServer, ACallLargerThanTheAreaFailsBeforeItRuns) {
+/// Posts a call the server must refuse before running it; the failure must contain `needle`.
+static void expectRefused(const std::function<void(FakeArea&)>& post, const std::string& needle) {
   FakeArea a;
   bool ran = false;
   auto server = serve(a, [&](const RelayCall&, char*) { ran = true; });
-  a.postCall({kCapacity / 4 + 1, static_cast<uint32_t>(DataType::Int32), static_cast<uint32_t>(ReduceOp::Sum),
-              static_cast<uint32_t>(Coll::AllReduce), 0});
-  ASSERT_TRUE(a.awaitFailed());
-  EXPECT_FALSE(ran);
-  EXPECT_NE(server->failure().find("call 1: 1025 elements of 4 bytes exceed the 4096-byte relay area"),
-            std::string::npos)
-      << server->failure();
+  post(a);
+  ASSERT_TRUE(a.awaitFailed()) << needle;
+  EXPECT_FALSE(ran) << needle;
+  EXPECT_NE(server->failure().find(needle), std::string::npos) << server->failure();
+}
+
+constexpr uint32_t kInt32 = static_cast<uint32_t>(DataType::Int32);
+constexpr uint32_t kSum = static_cast<uint32_t>(ReduceOp::Sum);
+
+TEST(RelayServer, ACallLargerThanTheAreaFailsBeforeItRuns) {
+  expectRefused([](FakeArea& a) { a.postCall({kCapacity / 4 + 1, kInt32, kSum, static_cast<uint32_t>(Coll::AllReduce), 0}); },
+                "call 1: 1025 elements of 4 bytes exceed the 4096-byte relay area");
+  // 513 int32 per block x 2 ranks = 4104 bytes.
+  expectRefused([](FakeArea& a) { a.postCall({513, kInt32, kSum, static_cast<uint32_t>(Coll::AllGather), 0}); },
+                "513 elements per rank block of 4 bytes exceed the 4096-byte relay area");
 }
 
 TEST(RelayServer, ACollectiveItDoesNotRelayABadTypeOrRootFailsNamingIt) {
-  {
-    FakeArea a;
-    auto server = serve(a, addThousand);
-    a.post({1}, static_cast<uint32_t>(Coll::SendRecv));
-    ASSERT_TRUE(a.awaitFailed());
-    EXPECT_NE(server->failure().find("collective 9 is not relayed"), std::string::npos) << server->failure();
-  }
-  {
-    FakeArea a;
-    auto server = serve(a, addThousand);
-    a.post({1}, static_cast<uint32_t>(Coll::Broadcast), 0, 2);  // two ranks
-    ASSERT_TRUE(a.awaitFailed());
-    EXPECT_NE(server->failure().find("root 2 is out of range [0, 2)"), std::string::npos) << server->failure();
-  }
-  {
-    FakeArea a;
-    auto server = serve(a, addThousand);
-    a.postCall({1, 99, 0, static_cast<uint32_t>(Coll::Reduce), 0});
-    ASSERT_TRUE(a.awaitFailed());
-    EXPECT_NE(server->failure().find("data type 99 is unknown"), std::string::npos) << server->failure();
-  }
-}
-
-TEST(RelayServer, BlockedCollectivesNeedRoomForEveryRanksBlock) {
-  FakeArea a;
-  bool ran = false;
-  auto server = serve(a, [&](const RelayCall&, char*) { ran = true; });
-  // 513 int32 per block x 2 ranks = 4104 bytes: over the 4096-byte area.
-  a.post(std::vector<int32_t>(513, 1), static_cast<uint32_t>(Coll::AllGather));
-  ASSERT_TRUE(a.awaitFailed());
-  EXPECT_FALSE(ran);
-  EXPECT_NE(server->failure().find("513 elements per rank block of 4 bytes exceed the 4096-byte relay area"),
-            std::string::npos)
-      << server->failure();
+  expectRefused([](FakeArea& a) { a.postCall({1, kInt32, kSum, static_cast<uint32_t>(Coll::SendRecv), 0}); },
+                "collective 9 is not relayed");
+  expectRefused([](FakeArea& a) { a.postCall({1, kInt32, kSum, static_cast<uint32_t>(Coll::Broadcast), 2}); },
+                "root 2 is out of range [0, 2)");
+  expectRefused([](FakeArea& a) { a.postCall({1, 99, kSum, static_cast<uint32_t>(Coll::Reduce), 0}); },
+                "data type 99 is unknown");
 }
 
 TEST(RelayServer, StartsFromTheCallsAlreadyDone) {
