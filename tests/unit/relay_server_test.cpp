@@ -129,6 +129,16 @@ TEST(RelayServer, FindsACallNoHostCallAnnouncedAfterItWentIdle) {
   EXPECT_EQ(a.at(1), 1008);
 }
 
+TEST(RelayServer, AnAnnouncedCallThatComesLateIsStillServed) {
+  FakeArea a;
+  auto server = serve(a, addThousand);
+  server->expectCall();  // as a kernel queued behind a long one: the spin gives up after kHintSpin
+  std::this_thread::sleep_for(RelayServer::kHintSpin + std::chrono::milliseconds(50));
+  a.post({3});
+  ASSERT_TRUE(a.awaitDone()) << server->failure();
+  EXPECT_EQ(a.at(0), 1003);
+}
+
 TEST(RelayServer, ARunThatThrowsEndsTheServiceNamingTheCallAndTheReason) {
   FakeArea a;
   auto server = serve(a, [](const RelayCall& c, char* data) {

@@ -63,6 +63,7 @@ RelayServer::~RelayServer() {
 }
 
 void RelayServer::expectCall() {
+  lastHint_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   hints_.fetch_add(1, std::memory_order_acq_rel);
   { std::lock_guard<std::mutex> g(mu_); }  // a sleeper either sees the count or is already waiting
   cv_.notify_one();
@@ -96,7 +97,7 @@ void RelayServer::loop() {
       servedAny = true;
       continue;
     }
-    if (hints_.load(std::memory_order_acquire) > 0 || std::chrono::steady_clock::now() - lastServed < spinWindow_) {
+    if (hinted() || std::chrono::steady_clock::now() - lastServed < spinWindow_) {
       PB_RELAY_PAUSE();
       continue;
     }
@@ -104,10 +105,17 @@ void RelayServer::loop() {
   }
 }
 
+bool RelayServer::hinted() const {
+  if (hints_.load(std::memory_order_acquire) <= 0) return false;
+  const std::chrono::steady_clock::duration since(std::chrono::steady_clock::now().time_since_epoch().count() -
+                                                  lastHint_.load(std::memory_order_relaxed));
+  return since < kHintSpin;
+}
+
 void RelayServer::idle() {
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait_for(lk, idlePoll_, [&] {
-    return stop_ || hints_.load(std::memory_order_acquire) > 0;
+    return stop_ || hinted();
   });
 }
 

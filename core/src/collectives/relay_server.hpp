@@ -19,10 +19,11 @@
 namespace plugboard::gpucoll {
 
 /// Serves the calls posted in one RelayWords, in order, on its own thread.
-/// The thread spins while calls are expected or one was served within the
-/// spin window, and otherwise sleeps, looking again every idle poll (so a
-/// call posted by a replayed CUDA graph, which no host call announced, is
-/// still found). A run function that throws, a malformed call or a call
+/// The thread spins while calls are expected (announced within the last
+/// kHintSpin: a kernel queued behind a long one is not spun for forever) or
+/// one was served within the spin window, and otherwise sleeps, looking
+/// again every idle poll (so a call posted by a replayed CUDA graph, which
+/// no host call announced, is still found). A run function that throws, a malformed call or a call
 /// number out of sequence ends the service: the reason is kept (failure()),
 /// `failed` is set for the device, and the thread ends.
 class RelayServer {
@@ -44,8 +45,11 @@ class RelayServer {
   RelayServer(const RelayServer&) = delete;
   RelayServer& operator=(const RelayServer&) = delete;
 
-  /// A host call enqueued one more relayed kernel: spin until it is served.
+  /// A host call enqueued one more relayed kernel: spin until it is served
+  /// (at most kHintSpin from now).
   void expectCall();
+  /// How long an announced call keeps the thread spinning.
+  static constexpr std::chrono::milliseconds kHintSpin{100};
   /// Why the service ended ("" while it runs).
   std::string failure() const;
   /// The code of that failure: the run function's Error's, else Internal.
@@ -60,6 +64,8 @@ class RelayServer {
   void fail(const std::string& why, ErrorCode code = ErrorCode::Internal);
   /// Sleeps until expectCall, stop or the idle poll.
   void idle();
+  /// Calls are announced and the last announcement is fresh.
+  bool hinted() const;
 
   RelayWords* words_;
   char* data_;
@@ -70,6 +76,7 @@ class RelayServer {
   std::chrono::microseconds spinWindow_, idlePoll_;
   std::atomic<uint64_t> served_{0};
   std::atomic<int64_t> hints_{0};      // calls the host enqueued and not yet served
+  std::atomic<int64_t> lastHint_{0};  // steady_clock ticks of the last expectCall
   // Thread-only timing of back-to-back calls (a post seen within 1 ms of the last result).
   std::chrono::steady_clock::duration runTime_{}, deviceTime_{};
   uint64_t timedRuns_ = 0, timedGaps_ = 0;

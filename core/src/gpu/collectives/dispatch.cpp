@@ -122,7 +122,11 @@ static void launchRelayed(GpuCollectives::Impl& m, Coll coll, const void* send, 
     default: break;  // allreduce
   }
   gpucoll::launchRelay(m.ctx, m.relay->device(), a, m.settings.threads, stream);
-  m.relay->expectCall();  // after the launch: a failed launch posts nothing
+  // After the launch (a failed launch posts nothing); not while capturing:
+  // the graph's replays may come much later (the idle poll finds them).
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess && capture == cudaStreamCaptureStatusNone)
+    m.relay->expectCall();
 }
 
 /// Allreduce or reduce of a checked call on more than one rank, on the path
