@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Issue 13, target 3: GPU buffers over a network transport beside host
 # buffers over the same transport and Open MPI (ob1, btl tcp on loopback),
-# in one run on one machine, 2 ranks. On a one-GPU machine both ranks share
-# the GPU: call it under CUDA MPS (tests/gpu/mps.sh: with_mps), or the two
+# in one run on one machine, NRANKS ranks (2). On a one-GPU machine the ranks share
+# the GPU: call it under CUDA MPS (tests/gpu/mps.sh: with_mps), or the
 # ranks' kernels time-slice. NCCL cannot be the peer here: it refuses two
 # ranks on one GPU ("Duplicate GPU detected").
 #   bash bench/gpu/staged-vs-host.sh BUILD_DIR OUT_DIR
-# Environment: COLLECTIVE (allreduce; any plugboard-perf -C name, Open MPI
+# Environment: NRANKS (2), COLLECTIVE (allreduce; any plugboard-perf -C name, Open MPI
 # beside it for allreduce and allgather only), TRANSPORT (ethernet), MIN (8), MAX (256M), FACTOR (8),
 # ITERS (20), WARMUP (5), PORT_BLOCKS (list of gpu_port_blocks values to
 # sweep; default: the setting's default only), RELAY (list of
@@ -22,6 +22,7 @@ perf="$build/bin/plugboard-perf"
 sizes=(-b "${MIN:-8}" -e "${MAX:-256M}" -f "${FACTOR:-8}" -n "${ITERS:-20}" -w "${WARMUP:-5}")
 export PLUGBOARD_TRANSPORTS=${TRANSPORT:-ethernet} NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
 coll=${COLLECTIVE:-allreduce}
+n=${NRANKS:-2}
 failed=0
 
 # run NAME COMMAND...: bounded in time; its output in OUT/NAME.txt.
@@ -30,13 +31,13 @@ run() {
   timeout 300 "$@" > "$out/$name.txt" 2>&1 || { echo "staged-vs-host: $name failed (rc $?)"; tail -5 "$out/$name.txt"; failed=1; }
 }
 
-run host "$perf" --mem host --nranks 2 -C "$coll" "${sizes[@]}" --csv "$out/host.csv"
+run host "$perf" --mem host --nranks "$n" -C "$coll" "${sizes[@]}" --csv "$out/host.csv"
 runs=(host)
 # sweep VARIABLE TAG VALUE...: one GPU run per value of a setting, named gpu-TAG<value>.
 sweep() {
   local var=$1 tag=$2 v; shift 2
   for v in "$@"; do
-    run "gpu-$tag$v" env "$var=$v" "$perf" --mem gpu --nranks 2 -C "$coll" "${sizes[@]}" --csv "$out/gpu-$tag$v.csv"
+    run "gpu-$tag$v" env "$var=$v" "$perf" --mem gpu --nranks "$n" -C "$coll" "${sizes[@]}" --csv "$out/gpu-$tag$v.csv"
     runs+=("gpu-$tag$v")
   done
 }
@@ -46,7 +47,7 @@ if [ -n "${PORT_BLOCKS:-}" ]; then
 elif [ -n "${RELAY:-}" ]; then
   sweep PLUGBOARD_GPU_HOST_RELAY_BYTES r $RELAY
 else
-  run gpu "$perf" --mem gpu --nranks 2 -C "$coll" "${sizes[@]}" --csv "$out/gpu.csv"
+  run gpu "$perf" --mem gpu --nranks "$n" -C "$coll" "${sizes[@]}" --csv "$out/gpu.csv"
   runs+=(gpu)
 fi
 if [ "$coll" != allreduce ] && [ "$coll" != allgather ]; then
@@ -54,7 +55,7 @@ if [ "$coll" != allreduce ] && [ "$coll" != allgather ]; then
 elif command -v mpicc > /dev/null && command -v mpirun > /dev/null; then
   mpicc -O2 -std=c11 -o "$out/mpi_bench" "$here/mpi_bench.c" &&
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 run openmpi mpirun --allow-run-as-root --oversubscribe \
-      --bind-to none -np 2 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo "$out/mpi_bench" \
+      --bind-to none -np "$n" --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo "$out/mpi_bench" \
       -C "$coll" "${sizes[@]}" --csv "$out/openmpi.csv"
   [ -f "$out/openmpi.csv" ] && runs+=(openmpi)
 else
