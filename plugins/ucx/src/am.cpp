@@ -116,35 +116,40 @@ ucs_status_t Context::onAm(void* arg, const void* header, size_t headerLength, v
   }
 }
 
-char* Connection::regionBytes(uint64_t id, uint64_t check, uint64_t offset, uint64_t length, const std::string& bad) {
+char* Connection::regionBytes(uint64_t id, uint64_t check, uint64_t offset, uint64_t length,
+                              std::string* problem) const {
   LocalRegion* region = ctx_.regions().find(id, check);
   if (!region) {
-    fail(PB_ERR_REMOTE, bad + "write of " + std::to_string(length) + " bytes to region " + std::to_string(id) +
-                            ", which is not registered here (deregistered, or a stale key)");
+    *problem = "write of " + std::to_string(length) + " bytes to region " + std::to_string(id) +
+               ", which is not registered here (deregistered, or a stale key)";
     return nullptr;
   }
   if (!rangeFits(offset, length, region->size) || region->type != PB_MEM_HOST) {
-    fail(PB_ERR_REMOTE, bad + "write of " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
-                            (region->type != PB_MEM_HOST ? " into GPU memory"
-                                                         : " overruns region " + std::to_string(id) + " of " +
-                                                               std::to_string(region->size) + " bytes"));
+    *problem = "write of " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
+               (region->type != PB_MEM_HOST ? " into GPU memory"
+                                            : " overruns region " + std::to_string(id) + " of " +
+                                                  std::to_string(region->size) + " bytes");
     return nullptr;
   }
   return region->base + offset;
 }
 
 char* Connection::writeTarget(const wire::AmHeader& h, size_t length) {
-  const std::string bad = "bad ucx message #" + std::to_string(h.seq) + " from " + peer_.describe() + ": ";
+  // The message's name is built only for an error: this runs for every message.
+  auto bad = [&] { return "bad ucx message #" + std::to_string(h.seq) + " from " + peer_.describe() + ": "; };
   if (!(h.flags & wire::AmHeader::kHasWrite)) {
-    if (length) fail(PB_ERR_REMOTE, bad + "it carries " + std::to_string(length) + " bytes but no write");
+    if (length) fail(PB_ERR_REMOTE, bad() + "it carries " + std::to_string(length) + " bytes but no write");
     return nullptr;
   }
   if (h.dataSize != length) {
-    fail(PB_ERR_REMOTE, bad + "its header says " + std::to_string(h.dataSize) + " bytes, it carries " +
+    fail(PB_ERR_REMOTE, bad() + "its header says " + std::to_string(h.dataSize) + " bytes, it carries " +
                             std::to_string(length));
     return nullptr;
   }
-  return regionBytes(h.dataRegion, h.dataCheck, h.dataOffset, length, bad);
+  std::string problem;
+  char* dst = regionBytes(h.dataRegion, h.dataCheck, h.dataOffset, length, &problem);
+  if (!dst) fail(PB_ERR_REMOTE, bad() + problem);
+  return dst;
 }
 
 uint64_t* Connection::signalTarget(uint64_t regionId, uint64_t check, uint64_t offset, const std::string& why) {

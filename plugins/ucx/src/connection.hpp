@@ -152,9 +152,10 @@ class Connection {
   static void describeSignal(wire::AmHeader& h, const RemoteKey& dst, size_t dstOffset, uint64_t value);
   /// Where a message's write goes, or NULL after failing the connection.
   char* writeTarget(const wire::AmHeader& h, size_t length);
-  /// [offset, offset + length) of host region (id, check), or NULL after
-  /// failing the connection with bad + the problem.
-  char* regionBytes(uint64_t id, uint64_t check, uint64_t offset, uint64_t length, const std::string& bad);
+  /// [offset, offset + length) of host region (id, check), or NULL with
+  /// the problem in *problem (the caller fails the connection, naming the
+  /// message: its text is built only then).
+  char* regionBytes(uint64_t id, uint64_t check, uint64_t offset, uint64_t length, std::string* problem) const;
   /// Sends a write of at least lane_bytes as one piece per lane, then h
   /// (marked as a lane write, no data) on the endpoint.
   void sendLaneWrite(Op& op, wire::AmHeader& h, const LocalRegion& src, size_t srcOffset, size_t size);

@@ -56,17 +56,18 @@ void Connection::sendLaneWrite(Op& op, wire::AmHeader& h, const LocalRegion& src
 // ---- the target ------------------------------------------------------------------
 
 bool Connection::acceptLaneWrite(const wire::AmHeader& h, size_t length, const std::string& what) {
-  const std::string bad = "bad ucx " + what + " from " + peer_.describe() + ": ";
+  auto bad = [&] { return "bad ucx " + what + " from " + peer_.describe() + ": "; };  // built only for an error
+  std::string problem;
   if (length)
-    fail(PB_ERR_REMOTE, bad + "a lane write carries " + std::to_string(length) + " bytes of its own");
+    fail(PB_ERR_REMOTE, bad() + "a lane write carries " + std::to_string(length) + " bytes of its own");
   else if (h.laneWrite != laneWritesSeen_ + 1)
-    fail(PB_ERR_REMOTE, bad + "lane write #" + std::to_string(h.laneWrite) + ", expected #" +
+    fail(PB_ERR_REMOTE, bad() + "lane write #" + std::to_string(h.laneWrite) + ", expected #" +
                             std::to_string(laneWritesSeen_ + 1));
   else if (h.lanes > laneLanding_.size())
-    fail(PB_ERR_REMOTE, bad + "its pieces travel on " + std::to_string(h.lanes) + " lanes, and rank " +
+    fail(PB_ERR_REMOTE, bad() + "its pieces travel on " + std::to_string(h.lanes) + " lanes, and rank " +
                             std::to_string(ctx_.rank()) + " opened " + std::to_string(laneLanding_.size()));
-  else
-    regionBytes(h.dataRegion, h.dataCheck, h.dataOffset, h.dataSize, bad);
+  else if (!regionBytes(h.dataRegion, h.dataCheck, h.dataOffset, h.dataSize, &problem))
+    fail(PB_ERR_REMOTE, bad() + problem);
   if (failure_) return false;
   ++laneWritesSeen_;
   return true;
@@ -74,25 +75,28 @@ bool Connection::acceptLaneWrite(const wire::AmHeader& h, size_t length, const s
 
 LanePieceVerdict Connection::acceptLanePiece(const wire::LanePiece& p, size_t length, char** dst) {
   if (failure_) return LanePieceVerdict::Refused;  // nothing more lands on a failed connection
-  const std::string bad = "bad ucx piece #" + std::to_string(p.piece) + " on lane " + std::to_string(p.lane) +
-                          " from " + peer_.describe() + ": ";
+  auto bad = [&] {  // built only for an error: this runs for every piece
+    return "bad ucx piece #" + std::to_string(p.piece) + " on lane " + std::to_string(p.lane) + " from " +
+           peer_.describe() + ": ";
+  };
+  std::string problem;
   if (p.fromRank != peer_.rank) {
-    fail(PB_ERR_REMOTE, bad + "it claims to be from rank " + std::to_string(p.fromRank));
+    fail(PB_ERR_REMOTE, bad() + "it claims to be from rank " + std::to_string(p.fromRank));
   } else if (p.lane >= laneLanding_.size()) {
-    fail(PB_ERR_REMOTE, bad + "rank " + std::to_string(ctx_.rank()) + " opened " +
+    fail(PB_ERR_REMOTE, bad() + "rank " + std::to_string(ctx_.rank()) + " opened " +
                             std::to_string(laneLanding_.size()) + " lanes");
   } else {
     LaneLanding& lane = laneLanding_[p.lane];
     if (p.piece <= lane.through || lane.pending.count(p.piece))
-      fail(PB_ERR_REMOTE, bad + "that number arrived before");
+      fail(PB_ERR_REMOTE, bad() + "that number arrived before");
     else if (p.piece > lane.through + kMaxPiecesAhead)
-      fail(PB_ERR_REMOTE, bad + "more than " + std::to_string(kMaxPiecesAhead) + " ahead of piece #" +
+      fail(PB_ERR_REMOTE, bad() + "more than " + std::to_string(kMaxPiecesAhead) + " ahead of piece #" +
                               std::to_string(lane.through) + ", the last landed");
     else if (p.dataSize != length)
-      fail(PB_ERR_REMOTE, bad + "its header says " + std::to_string(p.dataSize) + " bytes, it carries " +
+      fail(PB_ERR_REMOTE, bad() + "its header says " + std::to_string(p.dataSize) + " bytes, it carries " +
                               std::to_string(length));
-    else if (length)
-      *dst = regionBytes(p.dataRegion, p.dataCheck, p.dataOffset, length, bad);
+    else if (length && !(*dst = regionBytes(p.dataRegion, p.dataCheck, p.dataOffset, length, &problem)))
+      fail(PB_ERR_REMOTE, bad() + problem);
     if (!failure_) lane.pending[p.piece] = false;
   }
   return failure_ ? LanePieceVerdict::Refused : LanePieceVerdict::Accepted;
