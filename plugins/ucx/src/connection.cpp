@@ -11,6 +11,7 @@
 
 #include "error.hpp"
 #include "wire.hpp"
+#include "keep.hpp"
 #include "worker.hpp"
 
 namespace plugboard::ucx {
@@ -228,15 +229,6 @@ void Connection::sayGoodbye() {
     ctx_.log(PB_LOG_WARN, ucsText("could not tell " + peer_.describe() + " that rank " + std::to_string(ctx_.rank()) +
                                       " closes its ucx connection; it will see the close as a failure",
                                   st));
-}
-
-void Connection::keepUntilExit(std::deque<Op>&& ops) {
-  static std::mutex mu;
-  // Never destroyed (no exit-order race with UCX) and reachable from this
-  // pointer, so leak checkers see storage kept on purpose, not lost.
-  static auto* kept = new std::vector<std::unique_ptr<std::deque<Op>>>();
-  std::lock_guard<std::mutex> lock(mu);
-  kept->push_back(std::make_unique<std::deque<Op>>(std::move(ops)));
 }
 
 void Connection::closeEndpoint(bool graceful) {

@@ -135,8 +135,6 @@ class Connection {
   /// there, else forced; waits a bounded time, then frees requests and
   /// keys, or leaks keys UCX may still use if the close did not finish.
   void closeEndpoint(bool graceful);
-  /// Keeps ops (which UCX may still read) alive to the end of the process.
-  static void keepUntilExit(std::deque<Op>&& ops);
   /// Says goodbye if the peer is still there, closes the endpoint. Never
   /// throws or hangs.
   void close() noexcept;

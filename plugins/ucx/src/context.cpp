@@ -17,6 +17,7 @@
 #include "eager_rule.hpp"
 #include "error.hpp"
 #include "wire.hpp"
+#include "keep.hpp"
 #include "worker.hpp"
 
 namespace plugboard::ucx {
@@ -137,12 +138,10 @@ void Context::keepForeverLocked() noexcept {
                          "(destroying it with receives pending aborts inside UCX)");
   } catch (...) {
   }
-  // Reachable from this static, so leak checkers see storage kept on purpose.
-  static std::mutex keptMu;
-  static auto* kept = new std::vector<std::pair<std::vector<std::unique_ptr<EndpointGuard>>,
-                                                std::vector<std::unique_ptr<ControlChunk>>>>();
-  std::lock_guard<std::mutex> keep(keptMu);
-  kept->emplace_back(std::move(guards_), std::move(controlChunks_));
+  keepUntilExit(std::move(guards_));
+  keepUntilExit(std::move(controlChunks_));
+  guards_.clear();
+  controlChunks_.clear();
   regions_.forget();
   worker_ = nullptr;
   ucp_ = nullptr;

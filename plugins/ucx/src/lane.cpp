@@ -11,6 +11,7 @@
 
 #include "context.hpp"
 #include "error.hpp"
+#include "keep.hpp"
 #include "worker.hpp"
 
 namespace plugboard::ucx {
@@ -95,13 +96,8 @@ void Lane::teardown() noexcept {
                                 "leaking the lane's worker");
     } catch (...) {
     }
-    // Reachable from these statics, so leak checkers see storage kept on purpose.
-    static std::mutex keptMu;
-    static auto* keptSends = new std::vector<std::list<InFlight>>();
-    static auto* keptPeers = new std::vector<std::unique_ptr<Peer>>();  // their error handlers' argument
-    std::lock_guard<std::mutex> keep(keptMu);
-    keptSends->push_back(std::move(inFlight_));
-    for (auto& peer : closedPeers_) keptPeers->push_back(std::move(peer));
+    keepUntilExit(std::move(inFlight_));
+    keepUntilExit(std::move(closedPeers_));  // their error handlers' argument
     inFlight_.clear();
     closedPeers_.clear();
     worker_ = nullptr;

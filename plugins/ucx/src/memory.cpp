@@ -1,9 +1,9 @@
 #include "memory.hpp"
 
-#include <mutex>
 #include <random>
 
 #include "context.hpp"
+#include "keep.hpp"
 #include "error.hpp"
 #include "wire.hpp"
 
@@ -97,14 +97,7 @@ LocalRegion* RegionRegistry::find(uint64_t id, uint64_t check) const {
 }
 
 void RegionRegistry::forget() noexcept {
-  // Kept mapped (UCX may still use them), reachable from this static so
-  // leak checkers see storage kept on purpose.
-  static std::mutex keptMu;
-  static auto* kept = new std::vector<std::unique_ptr<LocalRegion>>();
-  {
-    std::lock_guard<std::mutex> lock(keptMu);
-    for (auto& [handle, region] : regions_) kept->push_back(std::move(region));
-  }
+  keepUntilExit(std::move(regions_));  // still mapped: UCX may use them
   regions_.clear();
   byId_.clear();
 }
