@@ -161,6 +161,7 @@ void RelayServer::fail(const std::string& why, ErrorCode code) {
     failure_ = who_ + ": " + why;
     failureCode_ = code;
   }
+  failed_.store(true, std::memory_order_release);
   __atomic_store_n(&words_->failed, 1u, __ATOMIC_RELEASE);
   PB_LOG(Warn, "COLL", who_ << ": " << why);
 }

@@ -50,6 +50,8 @@ class RelayServer {
   void expectCall();
   /// How long an announced call keeps the thread spinning.
   static constexpr std::chrono::milliseconds kHintSpin{100};
+  /// The service ended (cheap: GpuCollectives asks before every call).
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
   /// Why the service ended ("" while it runs).
   std::string failure() const;
   /// The code of that failure: the run function's Error's, else Internal.
@@ -84,6 +86,7 @@ class RelayServer {
   std::condition_variable cv_;
   std::string failure_;
   ErrorCode failureCode_ = ErrorCode::Internal;
+  std::atomic<bool> failed_{false};  // set after failure_
   bool stop_ = false;
   std::atomic<bool> stopping_{false};
   std::thread thread_;

@@ -66,10 +66,9 @@ HostRelay::~HostRelay() {
 }
 
 void HostRelay::throwIfFailed(const std::string& timeout) const {
-  const std::string hostFailure = server_->failure();
-  if (!hostFailure.empty())
+  if (server_->failed())
     throw Error(server_->failureCode(),
-                hostFailure + ". The GPU collectives of this communicator cannot be used any more.");
+                server_->failure() + ". The GPU collectives of this communicator cannot be used any more.");
   const auto* words = reinterpret_cast<const RelayWords*>(area_.host);
   const uint32_t why = __atomic_load_n(&words->deviceError, __ATOMIC_ACQUIRE);
   if (why == kSemaphoreOk) return;
