@@ -1,6 +1,7 @@
 #include "gpu_runner.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "collective_reference.hpp"
 #include "plugboard/error.hpp"
@@ -92,9 +93,14 @@ size_t wrongOnThisRank(Run& r, const DeviceBuffers& dev) {
   return countWrong(c);
 }
 
+/// Host microseconds since `start` per call of `calls`.
+double hostUsPerCall(std::chrono::steady_clock::time_point start, double calls) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / calls;
+}
+
 /// Captures iters calls in a graph; launches it once untimed, then `launches` times timed.
-/// Returns milliseconds per call.
-double timeGraph(Run& r, Timer& timer, int iters, int launches) {
+/// Returns milliseconds per call; *hostUs: host time per call of the launches.
+double timeGraph(Run& r, Timer& timer, int iters, int launches, double* hostUs) {
   cudaGraph_t graph = nullptr;
   // Thread-local capture: Plugboard's proxy thread and NCCL's threads may use CUDA meanwhile.
   checkCuda(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
@@ -112,18 +118,22 @@ double timeGraph(Run& r, Timer& timer, int iters, int launches) {
   syncAndCheck(r, "the warm-up graph launch");
   r.boot.barrier();
   timer.start(r.stream);
+  const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < launches; ++i) checkCuda(cudaGraphLaunch(exec, r.stream), "cudaGraphLaunch");
+  *hostUs = hostUsPerCall(start, static_cast<double>(iters) * launches);
   return timer.stop(r.stream, r.waitSeconds, r.describe("the timed graph launches")) / (static_cast<double>(iters) * launches);
 }
 
-/// Milliseconds per call, timed on the stream.
-double timeCalls(Run& r, Timer& timer, const Options& opts) {
+/// Milliseconds per call, timed on the stream; *hostUs: host time per call.
+double timeCalls(Run& r, Timer& timer, const Options& opts, double* hostUs) {
   runMany(r, opts.warmup);
   syncAndCheck(r, "warm-up");
   r.boot.barrier();
-  if (opts.graphLaunches > 0) return timeGraph(r, timer, opts.iters, opts.graphLaunches);
+  if (opts.graphLaunches > 0) return timeGraph(r, timer, opts.iters, opts.graphLaunches, hostUs);
   timer.start(r.stream);
+  const auto start = std::chrono::steady_clock::now();
   runMany(r, opts.iters);
+  *hostUs = hostUsPerCall(start, opts.iters);
   return timer.stop(r.stream, r.waitSeconds, r.describe("the timed calls")) / opts.iters;
 }
 
@@ -131,9 +141,11 @@ Measure measure(Run& r, const DeviceBuffers& dev, Timer& timer, const Options& o
   Measure m;
   if (opts.check)
     for (double w : gatherDoubles(r.boot, static_cast<double>(wrongOnThisRank(r, dev)))) m.wrong += static_cast<size_t>(w);
-  double us = timeCalls(r, timer, opts) * 1e3;
+  double hostUs = 0;
+  double us = timeCalls(r, timer, opts, &hostUs) * 1e3;
   syncAndCheck(r, "the timed calls");
   for (double t : gatherDoubles(r.boot, us)) m.timeUs += t / r.boot.size();
+  for (double t : gatherDoubles(r.boot, hostUs)) m.hostUs += t / r.boot.size();
   return m;
 }
 

@@ -52,6 +52,21 @@ double meanRatio(const std::vector<Row>& rows, bool inPlace) {
   return n ? std::exp(logSum / n) : 0;
 }
 
+/// Mean host time per call over the rows' placements that ran (ours, or NCCL's); 0 if none.
+double meanHostUs(const std::vector<Row>& rows, bool nccl) {
+  double sum = 0;
+  int n = 0;
+  for (const auto& r : rows) {
+    const Measure* both[2] = {nccl ? &r.ncclOutOfPlace : &r.outOfPlace, nccl ? &r.ncclInPlace : &r.inPlace};
+    for (const Measure* m : both)
+      if (!m->skipped && m->hostUs > 0) {
+        sum += m->hostUs;
+        ++n;
+      }
+  }
+  return n ? sum / n : 0;
+}
+
 }  // namespace
 
 void printPreamble(std::ostream& out, int nranks, const Options& opts, Collective c, const std::string& mem) {
@@ -100,11 +115,14 @@ size_t printFooter(std::ostream& out, const std::vector<Row>& rows) {
   double n = rows.empty() ? 1.0 : static_cast<double>(rows.size());
   out << "# Out of bounds values : " << wrong << (wrong ? " FAILED" : " OK") << "\n";
   out << "# Avg bus bandwidth    : " << fmt("%.5g", bw / n) << "\n";
+  const double host = meanHostUs(rows, false);
+  if (host > 0) out << "# Host time per call   : " << fmt("%.3f", host) << " us (mean over rows, both placements)\n";
   if (compared) {
     out << "# NCCL out of bounds   : " << ncclWrong << (ncclWrong ? " WRONG" : " OK") << " (not in the exit status)\n";
     out << "# NCCL avg bus bandwidth: " << fmt("%.5g", ncclBw / n) << "\n";
     out << "# x_nccl geometric mean: " << fmt("%.3f", meanRatio(rows, false)) << " out-of-place, "
         << fmt("%.3f", meanRatio(rows, true)) << " in-place (our time / NCCL's; < 1 is faster)\n";
+    if (host > 0) out << "# NCCL host time per call: " << fmt("%.3f", meanHostUs(rows, true)) << " us\n";
   }
   out << "#\n";
   return wrong;
@@ -118,6 +136,8 @@ void writeCsv(const std::string& path, const std::vector<Row>& rows, const Optio
   if (compared)
     f << ",nccl_oop_time_us,nccl_oop_algbw_gbs,nccl_oop_busbw_gbs,nccl_oop_wrong,oop_x_nccl,"
          "nccl_ip_time_us,nccl_ip_algbw_gbs,nccl_ip_busbw_gbs,nccl_ip_wrong,ip_x_nccl";
+  f << ",oop_host_us,ip_host_us";  // last, so readers of the columns above keep their indices
+  if (compared) f << ",nccl_oop_host_us,nccl_ip_host_us";
   f << "\n";
   for (const auto& r : rows) {
     f << collectiveName(c) << "," << nranks << "," << r.bytes << "," << r.shape.totalElements << ","
@@ -129,6 +149,8 @@ void writeCsv(const std::string& path, const std::vector<Row>& rows, const Optio
       for (auto [ours, nccl] : {std::pair{&r.outOfPlace, &r.ncclOutOfPlace}, std::pair{&r.inPlace, &r.ncclInPlace}})
         f << "," << nccl->timeUs << "," << nccl->algBw << "," << nccl->busBw << "," << nccl->wrong << ","
           << ratioToNccl(*ours, *nccl);
+    f << "," << r.outOfPlace.hostUs << "," << r.inPlace.hostUs;
+    if (compared) f << "," << r.ncclOutOfPlace.hostUs << "," << r.ncclInPlace.hostUs;
     f << "\n";
   }
 }

@@ -16,6 +16,11 @@ struct Measure {
   double algBw = 0;    ///< GB/s.
   double busBw = 0;    ///< GB/s.
   size_t wrong = 0;    ///< Wrong elements summed over ranks (0 when not checked).
+  /// GPU rows: host time per timed call (us, averaged over ranks): how long
+  /// the call (or, with -G, the graph launch's share) kept the calling
+  /// thread, i.e. a library's host cost per call. It includes waiting only
+  /// when the stream's launch queue is full (keep -n in the hundreds). 0 on host buffers.
+  double hostUs = 0;
   bool skipped = false;  ///< Not run (GPU in-place sendrecv: a send and a receive in one buffer race); printed N/A.
 };
 
