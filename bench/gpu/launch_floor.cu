@@ -5,6 +5,10 @@
 // call is its own launch. Rows: grid x block, graphs or not; columns: GPU
 // time per launch (events) and the host's time per launch call (steady
 // clock around the enqueue loop: when the two are equal, the host bounds it).
+// Then the host cost of the runtime calls a library may add to each call
+// (the NCCL API library's stream ordering: cudaGetDevice,
+// cudaStreamIsCapturing, cudaEventRecord, cudaStreamWaitEvent), each made n
+// times in a row on an idle stream.
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -70,6 +74,33 @@ LaunchTimes timeLaunches(cudaStream_t s, int n, unsigned grid, unsigned block, b
   return {ms * 1000.0f / n, hostUs};
 }
 
+/// Host microseconds per call of fn, called n times.
+template <typename Fn>
+float hostUsPerCall(int n, Fn&& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) fn();
+  return std::chrono::duration<float, std::micro>(std::chrono::steady_clock::now() - start).count() / n;
+}
+
+void printRuntimeCallCosts(cudaStream_t s, int n) {
+  cudaEvent_t e;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  int device = 0;
+  cudaStreamCaptureStatus status;
+  std::printf("%-34s %s\n", "runtime call (idle stream)", "host_us");
+  std::printf("%-34s %.3f\n", "cudaGetDevice",
+              hostUsPerCall(n, [&] { check(cudaGetDevice(&device), "cudaGetDevice"); }));
+  std::printf("%-34s %.3f\n", "cudaStreamIsCapturing",
+              hostUsPerCall(n, [&] { check(cudaStreamIsCapturing(s, &status), "cudaStreamIsCapturing"); }));
+  std::printf("%-34s %.3f\n", "cudaEventRecord (timing disabled)",
+              hostUsPerCall(n, [&] { check(cudaEventRecord(e, s), "cudaEventRecord"); }));
+  std::printf("%-34s %.3f\n", "cudaStreamWaitEvent",
+              hostUsPerCall(n, [&] { check(cudaStreamWaitEvent(s, e, 0), "cudaStreamWaitEvent"); }));
+  std::printf("%-34s %.3f\n", "cudaGetLastError", hostUsPerCall(n, [] { (void)cudaGetLastError(); }));
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  check(cudaEventDestroy(e), "cudaEventDestroy");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -86,6 +117,7 @@ int main(int argc, char** argv) {
       const LaunchTimes t = timeLaunches(s, n, grid, 512, graph);
       std::printf("%-8s %-6u %-6u %-10.2f %.2f\n", graph ? "yes" : "no", grid, 512u, t.gpuUs, t.hostUs);
     }
+  printRuntimeCallCosts(s, n);
   check(cudaStreamDestroy(s), "cudaStreamDestroy");
   return 0;
 }
