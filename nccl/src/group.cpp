@@ -65,6 +65,21 @@ void forwardP2P(const RealNcclComm& real, const std::vector<PendingP2P>& ops) {
   group.end();
 }
 
+/// Each communicator's sends and receives, communicators in first-call
+/// order; a group of one communicator (the usual one) as it is.
+void issueByComm(const std::vector<PendingP2P>& ops) {
+  if (ops.empty()) return;
+  if (std::all_of(ops.begin(), ops.end(), [&](const PendingP2P& op) { return op.comm == ops.front().comm; }))
+    return issueP2P(ops.front().comm, ops);
+  std::vector<ncclComm*> order;
+  std::map<ncclComm*, std::vector<PendingP2P>> byComm;
+  for (const auto& op : ops) {
+    if (!byComm.count(op.comm)) order.push_back(op.comm);
+    byComm[op.comm].push_back(op);
+  }
+  for (ncclComm* c : order) issueP2P(c, byComm[c]);
+}
+
 }  // namespace
 
 Group& Group::current() {
@@ -75,6 +90,7 @@ Group& Group::current() {
 void issueP2P(ncclComm* comm, const std::vector<PendingP2P>& ops) {
   if (const RealNcclComm* real = comm->forwards(FallbackCall::SendRecv)) return forwardP2P(*real, ops);
   std::vector<P2POp> plan;
+  plan.reserve(ops.size());
   for (const auto& op : ops) plan.push_back({op.isSend, op.peer});
   for (const P2PStep& step : scheduleP2P(comm->rank(), comm->size(), plan)) {
     const PendingP2P* send = step.send >= 0 ? &ops[step.send] : nullptr;
@@ -117,15 +133,14 @@ bool Group::issue() {
     if (const RealNcclComm* real = op.comm->forwards(FallbackCall::SendRecv)) api = &real->api();
   RealNcclGroup realGroup(api);
   for (auto& c : myColls) c();
-  // Each communicator's sends and receives, communicators in first-call order.
-  std::vector<ncclComm*> order;
-  std::map<ncclComm*, std::vector<PendingP2P>> byComm;
-  for (const auto& op : myP2P) {
-    if (!byComm.count(op.comm)) order.push_back(op.comm);
-    byComm[op.comm].push_back(op);
-  }
-  for (ncclComm* c : order) issueP2P(c, byComm[c]);
+  issueByComm(myP2P);
   realGroup.end();
+  // Hand the storage back (when no call of ours reopened a group meanwhile),
+  // so the next group of this thread allocates nothing for its lists.
+  myP2P.clear();
+  myColls.clear();
+  if (p2p.empty()) p2p.swap(myP2P);
+  if (collectives.empty()) collectives.swap(myColls);
   return pending;
 }
 
