@@ -122,6 +122,11 @@ class NcclLibrary {
   void requireWindows(const std::string& flag) const;
   /// Throws Error(Remote) "NCCL <what> failed: <ncclGetErrorString>" unless r is ncclSuccess.
   void check(nccl::Result r, const std::string& what) const;
+  /// The same for a literal name: builds no string unless r failed (a
+  /// benchmark times the calls it checks).
+  void check(nccl::Result r, const char* what) const {
+    if (r != 0) check(r, std::string(what));
+  }
 
  private:
   NcclLibrary() = default;
