@@ -1,6 +1,8 @@
 #include "collectives/relay_server.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <exception>
 
 #include "gpu/collectives/device_ctx.hpp"
@@ -38,9 +40,10 @@ std::string checkCall(const RelayCall& c, uint64_t capacity, int nranks) {
 
 }  // namespace
 
-RelayServer::RelayServer(RelayWords* words, char* data, uint64_t capacity, int nranks, RunFn run, std::string who,
+RelayServer::RelayServer(const RelayArea& area, int nranks, RunFn run, std::string who,
                          std::chrono::microseconds spinWindow, std::chrono::microseconds idlePoll)
-    : words_(words), data_(data), capacity_(capacity), nranks_(nranks), run_(std::move(run)), who_(std::move(who)),
+    : words_(area.words), data_(area.data), capacity_(area.capacity), inPackets_(area.inPackets),
+      outPackets_(area.outPackets), nranks_(nranks), run_(std::move(run)), who_(std::move(who)),
       spinWindow_(spinWindow), idlePoll_(idlePoll) {
   served_.store(__atomic_load_n(&words_->done, __ATOMIC_ACQUIRE), std::memory_order_relaxed);
   thread_ = std::thread([this] { loop(); });
@@ -84,13 +87,17 @@ void RelayServer::loop() {
   bool servedAny = false;
   while (!stopping_.load(std::memory_order_acquire)) {
     const uint64_t posted = __atomic_load_n(&words_->posted, __ATOMIC_ACQUIRE);  // the call and data before it
-    if (posted != served_.load(std::memory_order_relaxed)) {
+    const uint64_t next = served_.load(std::memory_order_relaxed) + 1;
+    const bool packets = (__atomic_load_n(&inPackets_[0], __ATOMIC_ACQUIRE) >> 32) == relayFlag(next);
+    // A posted call raises `posted` to its number; a call sent as packets
+    // leaves it behind (so only a `posted` above what was served is new).
+    if (posted >= next || packets) {
       const auto seen = std::chrono::steady_clock::now();
       if (servedAny && seen - lastServed < std::chrono::milliseconds(1)) {
         deviceTime_ += seen - lastServed;
         ++timedGaps_;
       }
-      if (!serve(posted)) return;
+      if (!(packets ? servePackets(next) : serve(posted))) return;
       lastServed = std::chrono::steady_clock::now();
       runTime_ += lastServed - seen;
       ++timedRuns_;
@@ -132,26 +139,89 @@ bool RelayServer::serve(uint64_t posted) {
   call.op = words_->call.op;
   call.coll = words_->call.coll;
   call.root = words_->call.root;
+  if (!runCall(posted, call)) return false;
+  finish(posted);
+  return true;
+}
+
+bool RelayServer::runCall(uint64_t seq, const RelayCall& call) {
   const std::string bad = checkCall(call, capacity_, nranks_);
   if (!bad.empty()) {
-    fail("call " + std::to_string(posted) + ": " + bad);
+    fail("call " + std::to_string(seq) + ": " + bad);
     return false;
   }
   try {
     run_(call, data_);
   } catch (const Error& e) {
-    fail("call " + std::to_string(posted) + " failed: " + e.what(), e.code());
+    fail("call " + std::to_string(seq) + " failed: " + e.what(), e.code());
     return false;
   } catch (const std::exception& e) {
-    fail("call " + std::to_string(posted) + " failed: " + e.what());
+    fail("call " + std::to_string(seq) + " failed: " + e.what());
     return false;
   }
-  served_.store(posted, std::memory_order_release);
+  return true;
+}
+
+void RelayServer::finish(uint64_t seq) {
+  served_.store(seq, std::memory_order_release);
   // A call a replayed graph posted consumes some other call's hint: that
   // one is then found by the spin window or the idle poll.
   for (int64_t h = hints_.load(std::memory_order_relaxed); h > 0 && !hints_.compare_exchange_weak(h, h - 1);) {
   }
-  __atomic_store_n(&words_->done, posted, __ATOMIC_RELEASE);  // the result before `done`
+  __atomic_store_n(&words_->done, seq, __ATOMIC_RELEASE);  // the result before `done`
+}
+
+bool RelayServer::awaitPacket(uint64_t seq, uint64_t index, std::chrono::steady_clock::time_point deadline,
+                              uint32_t* word) {
+  const uint32_t flag = relayFlag(seq);
+  for (uint32_t spins = 0;; ++spins) {
+    const uint64_t p = __atomic_load_n(&inPackets_[index], __ATOMIC_ACQUIRE);  // data and flag: one load
+    if (p >> 32 == flag) {
+      *word = static_cast<uint32_t>(p);
+      return true;
+    }
+    if ((spins & 1023) != 1023) {
+      PB_RELAY_PAUSE();
+      continue;
+    }
+    if (stopping_.load(std::memory_order_acquire)) return false;
+    if (std::chrono::steady_clock::now() > deadline) {
+      fail("call " + std::to_string(seq) + ": packet " + std::to_string(index) + " of its input did not arrive within " +
+           std::to_string(kPacketWait.count()) + " ms of the first (the relay's shared memory was overwritten?)");
+      return false;
+    }
+  }
+}
+
+bool RelayServer::servePackets(uint64_t seq) {
+  const auto deadline = std::chrono::steady_clock::now() + kPacketWait;
+  uint32_t words[kRelayHeaderPackets];
+  for (uint64_t i = 0; i < kRelayHeaderPackets; ++i)
+    if (!awaitPacket(seq, i, deadline, &words[i])) return false;
+  const RelayHeader h = RelayHeader::read(words);
+  const auto within = [&](uint64_t offset, uint64_t bytes) {
+    return bytes <= kRelayPacketBytes && offset <= capacity_ && bytes <= capacity_ - offset;
+  };
+  if (!within(h.inOffset, h.inBytes) || !within(h.outOffset, h.outBytes)) {
+    fail("call " + std::to_string(seq) + ": packets of " + std::to_string(h.inBytes) + " bytes in at " +
+         std::to_string(h.inOffset) + " and " + std::to_string(h.outBytes) + " out at " + std::to_string(h.outOffset) +
+         " do not fit the " + std::to_string(capacity_) + "-byte relay area or the " +
+         std::to_string(kRelayPacketBytes) + "-byte packet limit");
+    return false;
+  }
+  for (uint64_t i = 0; 4 * i < h.inBytes; ++i) {
+    uint32_t w;
+    if (!awaitPacket(seq, kRelayHeaderPackets + i, deadline, &w)) return false;
+    std::memcpy(data_ + h.inOffset + 4 * i, &w, std::min<uint64_t>(4, h.inBytes - 4 * i));
+  }
+  if (!runCall(seq, h.call)) return false;
+  const uint32_t flag = relayFlag(seq);
+  for (uint64_t i = 0; i == 0 || 4 * i < h.outBytes; ++i) {  // one packet at least: "done"
+    uint32_t w = 0;
+    if (4 * i < h.outBytes) std::memcpy(&w, data_ + h.outOffset + 4 * i, std::min<uint64_t>(4, h.outBytes - 4 * i));
+    __atomic_store_n(&outPackets_[i], relayPacket(w, flag), __ATOMIC_RELEASE);
+  }
+  finish(seq);
   return true;
 }
 

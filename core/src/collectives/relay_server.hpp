@@ -18,23 +18,36 @@
 
 namespace plugboard::gpucoll {
 
+/// Where a RelayServer finds its calls: the words, the data area and the
+/// packet areas (relay_words.hpp), all outliving the server.
+struct RelayArea {
+  RelayWords* words = nullptr;
+  char* data = nullptr;
+  uint64_t capacity = 0;            ///< Bytes of data.
+  uint64_t* inPackets = nullptr;    ///< kRelayInPackets
+  uint64_t* outPackets = nullptr;   ///< kRelayOutPackets
+};
+
 /// Serves the calls posted in one RelayWords, in order, on its own thread.
 /// The thread spins while calls are expected (announced within the last
 /// kHintSpin: a kernel queued behind a long one is not spun for forever) or
 /// one was served within the spin window, and otherwise sleeps, looking
 /// again every idle poll (so a call posted by a replayed CUDA graph, which
-/// no host call announced, is still found). A run function that throws, a malformed call or a call
-/// number out of sequence ends the service: the reason is kept (failure()),
-/// `failed` is set for the device, and the thread ends.
+/// no host call announced, is still found). A call comes either posted
+/// (`posted`, `call`, data in the data area) or as packets; packets are
+/// unpacked into the data area, run, and the result packed back. A run
+/// function that throws, a malformed call, a call number out of sequence
+/// or packets that do not all arrive within kPacketWait end the service:
+/// the reason is kept (failure()), `failed` is set for the device, and the
+/// thread ends.
 class RelayServer {
  public:
   /// Runs one call on the data area in place; throws to fail the service.
   using RunFn = std::function<void(const RelayCall& call, char* data)>;
 
-  /// Starts the thread. words and data (capacity bytes) outlive this object;
-  /// nranks bounds roots and sizes blocked calls; `who` prefixes every
-  /// failure ("rank 0 (host a): GPU collectives' host relay").
-  RelayServer(RelayWords* words, char* data, uint64_t capacity, int nranks, RunFn run, std::string who,
+  /// Starts the thread. nranks bounds roots and sizes blocked calls; `who`
+  /// prefixes every failure ("rank 0 (host a): GPU collectives' host relay").
+  RelayServer(const RelayArea& area, int nranks, RunFn run, std::string who,
               std::chrono::microseconds spinWindow = std::chrono::microseconds(200),
               std::chrono::microseconds idlePoll = std::chrono::microseconds(250));
   /// Stops and joins the thread (a call being run finishes first), then
@@ -50,6 +63,8 @@ class RelayServer {
   void expectCall();
   /// How long an announced call keeps the thread spinning.
   static constexpr std::chrono::milliseconds kHintSpin{100};
+  /// How long the packets of a call may take to arrive after its first.
+  static constexpr std::chrono::milliseconds kPacketWait{1000};
   /// The service ended (cheap: GpuCollectives asks before every call).
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   /// Why the service ended ("" while it runs).
@@ -63,6 +78,15 @@ class RelayServer {
   void loop();
   /// Serves the call numbered served_ + 1; false once the service failed.
   bool serve(uint64_t posted);
+  /// Serves call `seq`, whose first packet has arrived; false once the service failed or stops.
+  bool servePackets(uint64_t seq);
+  /// The data word of in-packet `index` of call seq, once it has arrived;
+  /// false on stop or past the deadline (then the service has failed).
+  bool awaitPacket(uint64_t seq, uint64_t index, std::chrono::steady_clock::time_point deadline, uint32_t* word);
+  /// Runs the checked call and reports it done (both ways of posting).
+  bool runCall(uint64_t seq, const RelayCall& call);
+  /// Marks call seq done: served, a hint consumed, `done` stored.
+  void finish(uint64_t seq);
   void fail(const std::string& why, ErrorCode code = ErrorCode::Internal);
   /// Sleeps until expectCall, stop or the idle poll.
   void idle();
@@ -72,6 +96,8 @@ class RelayServer {
   RelayWords* words_;
   char* data_;
   uint64_t capacity_;
+  uint64_t* inPackets_;
+  uint64_t* outPackets_;
   int nranks_;
   RunFn run_;
   std::string who_;

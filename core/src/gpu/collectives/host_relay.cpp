@@ -41,21 +41,28 @@ void runInPlace(HostCollectives& host, int rank, const RelayCall& c, char* data)
 }  // namespace
 
 HostRelay::HostRelay(Communicator& comm, uint64_t capacity) : comm_(comm) {
-  PB_CUDA_CHECK(cudaHostAlloc(&area_.host, kRelayDataOffset + capacity, cudaHostAllocMapped));
+  // words | data (capacity) | in-packets | out-packets; packets start on a 64-byte line, zeroed (no flag).
+  const uint64_t packets = (kRelayDataOffset + capacity + 63) / 64 * 64;
+  PB_CUDA_CHECK(cudaHostAlloc(&area_.host, packets + kRelayPacketAreaBytes, cudaHostAllocMapped));
   std::memset(area_.host, 0, kRelayDataOffset);
+  std::memset(area_.host + packets, 0, kRelayPacketAreaBytes);
   char* dev = nullptr;
   PB_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), area_.host, 0));
   PB_CUDA_CHECK(cudaMalloc(&calls_.ptr, sizeof(uint64_t)));
   PB_CUDA_CHECK(cudaMemset(calls_.ptr, 0, sizeof(uint64_t)));
   PB_CUDA_CHECK(cudaDeviceSynchronize());
-  device_ = {reinterpret_cast<RelayWords*>(dev), dev + kRelayDataOffset, capacity, calls_.ptr};
+  auto at = [packets](char* base, uint64_t packet) { return reinterpret_cast<uint64_t*>(base + packets) + packet; };
+  device_ = {reinterpret_cast<RelayWords*>(dev), dev + kRelayDataOffset, capacity, calls_.ptr, at(dev, 0),
+             at(dev, kRelayInPackets)};
   host_ = std::make_unique<HostCollectives>(comm);
   const std::string who = "rank " + std::to_string(comm.rank()) + " (" + comm.hostOf(comm.rank()) +
                           "): GPU collectives' host relay";
   HostCollectives* host = host_.get();
   const int rank = comm.rank();
+  const RelayArea served{reinterpret_cast<RelayWords*>(area_.host), area_.host + kRelayDataOffset, capacity,
+                         at(area_.host, 0), at(area_.host, kRelayInPackets)};
   server_ = std::make_unique<RelayServer>(
-      reinterpret_cast<RelayWords*>(area_.host), area_.host + kRelayDataOffset, capacity, comm.size(),
+      served, comm.size(),
       [host, rank](const RelayCall& c, char* data) { runInPlace(*host, rank, c, data); }, who);
   PB_LOG(Info, "COLL", who << ": GPU collectives of up to " << capacity << " bytes run on the host");
 }

@@ -1,7 +1,8 @@
 // The relayed call's kernel: one block copies the input into the relay's
 // pinned data area, posts the call to the host thread (relay_words.hpp),
-// waits for it to be done and copies the result out. One launch per call,
-// no Fifo, no proxy: the host runs the collective on host buffers.
+// waits for it to be done and copies the result out; a small call goes as
+// packets instead. One launch per call, no Fifo, no proxy: the host runs
+// the collective on host buffers.
 #include <cuda/atomic>
 
 #include "gpu/collectives/kernels.hpp"
@@ -39,29 +40,97 @@ __device__ bool relayCopy(char* dst, const char* src, uint64_t bytes) {
   return threadIdx.x < bytes / 16 || head + threadIdx.x < bytes;
 }
 
+/// Why a relayed call's wait must end now (kSemaphoreOk: keep waiting):
+/// the host failed or the communicator aborted (kSemaphoreAborted), or
+/// gpu_wait_timeout passed.
+__device__ uint32_t relayWaitEnds(const DeviceCtx& c, const RelayDevice& r, WaitClock& clock) {
+  if (r.words->failed || *c.abortFlag || (c.portAbort && *c.portAbort)) return kSemaphoreAborted;
+  return clock.expired() ? kSemaphoreWaitTimeout : kSemaphoreOk;
+}
+
+/// Records in the relay's words that call seq's wait ended for `why`.
+__device__ void recordRelayError(const RelayDevice& r, uint64_t seq, uint32_t why) {
+  r.words->deviceErrorCall = seq;
+  cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_system);
+  r.words->deviceError = why;
+}
+
 /// Thread 0: waits until the host has done call `seq`. kSemaphoreOk, or why
-/// not (recorded in the relay's words): the host failed or the communicator
-/// aborted (kSemaphoreAborted), or gpu_wait_timeout passed.
+/// not (recorded in the relay's words).
 __device__ uint32_t awaitDone(const DeviceCtx& c, const RelayDevice& r, uint64_t seq) {
   WaitClock clock(c.waitTimeoutNs);
-  uint32_t why = kSemaphoreOk;
   for (int64_t spins = 0; r.words->done < seq; ++spins) {
     if (!WaitClock::checkNow(spins)) continue;
-    if (r.words->failed || *c.abortFlag || (c.portAbort && *c.portAbort)) why = kSemaphoreAborted;
-    else if (clock.expired()) why = kSemaphoreWaitTimeout;
-    if (why == kSemaphoreOk) continue;
-    r.words->deviceErrorCall = seq;
-    cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_system);
-    r.words->deviceError = why;
-    return why;
+    if (const uint32_t why = relayWaitEnds(c, r, clock)) {
+      recordRelayError(r, seq, why);
+      return why;
+    }
   }
   cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
   return kSemaphoreOk;
 }
 
+/// Word i (4 bytes, zero past the end) of `bytes` bytes at src, which may be unaligned.
+__device__ uint32_t loadWord(const char* src, uint64_t bytes, uint64_t i) {
+  const uint64_t at = 4 * i;
+  if (at + 4 <= bytes && (reinterpret_cast<uintptr_t>(src + at) & 3) == 0)
+    return *reinterpret_cast<const uint32_t*>(src + at);
+  uint32_t w = 0;
+  for (uint64_t b = 0; b < 4 && at + b < bytes; ++b) w |= static_cast<uint32_t>(static_cast<uint8_t>(src[at + b])) << (8 * b);
+  return w;
+}
+
+/// Stores word i of `bytes` bytes at dst (the part before the end).
+__device__ void storeWord(char* dst, uint64_t bytes, uint64_t i, uint32_t w) {
+  const uint64_t at = 4 * i;
+  if (at + 4 <= bytes && (reinterpret_cast<uintptr_t>(dst + at) & 3) == 0) {
+    *reinterpret_cast<uint32_t*>(dst + at) = w;
+    return;
+  }
+  for (uint64_t b = 0; b < 4 && at + b < bytes; ++b) dst[at + b] = static_cast<char>(w >> (8 * b));
+}
+
+/// A call as packets (relay_words.hpp): every thread stores its packets of
+/// the header and input, then loads its out-packets until they carry the
+/// call's flag and stores their words; no fence on either side, one PCIe
+/// round trip from the host's result to the kernel's end.
+__device__ void relayPackets(const DeviceCtx& c, const RelayDevice& r, const RelayArgs& a, uint64_t seq) {
+  __shared__ uint32_t why;
+  if (threadIdx.x == 0) why = kSemaphoreOk;
+  const uint32_t flag = relayFlag(seq);
+  const RelayHeader h{a.call, static_cast<uint32_t>(a.inOffset), static_cast<uint32_t>(a.inBytes),
+                      static_cast<uint32_t>(a.outOffset), static_cast<uint32_t>(a.outBytes)};
+  const uint64_t in = kRelayHeaderPackets + (a.inBytes + 3) / 4;
+  for (uint64_t i = threadIdx.x; i < in; i += blockDim.x) {
+    const uint32_t w = i < kRelayHeaderPackets ? h.word(static_cast<int>(i)) : loadWord(a.send, a.inBytes, i - kRelayHeaderPackets);
+    *reinterpret_cast<volatile uint64_t*>(&r.inPackets[i]) = relayPacket(w, flag);
+  }
+  __syncthreads();  // `why` set before anyone reads it
+  const uint64_t out = a.outBytes ? (a.outBytes + 3) / 4 : 1;  // one packet at least: "done"
+  WaitClock clock(c.waitTimeoutNs);
+  for (uint64_t i = threadIdx.x; i < out; i += blockDim.x) {
+    uint64_t p;
+    for (int64_t spins = 0;; ++spins) {
+      p = *reinterpret_cast<volatile uint64_t*>(&r.outPackets[i]);
+      if (static_cast<uint32_t>(p >> 32) == flag || *static_cast<volatile uint32_t*>(&why)) break;
+      if (!WaitClock::checkNow(spins)) continue;
+      if (const uint32_t ends = relayWaitEnds(c, r, clock)) {
+        atomicCAS(&why, kSemaphoreOk, ends);
+        break;
+      }
+    }
+    if (static_cast<uint32_t>(p >> 32) == flag && a.outBytes) storeWord(a.recv, a.outBytes, i, static_cast<uint32_t>(p));
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  if (why != kSemaphoreOk) return recordRelayError(r, seq, why);  // the relay is failed for good
+  *r.calls = seq;
+}
+
 __global__ void __launch_bounds__(kMaxBlockThreads) relayKernel(DeviceCtx c, RelayDevice r, RelayArgs a) {
   __shared__ uint32_t why;
   const uint64_t seq = *r.calls + 1;
+  if (a.inBytes <= kRelayPacketBytes && a.outBytes <= kRelayPacketBytes) return relayPackets(c, r, a, seq);
   bool wrote = false;
   if (threadIdx.x == 0) {
     r.words->call.count = a.call.count;

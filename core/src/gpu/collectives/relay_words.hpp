@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "plugboard/gpu/device_wait.hpp"  // PB_HOST_DEVICE_INLINE
+
 namespace plugboard::gpucoll {
 
 /// One call handed to the host: what to run in place on the data area,
@@ -44,12 +46,71 @@ struct alignas(64) RelayWords {
 constexpr uint64_t kRelayDataOffset = 256;
 static_assert(sizeof(RelayWords) <= kRelayDataOffset, "relay words overlap the data area");
 
+/// Small calls go as packets instead (NCCL's LL idea over PCIe): 8 bytes
+/// each, 4 of data and 4 of the call's flag, stored and loaded whole, so a
+/// reader that sees the flag sees the data: the device posts with no fence
+/// and takes the result in the same reads that find it ready (one PCIe
+/// round trip instead of a `done` poll then the copy). A call goes as
+/// packets when its input and its result are at most kRelayPacketBytes.
+/// In-packets: kRelayHeaderPackets words of the call (relayHeaderWord),
+/// then the input's words; out-packets: the result's words, at least one
+/// (a call with no result still waits for it, so the next call's packets
+/// never overwrite ones the host has not read). The host also stores
+/// `done`, as for a posted call.
+constexpr uint64_t kRelayPacketBytes = 4096;
+constexpr uint64_t kRelayHeaderPackets = 8;
+constexpr uint64_t kRelayInPackets = kRelayHeaderPackets + kRelayPacketBytes / 4;
+constexpr uint64_t kRelayOutPackets = kRelayPacketBytes / 4;
+/// Bytes of both packet areas, after the data area.
+constexpr uint64_t kRelayPacketAreaBytes = 8 * (kRelayInPackets + kRelayOutPackets);
+
+/// Call `seq`'s flag: never 0 (what a packet holds before its first use).
+PB_HOST_DEVICE_INLINE uint32_t relayFlag(uint64_t seq) { return static_cast<uint32_t>(seq % 0xffffffffull) + 1; }
+/// A packet: data in the low word, flag in the high one.
+PB_HOST_DEVICE_INLINE uint64_t relayPacket(uint32_t data, uint32_t flag) {
+  return static_cast<uint64_t>(flag) << 32 | data;
+}
+/// The call's words, as the header packets carry them (every field fits 32
+/// bits but the count; the data area is at most 16 MiB).
+struct RelayHeader {
+  RelayCall call;
+  uint32_t inOffset = 0, inBytes = 0, outOffset = 0, outBytes = 0;
+  PB_HOST_DEVICE_INLINE uint32_t word(int i) const {
+    switch (i) {
+      case 0: return static_cast<uint32_t>(call.count);
+      case 1: return static_cast<uint32_t>(call.count >> 32);
+      case 2: return call.type | call.op << 8 | call.coll << 16;
+      case 3: return static_cast<uint32_t>(call.root);
+      case 4: return inOffset;
+      case 5: return inBytes;
+      case 6: return outOffset;
+      default: return outBytes;
+    }
+  }
+  /// From the kRelayHeaderPackets words (type, op and coll: a byte each).
+  static RelayHeader read(const uint32_t* w) {
+    RelayHeader h;
+    h.call.count = w[0] | static_cast<uint64_t>(w[1]) << 32;
+    h.call.type = w[2] & 0xff;
+    h.call.op = w[2] >> 8 & 0xff;
+    h.call.coll = w[2] >> 16;
+    h.call.root = static_cast<int32_t>(w[3]);
+    h.inOffset = w[4];
+    h.inBytes = w[5];
+    h.outOffset = w[6];
+    h.outBytes = w[7];
+    return h;
+  }
+};
+
 /// What a relay kernel needs besides its arguments.
 struct RelayDevice {
   RelayWords* words = nullptr;  ///< Device alias of the shared words.
   char* data = nullptr;         ///< Device alias of the data area.
   uint64_t capacity = 0;        ///< Bytes of the data area.
   uint64_t* calls = nullptr;    ///< Device memory: calls posted so far.
+  uint64_t* inPackets = nullptr;   ///< Device alias: kRelayInPackets packets (after the data area).
+  uint64_t* outPackets = nullptr;  ///< Device alias: kRelayOutPackets packets (after the in-packets).
 };
 
 /// Arguments of one relayed call: inBytes of send go to the data area at
