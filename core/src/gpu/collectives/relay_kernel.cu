@@ -90,6 +90,29 @@ __device__ void storeWord(char* dst, uint64_t bytes, uint64_t i, uint32_t w) {
   for (uint64_t b = 0; b < 4 && at + b < bytes; ++b) dst[at + b] = static_cast<char>(w >> (8 * b));
 }
 
+/// Out-packets every thread polls at once (two 64-byte lines).
+constexpr uint64_t kRelayDirectPackets = 16;
+
+/// Loads out-packet i until it carries flag (true, *word its data), or
+/// until the wait must end: false, with the block's *why set (by this
+/// thread or, seen here, another).
+__device__ bool awaitOutPacket(const DeviceCtx& c, const RelayDevice& r, uint64_t i, uint32_t flag, WaitClock& clock,
+                               uint32_t* why, uint32_t* word) {
+  for (int64_t spins = 0;; ++spins) {
+    const uint64_t p = *reinterpret_cast<volatile uint64_t*>(&r.outPackets[i]);
+    if (static_cast<uint32_t>(p >> 32) == flag) {
+      *word = static_cast<uint32_t>(p);
+      return true;
+    }
+    if (*static_cast<volatile uint32_t*>(why)) return false;
+    if (!WaitClock::checkNow(spins)) continue;
+    if (const uint32_t ends = relayWaitEnds(c, r, clock)) {
+      atomicCAS(why, kSemaphoreOk, ends);
+      return false;
+    }
+  }
+}
+
 /// A call as packets (relay_words.hpp): every thread stores its packets of
 /// the header and input, then loads its out-packets until they carry the
 /// call's flag and stores their words; no fence on either side, one PCIe
@@ -108,18 +131,18 @@ __device__ void relayPackets(const DeviceCtx& c, const RelayDevice& r, const Rel
   __syncthreads();  // `why` set before anyone reads it
   const uint64_t out = a.outBytes ? (a.outBytes + 3) / 4 : 1;  // one packet at least: "done"
   WaitClock clock(c.waitTimeoutNs);
+  // Loads polling many lines while the host writes them make each of its
+  // stores wait for the line (4 KiB of results: +23 us). Past two lines,
+  // thread 0 polls the last packet alone (the host stores in order), then
+  // every thread reads its packets, which have then arrived.
+  if (out > kRelayDirectPackets) {
+    uint32_t last = 0;
+    if (threadIdx.x == 0) awaitOutPacket(c, r, out - 1, flag, clock, &why, &last);
+    __syncthreads();
+  }
   for (uint64_t i = threadIdx.x; i < out; i += blockDim.x) {
-    uint64_t p;
-    for (int64_t spins = 0;; ++spins) {
-      p = *reinterpret_cast<volatile uint64_t*>(&r.outPackets[i]);
-      if (static_cast<uint32_t>(p >> 32) == flag || *static_cast<volatile uint32_t*>(&why)) break;
-      if (!WaitClock::checkNow(spins)) continue;
-      if (const uint32_t ends = relayWaitEnds(c, r, clock)) {
-        atomicCAS(&why, kSemaphoreOk, ends);
-        break;
-      }
-    }
-    if (static_cast<uint32_t>(p >> 32) == flag && a.outBytes) storeWord(a.recv, a.outBytes, i, static_cast<uint32_t>(p));
+    uint32_t w = 0;
+    if (awaitOutPacket(c, r, i, flag, clock, &why, &w) && a.outBytes) storeWord(a.recv, a.outBytes, i, w);
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
