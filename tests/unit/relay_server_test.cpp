@@ -342,5 +342,5 @@ TEST(RelayServer, PacketsThatDoNotFitTheAreaOrTheLimitFailBeforeTheCallRuns) {
         h.inBytes = static_cast<uint32_t>(kRelayPacketBytes) + 4;
         a.sendPackets(h, std::vector<uint8_t>(h.inBytes), kRelayHeaderPackets);
       },
-      "or the 4096-byte packet limit");
+      "or the " + std::to_string(kRelayPacketBytes) + "-byte packet limit");
 }

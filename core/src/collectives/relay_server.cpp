@@ -171,23 +171,29 @@ void RelayServer::finish(uint64_t seq) {
   __atomic_store_n(&words_->done, seq, __ATOMIC_RELEASE);  // the result before `done`
 }
 
-bool RelayServer::awaitPacket(uint64_t seq, uint64_t index, std::chrono::steady_clock::time_point deadline,
-                              uint32_t* word) {
+bool RelayServer::awaitPackets(uint64_t seq, uint64_t first, uint64_t n,
+                               std::chrono::steady_clock::time_point deadline, uint32_t* words) {
   const uint32_t flag = relayFlag(seq);
+  uint64_t have = 0;  // packets [first, first + have) have arrived
   for (uint32_t spins = 0;; ++spins) {
-    const uint64_t p = __atomic_load_n(&inPackets_[index], __ATOMIC_ACQUIRE);  // data and flag: one load
-    if (p >> 32 == flag) {
-      *word = static_cast<uint32_t>(p);
-      return true;
+    // One pass over what is left, without stopping at each packet: the
+    // lines come from the device, and loads kept in flight together cost
+    // one memory latency, not one each.
+    while (have < n) {
+      const uint64_t p = __atomic_load_n(&inPackets_[first + have], __ATOMIC_ACQUIRE);  // data and flag: one load
+      if (p >> 32 != flag) break;
+      words[have++] = static_cast<uint32_t>(p);
     }
+    if (have == n) return true;
     if ((spins & 1023) != 1023) {
       PB_RELAY_PAUSE();
       continue;
     }
     if (stopping_.load(std::memory_order_acquire)) return false;
     if (std::chrono::steady_clock::now() > deadline) {
-      fail("call " + std::to_string(seq) + ": packet " + std::to_string(index) + " of its input did not arrive within " +
-           std::to_string(kPacketWait.count()) + " ms of the first (the relay's shared memory was overwritten?)");
+      fail("call " + std::to_string(seq) + ": packet " + std::to_string(first + have) +
+           " of its input did not arrive within " + std::to_string(kPacketWait.count()) +
+           " ms of the first (the relay's shared memory was overwritten?)");
       return false;
     }
   }
@@ -195,9 +201,8 @@ bool RelayServer::awaitPacket(uint64_t seq, uint64_t index, std::chrono::steady_
 
 bool RelayServer::servePackets(uint64_t seq) {
   const auto deadline = std::chrono::steady_clock::now() + kPacketWait;
-  uint32_t words[kRelayHeaderPackets];
-  for (uint64_t i = 0; i < kRelayHeaderPackets; ++i)
-    if (!awaitPacket(seq, i, deadline, &words[i])) return false;
+  uint32_t words[kRelayInPackets];
+  if (!awaitPackets(seq, 0, kRelayHeaderPackets, deadline, words)) return false;
   const RelayHeader h = RelayHeader::read(words);
   const auto within = [&](uint64_t offset, uint64_t bytes) {
     return bytes <= kRelayPacketBytes && offset <= capacity_ && bytes <= capacity_ - offset;
@@ -209,11 +214,9 @@ bool RelayServer::servePackets(uint64_t seq) {
          std::to_string(kRelayPacketBytes) + "-byte packet limit");
     return false;
   }
-  for (uint64_t i = 0; 4 * i < h.inBytes; ++i) {
-    uint32_t w;
-    if (!awaitPacket(seq, kRelayHeaderPackets + i, deadline, &w)) return false;
-    std::memcpy(data_ + h.inOffset + 4 * i, &w, std::min<uint64_t>(4, h.inBytes - 4 * i));
-  }
+  if (!awaitPackets(seq, kRelayHeaderPackets, (h.inBytes + 3) / 4, deadline, words)) return false;
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the kernel packs byte b of a word at bits 8b");
+  std::memcpy(data_ + h.inOffset, words, h.inBytes);
   if (!runCall(seq, h.call)) return false;
   const uint32_t flag = relayFlag(seq);
   for (uint64_t i = 0; i == 0 || 4 * i < h.outBytes; ++i) {  // one packet at least: "done"

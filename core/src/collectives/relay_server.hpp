@@ -80,9 +80,11 @@ class RelayServer {
   bool serve(uint64_t posted);
   /// Serves call `seq`, whose first packet has arrived; false once the service failed or stops.
   bool servePackets(uint64_t seq);
-  /// The data word of in-packet `index` of call seq, once it has arrived;
-  /// false on stop or past the deadline (then the service has failed).
-  bool awaitPacket(uint64_t seq, uint64_t index, std::chrono::steady_clock::time_point deadline, uint32_t* word);
+  /// The data words of in-packets [first, first + n) of call seq, once
+  /// they have all arrived; false on stop or past the deadline (then the
+  /// service has failed, naming the first missing packet).
+  bool awaitPackets(uint64_t seq, uint64_t first, uint64_t n, std::chrono::steady_clock::time_point deadline,
+                    uint32_t* words);
   /// Runs the checked call and reports it done (both ways of posting).
   bool runCall(uint64_t seq, const RelayCall& call);
   /// Marks call seq done: served, a hint consumed, `done` stored.
