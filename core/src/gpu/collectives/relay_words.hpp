@@ -57,7 +57,7 @@ static_assert(sizeof(RelayWords) <= kRelayDataOffset, "relay words overlap the d
 /// (a call with no result still waits for it, so the next call's packets
 /// never overwrite ones the host has not read). The host also stores
 /// `done`, as for a posted call.
-constexpr uint64_t kRelayPacketBytes = 256;  // 8-64 B: 20.5-21.6 us (was 22.9-23.2); 512 B no gain; 4 KiB 2x slower
+constexpr uint64_t kRelayPacketBytes = 256;  // where packets measured faster than posting (docs/design.md)
 constexpr uint64_t kRelayHeaderPackets = 8;
 constexpr uint64_t kRelayInPackets = kRelayHeaderPackets + kRelayPacketBytes / 4;
 constexpr uint64_t kRelayOutPackets = kRelayPacketBytes / 4;
