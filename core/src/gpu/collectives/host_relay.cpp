@@ -79,7 +79,7 @@ void HostRelay::throwIfFailed(const std::string& timeout) const {
   const auto* words = reinterpret_cast<const RelayWords*>(area_.host);
   const uint32_t why = __atomic_load_n(&words->deviceError, __ATOMIC_ACQUIRE);
   if (why == kSemaphoreOk) return;
-  const char* coll = collName(words->call.coll);
+  const char* coll = collName(words->deviceErrorColl);
   std::string msg = "rank " + std::to_string(comm_.rank()) + " (" + comm_.hostOf(comm_.rank()) +
                     "): device wait for the host relay ";
   if (why == kSemaphoreWaitTimeout)

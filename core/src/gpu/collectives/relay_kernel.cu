@@ -49,20 +49,21 @@ __device__ uint32_t relayWaitEnds(const DeviceCtx& c, const RelayDevice& r, Wait
 }
 
 /// Records in the relay's words that call seq's wait ended for `why`.
-__device__ void recordRelayError(const RelayDevice& r, uint64_t seq, uint32_t why) {
+__device__ void recordRelayError(const RelayDevice& r, uint64_t seq, uint32_t coll, uint32_t why) {
   r.words->deviceErrorCall = seq;
+  r.words->deviceErrorColl = coll;
   cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_system);
   r.words->deviceError = why;
 }
 
 /// Thread 0: waits until the host has done call `seq`. kSemaphoreOk, or why
 /// not (recorded in the relay's words).
-__device__ uint32_t awaitDone(const DeviceCtx& c, const RelayDevice& r, uint64_t seq) {
+__device__ uint32_t awaitDone(const DeviceCtx& c, const RelayDevice& r, uint64_t seq, uint32_t coll) {
   WaitClock clock(c.waitTimeoutNs);
   for (int64_t spins = 0; r.words->done < seq; ++spins) {
     if (!WaitClock::checkNow(spins)) continue;
     if (const uint32_t why = relayWaitEnds(c, r, clock)) {
-      recordRelayError(r, seq, why);
+      recordRelayError(r, seq, coll, why);
       return why;
     }
   }
@@ -131,10 +132,9 @@ __device__ void relayPackets(const DeviceCtx& c, const RelayDevice& r, const Rel
   __syncthreads();  // `why` set before anyone reads it
   const uint64_t out = a.outBytes ? (a.outBytes + 3) / 4 : 1;  // one packet at least: "done"
   WaitClock clock(c.waitTimeoutNs);
-  // Loads polling many lines while the host writes them make each of its
-  // stores wait for the line (4 KiB of results: +23 us). Past two lines,
-  // thread 0 polls the last packet alone (the host stores in order), then
-  // every thread reads its packets, which have then arrived.
+  // Past two lines of results, thread 0 alone polls the last packet (the
+  // host stores them in order), then every thread reads its own: the
+  // others do not keep loading lines the host is still writing.
   if (out > kRelayDirectPackets) {
     uint32_t last = 0;
     if (threadIdx.x == 0) awaitOutPacket(c, r, out - 1, flag, clock, &why, &last);
@@ -146,7 +146,7 @@ __device__ void relayPackets(const DeviceCtx& c, const RelayDevice& r, const Rel
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
-  if (why != kSemaphoreOk) return recordRelayError(r, seq, why);  // the relay is failed for good
+  if (why != kSemaphoreOk) return recordRelayError(r, seq, a.call.coll, why);  // the relay is failed for good
   *r.calls = seq;
 }
 
@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads) relayKernel(DeviceCtx c, Rel
   __syncthreads();
   if (threadIdx.x == 0) {
     r.words->posted = seq;
-    why = awaitDone(c, r, seq);
+    why = awaitDone(c, r, seq, a.call.coll);
   }
   __syncthreads();
   if (why != kSemaphoreOk) return;  // the relay is failed for good (GpuCollectives reports it)

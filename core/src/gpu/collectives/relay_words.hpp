@@ -31,7 +31,8 @@ struct RelayCall {
 ///    then copies the result out.
 /// `failed` is set once by the host when it can serve no more calls; the
 /// reason stays on the host. `deviceError` is set by a kernel whose wait
-/// ended without `done` (SemaphoreDeviceError), with `deviceErrorCall`.
+/// ended without `done` (SemaphoreDeviceError), after `deviceErrorCall`
+/// and `deviceErrorColl`.
 /// Each word sits in its own 64-byte line: the two sides write different ones.
 struct alignas(64) RelayWords {
   alignas(64) volatile uint64_t posted;
@@ -39,6 +40,7 @@ struct alignas(64) RelayWords {
   alignas(64) volatile uint64_t done;
   alignas(64) volatile uint32_t failed;
   alignas(64) volatile uint32_t deviceError;
+  volatile uint32_t deviceErrorColl;  ///< The call's collective (a packet call writes no `call`).
   volatile uint64_t deviceErrorCall;
 };
 
