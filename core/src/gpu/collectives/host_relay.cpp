@@ -59,10 +59,10 @@ HostRelay::HostRelay(Communicator& comm, uint64_t capacity) : comm_(comm) {
                           "): GPU collectives' host relay";
   HostCollectives* host = host_.get();
   const int rank = comm.rank();
-  const RelayArea served{reinterpret_cast<RelayWords*>(area_.host), area_.host + kRelayDataOffset, capacity,
+  const RelayArea shared{reinterpret_cast<RelayWords*>(area_.host), area_.host + kRelayDataOffset, capacity,
                          at(area_.host, 0), at(area_.host, kRelayInPackets)};
   server_ = std::make_unique<RelayServer>(
-      served, comm.size(),
+      shared, comm.size(),
       [host, rank](const RelayCall& c, char* data) { runInPlace(*host, rank, c, data); }, who);
   PB_LOG(Info, "COLL", who << ": GPU collectives of up to " << capacity << " bytes run on the host");
 }
