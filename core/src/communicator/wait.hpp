@@ -43,7 +43,7 @@ class Backoff {
   bool expired() { return std::chrono::steady_clock::now() >= start() + timeout_; }
   /// True on the polls where a loop should also look for failures and the
   /// deadline: every 16th while spinning, every one once it yields or sleeps.
-  bool checkDue() const { return rounds_ >= kCheckAlwaysAfter || rounds_ % 16 == 0; }
+  bool checkDue() const { return rounds_ >= kCheckAlwaysAfter || rounds_ % 16 == 15; }
   /// Waits a little, as described above.
   void pause() {
     ++rounds_;
