@@ -163,6 +163,7 @@ class Connection {
     wire::SignalExt ext{};               // its signal (WriteSignal)
     size_t done = 0;                     // payload bytes of the current write received
     uint64_t expectedSeq = 1;
+    bool drained = false;  // this pass's last read came back short: the socket had no more then
   };
 
   /// Receiver thread body: waits for bytes and applies them until the end,

@@ -100,6 +100,7 @@ bool Connection::receiveAvailable(bool tryOnly) {
     lock.lock();
   }
   if (rxEnded_.load(std::memory_order_relaxed)) return false;
+  rx_.drained = false;
   bool progressed = false;
   try {
     for (;;) {
@@ -173,14 +174,20 @@ Connection::RxStep Connection::receivePayload() {
 
 bool Connection::fillReadAhead() {
   RxState& r = rx_;
+  // A short read emptied the socket a moment ago: another read in the same
+  // pass would almost always find nothing, and each costs a system call
+  // that takes the socket's lock against the sending side.
+  if (r.drained) return false;
   if (r.buf.empty()) r.buf.resize(kReadAheadBytes);
   if (r.begin > 0) {  // keep the unparsed tail at the front
     std::memmove(r.buf.data(), r.buf.data() + r.begin, r.end - r.begin);
     r.end -= r.begin;
     r.begin = 0;
   }
-  const size_t n = inbound_.recvSome(r.buf.data() + r.end, r.buf.size() - r.end);
+  const size_t room = r.buf.size() - r.end;
+  const size_t n = inbound_.recvSome(r.buf.data() + r.end, room);
   r.end += n;
+  r.drained = n < room;
   return n > 0;
 }
 
