@@ -259,6 +259,7 @@ void Connection::closeEndpoint(bool graceful) {
     if (r) ucp_request_free(r);
   flushReq_ = handshake_ = nullptr;
   if (!closed) {
+    ctx_.closeUnfinished();
     // UCX may still run requests that use these keys: never destroy them.
     ctx_.log(PB_LOG_WARN, "UCX did not finish closing the endpoint to " + peer_.describe() + " within " +
                               std::to_string(kCloseGrace.count()) + " ms; leaking its remote keys");

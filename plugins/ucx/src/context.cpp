@@ -105,8 +105,12 @@ void Context::teardown() noexcept {
   stopProgressThread();
   lanes_.clear();  // their threads take workerMu_: never held here
   std::lock_guard<std::mutex> lock(workerMu_);
+  if (worker_ && unfinishedCloses_ > 0) {
+    keepForeverLocked(unfinishedCloses_, "endpoint close(s) still unfinished at finalize");
+    return;
+  }
   if (worker_ && !drainReceivesLocked()) {
-    keepForeverLocked();
+    keepForeverLocked(pendingReceives_, "rendezvous receive(s) still pending at finalize after 1 s");
     return;
   }
   if (ucp_) {
@@ -131,11 +135,10 @@ bool Context::drainReceivesLocked() noexcept {
   return pendingReceives_ == 0;
 }
 
-void Context::keepForeverLocked() noexcept {
+void Context::keepForeverLocked(int count, const char* what) noexcept {
   try {
-    log(PB_LOG_WARN, "ucx: " + std::to_string(pendingReceives_) +
-                         " rendezvous receive(s) still pending at finalize after 1 s; keeping the UCX worker "
-                         "(destroying it with receives pending aborts inside UCX)");
+    log(PB_LOG_WARN, "ucx: " + std::to_string(count) + " " + what + "; keeping the UCX worker (destroying it with requests on its endpoints "
+                     "aborts inside UCX)");
   } catch (...) {
   }
   keepUntilExit(std::move(guards_));

@@ -162,6 +162,11 @@ class Context : public transport_cxx::ErrorSlot {
   void receiveStarted() { ++pendingReceives_; }
   /// See receiveStarted().
   void receiveEnded() { --pendingReceives_; }
+  /// An endpoint close did not finish in its bounded wait (a peer or link
+  /// gone quiet): UCX still holds its requests, so the worker must never be
+  /// destroyed (UCX asserts on an endpoint with requests). Caller holds
+  /// workerMutex().
+  void closeUnfinished() { ++unfinishedCloses_; }
   /// Lets the progress thread pump conn (connected); caller holds workerMutex().
   void attach(Connection* conn);
   /// Stops pumping conn; caller holds workerMutex().
@@ -239,9 +244,10 @@ class Context : public transport_cxx::ErrorSlot {
   /// none is. Caller holds workerMu_.
   bool drainReceivesLocked() noexcept;
   /// Keeps the worker, the UCP context and what they may still use for the
-  /// process's life (UCX aborts when a worker dies with receives pending).
-  /// Caller holds workerMu_.
-  void keepForeverLocked() noexcept;
+  /// process's life (UCX aborts when a worker dies with receives pending or
+  /// an endpoint still closing); count and what: for the warning ("2
+  /// endpoint close(s) ..."). Caller holds workerMu_.
+  void keepForeverLocked(int count, const char* what) noexcept;
   /// Resolves settings_.protocol ("auto": active messages unless UCX can
   /// register CUDA memory) and, for active messages, registers onAm.
   void initProtocol();
@@ -275,6 +281,7 @@ class Context : public transport_cxx::ErrorSlot {
 
   std::vector<std::unique_ptr<Lane>> lanes_;  // fixed after the constructor
   int pendingReceives_ = 0;                   // rendezvous receives in flight (workerMu_)
+  int unfinishedCloses_ = 0;                  // endpoint closes left to UCX (workerMu_)
 
   std::thread progressThread_;
   int epollFd_ = -1;  // worker event fd + stopFd_
