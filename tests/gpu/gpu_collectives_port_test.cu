@@ -132,18 +132,22 @@ TEST(GpuCollectivesPort, RelayedCallsOnMixedMappedAndStagedPairsFourRanks) {
   }, std::chrono::seconds(110), twoFakeHosts);
 }
 
-TEST(GpuCollectivesPort, RankSkippingARelayedCallEndsInAnErrorNamingTheRelay) {
-  PB_REQUIRE_GPU_NO_INIT();
+namespace {
+
+/// Rank 1 never joins a relayed allreduce of count floats and tears down:
+/// rank 0's call ends within the timeouts in an error that names this
+/// rank, the relay and the collective, and the next call fails the same way.
+void expectSkippedRelayedCallNamed(size_t count) {
   Settings settings = relaySmall();
   settings["timeout"] = "10";
   settings["gpu_wait_timeout"] = "2";
-  runGpuRanks(2, settings, [](GpuCollectives& g, int rank, int, cudaStream_t s) {
+  runGpuRanks(2, settings, [count](GpuCollectives& g, int rank, int, cudaStream_t s) {
     if (rank == 1) return;  // never joins the call; its teardown closes its host collectives
-    DevBuf buf(100 * 4);
+    DevBuf buf(count * 4);
     const auto start = std::chrono::steady_clock::now();
-    g.allReduce(buf.p, buf.p, 100, DataType::Float32, ReduceOp::Sum, s);
+    g.allReduce(buf.p, buf.p, count, DataType::Float32, ReduceOp::Sum, s);
     // Either the host learns that rank 1 left (Remote) or the device wait
-    // for the host ends (Timeout): both name this rank and the relay.
+    // for the host ends (Timeout): both name this rank, the relay and the call.
     ErrorCode code = ErrorCode::Internal;
     std::string what;
     try {
@@ -155,15 +159,28 @@ TEST(GpuCollectivesPort, RankSkippingARelayedCallEndsInAnErrorNamingTheRelay) {
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (code != ErrorCode::Remote && code != ErrorCode::Timeout)
       throw std::runtime_error("a skipped relayed call ended in code " + std::string(errorCodeName(code)) + ": " + what);
-    for (const char* needle : {"rank 0", "relay", "cannot be used any more"})
+    for (const char* needle : {"rank 0", "relay", "allreduce", "cannot be used any more"})
       if (what.find(needle) == std::string::npos)
         throw std::runtime_error("missing '" + std::string(needle) + "' in: " + what);
     if (code == ErrorCode::Remote && what.find("rank 1") == std::string::npos)
       throw std::runtime_error("the host's error does not name rank 1: " + what);
     if (took > 12) throw std::runtime_error("the skipped relayed call ended after " + std::to_string(took) + " s");
-    std::printf("skipped relayed allreduce: %s after %.2f s: %s\n", errorCodeName(code), took, what.c_str());
-    requireError([&] { g.allReduce(buf.p, buf.p, 100, DataType::Float32, ReduceOp::Sum, s); }, code, {"relay"});
+    std::printf("skipped relayed allreduce of %zu floats: %s after %.2f s: %s\n", count, errorCodeName(code), took,
+                what.c_str());
+    requireError([&] { g.allReduce(buf.p, buf.p, count, DataType::Float32, ReduceOp::Sum, s); }, code, {"relay"});
   }, std::chrono::seconds(55), overEthernet);
+}
+
+}  // namespace
+
+TEST(GpuCollectivesPort, RankSkippingARelayedCallEndsInAnErrorNamingTheRelay) {
+  PB_REQUIRE_GPU_NO_INIT();
+  expectSkippedRelayedCallNamed(100);  // 400 bytes: a posted call
+}
+
+TEST(GpuCollectivesPort, RankSkippingAPacketCallEndsInAnErrorNamingItsCollective) {
+  PB_REQUIRE_GPU_NO_INIT();
+  expectSkippedRelayedCallNamed(16);  // 64 bytes: packets, which write no call word
 }
 
 TEST(GpuCollectivesPort, AbortEndsARelayedCallWaitingOnTheHost) {
