@@ -192,6 +192,35 @@ TEST(GpuCollectives, RankSkippingACallEndsInAReportedTimeout) {
   expectTimeoutsWhenARankSkipsACall(kSmall);
 }
 
+// Three ranks; rank 2 never joins an allreduce. Rank 1 gives up after 1 s
+// (its gpu_wait_timeout) and tells the others; rank 0, whose own limit is
+// 30 s, must end within a few seconds with rank 1's notice, and its next
+// call must throw the same at once.
+TEST(GpuCollectives, ARankThatFailsTellsItsPeersAtOnce) {
+  PB_REQUIRE_GPU_NO_INIT();
+  auto limits = [](int rank, Settings& overrides) { overrides["gpu_wait_timeout"] = rank == 1 ? "1" : "30"; };
+  runGpuRanks(3, kSmall, [](GpuCollectives& g, int rank, int, cudaStream_t s) {
+    if (rank == 2) {  // stays (its leaving must not be what ends the others' waits) but never calls
+      std::this_thread::sleep_for(std::chrono::seconds(4));
+      return;
+    }
+    DevBuf buf(100003 * 4);
+    const auto start = std::chrono::steady_clock::now();
+    g.allReduce(buf.p, buf.p, 100003, DataType::Float32, ReduceOp::Sum, s);
+    if (rank == 1) {
+      requireError([&] { g.synchronize(s); }, ErrorCode::Timeout, {"rank 1", "timed out in allreduce"});
+      return;
+    }
+    requireError([&] { g.synchronize(s); }, ErrorCode::Remote,
+                 {"rank 0", "rank 1 (host", "told its peers", "timed out in allreduce"});
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("rank 0 learned of rank 1's failure %.2f s after its call (its own limit: 30 s)\n", took);
+    if (took > 5) throw std::runtime_error("rank 0 learned of rank 1's failure only after " + std::to_string(took) + " s");
+    requireError([&] { g.allReduce(buf.p, buf.p, 1, DataType::Float32, ReduceOp::Sum, s); }, ErrorCode::Remote,
+                 {"told its peers"});
+  }, std::chrono::seconds(55), limits);
+}
+
 TEST(GpuCollectives, AbortEndsKernelsWaitingForARankThatSkips) {
   PB_REQUIRE_GPU_NO_INIT();
   const std::vector<SkippedCall> calls = skippableCalls();

@@ -21,7 +21,11 @@ struct UniqueId {
 
 /// Collective out-of-band operations between the ranks of one job. Every
 /// call is blocking and has a timeout; a timeout is an Error(Timeout) that
-/// names the rank that did not answer. Not thread-safe: one thread at a time.
+/// names the rank that did not answer. Calls come from one thread at a
+/// time, except poll() and peerClosed(): a background thread of Plugboard's
+/// (the GPU collectives' host relay) may call them while another thread is
+/// in a call, so an implementation that overrides them must allow that
+/// (TcpBootstrap's never wait: they say false while another call runs).
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;

@@ -1,4 +1,5 @@
 #include <cstring>
+#include <mutex>
 
 #include "bootstrap/context.hpp"
 #include "bootstrap/peer_links.hpp"
@@ -14,6 +15,10 @@ namespace plugboard {
 struct TcpBootstrap::Impl {
   bootstrap::RankContext ctx;  // PeerLinks and its links refer to it: Impl never moves
   std::unique_ptr<bootstrap::PeerLinks> links;
+  /// One call at a time in links. Polls only try it: a poll from a
+  /// background thread (the GPU collectives' host relay) never waits for a
+  /// user's blocking call, whose peers may wait on that thread's work.
+  std::mutex mu;
 };
 
 TcpBootstrap::TcpBootstrap(int rank, int nranks, const UniqueId& id, std::chrono::milliseconds timeout,
@@ -43,6 +48,7 @@ void TcpBootstrap::allGather(void* data, size_t bytesPerRank) {
   if (n > 1 && !data && bytesPerRank > 0)
     throw Error(ErrorCode::InvalidUsage, impl_->ctx.who() + ": allGather called with a null buffer");
   char* base = static_cast<char*>(data);
+  std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->links->beginCall();
   const int right = (me + 1) % n, left = (me + n - 1) % n;
   for (int step = 0; step < n - 1; ++step) {
@@ -66,6 +72,7 @@ void TcpBootstrap::send(const void* data, size_t size, int peer, int tag) {
   if (size > bootstrap::kMaxFrameBytes || (!data && size > 0))
     throw Error(ErrorCode::InvalidUsage, ctx.who() + ": send of " + std::to_string(size) + " bytes to rank " +
                                              std::to_string(peer) + ": null data or over the 1 GiB limit");
+  std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->links->beginCall();
   impl_->links->send(peer, bootstrap::kUserSpace, tag, data, size);
 }
@@ -75,6 +82,7 @@ std::vector<char> TcpBootstrap::recv(int peer, int tag) {
   if (peer < 0 || peer >= ctx.nranks)
     throw Error(ErrorCode::InvalidUsage, ctx.who() + ": recv from rank " + std::to_string(peer) +
                                              ", out of range 0.." + std::to_string(ctx.nranks - 1));
+  std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->links->beginCall();
   return impl_->links->recv(peer, bootstrap::kUserSpace, tag);
 }
@@ -83,12 +91,16 @@ void TcpBootstrap::abort() { impl_->links->abort(); }
 
 bool TcpBootstrap::poll(int peer, int tag) {
   if (peer < 0 || peer >= impl_->ctx.nranks) return false;
+  std::unique_lock<std::mutex> lock(impl_->mu, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // another thread's call: look again later
   impl_->links->beginCall();
   return impl_->links->hasMessage(peer, bootstrap::kUserSpace, tag);
 }
 
 bool TcpBootstrap::peerClosed(int peer) {
   if (peer < 0 || peer >= impl_->ctx.nranks) return false;
+  std::unique_lock<std::mutex> lock(impl_->mu, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
   impl_->links->beginCall();
   return impl_->links->peerClosed(peer);
 }

@@ -13,7 +13,8 @@ namespace plugboard {
 namespace {
 
 template <typename Query>
-void pollUntilDone(Query query, double timeoutSeconds, const std::string& what) {
+void pollUntilDone(Query query, double timeoutSeconds, const std::string& what,
+                   const std::function<void()>& whileWaiting = {}) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutSeconds));
@@ -32,6 +33,7 @@ void pollUntilDone(Query query, double timeoutSeconds, const std::string& what) 
                       " (device waits end by themselves after gpu_wait_timeout: a kernel still running is not being "
                       "scheduled, e.g. another process holds the GPU or the CUDA MPS server is broken)");
     }
+    if (whileWaiting) whileWaiting();
     if (now - start < std::chrono::milliseconds(1)) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
@@ -41,6 +43,11 @@ void pollUntilDone(Query query, double timeoutSeconds, const std::string& what) 
 
 void waitForStream(cudaStream_t stream, double timeoutSeconds, const std::string& what) {
   pollUntilDone([stream] { return cudaStreamQuery(stream); }, timeoutSeconds, what);
+}
+
+void waitForStream(cudaStream_t stream, double timeoutSeconds, const std::string& what,
+                   const std::function<void()>& whileWaiting) {
+  pollUntilDone([stream] { return cudaStreamQuery(stream); }, timeoutSeconds, what, whileWaiting);
 }
 
 void waitForEvent(cudaEvent_t event, double timeoutSeconds, const std::string& what) {

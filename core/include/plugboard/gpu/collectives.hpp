@@ -59,6 +59,12 @@ namespace plugboard {
 /// GPU's clock) or is aborted is recorded and ends the kernel; checkErrors()
 /// (and the next call) throws Error(Timeout/Remote) naming rank, peer, hosts
 /// and transport, or the proxy's error when a PortChannel request failed.
+/// The rank whose GPU collectives fail first tells every peer through the
+/// bootstrap; a peer that hears it while it waits in synchronize(), or in
+/// checkErrors() or a call (each looks at most once a millisecond), ends
+/// its device waits at once and throws Error(Remote) naming that rank and
+/// its reason, instead of waiting out its own gpu_wait_timeout. (One
+/// GpuCollectives per communicator at a time hears them.)
 /// SwitchChannel algorithms (NCCL's NVLS allreduce and allgather, on a
 /// SwitchChannel of gpu_switch_bytes per rank): with gpu_switch=auto they
 /// are taken when the nvls transport can create a multicast group of every
@@ -104,10 +110,12 @@ class GpuCollectives {
                 DataType type, cudaStream_t stream);
 
   /// Throws the first error a device wait or the proxy recorded, naming
-  /// rank, peer and transport. Does not synchronise the stream.
+  /// rank, peer and transport, or a peer's failure notice (see above). Does
+  /// not synchronise the stream.
   void checkErrors() const;
-  /// Waits until the work enqueued on stream so far has finished, then
-  /// checkErrors(). Unlike cudaStreamSynchronize it is bounded: every device
+  /// Waits until the work enqueued on stream so far has finished (or a
+  /// peer's failure notice ends it), then checkErrors(). Unlike
+  /// cudaStreamSynchronize it is bounded: every device
   /// wait ends after gpu_wait_timeout, so a stream still busy after twice
   /// that is not being scheduled (Error(Timeout) naming the rank).
   void synchronize(cudaStream_t stream) const;

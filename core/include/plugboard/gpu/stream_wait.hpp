@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <string>
 
 namespace plugboard {
@@ -16,6 +17,11 @@ namespace plugboard {
 /// Throws Error(Timeout) "<what>: the GPU work ... did not finish within
 /// <timeoutSeconds> s ..." or Error(System) for a CUDA error the stream reports.
 void waitForStream(cudaStream_t stream, double timeoutSeconds, const std::string& what);
+
+/// waitForStream that also calls whileWaiting between polls of the stream
+/// (it may throw to end the wait; it throttles itself where it must).
+void waitForStream(cudaStream_t stream, double timeoutSeconds, const std::string& what,
+                   const std::function<void()>& whileWaiting);
 
 /// Waits until event has completed; errors as waitForStream.
 void waitForEvent(cudaEvent_t event, double timeoutSeconds, const std::string& what);

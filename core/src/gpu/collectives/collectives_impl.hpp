@@ -4,11 +4,13 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gpu/collectives/device_ctx.hpp"
+#include "collectives/gpu_failure_notices.hpp"
 #include "gpu/collectives/host_relay.hpp"
 #include "gpu/plans/plan_selection.hpp"
 #include "plugboard/error.hpp"
@@ -83,18 +85,30 @@ struct GpuCollectives::Impl {
   std::unique_ptr<gpucoll::HostRelay> relay;
   /// Executors of the YAML plans: rules for GPU buffers at this rank count, or null.
   std::unique_ptr<GpuPlanSelection> plans;
+  /// Tells the peers of this rank's failure and learns of theirs; mutable:
+  /// the const error checks send and poll.
+  mutable GpuFailureNotices notices;
+  mutable bool noticeTaken = false;      // pollNotices() has acted on the notice
+  mutable bool ownFailureFirst = false;  // this rank had recorded a failure before the notice came
 
-  explicit Impl(Communicator& c) : comm(c) {}
+  explicit Impl(Communicator& c) : comm(c), notices(c) {}
   ~Impl();
   /// Connects, allocates and exchanges the scratch, builds ctx (collective).
   void setup();
-  /// Throws the first recorded device failure, if any.
+  /// Throws the first recorded device failure, if any, or a peer's failure
+  /// notice (which ends this object's device waits); a failure of this
+  /// rank's own is first told to the peers.
   void throwIfFailed() const;
+  /// Looks for a peer's failure notice (GpuFailureNotices::poll); on one, ends
+  /// this object's device waits. The notice's error, if one came.
+  const std::optional<Error>& pollNotices() const;
   /// Throws Error(InvalidUsage) unless the current device is the construction one.
   void checkDevice() const;
 
  private:
   void throwIfPortProxyFailed() const;
+  /// throwIfFailed() less the abort and the notices: what this rank recorded.
+  void throwRecordedFailure() const;
   /// Throws the failure of a SwitchChannel barrier (first word with no peer).
   [[noreturn]] void throwSwitchFailure(uint32_t first) const;
   void agreeOnPortPairs();
@@ -112,7 +126,7 @@ struct GpuCollectives::Impl {
   void setupSwitch();
   void drainPorts() noexcept;
   /// Communicator::abort(): ends every device wait of this object's kernels.
-  void abortDeviceWaits() noexcept;
+  void abortDeviceWaits() const noexcept;
 };
 
 }  // namespace plugboard

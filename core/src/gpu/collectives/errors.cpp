@@ -60,13 +60,39 @@ void GpuCollectives::Impl::throwSwitchFailure(uint32_t first) const {
   throw Error(code == kSemaphoreWaitTimeout ? ErrorCode::Timeout : ErrorCode::Remote, msg);
 }
 
+const std::optional<Error>& GpuCollectives::Impl::pollNotices() const {
+  const std::optional<Error>& notice = notices.poll();
+  if (notice && !noticeTaken) {
+    noticeTaken = true;
+    // A failure this rank recorded before the notice came is its own news;
+    // what fails after (the waits the notice ends) is the notice's doing.
+    try {
+      throwRecordedFailure();
+    } catch (const Error&) {
+      ownFailureFirst = true;
+    }
+    abortDeviceWaits();
+  }
+  return notice;
+}
+
 void GpuCollectives::Impl::throwIfFailed() const {
   // An abort first: the device waits it ended are its consequence.
   if (comm.aborted())
     throw Error(ErrorCode::Aborted, "rank " + std::to_string(rank) + " (" + comm.hostOf(rank) +
                                         "): the communicator was aborted (Communicator::abort); its GPU collectives "
                                         "cannot be used any more");
-  // A proxy failure next: device waits that it aborted are its consequence.
+  if (const auto& notice = pollNotices(); notice && !ownFailureFirst) throw *notice;
+  try {
+    throwRecordedFailure();
+  } catch (const Error& e) {
+    notices.sendOnce(e.what());  // nothing once a peer's notice came: it told everyone
+    throw;
+  }
+}
+
+void GpuCollectives::Impl::throwRecordedFailure() const {
+  // A proxy failure first: device waits that it aborted are its consequence.
   if (service) throwIfPortProxyFailed();
   if (relay) relay->throwIfFailed(formatSeconds(settings.waitTimeoutNs));
   const uint32_t first = __atomic_load_n(&flags[1], __ATOMIC_ACQUIRE);
@@ -101,7 +127,8 @@ void GpuCollectives::synchronize(cudaStream_t stream) const {
   const Impl& m = *impl_;
   try {
     waitForStream(stream, 2 * static_cast<double>(m.settings.waitTimeoutNs) / 1e9,
-                  "rank " + std::to_string(m.rank) + " (" + m.comm.hostOf(m.rank) + "): GpuCollectives::synchronize");
+                  "rank " + std::to_string(m.rank) + " (" + m.comm.hostOf(m.rank) + "): GpuCollectives::synchronize",
+                  [&m] { m.pollNotices(); });
   } catch (const Error&) {
     checkErrors();  // a recorded device failure says more than the host's timeout
     throw;

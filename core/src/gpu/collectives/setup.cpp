@@ -281,6 +281,7 @@ void GpuCollectives::Impl::setup() {
   }
   // No peer may write into our scratch before it is zeroed and mapped everywhere.
   comm.bootstrap().barrier();
+  notices.dropStale();
   abortHook = comm.impl_->addAbortHook([this] { abortDeviceWaits(); });
 }
 
@@ -320,7 +321,7 @@ void GpuCollectives::Impl::setupSwitch() {
   switchHandle = switchChannel->deviceHandle();
 }
 
-void GpuCollectives::Impl::abortDeviceWaits() noexcept {
+void GpuCollectives::Impl::abortDeviceWaits() const noexcept {
   // ctx.abortFlag ends the semaphore and port waits; the PortChannelService
   // (Fifo pushes) has its own abort hook.
   __atomic_store_n(&flags[0], 1u, __ATOMIC_RELEASE);
