@@ -192,18 +192,22 @@ TEST(GpuCollectives, RankSkippingACallEndsInAReportedTimeout) {
   expectTimeoutsWhenARankSkipsACall(kSmall);
 }
 
-// Three ranks; rank 2 never joins an allreduce. Rank 1 gives up after 1 s
-// (its gpu_wait_timeout) and tells the others; rank 0, whose own limit is
-// 30 s, must end within a few seconds with rank 1's notice, and its next
+// Three ranks (gpu_wait_timeout 4 s, the same on every rank, as settings
+// must be); rank 2 never joins an allreduce. Rank 1 calls at once and gives
+// up at 4 s; rank 0 calls 2.5 s later, so its own limit would end its wait
+// at 6.5 s: it must end soon after 4 s with rank 1's notice, and its next
 // call must throw the same at once.
 TEST(GpuCollectives, ARankThatFailsTellsItsPeersAtOnce) {
   PB_REQUIRE_GPU_NO_INIT();
-  auto limits = [](int rank, Settings& overrides) { overrides["gpu_wait_timeout"] = rank == 1 ? "1" : "30"; };
-  runGpuRanks(3, kSmall, [](GpuCollectives& g, int rank, int, cudaStream_t s) {
+  Settings settings = kSmall;
+  settings["gpu_wait_timeout"] = "4";
+  runGpuRanks(3, settings, [](GpuCollectives& g, int rank, int, cudaStream_t s) {
+    g.communicator().bootstrap().barrier();
     if (rank == 2) {  // stays (its leaving must not be what ends the others' waits) but never calls
-      std::this_thread::sleep_for(std::chrono::seconds(4));
+      std::this_thread::sleep_for(std::chrono::seconds(8));
       return;
     }
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     DevBuf buf(100003 * 4);
     const auto start = std::chrono::steady_clock::now();
     g.allReduce(buf.p, buf.p, 100003, DataType::Float32, ReduceOp::Sum, s);
@@ -214,11 +218,11 @@ TEST(GpuCollectives, ARankThatFailsTellsItsPeersAtOnce) {
     requireError([&] { g.synchronize(s); }, ErrorCode::Remote,
                  {"rank 0", "rank 1 (host", "told its peers", "timed out in allreduce"});
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("rank 0 learned of rank 1's failure %.2f s after its call (its own limit: 30 s)\n", took);
-    if (took > 5) throw std::runtime_error("rank 0 learned of rank 1's failure only after " + std::to_string(took) + " s");
+    std::printf("rank 0 learned of rank 1's failure %.2f s after its call (its own limit: 4 s)\n", took);
+    if (took > 3.5) throw std::runtime_error("rank 0 learned of rank 1's failure only after " + std::to_string(took) + " s");
     requireError([&] { g.allReduce(buf.p, buf.p, 1, DataType::Float32, ReduceOp::Sum, s); }, ErrorCode::Remote,
                  {"told its peers"});
-  }, std::chrono::seconds(55), limits);
+  }, std::chrono::seconds(55));
 }
 
 TEST(GpuCollectives, AbortEndsKernelsWaitingForARankThatSkips) {
