@@ -9,13 +9,17 @@
 # NRANKS [2], COLLECTIVE [allreduce|allgather: allgather], MIN [8], MAX [4K],
 # FACTOR [8], ITERS [3000], WARMUP [200], ROUNDS [7], PLUGBOARD_PERF
 # [build/bin/plugboard-perf], PLUGBOARD_TRANSPORTS [ethernet], OUT_DIR [a
-# temporary directory: raw.csv there]. Open MPI: ob1 + btl tcp on lo, as in
+# temporary directory: raw.csv there], PLUGBOARD_COMMIT [git's HEAD: the
+# commit to print, for a tree whose .git lags, as on the device]. Open MPI: ob1 + btl tcp on lo, as in
 # run-host-bench.sh; bench/mpi_bench.c is compiled with mpicc.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 nranks=${NRANKS:-2} coll=${COLLECTIVE:-allgather} min=${MIN:-8} max=${MAX:-4K} factor=${FACTOR:-8}
 iters=${ITERS:-3000} warmup=${WARMUP:-200} rounds=${ROUNDS:-7}
 perf=${PLUGBOARD_PERF:-$root/build/bin/plugboard-perf}
+commit=${PLUGBOARD_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+# Not settings: the ranks would warn about unknown PLUGBOARD_ variables.
+unset PLUGBOARD_PERF PLUGBOARD_COMMIT
 out=${OUT_DIR:-$(mktemp -d)}
 mkdir -p "$out"
 export PLUGBOARD_TRANSPORTS=${PLUGBOARD_TRANSPORTS:-ethernet} OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -35,7 +39,7 @@ for ((r = 1; r <= rounds; r++)); do
     awk -F, -v c="$coll" '$1 == "openmpi" && $2 == c {print "openmpi," $4 "," $5}' >> "$raw"
 done
 echo "# $coll, $nranks ranks, $rounds rounds of each in turn, $iters iterations a size;" \
-  "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) cores"
+  "commit $commit, $(nproc) cores"
 python3 - "$raw" <<'PY'
 import csv, statistics, sys
 times = {}
