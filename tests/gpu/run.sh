@@ -133,6 +133,8 @@ done
 # Issue 15: GPU buffers over the faulty transport (delays: correct results;
 # failures, an exit, lost signals: named errors, no hang).
 step faulty-mps with_mps bash tests/gpu/faulty-mps.sh "$build"
+# Issue 15: compute-sanitizer over the GPU tests' own forked ranks (no MPS).
+step sanitize-tests bash tests/gpu/sanitize-tests.sh "$build"
 # Issue 16: the ib-verbs transport over Soft-RoCE where the machine's kernel allows it (else skipped, 77).
 step soft-roce bash tests/rdma/soft_roce.sh "$build"
 step net-plugin-tests ctest --test-dir "$build" -R "ucx|Ucx|libfabric|Libfabric" -j 8 --output-on-failure --timeout 300
