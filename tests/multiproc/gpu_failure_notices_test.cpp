@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -35,6 +36,17 @@ Error awaitNotice(GpuFailureNotices& notices) {
   throw std::runtime_error("no failure notice within 5 s");
 }
 
+/// Runs body in n ranks, each with a communicator over ethernet; a barrier after.
+void inRanks(int n, const std::function<void(int rank, Communicator&, Bootstrap&)>& body) {
+  expectAllPassed(runRanks(n, kRunLimit, [&](int rank, int nranks, const UniqueId& id) {
+    useEthernet();
+    auto boot = loopbackBootstrap(rank, nranks, id);
+    Communicator comm(boot);
+    body(rank, comm, *boot);
+    boot->barrier();
+  }));
+}
+
 size_t occurrences(const std::string& text, const std::string& part) {
   size_t n = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
@@ -44,10 +56,7 @@ size_t occurrences(const std::string& text, const std::string& part) {
 // Rank 1 fails (twice: one notice); ranks 0 and 2 learn its reason, named,
 // with the ending said once. A later GPU collectives drops what is left.
 TEST(GpuFailureNotices, EveryPeerLearnsTheFirstFailureOnce) {
-  expectAllPassed(runRanks(3, kRunLimit, [](int rank, int n, const UniqueId& id) {
-    useEthernet();
-    auto boot = loopbackBootstrap(rank, n, id);
-    Communicator comm(boot);
+  inRanks(3, [](int rank, Communicator& comm, Bootstrap& boot) {
     GpuFailureNotices notices(comm);
     const std::string ending = " The GPU collectives of this communicator cannot be used any more.";
     if (rank == 1) {
@@ -64,30 +73,26 @@ TEST(GpuFailureNotices, EveryPeerLearnsTheFirstFailureOnce) {
       // A rank that was told tells nobody.
       notices.sendOnce("rank " + std::to_string(rank) + " failed too");
     }
-    boot->barrier();
+    boot.barrier();
     GpuFailureNotices later(comm);
     later.dropStale();
     std::this_thread::sleep_for(2 * GpuFailureNotices::kPollInterval);
     if (later.poll()) throw std::runtime_error("a stale or second notice: " + std::string(later.poll()->what()));
-  }));
+  });
 }
 
 // Bytes that are not a notice are named as such, not taken for a reason.
 TEST(GpuFailureNotices, AMalformedNoticeIsNamedAsOne) {
-  expectAllPassed(runRanks(2, kRunLimit, [](int rank, int n, const UniqueId& id) {
-    useEthernet();
-    auto boot = loopbackBootstrap(rank, n, id);
-    Communicator comm(boot);
+  inRanks(2, [](int rank, Communicator& comm, Bootstrap& boot) {
     GpuFailureNotices notices(comm);
     if (rank == 1) {
       const char junk[5] = {9, 9, 9, 9, 9};
-      boot->send(junk, sizeof(junk), 0, kGpuNoticeTag);
+      boot.send(junk, sizeof(junk), 0, kGpuNoticeTag);
     } else {
       const Error e = awaitNotice(notices);
       test::requireError([&] { throw e; }, ErrorCode::Remote, {"rank 1 (host ", "malformed GPU failure notice"});
     }
-    boot->barrier();
-  }));
+  });
 }
 
 // A second thread's polls never wait for a call another thread is in (the
