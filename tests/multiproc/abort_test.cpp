@@ -160,3 +160,31 @@ TEST(CommunicatorAbort, EndsABootstrapWaitAndLaterBootstrapCallsWork) {
     boot->send("ok", 2, 1, 7);
   }));
 }
+
+namespace {
+
+// After abort(), what the communicator would exchange through the
+// bootstrap (set-up of connections, host collectives, sendMemory, a
+// failover) fails at once by name; before, it waited for peers that had
+// aborted too until the bootstrap's timeout. The bootstrap itself goes on.
+TEST(CommunicatorAbort, SetUpOnAnAbortedCommunicatorFailsAtOnce) {
+  expectAllPassed(runRanks(2, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useEthernet();
+    auto boot = loopbackBootstrap(rank, n, id);
+    Communicator comm(boot);
+    comm.abort();
+    const auto start = Clock::now();
+    requireError([&] { HostCollectives hc(comm); }, ErrorCode::Aborted,
+                 {"rank " + std::to_string(rank) + " (host ", "aborted", "setup()"});
+    requireError([&] { comm.connectAll(); }, ErrorCode::Aborted, {"setup()"});
+    std::vector<char> bytes(64);
+    RegisteredMemory mem = comm.registerMemory(bytes.data(), bytes.size(), MemoryKind::Host);
+    requireError([&] { comm.sendMemory(mem, 1 - rank, 5); }, ErrorCode::Aborted, {"sendMemory()"});
+    requireError([&] { comm.recvMemory(1 - rank, 5); }, ErrorCode::Aborted, {"recvMemory()"});
+    requireError([&] { comm.failover(1 - rank); }, ErrorCode::Aborted, {"failover()"});
+    requireQuick(Clock::now() - start, "set-up calls on an aborted communicator, all five");
+    boot->barrier();
+  }));
+}
+
+}  // namespace

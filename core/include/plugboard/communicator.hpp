@@ -269,7 +269,10 @@ class Communicator {
   /// (and GPU kernels) may be blocked in it (NCCL's ncclCommAbort): every
   /// host wait (collectives, semaphores, flush) and every device wait of
   /// its GpuCollectives ends within a few milliseconds with Error(Aborted),
-  /// and every later call fails the same way. Local: peers learn of it by
+  /// and every later call fails the same way (set-up too: setup(),
+  /// connectAll(), sendMemory(), recvMemory(), failover() and the host and
+  /// GPU collectives' constructors throw it at once instead of exchanging
+  /// with peers that may have aborted as well). Local: peers learn of it by
   /// their own timeouts or lost connections. Destroy the communicator after
   /// it (without collective steps) and build a new one to go on. A
   /// bootstrap call waiting at that moment ends with Error(Aborted) too

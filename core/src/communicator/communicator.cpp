@@ -110,6 +110,11 @@ std::string Communicator::Impl::abortText() const {
          "): the communicator was aborted (Communicator::abort)";
 }
 
+void Communicator::Impl::throwIfAborted(const char* call) const {
+  if (aborted->load(std::memory_order_acquire))
+    throw Error(ErrorCode::Aborted, abortText() + "; " + call + " cannot run on it (create a new communicator)");
+}
+
 void Communicator::abort() {
   Impl& m = *impl_;
   if (m.aborted->exchange(true)) return;

@@ -154,6 +154,11 @@ struct Communicator::Impl {
   void removeAbortHook(uint64_t id);
   /// "rank 3 (host b): the communicator was aborted (Communicator::abort)".
   std::string abortText() const;
+  /// Throws Error(Aborted) naming call once abort() was called: the
+  /// communicator's own bootstrap exchanges then fail at once rather than
+  /// wait for peers that aborted too (a call already waiting is ended by
+  /// the bootstrap's abort).
+  void throwIfAborted(const char* call) const;
 
   /// Ranks whose host is this rank's (this one included), from views.
   int localRanks() const;

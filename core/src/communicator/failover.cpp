@@ -32,6 +32,7 @@ std::unique_ptr<PendingFailover> Communicator::Impl::startFailover(Communicator&
 
 std::unique_ptr<PendingFailover> Communicator::beginFailover(int peer, MemoryKind kind) {
   impl_->checkPeer(peer, "beginFailover");
+  impl_->throwIfAborted("beginFailover()");
   if (impl_->choiceFor(peer, kind).staged)
     throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(rank()) + ": beginFailover to rank " +
                                              std::to_string(peer) +
@@ -41,6 +42,7 @@ std::unique_ptr<PendingFailover> Communicator::beginFailover(int peer, MemoryKin
 
 std::shared_ptr<Connection> Communicator::failover(int peer, MemoryKind kind) {
   Impl& m = *impl_;
+  m.throwIfAborted("failover()");
   auto pending = m.startFailover(*this, peer, kind);
   m.sendConnectAddress(peer, pending->nextTransport(), pending->address());
   const std::vector<char> address =

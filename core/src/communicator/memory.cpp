@@ -208,11 +208,13 @@ RemoteMemory Communicator::Impl::recvMemoryTagged(int peer, int tag) {
 
 void Communicator::sendMemory(const RegisteredMemory& mem, int peer, int tag) {
   if (tag < 0 || tag >= (1 << 30)) throw Error(ErrorCode::InvalidUsage, "sendMemory tag " + std::to_string(tag) + " is not in [0, 2^30)");
+  impl_->throwIfAborted("sendMemory()");
   impl_->sendMemoryTagged(mem, peer, kTagUserMemoryBase + tag);
 }
 
 RemoteMemory Communicator::recvMemory(int peer, int tag) {
   if (tag < 0 || tag >= (1 << 30)) throw Error(ErrorCode::InvalidUsage, "recvMemory tag " + std::to_string(tag) + " is not in [0, 2^30)");
+  impl_->throwIfAborted("recvMemory()");
   return impl_->recvMemoryTagged(peer, kTagUserMemoryBase + tag);
 }
 

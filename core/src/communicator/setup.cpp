@@ -121,6 +121,7 @@ void Communicator::setup() {
   }
   std::map<ConnKey, std::shared_ptr<ConnectionImpl>> conns;
   try {
+    m.throwIfAborted("setup()");
     // Keys are sorted by (peer, transport): both ends send and receive a
     // pair's blobs in the same order under one tag.
     std::map<ConnKey, std::vector<char>> mine, theirs;
