@@ -12,7 +12,7 @@ constexpr int kCloseTag = (1 << 29) + 2;
 /// A failure notice sent out of band, where the link could not carry it
 /// (failure_notice.cpp).
 constexpr int kNoticeTag = (1 << 29) + 3;
-/// A GPU collectives' failure notice (gpu/collectives/failure_notices.hpp).
+/// A GPU collectives' failure notice (gpu_failure_notices.hpp).
 constexpr int kGpuNoticeTag = (1 << 29) + 4;
 /// Failover messages: kFailoverTag + the pair's failover number (peer_link.cpp).
 constexpr int kFailoverTag = (1 << 29) + 0x1000;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "plugboard/communicator.hpp"
 #include "plugboard/error.hpp"

@@ -42,7 +42,8 @@ class Backoff {
   /// True once the deadline passed.
   bool expired() { return std::chrono::steady_clock::now() >= start() + timeout_; }
   /// True on the polls where a loop should also look for failures and the
-  /// deadline: every 16th while spinning, every one once it yields or sleeps.
+  /// deadline: the 16th, then every one from the 20th (a call that ends in
+  /// its first polls, as most small ones do, pays for no such look).
   bool checkDue() const { return rounds_ >= kCheckAlwaysAfter || rounds_ % 16 == 15; }
   /// Waits a little, as described above.
   void pause() {
