@@ -162,10 +162,10 @@ class Context : public transport_cxx::ErrorSlot {
   void receiveStarted() { ++pendingReceives_; }
   /// See receiveStarted().
   void receiveEnded() { --pendingReceives_; }
-  /// An endpoint close did not finish in its bounded wait (a peer or link
-  /// gone quiet): UCX still holds its requests, so the worker must never be
-  /// destroyed (UCX asserts on an endpoint with requests). Caller holds
-  /// workerMutex().
+  /// An endpoint close did not finish in its bounded wait with operations
+  /// of ours still in flight on it (a link cut silently): UCX still holds
+  /// their requests, so the worker must never be destroyed (UCX asserts on
+  /// an endpoint with requests). Caller holds workerMutex().
   void closeUnfinished() { ++unfinishedCloses_; }
   /// Lets the progress thread pump conn (connected); caller holds workerMutex().
   void attach(Connection* conn);

@@ -156,7 +156,6 @@ class Lane {
   std::unordered_map<uint32_t, std::unique_ptr<Peer>> peers_;  // by connection token (mu_)
   std::vector<std::unique_ptr<Peer>> closedPeers_;             // kept for late error handlers (mu_)
   std::list<InFlight> inFlight_;                               // stable addresses (mu_)
-  int unfinishedCloses_ = 0;  // endpoint closes left to UCX: the worker must outlive them (mu_)
   std::vector<LaneEvent> handlerEvents_;  // events UCX's callbacks produced during a turn (mu_)
   std::unordered_map<uint32_t, int> receiving_;  // rendezvous receives in flight, per connection (mu_)
 
