@@ -16,29 +16,23 @@
 
 #include "collectives/host_collectives_impl.hpp"
 #include "collectives/reduce_kernels.hpp"
+#include "collectives/segment_reduction.hpp"
 
 namespace plugboard {
-namespace {
-
-ChunkConsumer reduceInto(char* dst, DataType type, ReduceOp op) {
-  size_t es = dataTypeSize(type);
-  return [=](size_t off, const char* d, size_t n) { plugboard::reduceInto(dst + off, d, n / es, type, op); };
-}
-
-}  // namespace
 
 void HostCollectives::Impl::reduceScatterSegments(const CallSignature& call, const char* send, char* acc,
                                                  const std::vector<Segment>& segs, DataType type, ReduceOp op) {
   size_t es = dataTypeSize(type);
   const Segment& mine = segs[rank];
-  if (acc != send + mine.begin * es && mine.count) std::memmove(acc, send + mine.begin * es, mine.count * es);
+  SegmentReduction reduction(send + mine.begin * es, acc, mine.count * es, type, op);
   std::vector<SendJob> sends;
   std::vector<RecvJob> recvs;
   for (auto& [p, l] : links) {
     sends.push_back({l.get(), send + segs[p].begin * es, segs[p].count * es, call});
-    recvs.push_back({l.get(), mine.count * es, reduceInto(acc, type, op), call});
+    recvs.push_back({l.get(), mine.count * es, reduction.consumer(), call});
   }
   runDirect(sends, recvs);
+  reduction.finish();
 }
 
 void HostCollectives::Impl::allReduceOneStep(const CallSignature& call, const char* send, char* recv, size_t count,
