@@ -36,6 +36,13 @@ namespace plugboard::ethernet {
 /// Once it stops polling, they take over within this time; each look costs
 /// a wake-up that, with ranks on every core, preempts one.
 constexpr std::chrono::microseconds kWaiterGrace{500};
+/// While the caller keeps polling, the receiver thread's naps double from
+/// kWaiterGrace up to this: on a host with more ranks than cores each look
+/// is a context switch taken from a rank with work (12 receiver threads
+/// looking every 500 us cost a 4-rank 1 MiB allreduce on 2 cores ~15%).
+/// The price: a caller that stops polling after a long wait is taken over
+/// up to this much later (its peers' bytes wait in the socket meanwhile).
+constexpr std::chrono::microseconds kLongestWaiterNap{4000};
 /// How long free() lets the sender finish its current frame and send CLOSE
 /// before it shuts the sockets down under it.
 constexpr std::chrono::milliseconds kCloseGrace{2000};

@@ -55,12 +55,15 @@ bool Connection::waiterActive() const {
 void Connection::receiveLoop() {
   // Never contends for rxMu_ with an active waiter: each contended hand-over
   // costs a futex wake-up and, with ranks on every core, a context switch.
+  std::chrono::microseconds nap = kWaiterGrace;
   while (!rxEnded_.load(std::memory_order_acquire)) {
     if (waiterActive()) {
-      std::this_thread::sleep_for(kWaiterGrace);
+      std::this_thread::sleep_for(nap);
       pollSockets(net::Deadline::after(std::chrono::milliseconds(0)));  // the waiter receives; watch for failures
+      nap = std::min(nap * 2, kLongestWaiterNap);
       continue;
     }
+    nap = kWaiterGrace;
     if (pollSockets(net::Deadline::never()) && !waiterActive()) receiveAvailable(false);
   }
   markDone(receiverDone_);
