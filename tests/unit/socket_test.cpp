@@ -46,6 +46,18 @@ TEST(Socket, UserTimeoutIsSetInMilliseconds) {
   EXPECT_EQ(value, 0u);
 }
 
+TEST(Socket, AcknowledgementsCanBeDelayedAndMadeQuickAgain) {
+  auto [a, b] = connectedPair();
+  int quick = -1;
+  socklen_t len = sizeof(quick);
+  a.delayAcks();  // Linux reads TCP_QUICKACK back as "not in delayed (ping-pong) mode"
+  ASSERT_EQ(getsockopt(a.fd(), IPPROTO_TCP, TCP_QUICKACK, &quick, &len), 0);
+  EXPECT_EQ(quick, 0);
+  a.quickAcks();
+  ASSERT_EQ(getsockopt(a.fd(), IPPROTO_TCP, TCP_QUICKACK, &quick, &len), 0);
+  EXPECT_EQ(quick, 1);
+}
+
 TEST(Socket, WaitSeesDataOnTheReadSocketAndNothingOnAHealthyWatchedOne) {
   auto [readSide, readPeer] = connectedPair();
   auto [writeSide, writePeer] = connectedPair();

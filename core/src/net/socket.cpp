@@ -412,6 +412,16 @@ void Socket::setNoDelay() {
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+void Socket::delayAcks() {
+  int zero = 0;
+  setsockopt(fd_, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof(zero));
+}
+
+void Socket::quickAcks() {
+  int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+}
+
 void Socket::setNonBlocking(bool on) {
   int flags = fcntl(fd_, F_GETFL, 0);
   if (flags < 0) throwSys("fcntl(F_GETFL)", errno);

@@ -150,6 +150,16 @@ class Socket {
   SockAddr localAddress() const;
   /// Disables Nagle's algorithm.
   void setNoDelay();
+  /// Asks the kernel to delay the acknowledgements of what was read
+  /// (TCP_QUICKACK off): a receive-only stream then acknowledges about
+  /// every second pushed segment instead of each one, so a sender of small
+  /// frames gets about half the segments to process. Linux leaves that
+  /// mode on its own (its delayed-ACK timer), so a reader calls this after
+  /// each read that returned data. Best effort: errors are ignored.
+  void delayAcks();
+  /// Undoes delayAcks() (TCP_QUICKACK on; a pending acknowledgement goes
+  /// now): for bulk data, whose sender needs them to keep its window open.
+  void quickAcks();
   /// Switches O_NONBLOCK on or off.
   void setNonBlocking(bool on);
   /// Sets SO_SNDBUF/SO_RCVBUF (0 keeps the system default).

@@ -171,6 +171,7 @@ class Connection {
     size_t done = 0;                     // payload bytes of the current write received
     uint64_t expectedSeq = 1;
     bool drained = false;  // this pass's last read came back short: the socket had no more then
+    bool acksDelayed = false;  // delayAcks() since the last bulk read (receive.cpp)
   };
 
   /// Receiver thread body: waits for bytes and applies them until the end,

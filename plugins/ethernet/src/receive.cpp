@@ -33,6 +33,9 @@ constexpr int64_t kHotGapNs = 50 * 1000;
 constexpr size_t kReadAheadBytes = 16 * 1024;
 /// Payload left at least this large is read straight into its destination.
 constexpr size_t kDirectReadBytes = 4 * 1024;
+/// A read-ahead that got less than this carried small frames: delay the
+/// acknowledgements (fillReadAhead).
+constexpr size_t kDelayAcksBelowBytes = 4 * 1024;
 
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -165,6 +168,8 @@ Connection::RxStep Connection::receivePayload() {
     std::memcpy(dst, r.buf.data() + r.begin, n);
     r.begin += n;
   } else if (left >= kDirectReadBytes) {
+    if (r.acksDelayed) inbound_.quickAcks();  // bulk: the sender's window needs them
+    r.acksDelayed = false;
     n = inbound_.recvSome(dst, left);
   } else {
     return fillReadAhead() ? RxStep::Moved : RxStep::Waiting;
@@ -190,6 +195,14 @@ bool Connection::fillReadAhead() {
   const size_t room = r.buf.size() - r.end;
   const size_t n = inbound_.recvSome(r.buf.data() + r.end, room);
   r.end += n;
+  // This stream carries no data back to piggyback acknowledgements on: one
+  // acknowledgement per small frame was half the segments of a small call
+  // (2 ranks, 8 B: 6.7 -> 5.4-6.4 us). Not for bulk reads, which turn them
+  // back on (receivePayload): delayed, they slowed 16 MiB calls by ~10%.
+  if (n > 0 && n < kDelayAcksBelowBytes) {
+    inbound_.delayAcks();
+    r.acksDelayed = true;
+  }
   r.drained = n < room;
   return n > 0;
 }
