@@ -196,12 +196,13 @@ TEST(GpuCollectives, RankSkippingACallEndsInAReportedTimeout) {
 // must be); rank 2 never joins an allreduce. Rank 1 calls at once and gives
 // up at 4 s; rank 0 calls 2.5 s later, so its own limit would end its wait
 // at 6.5 s: it must end soon after 4 s with rank 1's notice, and its next
-// call must throw the same at once.
-TEST(GpuCollectives, ARankThatFailsTellsItsPeersAtOnce) {
-  PB_REQUIRE_GPU_NO_INIT();
+// call must throw the same at once. Rank 0 waits in GpuCollectives::
+// synchronize, or (userSync) in cudaStreamSynchronize, where only the
+// notice watcher's thread can hear the notice and end the kernel.
+void expectPeersToLearnOfAFailedRankAtOnce(bool userSync) {
   Settings settings = kSmall;
   settings["gpu_wait_timeout"] = "4";
-  runGpuRanks(3, settings, [](GpuCollectives& g, int rank, int, cudaStream_t s) {
+  runGpuRanks(3, settings, [userSync](GpuCollectives& g, int rank, int, cudaStream_t s) {
     g.communicator().bootstrap().barrier();
     if (rank == 2) {  // stays (its leaving must not be what ends the others' waits) but never calls
       std::this_thread::sleep_for(std::chrono::seconds(8));
@@ -215,14 +216,31 @@ TEST(GpuCollectives, ARankThatFailsTellsItsPeersAtOnce) {
       requireError([&] { g.synchronize(s); }, ErrorCode::Timeout, {"rank 1", "timed out in allreduce"});
       return;
     }
-    requireError([&] { g.synchronize(s); }, ErrorCode::Remote,
-                 {"rank 0", "rank 1 (host", "told its peers", "timed out in allreduce"});
+    const std::vector<std::string> named{"rank 0", "rank 1 (host", "told its peers", "timed out in allreduce"};
+    if (userSync) {
+      cudaError_t synced = cudaStreamSynchronize(s);  // the kernel ends (its wait aborted), no CUDA error
+      if (synced != cudaSuccess) throw std::runtime_error(std::string("cudaStreamSynchronize: ") + cudaGetErrorString(synced));
+      requireError([&] { g.checkErrors(); }, ErrorCode::Remote, named);
+    } else {
+      requireError([&] { g.synchronize(s); }, ErrorCode::Remote, named);
+    }
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("rank 0 learned of rank 1's failure %.2f s after its call (its own limit: 4 s)\n", took);
+    std::printf("rank 0 learned of rank 1's failure %.2f s after its call (its own limit: 4 s; %s)\n", took,
+                userSync ? "cudaStreamSynchronize" : "synchronize");
     if (took > 3.5) throw std::runtime_error("rank 0 learned of rank 1's failure only after " + std::to_string(took) + " s");
     requireError([&] { g.allReduce(buf.p, buf.p, 1, DataType::Float32, ReduceOp::Sum, s); }, ErrorCode::Remote,
                  {"told its peers"});
   }, std::chrono::seconds(55));
+}
+
+TEST(GpuCollectives, ARankThatFailsTellsItsPeersAtOnce) {
+  PB_REQUIRE_GPU_NO_INIT();
+  expectPeersToLearnOfAFailedRankAtOnce(false);
+}
+
+TEST(GpuCollectives, ARankThatFailsEndsAPeersCudaStreamSynchronize) {
+  PB_REQUIRE_GPU_NO_INIT();
+  expectPeersToLearnOfAFailedRankAtOnce(true);
 }
 
 TEST(GpuCollectives, AbortEndsKernelsWaitingForARankThatSkips) {

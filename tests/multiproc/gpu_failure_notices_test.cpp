@@ -63,7 +63,12 @@ TEST(GpuFailureNotices, EveryPeerLearnsTheFirstFailureOnce) {
       notices.sendOnce("rank 1 (host x): device wait for rank 2 timed out in allreduce." + ending);
       notices.sendOnce("a second failure, which nobody must hear of");
     } else {
+      // pending() sees it first (a poll, no read), then poll() reads it.
+      const auto deadline = Clock::now() + std::chrono::seconds(5);
+      while (!notices.pending() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (!notices.pending()) throw std::runtime_error("pending() saw no notice within 5 s");
       const Error e = awaitNotice(notices);
+      if (notices.pending()) throw std::runtime_error("pending() after the notice was read");
       test::requireError([&] { throw e; }, ErrorCode::Remote,
                          {"rank " + std::to_string(rank) + " (host ", "rank 1 (host ", "told its peers",
                           "timed out in allreduce"});

@@ -40,16 +40,24 @@ void GpuFailureNotices::sendOnce(const std::string& reason) noexcept {
   }
 }
 
-const std::optional<Error>& GpuFailureNotices::poll() {
+const std::optional<Error>& GpuFailureNotices::poll(bool now) {
   if (received_) return received_;
-  const auto now = std::chrono::steady_clock::now();
-  if (now - lastPoll_ < kPollInterval) return received_;
-  lastPoll_ = now;
+  const auto at = std::chrono::steady_clock::now();
+  if (!now && at - lastPoll_ < kPollInterval) return received_;
+  lastPoll_ = at;
   Bootstrap& b = comm_.bootstrap();
   if (!b.canPoll()) return received_;
   for (int peer = 0; peer < comm_.size() && !received_; ++peer)
     if (peer != comm_.rank() && b.poll(peer, kGpuNoticeTag)) received_ = errorFor(peer, b.recv(peer, kGpuNoticeTag));
   return received_;
+}
+
+bool GpuFailureNotices::pending() const {
+  Bootstrap& b = comm_.bootstrap();
+  if (!b.canPoll()) return false;
+  for (int peer = 0; peer < comm_.size(); ++peer)
+    if (peer != comm_.rank() && b.poll(peer, kGpuNoticeTag)) return true;
+  return false;
 }
 
 Error GpuFailureNotices::errorFor(int peer, const std::vector<char>& message) const {

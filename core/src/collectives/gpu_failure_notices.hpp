@@ -20,7 +20,7 @@ namespace plugboard {
 
 /// One GpuCollectives' notices. Used from the threads that call the GPU
 /// collectives (the bootstrap's calls; its polls never wait on another
-/// thread's call).
+/// thread's call), except pending(), which only polls.
 class GpuFailureNotices {
  public:
   /// Minimum time between two looks at the bootstrap.
@@ -35,10 +35,14 @@ class GpuFailureNotices {
   /// only the first call sends. Never throws (a peer that is gone is logged).
   void sendOnce(const std::string& reason) noexcept;
   /// Looks for a peer's notice, unless it looked less than kPollInterval
-  /// ago or one was found already. The error the first notice stands for
+  /// ago (and now is false) or one was found already. The error the first notice stands for
   /// (Error(Remote) naming this rank, the sender and its reason), kept for
   /// every later call; empty while none came.
-  const std::optional<Error>& poll();
+  const std::optional<Error>& poll(bool now = false);
+  /// True when a peer's notice waits in the bootstrap, not yet read by
+  /// poll(). Only the bootstrap's poll(), so any thread may ask while
+  /// another is in a bootstrap call (Bootstrap's contract); no state kept.
+  bool pending() const;
 
  private:
   /// The error a notice from peer stands for (or a malformed-notice error).

@@ -3,7 +3,10 @@
 // the kernels get.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <memory>
 #include <string>
@@ -11,6 +14,7 @@
 
 #include "gpu/collectives/device_ctx.hpp"
 #include "collectives/gpu_failure_notices.hpp"
+#include "collectives/periodic_thread.hpp"
 #include "gpu/collectives/host_relay.hpp"
 #include "gpu/plans/plan_selection.hpp"
 #include "plugboard/error.hpp"
@@ -88,8 +92,15 @@ struct GpuCollectives::Impl {
   /// Tells the peers of this rank's failure and learns of theirs; mutable:
   /// the const error checks send and poll.
   mutable GpuFailureNotices notices;
-  mutable bool noticeTaken = false;      // pollNotices() has acted on the notice
-  mutable bool ownFailureFirst = false;  // this rank had recorded a failure before the notice came
+  mutable std::mutex noticeMu;                        // notices' reads, noticeTaken: callers and noticeWatcher
+  mutable bool noticeTaken = false;                   // actOnNotice() has run
+  mutable std::atomic<bool> ownFailureFirst{false};   // this rank had recorded a failure before the notice came
+  /// Looks for notices every kNoticeWatchInterval between calls too, so one
+  /// ends this rank's kernels while its threads are in CUDA (a user's
+  /// cudaStreamSynchronize) rather than at the next call. Started at the
+  /// end of setup(), stopped first in ~Impl.
+  std::unique_ptr<PeriodicThread> noticeWatcher;
+  static constexpr std::chrono::milliseconds kNoticeWatchInterval{10};
 
   explicit Impl(Communicator& c) : comm(c), notices(c) {}
   ~Impl();
@@ -100,8 +111,15 @@ struct GpuCollectives::Impl {
   /// rank's own is first told to the peers.
   void throwIfFailed() const;
   /// Looks for a peer's failure notice (GpuFailureNotices::poll); on one, ends
-  /// this object's device waits. The notice's error, if one came.
-  const std::optional<Error>& pollNotices() const;
+  /// this object's device waits. The notice's error, if one came. Calling
+  /// threads only (it reads the notice: a bootstrap call).
+  std::optional<Error> pollNotices() const;
+  /// noticeWatcher's tick: on a notice waiting in the bootstrap, acts on it
+  /// without reading it (polls only).
+  void watchNotices() const;
+  /// Once per object, under noticeMu: notes whether this rank had failed
+  /// first, then ends this object's device waits.
+  void actOnNotice() const;
   /// Throws Error(InvalidUsage) unless the current device is the construction one.
   void checkDevice() const;
 

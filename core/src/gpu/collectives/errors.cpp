@@ -60,20 +60,34 @@ void GpuCollectives::Impl::throwSwitchFailure(uint32_t first) const {
   throw Error(code == kSemaphoreWaitTimeout ? ErrorCode::Timeout : ErrorCode::Remote, msg);
 }
 
-const std::optional<Error>& GpuCollectives::Impl::pollNotices() const {
-  const std::optional<Error>& notice = notices.poll();
-  if (notice && !noticeTaken) {
-    noticeTaken = true;
-    // A failure this rank recorded before the notice came is its own news;
-    // what fails after (the waits the notice ends) is the notice's doing.
-    try {
-      throwRecordedFailure();
-    } catch (const Error&) {
-      ownFailureFirst = true;
-    }
-    abortDeviceWaits();
-  }
+std::optional<Error> GpuCollectives::Impl::pollNotices() const {
+  std::lock_guard<std::mutex> lock(noticeMu);
+  // Once the watcher has acted on a notice, read it now: the waits it ended
+  // must not pass for this rank's own failure.
+  const std::optional<Error>& notice = notices.poll(noticeTaken);
+  if (notice) actOnNotice();
   return notice;
+}
+
+void GpuCollectives::Impl::watchNotices() const {
+  // Polls only (the bootstrap's contract for a second thread): the notice
+  // itself is read by the next pollNotices() of a calling thread.
+  if (!notices.pending()) return;
+  std::lock_guard<std::mutex> lock(noticeMu);
+  actOnNotice();
+}
+
+void GpuCollectives::Impl::actOnNotice() const {
+  if (noticeTaken) return;
+  noticeTaken = true;
+  // A failure this rank recorded before the notice came is its own news;
+  // what fails after (the waits the notice ends) is the notice's doing.
+  try {
+    throwRecordedFailure();
+  } catch (const Error&) {
+    ownFailureFirst = true;
+  }
+  abortDeviceWaits();
 }
 
 void GpuCollectives::Impl::throwIfFailed() const {
@@ -82,10 +96,11 @@ void GpuCollectives::Impl::throwIfFailed() const {
     throw Error(ErrorCode::Aborted, "rank " + std::to_string(rank) + " (" + comm.hostOf(rank) +
                                         "): the communicator was aborted (Communicator::abort); its GPU collectives "
                                         "cannot be used any more");
-  if (const auto& notice = pollNotices(); notice && !ownFailureFirst) throw *notice;
+  if (const auto notice = pollNotices(); notice && !ownFailureFirst) throw *notice;
   try {
     throwRecordedFailure();
   } catch (const Error& e) {
+    std::lock_guard<std::mutex> lock(noticeMu);
     notices.sendOnce(e.what());  // nothing once a peer's notice came: it told everyone
     throw;
   }

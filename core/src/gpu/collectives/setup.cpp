@@ -77,7 +77,8 @@ GpuCollectives::Impl::~Impl() {
   // peers may be gone or stuck: no draining, no collective step.
   if (abortHook) comm.impl_->removeAbortHook(abortHook);
   const bool aborted = comm.aborted();
-  if (scratch) cudaDeviceSynchronize();
+  if (scratch) cudaDeviceSynchronize();  // a peer's notice (noticeWatcher) ends kernels waiting for a failed rank
+  noticeWatcher.reset();                 // the steps below are collective: no more polls beside them
   plans.reset();          // collective, like the rest
   relay.reset();          // collective unless aborted
   switchChannel.reset();  // collective unless aborted, like the rest
@@ -283,6 +284,8 @@ void GpuCollectives::Impl::setup() {
   comm.bootstrap().barrier();
   notices.dropStale();
   abortHook = comm.impl_->addAbortHook([this] { abortDeviceWaits(); });
+  noticeWatcher = std::make_unique<PeriodicThread>("rank " + std::to_string(rank) + ": the GPU failure-notice watcher",
+                                                   kNoticeWatchInterval, [this] { watchNotices(); });
 }
 
 void GpuCollectives::Impl::setupSwitch() {
