@@ -221,16 +221,24 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
 ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
                                       ncclConfig_t* config);
 
+/** A registered window (NCCL 2.27). */
+typedef struct ncclWindow_vidmem* ncclWindow_t;
+/** winFlags: a plain window. */
+#define NCCL_WIN_DEFAULT 0x00
+/** winFlags: every rank registers a buffer of the same size (NCCL's symmetric kernels). */
+#define NCCL_WIN_COLL_SYMMETRIC 0x01
+/** Registers buff..buff+size as a window of comm. Accepted and kept so the
+ * program runs unchanged; Plugboard's collectives copy through their own
+ * scratch and need no registration, so a window changes nothing (logged
+ * once per communicator). Unknown winFlags bits: ncclInvalidArgument. */
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
+/** Ends a window of comm; one that comm does not hold: ncclInvalidArgument. */
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+
 /* Calls of newer NCCL releases that Plugboard does not serve: present so
  * programs built against those releases load, each returning
  * ncclInvalidUsage with ncclGetLastError saying so. Their NCCL-specific
  * types are opaque here. */
-/** A registered window (NCCL 2.27). */
-typedef struct ncclWindow_vidmem* ncclWindow_t;
-/** Not served: symmetric windows. */
-ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
-/** Not served: symmetric windows. */
-ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 /** Not served: NCCL's device API (2.28); reqs and devComm are NCCL's own types. */
 ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void* reqs, void* devComm);
 /** Not served: NCCL's device API (2.28). */

@@ -8,6 +8,7 @@
 
 #include "api_util.hpp"
 #include "group.hpp"
+#include "plugboard/logger.hpp"
 #include "premul_scale.hpp"
 
 using namespace plugboard;
@@ -392,12 +393,32 @@ ncclResult_t notServed(const char* call, const char* what) {
 }
 }  // namespace
 
-PB_NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t*, int) {
-  return notServed("ncclCommWindowRegister", "symmetric memory windows");
+PB_NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                                 int winFlags) {
+  return guarded("ncclCommWindowRegister", [&] {
+    requireComm(comm);
+    requireArg(win, "win");
+    if (size > 0) requireArg(buff, "buff");
+    if (winFlags & ~(NCCL_WIN_DEFAULT | NCCL_WIN_COLL_SYMMETRIC))
+      throw ApiFailure(Result::InvalidArgument, "winFlags " + std::to_string(winFlags) +
+                                                    " has bits other than NCCL_WIN_COLL_SYMMETRIC");
+    if (comm->windows.empty())
+      PB_LOG(Info, "NCCL", "rank " << comm->rank() << ": ncclCommWindowRegister accepted; Plugboard's collectives copy "
+                                   "through their own scratch and need no registration, so windows change nothing");
+    auto window = std::make_unique<ncclWindow_vidmem>(ncclWindow_vidmem{buff, size, winFlags});
+    *win = window.get();
+    comm->windows.emplace(window.get(), std::move(window));
+  });
 }
 
-PB_NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
-  return notServed("ncclCommWindowDeregister", "symmetric memory windows");
+PB_NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  return guarded("ncclCommWindowDeregister", [&] {
+    requireComm(comm);
+    requireArg(win, "win");
+    if (comm->windows.erase(win) == 0)
+      throw ApiFailure(Result::InvalidArgument, "win is not a window registered on this communicator (never, or "
+                                                "deregistered already)");
+  });
 }
 
 PB_NCCL_API ncclResult_t ncclDevCommCreate(ncclComm_t, const void*, void*) {

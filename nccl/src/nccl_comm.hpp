@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +17,13 @@
 #include "plugboard/gpu/collectives.hpp"
 #include "premul_sum_ops.hpp"
 #include "real_nccl_comm.hpp"
+
+/// The type behind ncclWindow_t: what ncclCommWindowRegister was given.
+struct ncclWindow_vidmem {
+  void* buff;
+  size_t size;
+  int flags;
+};
 
 /// The opaque type behind ncclComm_t (global namespace, as nccl.h declares it).
 struct ncclComm {
@@ -72,6 +80,9 @@ struct ncclComm {
   std::unique_ptr<plugboard::GpuCollectives> gpu;
   /// Ops made by ncclRedOpCreatePreMulSum on this comm.
   plugboard::ncclapi::PreMulSumOps preMulOps;
+  /// Windows of ncclCommWindowRegister alive on this comm (they change
+  /// nothing: the collectives need no registration).
+  std::map<ncclWindow_t, std::unique_ptr<ncclWindow_vidmem>> windows;
   /// The real NCCL beside this comm (nccl_fallback_library), or null.
   std::unique_ptr<plugboard::ncclapi::RealNcclComm> real;
   /// The real NCCL when it serves call on this comm (nccl_fallback_calls), else null.

@@ -295,6 +295,16 @@ TEST(NcclApiGpu, ArgumentErrorsReturnNcclsCodesAndQueriesAnswer) {
     void* handle = nullptr;
     NCCL_OK(ncclCommRegister(comm, a.p, 64, &handle));
     NCCL_OK(ncclCommDeregister(comm, handle));
+    // Windows: accepted (a collective on one works), checked, ended once.
+    ncclWindow_t win = nullptr;
+    expectResult(ncclCommWindowRegister(comm, a.p, 64, nullptr, NCCL_WIN_COLL_SYMMETRIC), ncclInvalidArgument,
+                 "win is NULL");
+    expectResult(ncclCommWindowRegister(comm, a.p, 64, &win, 6), ncclInvalidArgument, "winFlags 6");
+    NCCL_OK(ncclCommWindowRegister(comm, a.p, 64, &win, NCCL_WIN_COLL_SYMMETRIC));
+    NCCL_OK(ncclAllReduce(a.p, a.p, 16, ncclFloat, ncclSum, comm, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    NCCL_OK(ncclCommWindowDeregister(comm, win));
+    expectResult(ncclCommWindowDeregister(comm, win), ncclInvalidArgument, "not a window registered on this communicator");
     // After the errors the communicator still works.
     collectives(comm, rank, n, s, 7);
   });

@@ -232,8 +232,11 @@ TEST(NcclApi, ExportsEverySymbolPyTorchNeeds) {
         "ncclRedOpCreatePreMulSum", "ncclRedOpDestroy", "ncclReduce", "ncclReduceScatter", "ncclSend",
         "ncclCommCuDevice"})
     EXPECT_NE(dlsym(lib, name), nullptr) << name;
-  EXPECT_EQ(ncclCommWindowRegister(nullptr, nullptr, 0, nullptr, 0), ncclInvalidUsage);
+  EXPECT_EQ(ncclDevCommCreate(nullptr, nullptr, nullptr), ncclInvalidUsage);
   EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("not served"), std::string::npos);
+  // Windows are served since session 34 (accepted, changing nothing).
+  EXPECT_EQ(ncclCommWindowRegister(nullptr, nullptr, 0, nullptr, NCCL_WIN_COLL_SYMMETRIC), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("comm is NULL"), std::string::npos);
   // Served since session 20: its argument checks answer without a GPU.
   EXPECT_EQ(ncclCommShrink(nullptr, nullptr, 0, nullptr, nullptr, 0), ncclInvalidArgument);
   EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("comm"), std::string::npos);
