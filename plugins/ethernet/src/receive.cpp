@@ -198,7 +198,7 @@ bool Connection::fillReadAhead() {
   // This stream carries no data back to piggyback acknowledgements on: one
   // acknowledgement per small frame was half the segments of a small call
   // (2 ranks, 8 B: 6.7 -> 5.4-6.4 us). Not for bulk reads, which turn them
-  // back on (receivePayload): delayed, they slowed 16 MiB calls by ~10%.
+  // back on (receivePayload): a bulk sender needs them to keep its window open.
   if (n > 0 && n < kDelayAcksBelowBytes) {
     inbound_.delayAcks();
     r.acksDelayed = true;
