@@ -35,9 +35,9 @@ class GpuFailureNotices {
   /// only the first call sends. Never throws (a peer that is gone is logged).
   void sendOnce(const std::string& reason) noexcept;
   /// Looks for a peer's notice, unless it looked less than kPollInterval
-  /// ago (and now is false) or one was found already. The error the first notice stands for
-  /// (Error(Remote) naming this rank, the sender and its reason), kept for
-  /// every later call; empty while none came.
+  /// ago (and now is false) or one was found already. The error the first
+  /// notice stands for (Error(Remote) naming this rank, the sender and its
+  /// reason), kept for every later call; empty while none came.
   const std::optional<Error>& poll(bool now = false);
   /// True when a peer's notice waits in the bootstrap, not yet read by
   /// poll(). Only the bootstrap's poll(), so any thread may ask while
