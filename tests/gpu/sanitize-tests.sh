@@ -21,11 +21,12 @@ cases=("$@")
   memcheck:GpuCollectivesPort.SendRecvRingOverStagedEthernetTwoRanks)
 sanitizer=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
 logs=${LOG_DIR:-$(mktemp -d)}
+mkdir -p "$logs"
 export PLUGBOARD_GPU_WAIT_TIMEOUT=300 PLUGBOARD_TIMEOUT=300 NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
 status=0
 for c in "${cases[@]}"; do
   tool=${c%%:*} filter=${c#*:}
-  log="$logs/$tool-$filter.log"
+  log="$logs/$tool-${filter//\//_}.log"  # a parameterized test's name has slashes
   start=$(date +%s)
   timeout "${SANITIZE_TIMEOUT:-300}" "$sanitizer" --tool "$tool" --target-processes all --error-exitcode 9 \
     "$build/bin/plugboard_gpu_tests" --gtest_filter="$filter" > "$log" 2>&1
