@@ -10,6 +10,7 @@
 // block, operation and peer (for LL, the packets it waited for).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -68,31 +69,40 @@ void expectOutput(const GpuPlanExecutor& ex, const std::vector<T>& out, ReduceOp
   }
 }
 
+/// Where a call's output goes: a buffer of its own (output chunks no peer
+/// touches are computed there), the input's buffer (nothing may be computed
+/// there early), or the executor's outputBuffer() (nothing is copied).
+enum class OutputAt { Apart, Input, Storage };
+
 /// Three calls in a row on device buffers, each checked.
 template <typename T>
-void runChecked(GpuPlanExecutor& ex, int rank, int n, size_t count, DataType type, ReduceOp op, cudaStream_t s) {
+void runChecked(GpuPlanExecutor& ex, int rank, int n, size_t count, DataType type, ReduceOp op, cudaStream_t s,
+                OutputAt where = OutputAt::Apart) {
   const Plan& p = ex.plan();
   const size_t outCount = count / p.inputChunks * p.outputChunks;
   T *in = nullptr, *out = nullptr;
-  check(cudaMalloc(&in, count * sizeof(T) + 1), "cudaMalloc");
-  check(cudaMalloc(&out, outCount * sizeof(T) + 1), "cudaMalloc");
+  check(cudaMalloc(&in, std::max(count, outCount) * sizeof(T) + 1), "cudaMalloc");
+  if (where == OutputAt::Apart) check(cudaMalloc(&out, outCount * sizeof(T) + 1), "cudaMalloc");
+  if (where == OutputAt::Input) out = in;
+  if (where == OutputAt::Storage) out = static_cast<T*>(ex.outputBuffer());
   for (int round = 0; round < 3; ++round) {
     const std::vector<T> h = inputs<T>(rank, count, round);
     // The plan runs on a non-blocking stream, which does not wait for the
     // legacy stream: a pageable cudaMemcpy or a cudaMemset may still be in
     // flight when it returns (the wrong values of the 64-slice runs).
+    if (where != OutputAt::Input) check(cudaMemset(out, 0xff, outCount * sizeof(T)), "cudaMemset");
     check(cudaMemcpy(in, h.data(), count * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy in");
-    check(cudaMemset(out, 0xff, outCount * sizeof(T)), "cudaMemset");
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     ex.run(in, out, count, type, op, s);
     check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
     ex.checkErrors();
     std::vector<T> got(outCount);
     check(cudaMemcpy(got.data(), out, outCount * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy out");
-    expectOutput(ex, got, op, rank, n, count, round, std::string(dataTypeName(type)) + " " + reduceOpName(op));
+    const char* at = where == OutputAt::Apart ? "" : where == OutputAt::Input ? " (output = input)" : " (output = outputBuffer())";
+    expectOutput(ex, got, op, rank, n, count, round, std::string(dataTypeName(type)) + " " + reduceOpName(op) + at);
   }
   cudaFree(in);
-  cudaFree(out);
+  if (where == OutputAt::Apart) cudaFree(out);
 }
 
 using RankFn = std::function<void(Communicator&, int rank, int n, cudaStream_t)>;
@@ -129,6 +139,11 @@ void runShipped(const std::string& name, int n, bool port) {
         runChecked<float>(ex, rank, nranks, count, DataType::Float32, ReduceOp::Avg, s);
       }
     }
+    // Out-of-place plans handed one buffer, and the storage's own output.
+    const size_t count = plan.inputChunks * perChunk.back();
+    if (!plan.inPlace && plan.inputChunks == plan.outputChunks)
+      runChecked<float>(ex, rank, nranks, count, DataType::Float32, ReduceOp::Avg, s, OutputAt::Input);
+    if (!plan.inPlace) runChecked<float>(ex, rank, nranks, count, DataType::Float32, ReduceOp::Avg, s, OutputAt::Storage);
   }, {{"gpu_wait_timeout", "15"}});
 }
 

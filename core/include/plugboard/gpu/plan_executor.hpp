@@ -49,8 +49,11 @@ class GpuPlanExecutor {
   /// input chunks (count must divide evenly); output receives outputChunks
   /// chunks. Input and output may be the same buffer (results land in this
   /// executor's storage and are copied out after the kernel): with an
-  /// in-place plan they must be. Passing outputBuffer() as output skips
-  /// that copy. Avg divides once at the end. Throws Error(InvalidUsage) for
+  /// in-place plan they must be. Output chunks that peers write or read
+  /// land in the storage and are copied out after the kernel; an
+  /// out-of-place simple plan computes the others in output itself, when
+  /// input and output do not overlap. Passing outputBuffer() as output
+  /// skips every copy. Avg divides once at the end. Throws Error(InvalidUsage) for
   /// bad arguments and the first recorded device failure (checkErrors()).
   void run(const void* input, void* output, size_t count, DataType type, ReduceOp op, cudaStream_t stream);
 

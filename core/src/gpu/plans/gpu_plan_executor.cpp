@@ -25,6 +25,7 @@
 #include "communicator/communicator_impl.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/plans/plan_kernel.hpp"
+#include "plans/output_homes.hpp"
 #include "plans/plan_call.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/gpu/plan_executor.hpp"
@@ -72,6 +73,10 @@ struct GpuPlanExecutor::Impl {
   bool copiesInput = false;  // a port channel puts from the input: it must be in the storage
   bool hostStorage = false;  // see the top of this file
   bool reduces = false;      // some operation reduces (avg divides its output)
+  // Out-of-place simple plans: output chunks that only this rank's blocks
+  // touch are named kCallerOutput in the device ops (see outputChunksInStorage).
+  bool callerOutputChunks = false;
+  std::vector<bool> outputInStorage;
 
   char* storage = nullptr;      // device address (of the host allocation, with hostStorage)
   char* storageHost = nullptr;  // the pinned host allocation, with hostStorage
@@ -83,6 +88,7 @@ struct GpuPlanExecutor::Impl {
   gpuplan::DevChunk* srcs = nullptr;
   int32_t* handshakes = nullptr;
   uint32_t* sliceDone = nullptr;
+  uint8_t* outputHomes = nullptr;
   bool blocksHandshake = false;  // every channel's operations are in one thread block (see assignHandshakes)
   gpuplan::DevChannel* channels = nullptr;
   PortChannelDeviceHandle* ports = nullptr;
@@ -115,6 +121,8 @@ struct GpuPlanExecutor::Impl {
   void exchange();
   void makePorts();
   void uploadPlan();
+  /// A chunk this rank's own operation reads or writes here, as the device names it.
+  gpuplan::DevChunk localChunk(const PlanChunk& c) const;
   std::vector<std::vector<int32_t>> assignHandshakes();
   /// LL: every pair that exchanges packets does so both ways (then calls
   /// need no start handshake, see assignHandshakes).
@@ -158,7 +166,7 @@ GpuPlanExecutor::Impl::~Impl() {
   for (void* p : {static_cast<void*>(handshakes), static_cast<void*>(sliceDone), static_cast<void*>(expected),
                   static_cast<void*>(calls), static_cast<void*>(barriers), static_cast<void*>(ops),
                   static_cast<void*>(threadBlocks), static_cast<void*>(srcs), static_cast<void*>(channels),
-                  static_cast<void*>(ports)})
+                  static_cast<void*>(ports), static_cast<void*>(outputHomes)})
     if (p) cudaFree(p);
   if (flags) cudaFreeHost(flags);
 }
@@ -500,7 +508,21 @@ int GpuPlanExecutor::Impl::packetWriter(uint64_t chunk) const {
   return -1;
 }
 
+gpuplan::DevChunk GpuPlanExecutor::Impl::localChunk(const PlanChunk& c) const {
+  gpuplan::DevChunk d = devChunk(c);
+  if (callerOutputChunks && c.buffer == PlanChunk::Buffer::Output && c.size > 0 && !outputInStorage.at(c.index))
+    d.buffer = gpuplan::kCallerOutput;
+  return d;
+}
+
 void GpuPlanExecutor::Impl::uploadPlan() {
+  // In-place plans read their input where the output is (the storage's);
+  // LL plans write their output in the caller's buffer already.
+  callerOutputChunks = !plan.inPlace && !plan.ll();
+  outputInStorage = outputChunksInStorage(plan, comm.rank());
+  std::vector<uint8_t> homes(plan.outputChunks, gpuplan::kOutput);
+  for (size_t k = 0; k < homes.size(); ++k)
+    if (callerOutputChunks && !outputInStorage[k]) homes[k] = gpuplan::kCallerOutput;
   std::vector<gpuplan::DevOp> o;
   std::vector<gpuplan::DevThreadBlock> t;
   std::vector<gpuplan::DevChunk> s;
@@ -522,14 +544,16 @@ void GpuPlanExecutor::Impl::uploadPlan() {
       gpuplan::DevOp d{};
       d.kind = static_cast<gpuplan::OpKind>(p.kind);
       d.channel = p.channel;
-      d.dst = devChunk(p.dst);
-      d.src = devChunk(p.src);
+      // A put's dst and a get's src are the peer's chunks; the rest are this rank's.
+      const bool peersDst = p.kind == PlanOp::Kind::Put || p.kind == PlanOp::Kind::PutPacket;
+      d.dst = peersDst ? devChunk(p.dst) : localChunk(p.dst);
+      d.src = p.kind == PlanOp::Kind::Get ? devChunk(p.src) : localChunk(p.src);
       d.srcsAt = static_cast<uint32_t>(s.size());
       d.nsrcs = static_cast<uint32_t>(p.srcs.size());
       d.npackets = static_cast<uint32_t>(p.packets.size());
       d.barrier = p.barrier >= 0 ? static_cast<uint32_t>(p.barrier) : 0;
       d.parties = p.parties;
-      for (const auto& c : p.srcs) s.push_back(devChunk(c));
+      for (const auto& c : p.srcs) s.push_back(localChunk(c));
       for (const auto& c : p.packets) s.push_back(devChunk(c));
       reduces = reduces || p.kind == PlanOp::Kind::Reduce || p.kind == PlanOp::Kind::ReducePacket;
       o.push_back(d);
@@ -541,6 +565,7 @@ void GpuPlanExecutor::Impl::uploadPlan() {
   upload(&threadBlocks, t);
   upload(&handshakes, h);
   upload(&sliceDone, std::vector<uint32_t>(slices, 0));
+  upload(&outputHomes, homes);
   upload(&srcs, s);
   upload(&channels, deviceChannels());
 }
@@ -557,6 +582,7 @@ gpuplan::PlanArgs GpuPlanExecutor::Impl::args(const void* input, size_t bytes) c
   a.local[gpuplan::kOutput] = storage + outputAt;
   a.local[gpuplan::kScratch] = storage + scratchAt;
   a.local[gpuplan::kPackets] = storage + packetsAt;
+  a.local[gpuplan::kCallerOutput] = a.local[gpuplan::kOutput];  // run() may point it at the caller's output
   a.local[gpuplan::kInput] = plan.inPlace ? storage + outputAt : copiesInput ? storage + inputAt : static_cast<char*>(const_cast<void*>(input));
   a.storageOffset[gpuplan::kInput] = plan.inPlace ? outputAt : inputAt;
   a.storageOffset[gpuplan::kOutput] = outputAt;
@@ -564,6 +590,7 @@ gpuplan::PlanArgs GpuPlanExecutor::Impl::args(const void* input, size_t bytes) c
   a.handshakes = handshakes;
   a.blocksHandshake = blocksHandshake ? 1 : 0;
   a.sliceDone = sliceDone;
+  a.outputHomes = outputHomes;
   a.outputChunks = static_cast<uint32_t>(plan.outputChunks);
   a.chunkBytes = bytes / plan.inputChunks;
   // At least 8 bytes per thread (plan_device.hpp): a small call runs fewer slices.
@@ -670,6 +697,12 @@ void GpuPlanExecutor::run(const void* input, void* output, size_t count, DataTyp
     if (m.plan.inPlace) a.local[gpuplan::kInput] = static_cast<char*>(output);
   }
   a.userOutput = output != a.local[gpuplan::kOutput] ? static_cast<char*>(output) : nullptr;
+  // Chunks no peer touches are computed in the caller's output (no copy at
+  // the end), unless it shares bytes with the input, which may still be read.
+  const size_t outBytes = a.chunkBytes * m.plan.outputChunks;
+  const auto in = reinterpret_cast<uintptr_t>(input), out = reinterpret_cast<uintptr_t>(output);
+  const bool apart = out + outBytes <= in || in + bytes <= out;
+  a.local[gpuplan::kCallerOutput] = m.callerOutputChunks && a.userOutput && apart ? a.userOutput : a.local[gpuplan::kOutput];
   a.divisor = op == ReduceOp::Avg && m.reduces ? static_cast<uint32_t>(m.comm.size()) : 1;
   if (a.local[gpuplan::kInput] != input)
     PB_CUDA_CHECK(cudaMemcpyAsync(a.local[gpuplan::kInput], input, bytes, cudaMemcpyDefault, stream));

@@ -34,8 +34,10 @@ inline constexpr uint32_t kMaxReduceSources = 32;
 
 /// In plan.hpp's PlanOp::Kind order (the executor casts).
 enum class OpKind : uint8_t { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket, Barrier, Get };
-/// In plan.hpp's PlanChunk::Buffer order.
-enum Buffer : uint8_t { kInput = 0, kOutput = 1, kScratch = 2, kPackets = 3 };
+/// In plan.hpp's PlanChunk::Buffer order, then kCallerOutput: an output
+/// chunk that only this rank's thread blocks touch (outputChunksInStorage
+/// false), kept in the caller's output when the call allows (PlanArgs::local).
+enum Buffer : uint8_t { kInput = 0, kOutput = 1, kScratch = 2, kPackets = 3, kCallerOutput = 4 };
 
 /// Chunks [index, index + size) of one of this rank's buffers.
 struct DevChunk {
@@ -104,7 +106,10 @@ struct PlanArgs {
   PortChannelDeviceHandle* ports;  ///< Port channels' handles, [channel's port + slice].
   uint64_t* inbound;               ///< This rank's counters, [channel * slices + slice] (peers add to them).
   uint64_t* expected;              ///< Signals consumed per counter (same index).
-  char* local[4];                  ///< This call's input, output, scratch and packets on this rank.
+  /// This call's input, output, scratch and packets on this rank, and where
+  /// the kCallerOutput chunks live: the caller's output, or local[kOutput]
+  /// when the call passes the storage's output or overlaps input and output.
+  char* local[5];
   uint64_t storageOffset[3];       ///< Where output and scratch ([kInput]: the input copy) start in the
                                    ///< registered storage, the same on every rank (port channel offsets).
   const int32_t* handshakes;       ///< Channel lists of DevThreadBlock::handshake*.
@@ -116,6 +121,9 @@ struct PlanArgs {
   /// to finish, counted in sliceDone[s] (reset by that block). Null: the
   /// output stays in local[kOutput] (divided in place when divisor > 1).
   char* userOutput;
+  /// Per output chunk: the buffer it lives in during the plan (kOutput or
+  /// kCallerOutput); the end copies a chunk only where that is not its place.
+  const uint8_t* outputHomes;
   uint32_t* sliceDone;
   uint32_t divisor;
   uint32_t outputChunks;

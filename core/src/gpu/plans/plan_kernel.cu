@@ -9,8 +9,9 @@
 // block signals and waits once on its channels' (c, s) before its first
 // operation; plans whose channels are shared by thread blocks get a
 // handshake kernel first instead. End: the last block of slice s to finish
-// copies slice s of every output chunk to the caller's output (an
-// operation only ever maps slice s to slice s, so the slice is complete).
+// copies slice s of every output chunk not kept there to the caller's
+// output (an operation only ever maps slice s to slice s, so the slice is
+// complete).
 //
 // Waits are done by one thread per counter; a wait that times out or is
 // aborted records the first failure in PlanStatus and ends its block. Loads
@@ -297,7 +298,8 @@ __device__ uint32_t blockHandshake(const PlanArgs& a, const DevThreadBlock& t, u
 }
 
 /// The last block of slice s to finish moves slice s of every output chunk
-/// to the caller's output (dividing for avg).
+/// not already there to the caller's output (dividing for avg, in place for
+/// a chunk that is; each thread reads the elements it writes).
 template <typename T>
 __device__ void finishSlice(const PlanArgs& a, uint32_t s, SliceRange r) {
   __shared__ bool last;
@@ -313,9 +315,10 @@ __device__ void finishSlice(const PlanArgs& a, uint32_t s, SliceRange r) {
   __threadfence();
   char* to = a.userOutput ? a.userOutput : a.local[kOutput];
   for (uint32_t k = 0; k < a.outputChunks; ++k) {
-    const char* src = a.local[kOutput] + k * a.chunkBytes + r.lo;
+    const char* src = a.local[a.outputHomes[k]] + k * a.chunkBytes + r.lo;
     char* dst = to + k * a.chunkBytes + r.lo;
     if (a.divisor == 1) {
+      if (src == dst) continue;  // a chunk kept in the caller's output
       copyBytes(dst, src, r.len, threadIdx.x, blockDim.x);
       continue;
     }
