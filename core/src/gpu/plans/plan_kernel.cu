@@ -2,7 +2,8 @@
 // thread block t, slice s runs as CUDA block t * slices + s, operation by
 // operation, with a block barrier after each (so an operation sees the
 // earlier ones' data, and a signal publishes every thread's writes: its
-// release at system scope follows the barrier, and is cumulative).
+// release at system scope follows the barrier, and is cumulative). A run
+// of put_packets counts as one operation (putPackets).
 //
 // Start handshake (no peer writes into this rank's buffers before this
 // call's kernel has begun, hence before the stream work ahead of it): each
@@ -178,15 +179,32 @@ __device__ uint32_t pollPacket(const PlanArgs& a, const char* p, uint32_t flag, 
   }
 }
 
-/// put_packet over a memory channel: slice r of src as packets into the peer's packets chunks.
-__device__ uint32_t putPackets(const PlanArgs& a, const DevOp& o, SliceRange r, const LlCall& ll) {
-  const DevChannel& ch = a.channels[o.channel];
+/// Most consecutive put_packet operations of a thread block run as one pass.
+constexpr uint32_t kMaxFusedPutPackets = 8;
+
+/// True when both operations send the same single chunk.
+__device__ __forceinline__ bool sameSource(const DevOp& x, const DevOp& y) {
+  return x.src.size == 1 && y.src.size == 1 && x.src.buffer == y.src.buffer && x.src.index == y.src.index;
+}
+
+/// put_packet ops[0, n) over memory channels, consecutive in a thread block,
+/// as one pass: slice r of each src as packets into the peer's packets
+/// chunks. None reads what another writes, so no block barrier separates
+/// them; a unit of a source is loaded once for the operations that send it
+/// in a row (the one-shot's put to every peer).
+__device__ uint32_t putPackets(const PlanArgs& a, const DevOp* ops, uint32_t n, SliceRange r, const LlCall& ll) {
   const uint64_t first = r.lo / 8, end = (r.lo + r.len + 7) / 8;
-  for (uint32_t k = 0; k < o.src.size; ++k) {
-    const char* src = at(a, o.src, k, 0);
-    char* dst = packetsAt(a, ch.remote[kPackets], o.dst.index + k, ll);
-    for (uint64_t u = first + threadIdx.x; u < end; u += blockDim.x)
-      gpucoll::storePacket(dst + 16 * u, loadPayloadCg(src, u, a.chunkBytes), ll.flag);
+  for (uint64_t u = first + threadIdx.x; u < end; u += blockDim.x) {
+    uint2 v = make_uint2(0, 0);
+    for (uint32_t j = 0; j < n; ++j) {
+      const DevOp& o = ops[j];
+      char* dst = packetsAt(a, a.channels[o.channel].remote[kPackets], o.dst.index, ll) + 16 * u;
+      const bool reuse = j > 0 && sameSource(o, ops[j - 1]);
+      for (uint32_t k = 0; k < o.src.size; ++k) {
+        if (!reuse) v = loadPayloadCg(at(a, o.src, k, 0), u, a.chunkBytes);
+        gpucoll::storePacket(dst + k * a.packetStride, v, ll.flag);
+      }
+    }
   }
   return kPlanOk;
 }
@@ -272,7 +290,7 @@ __device__ uint32_t runOp(const PlanArgs& a, const DevOp& o, uint32_t s, SliceRa
         copyBytes(at(a, o.dst, k, r.lo), at(a, o.src, k, r.lo), r.len, threadIdx.x, blockDim.x);
       return kPlanOk;
     case OpKind::Reduce: reduce<T, Op>(a, o, r); return kPlanOk;
-    case OpKind::PutPacket: return putPackets(a, o, r, ll);
+    case OpKind::PutPacket: return putPackets(a, &o, 1, r, ll);
     case OpKind::ReducePacket: return reducePackets<T, Op>(a, o, r, ll);
     case OpKind::Barrier: return threadIdx.x == 0 ? barrierWait(a, o, s) : kPlanOk;
     case OpKind::Get: return get(a, o, r);
@@ -351,12 +369,17 @@ __global__ void __launch_bounds__(kMaxThreads, 1) planKernel(PlanArgs a) {
     for (uint32_t i = threadIdx.x; i < t.opCount; i += blockDim.x) ops[i] = a.ops[t.opStart + i];
   __syncthreads();
   if (a.blocksHandshake && __syncthreads_or(blockHandshake(a, t, s) != kPlanOk)) return;
+  const DevOp* list = held ? ops : a.ops + t.opStart;
   for (uint32_t i = 0; i < t.opCount; ++i) {
-    const DevOp o = held ? ops[i] : a.ops[t.opStart + i];
-    const uint32_t code = runOp<T, Op>(a, o, s, r, ll);
+    const DevOp o = list[i];
+    uint32_t last = i;  // a run of put_packets goes as one operation
+    if (o.kind == OpKind::PutPacket)
+      while (last + 1 < t.opCount && last + 1 - i < kMaxFusedPutPackets && list[last + 1].kind == OpKind::PutPacket) ++last;
+    const uint32_t code = last > i ? putPackets(a, list + i, last - i + 1, r, ll) : runOp<T, Op>(a, o, s, r, ll);
     if (code != kPlanOk)
       recordFailure(a, code, static_cast<int>(tb), static_cast<int>(i), o.channel, static_cast<int>(s), ll.failedChunk);
     if (__syncthreads_or(code != kPlanOk)) return;
+    i = last;
   }
   if (counter && threadIdx.x == 0) *counter = call;
   if (a.userOutput || a.divisor != 1) finishSlice<T>(a, s, r);
