@@ -402,7 +402,7 @@ PB_NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, siz
     if (winFlags & ~(NCCL_WIN_DEFAULT | NCCL_WIN_COLL_SYMMETRIC))
       throw ApiFailure(Result::InvalidArgument, "winFlags " + std::to_string(winFlags) +
                                                     " has bits other than NCCL_WIN_COLL_SYMMETRIC");
-    if (comm->windows.empty())
+    if (!std::exchange(comm->windowsLogged, true))
       PB_LOG(Info, "NCCL", "rank " << comm->rank() << ": ncclCommWindowRegister accepted; Plugboard's collectives copy "
                                    "through their own scratch and need no registration, so windows change nothing");
     auto window = std::make_unique<ncclWindow_vidmem>(ncclWindow_vidmem{buff, size, winFlags});

@@ -83,6 +83,7 @@ struct ncclComm {
   /// Windows of ncclCommWindowRegister alive on this comm (they change
   /// nothing: the collectives need no registration).
   std::map<ncclWindow_t, std::unique_ptr<ncclWindow_vidmem>> windows;
+  bool windowsLogged = false;  ///< The first window's note is in the log.
   /// The real NCCL beside this comm (nccl_fallback_library), or null.
   std::unique_ptr<plugboard::ncclapi::RealNcclComm> real;
   /// The real NCCL when it serves call on this comm (nccl_fallback_calls), else null.

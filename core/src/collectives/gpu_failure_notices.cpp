@@ -45,19 +45,18 @@ const std::optional<Error>& GpuFailureNotices::poll(bool now) {
   const auto at = std::chrono::steady_clock::now();
   if (!now && at - lastPoll_ < kPollInterval) return received_;
   lastPoll_ = at;
-  Bootstrap& b = comm_.bootstrap();
-  if (!b.canPoll()) return received_;
-  for (int peer = 0; peer < comm_.size() && !received_; ++peer)
-    if (peer != comm_.rank() && b.poll(peer, kGpuNoticeTag)) received_ = errorFor(peer, b.recv(peer, kGpuNoticeTag));
+  if (const int peer = peerWithNotice(); peer >= 0) received_ = errorFor(peer, comm_.bootstrap().recv(peer, kGpuNoticeTag));
   return received_;
 }
 
-bool GpuFailureNotices::pending() const {
+bool GpuFailureNotices::pending() const { return peerWithNotice() >= 0; }
+
+int GpuFailureNotices::peerWithNotice() const {
   Bootstrap& b = comm_.bootstrap();
-  if (!b.canPoll()) return false;
+  if (!b.canPoll()) return -1;
   for (int peer = 0; peer < comm_.size(); ++peer)
-    if (peer != comm_.rank() && b.poll(peer, kGpuNoticeTag)) return true;
-  return false;
+    if (peer != comm_.rank() && b.poll(peer, kGpuNoticeTag)) return peer;
+  return -1;
 }
 
 Error GpuFailureNotices::errorFor(int peer, const std::vector<char>& message) const {

@@ -47,6 +47,8 @@ class GpuFailureNotices {
  private:
   /// The error a notice from peer stands for (or a malformed-notice error).
   Error errorFor(int peer, const std::vector<char>& message) const;
+  /// The lowest peer whose notice waits in the bootstrap (polls only), or -1.
+  int peerWithNotice() const;
 
   Communicator& comm_;
   bool sent_ = false;
