@@ -159,6 +159,44 @@ TEST(FaultyTransport, EveryRankLearnsOfAFailedRankLongBeforeItsTimeout) {
   }));
 }
 
+TEST(FaultyTransport, PeersInAPlanCallLearnOfAFailedRankLongBeforeTheirTimeout) {
+  SKIP_WITHOUT_FAULTY();
+  // A plans: rule runs every allreduce here on the 4-rank ring plan, where
+  // rank 3 has no channel to rank 1. Rank 1's operations fail after 40: its
+  // plan call fails and it tells its peers; their plan waits hear the
+  // notice. Before, a plan call sent and heard no notices, so rank 3 (and
+  // any rank whose connection to rank 1 still looked fine) waited out its
+  // 30 s timeout.
+  expectAllPassed(runRanks(4, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "fail_op"}, {"ranks", "1"}, {"after", "40"}});
+    setenv("PLUGBOARD_TIMEOUT", "30", 1);
+    const std::string plans = std::string(PLUGBOARD_TEST_SOURCE_DIR) + "/../plans/";
+    CommunicatorOptions options;
+    options.config = Config::fromYamlText("plans:\n  - {collective: allreduce, file: allreduce_ring/4ranks.json}\n",
+                                          plans + "test.yaml");
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      Communicator comm(loopbackBootstrap(rank, n, id), options);
+      HostCollectives hc(comm);
+      for (int round = 0; round < 200; ++round) {
+        std::vector<float> in(4000, static_cast<float>(rank + 1)), out(4000, -1.0f);
+        hc.allReduce(in.data(), out.data(), in.size(), DataType::Float32, ReduceOp::Sum);
+        if (out[0] != static_cast<float>(n * (n + 1) / 2)) throw std::runtime_error("wrong allreduce result");
+      }
+    } catch (const Error& e) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string m = e.what();
+      if (m.find("rank 1") == std::string::npos) throw std::runtime_error("rank " + std::to_string(rank) + ": " + m);
+      if (rank != 1 && s > 10)
+        throw std::runtime_error("rank " + std::to_string(rank) + " learnt of rank 1's failure after " +
+                                 std::to_string(s) + " s (timeout 30 s): " + m);
+      std::printf("rank %d after %.2f s: %s\n", rank, s, m.c_str());
+      return;
+    }
+    throw std::runtime_error("rank " + std::to_string(rank) + ": no error from a faulty transport");
+  }));
+}
+
 TEST(FaultyTransport, AFailedRankWhoseLinkIsBrokenTellsItsPeerThroughTheBootstrap) {
   SKIP_WITHOUT_FAULTY();
   // Rank 1's only connection fails under it, so its notice cannot go over

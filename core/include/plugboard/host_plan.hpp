@@ -4,6 +4,7 @@
 /// with plugboard_dsl runs for real without a GPU.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "plugboard/communicator.hpp"
@@ -35,6 +36,12 @@ class HostPlanExecutor {
   /// Error(Timeout) naming the stuck thread blocks after the "timeout"
   /// setting, and the connection's error when a peer fails.
   void run(const void* input, void* output, size_t count, DataType type, ReduceOp op);
+  /// Calls check, at most about once every 200 us, while a run waits with
+  /// nothing to do; an exception it throws ends the run (the executor is
+  /// then as after any failed run: only for destruction). HostCollectives
+  /// passes one that throws a peer's failure notice, so a plan call ends
+  /// when a peer's call failed, not at this rank's timeout. Empty: none.
+  void whileWaiting(std::function<void()> check);
 
   /// The plan.
   const Plan& plan() const;

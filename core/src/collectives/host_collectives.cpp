@@ -69,7 +69,14 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
     for (const auto& [peer, link] : m.links)
       for (int tag : {kCloseTag, kNoticeTag})
         while (comm.bootstrap().poll(peer, tag)) comm.bootstrap().recv(peer, tag);
-  if (!comm.config().planRules().empty()) m.plans = std::make_unique<HostPlanSelection>(comm);
+  if (!comm.config().planRules().empty()) {
+    m.plans = std::make_unique<HostPlanSelection>(comm);
+    // A plan call ends when a peer's call failed and said so (its notice
+    // lands on the links, or through the bootstrap), as built-in calls do.
+    m.plans->whileWaiting([&m] {
+      if (const std::optional<Error> e = landedPeerFailure(m.comm, m.links, std::chrono::milliseconds(0))) throw *e;
+    });
+  }
   PB_LOG(Info, "COLL", "host collectives ready: " << m.links.size() << " peers, chunk " << chunk << " B x " << slots
                                                  << " slots, one-step up to " << m.smallBytes << " B");
 }
@@ -158,22 +165,38 @@ void HostCollectives::Impl::exchange(std::vector<SendJob>& sends, std::vector<Re
   try {
     runExchange(comm, sends, recvs, links, timeout, policy, failover);
   } catch (const Error& e) {
-    callFailed = true;
-    // Not after an abort: it is local, and its connections refuse posts.
-    if (e.code() == ErrorCode::Aborted) throw;
-    // A connection that closed under this call usually closed because its
-    // peer failed; that peer's notice, if it lands soon, says why.
-    const auto wait = e.code() == ErrorCode::Remote ? kNoticeWait : std::chrono::milliseconds(0);
-    const std::optional<Error> cause = landedPeerFailure(comm, links, wait);
-    const CallSignature call = !recvs.empty() ? recvs[0].call : !sends.empty() ? sends[0].call : CallSignature{};
-    // Peers blocked on this rank learn now rather than at their timeouts.
-    sendFailureNotices(comm, links, call, cause ? cause->what() : e.what());
-    if (cause) throw *cause;
-    throw;
+    failCall(e, !recvs.empty() ? recvs[0].call : !sends.empty() ? sends[0].call : CallSignature{});
   } catch (...) {
     callFailed = true;
     throw;
   }
+}
+
+bool HostCollectives::Impl::servedByPlan(const CallSignature& call, const char* collective, size_t bytes,
+                                         const void* input, void* output, size_t inputCount, DataType type,
+                                         ReduceOp op) {
+  try {
+    return plans && plans->run(collective, bytes, input, output, inputCount, type, op);
+  } catch (const Error& e) {
+    failCall(e, call);
+  } catch (...) {
+    callFailed = true;
+    throw;
+  }
+}
+
+void HostCollectives::Impl::failCall(const Error& e, const CallSignature& call) {
+  callFailed = true;
+  // Not after an abort: it is local, and its connections refuse posts.
+  if (e.code() == ErrorCode::Aborted) throw;
+  // A connection that closed under this call usually closed because its
+  // peer failed; that peer's notice, if it lands soon, says why.
+  const auto wait = e.code() == ErrorCode::Remote ? kNoticeWait : std::chrono::milliseconds(0);
+  const std::optional<Error> cause = landedPeerFailure(comm, links, wait);
+  // Peers blocked on this rank learn now rather than at their timeouts.
+  sendFailureNotices(comm, links, call, cause ? cause->what() : e.what());
+  if (cause) throw *cause;
+  throw;
 }
 
 char* HostCollectives::Impl::scratchOf(size_t bytes) {
@@ -185,7 +208,7 @@ void HostCollectives::allGather(const void* sendv, void* recvv, size_t count, Da
   Impl& m = *impl_;
   size_t bytes = checkedBytes("allgather", sendv, recvv, count, type, static_cast<size_t>(m.nranks));
   auto call = m.nextCall(CollectiveKind::AllGather, type, ReduceOp::Sum, -1, count);
-  if (m.servedByPlan("allgather", bytes * m.nranks, sendv, recvv, count, type, ReduceOp::Sum)) return;
+  if (m.servedByPlan(call, "allgather", bytes * m.nranks, sendv, recvv, count, type, ReduceOp::Sum)) return;
   char* recv = static_cast<char*>(recvv);
   char* mine = recv + m.rank * bytes;
   if (sendv != mine && bytes) std::memmove(mine, sendv, bytes);
@@ -233,7 +256,7 @@ void HostCollectives::allToAll(const void* sendv, void* recvv, size_t count, Dat
   Impl& m = *impl_;
   size_t bytes = checkedBytes("alltoall", sendv, recvv, count, type, static_cast<size_t>(m.nranks));
   auto call = m.nextCall(CollectiveKind::AllToAll, type, ReduceOp::Sum, -1, count);
-  if (m.servedByPlan("alltoall", bytes * m.nranks, sendv, recvv, count * m.nranks, type, ReduceOp::Sum)) return;
+  if (m.servedByPlan(call, "alltoall", bytes * m.nranks, sendv, recvv, count * m.nranks, type, ReduceOp::Sum)) return;
   char* recv = static_cast<char*>(recvv);
   const char* send = static_cast<const char*>(sendv);
   if (send == recv && bytes) {  // in place: blocks we receive would overwrite blocks not yet sent

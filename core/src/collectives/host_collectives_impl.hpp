@@ -62,16 +62,15 @@ struct HostCollectives::Impl {
   /// the peers (failure notices) and rethrows.
   void exchange(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, const DirectPolicy& policy);
   /// True when a plan rule served the call (host_plan_selection.hpp): bytes
-  /// is its size as rules count it, inputCount its input's elements.
-  bool servedByPlan(const char* collective, size_t bytes, const void* input, void* output, size_t inputCount,
-                    DataType type, ReduceOp op) {
-    try {
-      return plans && plans->run(collective, bytes, input, output, inputCount, type, op);
-    } catch (...) {
-      callFailed = true;
-      throw;
-    }
-  }
+  /// is its size as rules count it, inputCount its input's elements. A plan
+  /// that fails fails the call as exchange() does (failCall).
+  bool servedByPlan(const CallSignature& call, const char* collective, size_t bytes, const void* input, void* output,
+                    size_t inputCount, DataType type, ReduceOp op);
+  /// From a catch block of `call`: marks the call failed, tells the peers
+  /// (failure notices: a peer's landed notice, if any, as the reason, since
+  /// this rank's error is often its consequence) and throws that notice's
+  /// error or rethrows. An abort is local: rethrown, no notices.
+  [[noreturn]] void failCall(const Error& e, const CallSignature& call);
   /// The closing handshake of ~HostCollectives: flushes every link, tells
   /// every peer through the bootstrap, and waits (bounded by closeTimeout,
   /// driving the connections meanwhile) for every peer's word.

@@ -26,6 +26,7 @@
 // served are the ones the reader asked for.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <thread>
 #include <tuple>
@@ -45,6 +46,8 @@ constexpr size_t kBuffers = 4;  ///< Data buffers, as PlanChunk::Buffer; the fla
 constexpr size_t kFlags = 4;    ///< Index of the packet flags in local and remote.
 constexpr size_t kGetRequests = 5;  ///< Index of the get request words (this rank as owner).
 constexpr size_t kGetsServed = 6;   ///< Index of the served words (this rank as reader).
+/// Least time between two calls of a whileWaiting check.
+constexpr std::chrono::microseconds kWaitCheckEvery{200};
 
 }  // namespace
 
@@ -120,8 +123,12 @@ struct HostPlanExecutor::Impl {
   bool packetsArrived(const std::vector<PlanChunk>& packets) const;
   void runTasks();
   void handshake();
-  /// Fails with the stuck thread blocks (pc: each one's next operation) once nothing moved for the timeout.
-  void checkStuck(std::chrono::steady_clock::time_point lastMove, const std::vector<size_t>& pc) const;
+  /// Runs the whileWaiting check when due; fails with the stuck thread
+  /// blocks (pc: each one's next operation) once nothing moved for the timeout.
+  void checkStuck(std::chrono::steady_clock::time_point lastMove, const std::vector<size_t>& pc);
+
+  std::function<void()> waitCheck;  // whileWaiting's
+  std::chrono::steady_clock::time_point lastWaitCheck;
 };
 
 void HostPlanExecutor::Impl::setup() {
@@ -317,10 +324,15 @@ void HostPlanExecutor::Impl::runTasks() {
 }
 
 void HostPlanExecutor::Impl::checkStuck(std::chrono::steady_clock::time_point lastMove,
-                                        const std::vector<size_t>& pc) const {
+                                        const std::vector<size_t>& pc) {
   comm.checkErrors();
+  const auto now = std::chrono::steady_clock::now();
+  if (waitCheck && now - lastWaitCheck >= kWaitCheckEvery) {
+    lastWaitCheck = now;
+    waitCheck();
+  }
   const auto timeout = comm.defaultTimeout();
-  if (std::chrono::steady_clock::now() - lastMove <= timeout) return;
+  if (now - lastMove <= timeout) return;
   const auto& tbs = mine().threadblocks;
   std::string stuck;
   for (size_t t = 0; t < tbs.size() && t < pc.size(); ++t)
@@ -330,7 +342,7 @@ void HostPlanExecutor::Impl::checkStuck(std::chrono::steady_clock::time_point la
     if (!pc.empty() && !g.doneThisCall)
       stuck += " a get by rank " + std::to_string(channels[g.channel].peer) + " (its request has not come);";
   throw Error(ErrorCode::Timeout, who() + " made no progress for " + std::to_string(timeout.count()) + " ms; waiting for " +
-                                      (pc.empty() ? std::string(" its peers' start signals") : "a signal, packets, a get or a barrier in:" + stuck));
+                                      (pc.empty() ? std::string("its peers' start signals") : "a signal, packets, a get or a barrier in:" + stuck));
 }
 
 // Every channel signals once and waits once before any operation: a peer
@@ -357,6 +369,8 @@ HostPlanExecutor::HostPlanExecutor(Communicator& comm, Plan plan, size_t maxInpu
 HostPlanExecutor::~HostPlanExecutor() = default;
 
 const Plan& HostPlanExecutor::plan() const { return impl_->plan; }
+
+void HostPlanExecutor::whileWaiting(std::function<void()> check) { impl_->waitCheck = std::move(check); }
 
 void HostPlanExecutor::run(const void* input, void* output, size_t count, DataType type, ReduceOp op) {
   Impl& m = *impl_;

@@ -44,6 +44,7 @@ bool HostPlanSelection::run(const std::string& collective, size_t bytes, const v
       e.executor.reset();  // the old one's registrations go first
       e.capacity = roundCapacity(inputBytes);
       e.executor = std::make_unique<HostPlanExecutor>(comm_, e.plan, e.capacity);
+      e.executor->whileWaiting(waitCheck_);
     }
     if (e.plan.inPlace) {
       if (input != output) std::memmove(output, input, inputBytes);

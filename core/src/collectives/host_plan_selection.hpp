@@ -10,6 +10,7 @@
 // when a call outgrows it, which again happens on every rank at once.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,6 +41,9 @@ class HostPlanSelection {
 
   /// Calls served by plans so far.
   uint64_t callsServed() const { return served_; }
+  /// Every executor's HostPlanExecutor::whileWaiting check, from its next
+  /// build (call before the first run).
+  void whileWaiting(std::function<void()> check) { waitCheck_ = std::move(check); }
 
  private:
   struct Entry {
@@ -51,6 +55,7 @@ class HostPlanSelection {
   Communicator& comm_;
   std::vector<Entry> entries_;  // rules for this rank count, in order
   uint64_t served_ = 0;
+  std::function<void()> waitCheck_;
 };
 
 }  // namespace plugboard

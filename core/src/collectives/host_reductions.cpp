@@ -101,7 +101,7 @@ void HostCollectives::allReduce(const void* sendv, void* recvv, size_t count, Da
     if (send != recv) copyBytes(recv, send, bytes);
     return;
   }
-  if (m.servedByPlan("allreduce", bytes, send, recv, count, type, op)) return;
+  if (m.servedByPlan(call, "allreduce", bytes, send, recv, count, type, op)) return;
   const bool powerOfTwo = (m.nranks & (m.nranks - 1)) == 0;
   if (bytes <= m.smallBytes && powerOfTwo && m.nranks > 2) m.allReduceDoubling(call, send, recv, count, type, op);
   else if (bytes <= m.smallBytes) m.allReduceOneStep(call, send, recv, count, type, op);
@@ -114,7 +114,7 @@ void HostCollectives::reduceScatter(const void* sendv, void* recvv, size_t count
   checkedBytes("reducescatter", sendv, recvv, count, type, static_cast<size_t>(m.nranks));
   auto call = m.nextCall(CollectiveKind::ReduceScatter, type, op, -1, count);
   const size_t inputCount = count * static_cast<size_t>(m.nranks);
-  if (m.servedByPlan("reducescatter", inputCount * dataTypeSize(type), sendv, recvv, inputCount, type, op)) return;
+  if (m.servedByPlan(call, "reducescatter", inputCount * dataTypeSize(type), sendv, recvv, inputCount, type, op)) return;
   // Blocks of count elements are exactly the segments of n * count elements.
   std::vector<Segment> segs(static_cast<size_t>(m.nranks));
   for (int j = 0; j < m.nranks; ++j) segs[j] = {static_cast<size_t>(j) * count, count};
