@@ -2,11 +2,14 @@
 // by HostPlanExecutor: results checked exactly at 2-4 ranks, three calls in
 // a row on one executor (the start handshake keeps calls apart), float sum
 // and int32 max; a plan for another rank count and a count that does not
-// cut into the plan's chunks are refused by name.
+// cut into the plan's chunks are refused by name; a whileWaiting check
+// ends a wait.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm_fixture.hpp"
@@ -96,5 +99,34 @@ TEST(HostPlan, WrongRankCountsAndCountsAreRefusedByName) {
     std::vector<float> big(1000);
     requireError([&] { ex.run(big.data(), big.data(), 1000, DataType::Float32, ReduceOp::Sum); }, ErrorCode::InvalidUsage,
                  {"4000 bytes of input, more than the 1024"});
+  }));
+}
+
+TEST(HostPlan, AWhileWaitingCheckEndsAWaitThatWouldRunToTheTimeout) {
+  // Rank 1 never runs the plan, so rank 0 waits for its start signal; the
+  // "timeout" setting (20 s) would end that wait. Rank 0's check throws
+  // 300 ms in: the run ends with that error, well before the timeout.
+  expectAllPassed(runRanks(2, std::chrono::seconds(60), [](int rank, int nranks, const UniqueId& id) {
+    setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
+    setenv("PLUGBOARD_TIMEOUT", "20", 1);
+    Communicator comm(loopbackBootstrap(rank, nranks, id));
+    HostPlanExecutor ex(comm, shipped("allreduce_ring", 2), 1024);
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    int checks = 0;
+    ex.whileWaiting([&] {
+      ++checks;
+      if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(300))
+        throw Error(ErrorCode::Remote, "the test's check ended the wait");
+    });
+    std::vector<float> buf(2, 1.0f);
+    requireError([&] { ex.run(buf.data(), buf.data(), 2, DataType::Float32, ReduceOp::Sum); }, ErrorCode::Remote,
+                 {"the test's check ended the wait"});
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (s > 2) throw std::runtime_error("the run ended " + std::to_string(s) + " s in, not soon after the check threw");
+    if (checks < 2) throw std::runtime_error("the check ran " + std::to_string(checks) + " time(s) while waiting");
   }));
 }
