@@ -1,11 +1,12 @@
 // The shipped execution plans (plans/) run on host buffers over ethernet
 // by HostPlanExecutor: results checked exactly at 2-4 ranks, three calls in
 // a row on one executor (the start handshake keeps calls apart), float sum
-// and int32 max; a plan for another rank count and a count that does not
+// and int32 max, output apart from the input and in its buffer; a plan for another rank count and a count that does not
 // cut into the plan's chunks are refused by name; a whileWaiting check
 // ends a wait.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -46,14 +47,18 @@ T want(const std::string& collective, ReduceOp op, int r, int n, size_t count, s
   return acc;
 }
 
+/// Three calls, each checked; sameBuffer: the output is the input's
+/// buffer (then nothing may be computed in it before the input is read).
 template <typename T>
-void runChecked(HostPlanExecutor& ex, int rank, int n, size_t count, DataType type, ReduceOp op) {
+void runChecked(HostPlanExecutor& ex, int rank, int n, size_t count, DataType type, ReduceOp op,
+                bool sameBuffer = false) {
   const Plan& p = ex.plan();
   const size_t outCount = count / p.inputChunks * p.outputChunks;
   for (int round = 0; round < 3; ++round) {
-    std::vector<T> in(count), out(outCount, T(-1));
+    std::vector<T> in(std::max(count, outCount)), out(outCount, T(-1));
     for (size_t i = 0; i < count; ++i) in[i] = input<T>(rank, i, round);
-    ex.run(in.data(), out.data(), count, type, op);
+    ex.run(in.data(), sameBuffer ? in.data() : out.data(), count, type, op);
+    if (sameBuffer) out.assign(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(outCount));
     for (size_t j = 0; j < outCount; ++j)
       if (out[j] != want<T>(p.collective, op, rank, n, count, j, round))
         throw std::runtime_error(p.name + " rank " + std::to_string(rank) + " round " + std::to_string(round) +
@@ -70,6 +75,8 @@ void runPlan(const std::string& name, int n) {
     HostPlanExecutor ex(comm, shipped(name, nranks), count * 8);
     runChecked<float>(ex, rank, nranks, count, DataType::Float32, ReduceOp::Sum);
     if (ex.plan().collective == "allreduce") runChecked<int32_t>(ex, rank, nranks, count, DataType::Int32, ReduceOp::Max);
+    // Out-of-place plans handed one buffer keep every chunk in the storage.
+    if (!ex.plan().inPlace) runChecked<float>(ex, rank, nranks, count, DataType::Float32, ReduceOp::Sum, true);
   }));
 }
 

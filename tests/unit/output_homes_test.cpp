@@ -1,6 +1,7 @@
-// outputChunksInStorage (plans/output_homes.hpp): which output chunks a GPU
-// executor must keep in its registered storage, for shipped plans and for
-// operations whose chunk ranges overlap.
+// chunksInStorage (plans/output_homes.hpp): which input and output chunks
+// the GPU executor (puts from storage over port channels only) and the host
+// executor (every put and get through a transport) must keep in registered storage, for
+// shipped plans and for operations whose chunk ranges overlap.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -51,6 +52,11 @@ Plan twoRanks(uint64_t outputChunks, uint64_t written, const std::vector<std::pa
   return p;
 }
 
+/// The GPU executor's question: output chunks, port channels' puts from storage.
+std::vector<bool> outputChunksInStorage(const Plan& p, int rank) {
+  return chunksInStorage(p, rank, PlanChunk::Buffer::Output, false);
+}
+
 }  // namespace
 
 TEST(OutputHomes, TwoShotKeepsOnlyThePeersChunkInTheStorage) {
@@ -79,4 +85,20 @@ TEST(OutputHomes, OverlappingRangesShareOneHome) {
   EXPECT_EQ(outputChunksInStorage(twoRanks(4, 2, {{0, 2}, {1, 2}, {3, 1}}), 0), want);
   EXPECT_EQ(outputChunksInStorage(twoRanks(4, 2, {{3, 1}, {1, 2}, {0, 2}}), 0), want);
   EXPECT_EQ(outputChunksInStorage(twoRanks(4, 3, {{0, 2}, {1, 2}}), 0), (std::vector<bool>{false, false, false, true}));
+}
+
+TEST(OutputHomes, OnHostBuffersEveryPutSendsFromTheStorage) {
+  const Plan twoShot = shipped("allreduce_allpairs_twoshot/2ranks");
+  // Input chunk 1 goes to rank 1, chunk 0 is only reduced here.
+  EXPECT_EQ(chunksInStorage(twoShot, 0, PlanChunk::Buffer::Input, true), (std::vector<bool>{false, true}));
+  // The reduced chunk 0 is then put to rank 1, and rank 1 puts chunk 1 here.
+  EXPECT_EQ(chunksInStorage(twoShot, 0, PlanChunk::Buffer::Output, true), (std::vector<bool>{true, true}));
+  const Plan oneShot = shipped("allreduce_allpairs/2ranks");
+  EXPECT_EQ(chunksInStorage(oneShot, 1, PlanChunk::Buffer::Input, true), (std::vector<bool>{true}));
+  EXPECT_EQ(chunksInStorage(oneShot, 1, PlanChunk::Buffer::Output, true), (std::vector<bool>{false}));
+  // A peer's get reads this rank's input; its owner writes a get's data here.
+  const Plan gets = shipped("allgather_allpairs_get/2ranks");
+  EXPECT_EQ(chunksInStorage(gets, 0, PlanChunk::Buffer::Input, true), (std::vector<bool>{true}));
+  EXPECT_EQ(chunksInStorage(gets, 0, PlanChunk::Buffer::Output, true), (std::vector<bool>{false, true}));
+  EXPECT_EQ(chunksInStorage(gets, 0, PlanChunk::Buffer::Output, false), (std::vector<bool>{false, false}));
 }

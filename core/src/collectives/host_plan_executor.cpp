@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "collectives/reduce_kernels.hpp"
+#include "plans/output_homes.hpp"
 #include "plans/plan_call.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/host_plan.hpp"
@@ -115,7 +116,23 @@ struct HostPlanExecutor::Impl {
   std::vector<char> acc;  // reduce's accumulator, kept between operations (no allocation per op once grown)
   std::vector<uint32_t> barrierArrivals;  // this call: thread blocks that reached each barrier group
   std::vector<char> atBarrier;            // this call: the thread block has counted itself at its current barrier
-  char* at(PlanChunk::Buffer b, uint64_t index) { return storage[slot(b)].data() + index * chunkBytes; }
+  // Out-of-place calls whose input and output are apart: the input and
+  // output chunks no transport moves live in the caller's buffers
+  // (chunksInStorage), so they are not copied in or out.
+  std::vector<bool> inputInStorage, outputInStorage;
+  const char* callerInput = nullptr;  // this call's, or null: every chunk in the storage
+  char* callerOutput = nullptr;
+  /// Where this rank's own operations find chunk index of buffer b.
+  char* at(PlanChunk::Buffer b, uint64_t index) {
+    // Out of place, nothing writes the input (the loader refuses it).
+    if (b == PlanChunk::Buffer::Input && callerInput && !inputInStorage[index])
+      return const_cast<char*>(callerInput) + index * chunkBytes;
+    if (b == PlanChunk::Buffer::Output && callerOutput && !outputInStorage[index]) return callerOutput + index * chunkBytes;
+    return storage[slot(b)].data() + index * chunkBytes;
+  }
+  /// Copies the chunks flagged in `inStorage` between the caller's buffer
+  /// and the storage's (toStorage: in; else out).
+  void copyChunks(const std::vector<bool>& inStorage, char* caller, char* stored, bool toStorage) const;
   bool step(const PlanOp& o, size_t tb);
   /// dst = op over o.srcs, then (reduce_packet) o.packets.
   void reduce(const PlanOp& o);
@@ -141,6 +158,8 @@ void HostPlanExecutor::Impl::setup() {
     storage[b].assign(std::max<uint64_t>(counts[b] * chunk, 1), 0);
     local[b] = comm.registerMemory(storage[b].data(), storage[b].size(), MemoryKind::Host);
   }
+  inputInStorage = chunksInStorage(plan, comm.rank(), PlanChunk::Buffer::Input, true);
+  outputInStorage = chunksInStorage(plan, comm.rank(), PlanChunk::Buffer::Output, true);
   packetFlags.assign(std::max<uint64_t>(plan.packetChunks, 1), 0);
   local[kFlags] = comm.registerMemory(packetFlags.data(), packetFlags.size() * sizeof(uint64_t), MemoryKind::Host);
   numberGets();
@@ -380,14 +399,32 @@ void HostPlanExecutor::run(const void* input, void* output, size_t count, DataTy
   m.type = type;
   m.op = op;
   const size_t outBytes = m.plan.outputChunks * m.chunkBytes;
+  const auto in = reinterpret_cast<uintptr_t>(input), out = reinterpret_cast<uintptr_t>(output);
+  const bool apart = !m.plan.inPlace && (out + outBytes <= in || in + bytes <= out);
+  m.callerInput = apart ? static_cast<const char*>(input) : nullptr;
+  m.callerOutput = apart ? static_cast<char*>(output) : nullptr;
   // In place, the input is the output buffer (the plan writes into it).
-  if (bytes) std::memcpy(m.storage[m.plan.inPlace ? 1 : 0].data(), input, bytes);
+  if (apart) m.copyChunks(m.inputInStorage, const_cast<char*>(m.callerInput), m.storage[0].data(), true);
+  else if (bytes) std::memcpy(m.storage[m.plan.inPlace ? 1 : 0].data(), input, bytes);
   ++m.calls;
   m.handshake();
   m.runTasks();
   for (auto& c : m.channels) c.connection->flush();  // this rank's puts have landed before their sources change
-  if (outBytes) std::memcpy(output, m.storage[1].data(), outBytes);
+  if (apart) m.copyChunks(m.outputInStorage, m.callerOutput, m.storage[1].data(), false);
+  else if (outBytes) std::memcpy(output, m.storage[1].data(), outBytes);
+  m.callerInput = nullptr;
+  m.callerOutput = nullptr;
   finishAverage(output, outBytes / es, type, op, m.comm.size());
+}
+
+void HostPlanExecutor::Impl::copyChunks(const std::vector<bool>& inStorage, char* caller, char* stored,
+                                        bool toStorage) const {
+  for (size_t k = 0; k < inStorage.size(); ++k) {
+    if (!inStorage[k] || chunkBytes == 0) continue;
+    char* c = caller + k * chunkBytes;
+    char* s = stored + k * chunkBytes;
+    std::memcpy(toStorage ? s : c, toStorage ? c : s, chunkBytes);
+  }
 }
 
 }  // namespace plugboard

@@ -5,13 +5,11 @@
 namespace plugboard {
 namespace {
 
-bool isOutput(const PlanChunk& c) { return c.buffer == PlanChunk::Buffer::Output; }
-
-/// The chunks of `rank`'s own output that op (of `rank`) reads or writes here.
-std::vector<const PlanChunk*> localOutputChunks(const PlanOp& op) {
+/// The chunks of `buffer` that op (of the rank that runs it) reads or writes there.
+std::vector<const PlanChunk*> localChunks(const PlanOp& op, PlanChunk::Buffer buffer) {
   std::vector<const PlanChunk*> out;
   auto add = [&](const PlanChunk& c) {
-    if (isOutput(c)) out.push_back(&c);
+    if (c.buffer == buffer) out.push_back(&c);
   };
   switch (op.kind) {
     case PlanOp::Kind::Put:
@@ -28,11 +26,22 @@ std::vector<const PlanChunk*> localOutputChunks(const PlanOp& op) {
   return out;
 }
 
+uint64_t chunkCount(const Plan& plan, PlanChunk::Buffer buffer) {
+  switch (buffer) {
+    case PlanChunk::Buffer::Input: return plan.inputChunks;
+    case PlanChunk::Buffer::Output: return plan.outputChunks;
+    case PlanChunk::Buffer::Scratch: return plan.scratchChunks;
+    case PlanChunk::Buffer::Packets: return plan.packetChunks;
+  }
+  return 0;
+}
+
 }  // namespace
 
-std::vector<bool> outputChunksInStorage(const Plan& plan, int rank) {
-  std::vector<bool> in(plan.outputChunks, false);
+std::vector<bool> chunksInStorage(const Plan& plan, int rank, PlanChunk::Buffer buffer, bool hostBuffers) {
+  std::vector<bool> in(chunkCount(plan, buffer), false);
   auto mark = [&](const PlanChunk& c) {
+    if (c.buffer != buffer) return;
     for (uint64_t k = c.index; k < c.index + c.size && k < in.size(); ++k) in[k] = true;
   };
   for (int r = 0; r < plan.nranks; ++r) {
@@ -42,9 +51,10 @@ std::vector<bool> outputChunksInStorage(const Plan& plan, int rank) {
         if (op.channel < 0) continue;
         const PlanChannel& ch = pr.channels[op.channel];
         const bool put = op.kind == PlanOp::Kind::Put || op.kind == PlanOp::Kind::PutPacket;
-        if (ch.peer == rank && r != rank && put && isOutput(op.dst)) mark(op.dst);
-        if (ch.peer == rank && r != rank && op.kind == PlanOp::Kind::Get && isOutput(op.src)) mark(op.src);
-        if (r == rank && ch.type == PlanChannel::Type::Port && put && isOutput(op.src)) mark(op.src);
+        if (ch.peer == rank && r != rank && put) mark(op.dst);
+        if (ch.peer == rank && r != rank && op.kind == PlanOp::Kind::Get) mark(op.src);
+        if (r == rank && put && (hostBuffers || ch.type == PlanChannel::Type::Port)) mark(op.src);
+        if (r == rank && hostBuffers && op.kind == PlanOp::Kind::Get) mark(op.dst);
       }
   }
   // One home per chunk: a range that mixes homes moves wholly to the storage,
@@ -53,7 +63,7 @@ std::vector<bool> outputChunksInStorage(const Plan& plan, int rank) {
     changed = false;
     for (const auto& tb : plan.ranks[rank].threadblocks)
       for (const auto& op : tb.ops)
-        for (const PlanChunk* c : localOutputChunks(op)) {
+        for (const PlanChunk* c : localChunks(op, buffer)) {
           const uint64_t end = std::min<uint64_t>(c->index + c->size, in.size());
           bool any = false, all = true;
           for (uint64_t k = c->index; k < end; ++k) {

@@ -74,7 +74,7 @@ struct GpuPlanExecutor::Impl {
   bool hostStorage = false;  // see the top of this file
   bool reduces = false;      // some operation reduces (avg divides its output)
   // Out-of-place simple plans: output chunks that only this rank's blocks
-  // touch are named kCallerOutput in the device ops (see outputChunksInStorage).
+  // touch are named kCallerOutput in the device ops (see chunksInStorage).
   bool callerOutputChunks = false;
   std::vector<bool> outputInStorage;
 
@@ -519,7 +519,7 @@ void GpuPlanExecutor::Impl::uploadPlan() {
   // In-place plans read their input where the output is (the storage's);
   // LL plans write their output in the caller's buffer already.
   callerOutputChunks = !plan.inPlace && !plan.ll();
-  outputInStorage = outputChunksInStorage(plan, comm.rank());
+  outputInStorage = chunksInStorage(plan, comm.rank(), PlanChunk::Buffer::Output, false);
   std::vector<uint8_t> homes(plan.outputChunks, gpuplan::kOutput);
   for (size_t k = 0; k < homes.size(); ++k)
     if (callerOutputChunks && !outputInStorage[k]) homes[k] = gpuplan::kCallerOutput;

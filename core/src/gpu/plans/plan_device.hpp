@@ -35,7 +35,7 @@ inline constexpr uint32_t kMaxReduceSources = 32;
 /// In plan.hpp's PlanOp::Kind order (the executor casts).
 enum class OpKind : uint8_t { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket, Barrier, Get };
 /// In plan.hpp's PlanChunk::Buffer order, then kCallerOutput: an output
-/// chunk that only this rank's thread blocks touch (outputChunksInStorage
+/// chunk that only this rank's thread blocks touch (chunksInStorage
 /// false), kept in the caller's output when the call allows (PlanArgs::local).
 enum Buffer : uint8_t { kInput = 0, kOutput = 1, kScratch = 2, kPackets = 3, kCallerOutput = 4 };
 
