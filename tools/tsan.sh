@@ -26,7 +26,11 @@ build=${PLUGBOARD_TSAN_BUILD_DIR:-build-tsan}
 san="-fsanitize=thread -fno-omit-frame-pointer"
 bash tools/sanitized-build.sh "$build" "$san"
 # second_deadlock_stack: both stacks of a lock-order report.
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:history_size=4:suppressions=$PWD/tools/tsan-suppressions.txt}
+# atexit_sleep_ms=0: TSan's exit (and _exit) sleeps 1 s by default while other
+# threads run, so a rank that "dies" with _exit kept its transport threads
+# serving peers for a second (LibfabricComm.APeerThatDiesDuringLaneWritesIsNamed
+# saw its 3.2 GB complete, CI stop 45); tests mean _exit to end a process at once.
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=0:history_size=4:suppressions=$PWD/tools/tsan-suppressions.txt}
 export UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no UCX_MEM_EVENTS=no
 ctest --test-dir "$build" --output-on-failure --timeout 600 -j "${PLUGBOARD_TEST_JOBS:-2}" -L "unit|multiproc|plugin" \
   -E "[Uu]cx|^plugin_check|^MixedTransports\.|HostCollectives(Direct)?Test\.[A-Za-z]+/[25]ranks" "$@"
