@@ -262,9 +262,24 @@ class Communicator {
   /// connection carrying its memory kind (connect to peer for that kind first).
   RemoteMemory recvMemory(int peer, int tag = 0);
 
-  /// Rethrows the first error a background thread recorded, if any, and
-  /// Error(Aborted) once abort() was called.
+  /// Throws Error(Aborted) once abort() was called, then a peer's reported
+  /// failure (peerFailure()), then the first error a background thread
+  /// recorded, if any.
   void checkErrors() const;
+  /// Tells every peer that this rank gives up on the communicator, and why
+  /// (a failure its own code met), so that their waits on it end within
+  /// milliseconds naming this rank and the reason instead of at their
+  /// timeout: checkErrors(), semaphore waits, host collectives and host plan
+  /// executors hear it (a HostPlanExecutor whose run fails reports through
+  /// it by itself). Only the first call sends, and none once a peer's
+  /// notice came (that peer told everyone). Never throws. Sends through the
+  /// bootstrap: call it where a bootstrap call may run (Bootstrap's contract).
+  void reportFailure(const std::string& reason) noexcept;
+  /// The failure a peer reported (reportFailure()), if one came:
+  /// Error(Remote) naming this rank, the peer, its host and its reason.
+  /// Kept: every later call returns it. Looks at most once a millisecond;
+  /// never waits on a peer. Reads through the bootstrap, as reportFailure().
+  std::optional<Error> peerFailure();
   /// Ends this communicator's work, from any thread, while other threads
   /// (and GPU kernels) may be blocked in it (NCCL's ncclCommAbort): every
   /// host wait (collectives, semaphores, flush) and every device wait of
@@ -281,8 +296,10 @@ class Communicator {
   /// True once abort() was called.
   bool aborted() const;
   /// The first error this communicator holds without a call having thrown
-  /// it yet: a connection's failure found by a background thread, or the
-  /// abort (ncclCommGetAsyncError). Never blocks or throws; empty if none.
+  /// it yet: the abort, a peer's reported failure (one not read yet is
+  /// named by its sender only: peerFailure() reads the reason), or a
+  /// connection's failure found by a background thread
+  /// (ncclCommGetAsyncError). Never blocks or throws; empty if none.
   std::optional<Error> asyncError() const;
   /// The "timeout" setting as a duration.
   std::chrono::milliseconds defaultTimeout() const;
@@ -336,7 +353,8 @@ class Host2HostSemaphore {
                       uint64_t size);
   /// Waits for the next signal from the peer. timeout < 0: the "timeout"
   /// setting. Throws Error(Timeout) naming peer, host, transport and counts,
-  /// or the connection's error if the peer failed.
+  /// the connection's error if the peer failed, or a failure any peer
+  /// reported (Communicator::peerFailure(), looked at once a millisecond).
   void wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(-1));
   /// Signals received so far.
   uint64_t inbound() const;

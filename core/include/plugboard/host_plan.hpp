@@ -34,8 +34,17 @@ class HostPlanExecutor {
   /// this rank's buffers before it has taken its input) and ends once this
   /// rank's operations are done and its writes have landed. Throws
   /// Error(Timeout) naming the stuck thread blocks after the "timeout"
-  /// setting, and the connection's error when a peer fails.
+  /// setting, the connection's error when a peer fails, and a peer's
+  /// reported failure (Communicator::peerFailure) when one comes. A run
+  /// that fails (not by an abort) tells the peers, which wait in the same
+  /// plan: see whenFailing.
   void run(const void* input, void* output, size_t count, DataType type, ReduceOp op);
+  /// Called with the error a run fails with (an abort excepted) before
+  /// run() throws it. Unset, a failed run calls Communicator::reportFailure,
+  /// so every peer's waits on the communicator end naming this rank within
+  /// milliseconds. HostCollectives passes one that does nothing (its calls
+  /// send their own notices).
+  void whenFailing(std::function<void(const Error&)> tell);
   /// Calls check, at most about once every 200 us, while a run waits with
   /// nothing to do; an exception it throws ends the run (the executor is
   /// then as after any failed run: only for destruction). HostCollectives

@@ -1,4 +1,4 @@
-// Bootstrap tags the host and GPU collectives use between a pair of ranks, in one
+// Bootstrap tags the core uses between a pair of ranks, in one
 // place so none is taken twice. Tags from 2^29 up are Plugboard's own
 // (users' sendMemory and bootstrap messages stay below).
 #pragma once
@@ -12,8 +12,11 @@ constexpr int kCloseTag = (1 << 29) + 2;
 /// A failure notice sent out of band, where the link could not carry it
 /// (failure_notice.cpp).
 constexpr int kNoticeTag = (1 << 29) + 3;
-/// A GPU collectives' failure notice (gpu_failure_notices.hpp).
+/// A GPU collectives' failure notice (communicator/failure_notices.hpp).
 constexpr int kGpuNoticeTag = (1 << 29) + 4;
+/// A rank's failure notice to the whole communicator
+/// (Communicator::reportFailure, communicator/failure_notices.hpp).
+constexpr int kRankNoticeTag = (1 << 29) + 5;
 /// Failover messages: kFailoverTag + the pair's failover number (peer_link.cpp).
 constexpr int kFailoverTag = (1 << 29) + 0x1000;
 

@@ -138,6 +138,8 @@ struct HostPlanExecutor::Impl {
   void reduce(const PlanOp& o);
   void putPacket(const PlanOp& o);
   bool packetsArrived(const std::vector<PlanChunk>& packets) const;
+  /// run() less the failure report.
+  void runOnce(const void* input, void* output, size_t count, DataType type, ReduceOp op);
   void runTasks();
   void handshake();
   /// Runs the whileWaiting check when due; fails with the stuck thread
@@ -145,6 +147,7 @@ struct HostPlanExecutor::Impl {
   void checkStuck(std::chrono::steady_clock::time_point lastMove, const std::vector<size_t>& pc);
 
   std::function<void()> waitCheck;  // whileWaiting's
+  std::function<void(const Error&)> failureTeller;  // whenFailing's
   std::chrono::steady_clock::time_point lastWaitCheck;
 };
 
@@ -391,30 +394,43 @@ const Plan& HostPlanExecutor::plan() const { return impl_->plan; }
 
 void HostPlanExecutor::whileWaiting(std::function<void()> check) { impl_->waitCheck = std::move(check); }
 
+void HostPlanExecutor::whenFailing(std::function<void(const Error&)> tell) { impl_->failureTeller = std::move(tell); }
+
 void HostPlanExecutor::run(const void* input, void* output, size_t count, DataType type, ReduceOp op) {
-  Impl& m = *impl_;
-  const size_t es = dataTypeSize(type);
-  const size_t bytes = checkPlanCall(m.plan, m.who(), count, type, m.maxInputBytes, input, output);
-  m.chunkBytes = bytes / m.plan.inputChunks;
-  m.type = type;
-  m.op = op;
-  const size_t outBytes = m.plan.outputChunks * m.chunkBytes;
+  try {
+    impl_->runOnce(input, output, count, type, op);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::Aborted) throw;
+    if (impl_->failureTeller) impl_->failureTeller(e);
+    else impl_->comm.reportFailure(e.what());
+    throw;
+  }
+}
+
+void HostPlanExecutor::Impl::runOnce(const void* input, void* output, size_t count, DataType callType,
+                                     ReduceOp callOp) {
+  const size_t es = dataTypeSize(callType);
+  const size_t bytes = checkPlanCall(plan, who(), count, callType, maxInputBytes, input, output);
+  chunkBytes = bytes / plan.inputChunks;
+  type = callType;
+  op = callOp;
+  const size_t outBytes = plan.outputChunks * chunkBytes;
   const auto in = reinterpret_cast<uintptr_t>(input), out = reinterpret_cast<uintptr_t>(output);
-  const bool apart = !m.plan.inPlace && (out + outBytes <= in || in + bytes <= out);
-  m.callerInput = apart ? static_cast<const char*>(input) : nullptr;
-  m.callerOutput = apart ? static_cast<char*>(output) : nullptr;
+  const bool apart = !plan.inPlace && (out + outBytes <= in || in + bytes <= out);
+  callerInput = apart ? static_cast<const char*>(input) : nullptr;
+  callerOutput = apart ? static_cast<char*>(output) : nullptr;
   // In place, the input is the output buffer (the plan writes into it).
-  if (apart) m.copyChunks(m.inputInStorage, const_cast<char*>(m.callerInput), m.storage[0].data(), true);
-  else if (bytes) std::memcpy(m.storage[m.plan.inPlace ? 1 : 0].data(), input, bytes);
-  ++m.calls;
-  m.handshake();
-  m.runTasks();
-  for (auto& c : m.channels) c.connection->flush();  // this rank's puts have landed before their sources change
-  if (apart) m.copyChunks(m.outputInStorage, m.callerOutput, m.storage[1].data(), false);
-  else if (outBytes) std::memcpy(output, m.storage[1].data(), outBytes);
-  m.callerInput = nullptr;
-  m.callerOutput = nullptr;
-  finishAverage(output, outBytes / es, type, op, m.comm.size());
+  if (apart) copyChunks(inputInStorage, const_cast<char*>(callerInput), storage[0].data(), true);
+  else if (bytes) std::memcpy(storage[plan.inPlace ? 1 : 0].data(), input, bytes);
+  ++calls;
+  handshake();
+  runTasks();
+  for (auto& c : channels) c.connection->flush();  // this rank's puts have landed before their sources change
+  if (apart) copyChunks(outputInStorage, callerOutput, storage[1].data(), false);
+  else if (outBytes) std::memcpy(output, storage[1].data(), outBytes);
+  callerInput = nullptr;
+  callerOutput = nullptr;
+  finishAverage(output, outBytes / es, type, op, comm.size());
 }
 
 void HostPlanExecutor::Impl::copyChunks(const std::vector<bool>& inStorage, char* caller, char* stored,

@@ -45,6 +45,7 @@ bool HostPlanSelection::run(const std::string& collective, size_t bytes, const v
       e.capacity = roundCapacity(inputBytes);
       e.executor = std::make_unique<HostPlanExecutor>(comm_, e.plan, e.capacity);
       e.executor->whileWaiting(waitCheck_);
+      e.executor->whenFailing([](const Error&) {});  // HostCollectives' failCall tells the peers
     }
     if (e.plan.inPlace) {
       if (input != output) std::memmove(output, input, inputBytes);

@@ -50,6 +50,8 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
   impl_->exchangeIdentity(localError, localCode);
   impl_->paceWaits();
   impl_->exchangeReach();
+  impl_->notices = std::make_unique<FailureNotices>(*this, NoticeScope::Communicator);
+  impl_->notices->dropStale();  // an earlier communicator's, on this bootstrap
   impl_->proxy = std::make_unique<ProxyService>();
 }
 
@@ -101,6 +103,8 @@ std::vector<std::string> Communicator::loadedTransports() const {
 
 void Communicator::checkErrors() const {
   if (aborted()) throw Error(ErrorCode::Aborted, impl_->abortText());
+  // A peer's reason first: a connection to it may have failed because it left.
+  if (auto notice = impl_->notices->poll()) throw *notice;
   std::lock_guard<std::mutex> lock(impl_->mutex);
   for (auto& [key, c] : impl_->connections) c->throwIfFailed();
 }
@@ -130,8 +134,17 @@ void Communicator::abort() {
 
 bool Communicator::aborted() const { return impl_->aborted->load(std::memory_order_acquire); }
 
+void Communicator::reportFailure(const std::string& reason) noexcept { impl_->notices->sendOnce(reason); }
+
+std::optional<Error> Communicator::peerFailure() { return impl_->notices->poll(); }
+
 std::optional<Error> Communicator::asyncError() const {
   if (aborted()) return Error(ErrorCode::Aborted, impl_->abortText());
+  if (auto notice = impl_->notices->heard()) return notice;
+  if (const int peer = impl_->notices->peerWithNotice(); peer >= 0)
+    return Error(ErrorCode::Remote, "rank " + std::to_string(rank()) + " (host " + hostOf(rank()) + "): rank " +
+                                        std::to_string(peer) + " (host " + hostOf(peer) +
+                                        ") reported a failure (checkErrors() or peerFailure() reads its reason)");
   std::lock_guard<std::mutex> lock(impl_->mutex);
   for (auto& [key, c] : impl_->connections) {
     if (!c->failed.load()) continue;

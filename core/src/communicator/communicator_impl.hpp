@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "communicator/failure_notices.hpp"
 #include "communicator/local_setup.hpp"
 #include "communicator/stager.hpp"
 #include "plugboard/communicator.hpp"
@@ -140,6 +141,10 @@ struct Communicator::Impl {
   uint64_t nextRegionId = 1;
   std::set<ConnKey> pendingStagers;  // connections setup() must give a stager
   std::unique_ptr<ProxyService> proxy;
+
+  /// Peers' reported failures (Communicator::reportFailure), made once
+  /// every rank has passed set-up's exchanges.
+  std::unique_ptr<FailureNotices> notices;
 
   /// Set by abort(); every connection holds it (ConnectionImpl::aborted).
   std::shared_ptr<std::atomic<bool>> aborted = std::make_shared<std::atomic<bool>>(false);

@@ -48,6 +48,8 @@ void Host2HostSemaphore::wait(std::chrono::milliseconds timeout) {
     ConnectionImpl& c = *connection_->impl_;
     c.progress();  // a transport may need polling to land the signal; also finds a dead peer
     c.throwIfFailed();
+    if (backoff.checkDue())
+      if (auto notice = comm_.peerFailure()) throw *notice;  // a peer gave up: its signal may never come
     if (backoff.expired()) {
       throw Error(ErrorCode::Timeout,
                   "rank " + std::to_string(comm_.rank()) + ": semaphore wait for rank " +

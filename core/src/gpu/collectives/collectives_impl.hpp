@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gpu/collectives/device_ctx.hpp"
-#include "collectives/gpu_failure_notices.hpp"
+#include "communicator/failure_notices.hpp"
 #include "collectives/periodic_thread.hpp"
 #include "gpu/collectives/host_relay.hpp"
 #include "gpu/plans/plan_selection.hpp"
@@ -91,7 +91,7 @@ struct GpuCollectives::Impl {
   std::unique_ptr<GpuPlanSelection> plans;
   /// Tells the peers of this rank's failure and learns of theirs; mutable:
   /// the const error checks send and poll.
-  mutable GpuFailureNotices notices;
+  mutable FailureNotices notices;
   mutable std::mutex noticeMu;                        // notices' reads, noticeTaken: callers and noticeWatcher
   mutable bool noticeTaken = false;                   // actOnNotice() has run
   mutable std::atomic<bool> ownFailureFirst{false};   // this rank had recorded a failure before the notice came
@@ -102,7 +102,7 @@ struct GpuCollectives::Impl {
   std::unique_ptr<PeriodicThread> noticeWatcher;
   static constexpr std::chrono::milliseconds kNoticeWatchInterval{10};
 
-  explicit Impl(Communicator& c) : comm(c), notices(c) {}
+  explicit Impl(Communicator& c) : comm(c), notices(c, NoticeScope::GpuCollectives) {}
   ~Impl();
   /// Connects, allocates and exchanges the scratch, builds ctx (collective).
   void setup();
@@ -110,7 +110,7 @@ struct GpuCollectives::Impl {
   /// notice (which ends this object's device waits); a failure of this
   /// rank's own is first told to the peers.
   void throwIfFailed() const;
-  /// Looks for a peer's failure notice (GpuFailureNotices::poll); on one, ends
+  /// Looks for a peer's failure notice (FailureNotices::poll); on one, ends
   /// this object's device waits. The notice's error, if one came. Calling
   /// threads only (it reads the notice: a bootstrap call).
   std::optional<Error> pollNotices() const;

@@ -64,7 +64,7 @@ std::optional<Error> GpuCollectives::Impl::pollNotices() const {
   std::lock_guard<std::mutex> lock(noticeMu);
   // Once the watcher has acted on a notice, read it now: the waits it ended
   // must not pass for this rank's own failure.
-  const std::optional<Error>& notice = notices.poll(noticeTaken);
+  const std::optional<Error> notice = notices.poll(noticeTaken);
   if (notice) actOnNotice();
   return notice;
 }
