@@ -152,6 +152,19 @@ class Communicator:
         err = self._comm().async_error()
         return None if err is None else _error(err[0], err[1])
 
+    def report_failure(self, reason):
+        """Tells every peer that this rank gives up on the communicator and
+        why: their waits on it (collectives, checks) end within milliseconds
+        raising an Error (code "remote error") that names this rank and reason,
+        not at their timeout. Only the first call sends. Never raises."""
+        self._comm().report_failure(str(reason))
+
+    def peer_failure(self):
+        """The failure a peer reported (report_failure) as an Error, kept
+        once read, or None. Never waits on a peer."""
+        err = self._comm().peer_failure()
+        return None if err is None else _error(err[0], err[1])
+
     def close(self):
         """Destroys the communicator now (local; no collective step)."""
         self._native = None

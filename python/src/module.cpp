@@ -168,6 +168,17 @@ void bindCommunicator(py::module_& m) {
         if (!err) return py::none();
         return py::make_tuple(errorCodeName(err->code()), std::string(err->what()));
       })
+      .def("report_failure", [](PyCommunicator& c, const std::string& reason) { c.communicator().reportFailure(reason); },
+           release())
+      .def("peer_failure", [](PyCommunicator& c) -> py::object {
+        std::optional<Error> err;
+        {
+          py::gil_scoped_release unlocked;
+          err = c.communicator().peerFailure();
+        }
+        if (!err) return py::none();
+        return py::make_tuple(errorCodeName(err->code()), std::string(err->what()));
+      })
       .def("transport_for", [](const PyCommunicator& c, int peer) { return c.communicator().transportFor(peer); })
       .def("selection_reason", [](const PyCommunicator& c, int peer) { return c.communicator().selectionReason(peer); })
       .def("loaded_transports", [](const PyCommunicator& c) { return c.communicator().loadedTransports(); })

@@ -172,6 +172,30 @@ def test_abort_from_another_thread_ends_a_blocked_call():
     assert all(run_ranks(2, abort_while_blocked, mp.get_context("spawn").Event()))
 
 
+def peer_gives_up(rank, n, address):
+    comm = join(rank, n, address)
+    comm.barrier()
+    if rank == 1:
+        comm.report_failure("its data loader died")
+        assert comm.peer_failure() is None
+    else:
+        # Rank 1 never joins: its report, not the 20 s timeout, ends the call.
+        start = time.monotonic()
+        with pytest.raises(plugboard.Error) as info:
+            comm.all_reduce(np.ones(16, dtype=np.float32))
+        took = time.monotonic() - start
+        assert info.value.code == "remote error", str(info.value)
+        assert "rank 1 (host " in str(info.value) and "its data loader died" in str(info.value)
+        assert took < 5, f"the call ended {took:.2f} s in"
+        assert "its data loader died" in str(comm.peer_failure())
+    comm.close()
+    return True
+
+
+def test_a_peers_reported_failure_ends_a_blocked_call():
+    assert all(run_ranks(2, peer_gives_up))
+
+
 def introspection(rank, n, address):
     comm = join(rank, n, address)
     peer = 1 - rank
