@@ -293,22 +293,18 @@ TEST_F(UcxTest, BadOrderingFailsInit) {
       << t_->last_error(nullptr);
 }
 
-// Which messages go eagerly (docs/perf/2026-11-27-session24-network-path.md).
-TEST(UcxEagerRule, AutoSendsLargeMessagesByRendezvousOnlyWhereCoresAllow) {
+// Which messages go eagerly (docs/perf/2026-11-27-session24-network-path.md,
+// 2026-11-28-session36-notices-and-ucx-rendezvous.md).
+TEST(UcxEagerRule, AutoSendsLargeMessagesByRendezvousOverTcp) {
   using plugboard::ucx::eagerBelow;
   using plugboard::ucx::kAutoEagerBytes;
-  EXPECT_EQ(eagerBelow("1", true, 16, 4), SIZE_MAX);
-  EXPECT_EQ(eagerBelow("1", false, 16, 4), SIZE_MAX);
-  EXPECT_EQ(eagerBelow("0", true, 2, 2), 0u);
-  EXPECT_EQ(eagerBelow("auto", false, 2, 2), 0u);              // RDMA: UCX's choice
-  EXPECT_EQ(eagerBelow("auto", true, 2, 2), SIZE_MAX);         // the CI kind: rendezvous lost
-  EXPECT_EQ(eagerBelow("auto", true, 16, 4), kAutoEagerBytes);  // 16 cores, 4 ranks: it won from 1 MiB
-  EXPECT_EQ(eagerBelow("auto", true, 16, 8), kAutoEagerBytes);
-  EXPECT_EQ(eagerBelow("auto", true, 16, 9), SIZE_MAX);
-  EXPECT_EQ(eagerBelow("auto", true, 16, 0), SIZE_MAX);        // local ranks unknown: as before
-  EXPECT_EQ(eagerBelow("auto", true, 0, 2), SIZE_MAX);         // cores unknown
-  EXPECT_EQ(eagerBelow("65536", true, 2, 2), 65536u);           // a byte count wins everywhere
-  EXPECT_EQ(eagerBelow("2", false, 16, 4), 2u);
+  EXPECT_EQ(eagerBelow("1", true), SIZE_MAX);
+  EXPECT_EQ(eagerBelow("1", false), SIZE_MAX);
+  EXPECT_EQ(eagerBelow("0", true), 0u);
+  EXPECT_EQ(eagerBelow("auto", false), 0u);               // RDMA: UCX's choice
+  EXPECT_EQ(eagerBelow("auto", true), kAutoEagerBytes);   // TCP: eager below 256 KiB
+  EXPECT_EQ(eagerBelow("65536", true), 65536u);            // a byte count wins everywhere
+  EXPECT_EQ(eagerBelow("2", false), 2u);
   size_t bytes = 0;
   for (const char* bad : {"", "1", "0", "-5", "64K", "1099511627777", "99999999999999999999", " 7"})
     EXPECT_FALSE(plugboard::ucx::eagerByteCount(bad, &bytes)) << bad;

@@ -28,7 +28,7 @@ constexpr std::chrono::milliseconds kCloseGrace{2000};
 }  // namespace
 
 Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* addrLen)
-    : ctx_(ctx), peer_(peer), eagerBelow_(ctx.eagerBelow(peer.localRanks)) {
+    : ctx_(ctx), peer_(peer), eagerBelow_(ctx.eagerBelow()) {
   PB_UCX_CHECK(addr && addrLen, PB_ERR_INVALID, "ucx setup: address buffer and length must not be NULL");
   std::lock_guard<std::mutex> lock(ctx.workerMutex());
   size_t room = *addrLen;

@@ -164,9 +164,8 @@ void Context::declareSettings() const {
       {sizeof(pb_setting_decl_v1), kAmEager, PB_SETTING_STRING, "auto",
        "With ucx.protocol=am: '1' sends every message eagerly (UCP_AM_SEND_FLAG_EAGER), '0' lets UCX "
        "choose rendezvous for large ones (received straight into place), 'auto': where UCX's only way "
-       "between processes is TCP, 1 on hosts with fewer than 2 cores per local rank and eager only below "
-       "256 KiB elsewhere (its rendezvous over TCP measured slower on few cores), 0 otherwise; a byte count N: "
-       "messages under N bytes eagerly, larger ones as UCX chooses",
+       "between processes is TCP, eager only below 256 KiB (its rendezvous measured slower below), "
+       "0 otherwise; a byte count N: messages under N bytes eagerly, larger ones as UCX chooses",
        0},
       {sizeof(pb_setting_decl_v1), kOrdering, PB_SETTING_STRING, "flush",
        "With ucx.protocol=rma, how a signal waits for earlier writes: 'flush' (post the atomic after "
@@ -368,8 +367,8 @@ void Context::initWorker() {
   worker_ = createWorker(ucp_, &workerAddress_, "ucx (transports " + tlsSource_ + ")");
 }
 
-size_t Context::eagerBelow(int localRanks) const {
-  return ucx::eagerBelow(settings_.amEager, networkOnlyTcp_, std::thread::hardware_concurrency(), localRanks);
+size_t Context::eagerBelow() const {
+  return ucx::eagerBelow(settings_.amEager, networkOnlyTcp_);
 }
 
 void Context::initProtocol() {

@@ -116,10 +116,9 @@ class Context : public transport_cxx::ErrorSlot {
   const std::string& resources() const { return resources_; }
   /// True when operations travel as active messages (Protocol::ActiveMessage).
   bool activeMessages() const { return settings_.protocol == Protocol::ActiveMessage; }
-  /// Active messages shorter than this many bytes are sent eagerly on a
-  /// connection of a host with localRanks ranks (ucx.am_eager;
-  /// eager_rule.hpp).
-  size_t eagerBelow(int localRanks) const;
+  /// Active messages shorter than this many bytes are sent eagerly
+  /// (ucx.am_eager; eager_rule.hpp).
+  size_t eagerBelow() const;
 
   /// A token naming conn in the active messages peers send it; caller
   /// holds workerMutex().
