@@ -3,7 +3,8 @@
 // a row on one executor (the start handshake keeps calls apart), float sum
 // and int32 max, output apart from the input and in its buffer; a plan for another rank count and a count that does not
 // cut into the plan's chunks are refused by name; a whileWaiting check
-// ends a wait.
+// ends a wait; LL plans run hundreds of calls back to back without the
+// start handshake, ranks drifting apart.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -92,6 +93,46 @@ INSTANTIATE_TEST_SUITE_P(Plans, HostPlanTest,
                                                               "allreduce_ring", "alltoall_allpairs"),
                                             ::testing::Values(2, 3, 4)),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)); });
+
+// LL plans with packets both ways run without the start handshake
+// (plans/call_overlap.hpp): a rank may be one call ahead of a peer,
+// writing the other packets half. 300 calls with inputs that differ per
+// call; on every tenth, rank 1 starts 2 ms late, so rank 0 waits for its
+// packets, and rank 0 then pauses 10 ms in its whileWaiting check: rank 1
+// finishes the call meanwhile and puts its next call's packets (landed
+// by rank 0's receiver thread) before rank 0 reads this call's. Every
+// result is checked; with one packets half they came out wrong.
+// (The one-shot allpairs plan: in the two-shot one a rank that is a call
+// ahead can only overwrite packets its peer has read already.)
+TEST(HostPlan, LLPlansRunCallsBackToBackWithoutTheHandshake) {
+  for (const int n : {2, 4}) {
+    expectAllPassed(runRanks(n, std::chrono::seconds(120), [](int rank, int nranks, const UniqueId& id) {
+      setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
+      Communicator comm(loopbackBootstrap(rank, nranks, id));
+      HostPlanExecutor ex(comm, shipped("allreduce_allpairs_packets", nranks), 4096);
+      const size_t count = static_cast<size_t>(nranks) * 8;
+      int call = 0;
+      bool paused = false;
+      ex.whileWaiting([&] {
+        if (rank != 0 || call % 10 != 0 || paused) return;
+        paused = true;  // longer than the ethernet receiver thread's longest nap (4 ms)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      });
+      for (; call < 300; ++call) {
+        paused = false;
+        if (rank == 1 && call % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        std::vector<int32_t> in(count), out(count, -1);
+        for (size_t i = 0; i < count; ++i) in[i] = input<int32_t>(rank, i, call);
+        ex.run(in.data(), out.data(), count, DataType::Int32, ReduceOp::Sum);
+        for (size_t j = 0; j < count; ++j)
+          if (out[j] != want<int32_t>("allreduce", ReduceOp::Sum, rank, nranks, count, j, call))
+            throw std::runtime_error("rank " + std::to_string(rank) + " call " + std::to_string(call) + ": element " +
+                                     std::to_string(j) + " is " + std::to_string(out[j]) + ", want " +
+                                     std::to_string(want<int32_t>("allreduce", ReduceOp::Sum, rank, nranks, count, j, call)));
+      }
+    }));
+  }
+}
 
 TEST(HostPlan, WrongRankCountsAndCountsAreRefusedByName) {
   expectAllPassed(runRanks(2, std::chrono::seconds(60), [](int rank, int nranks, const UniqueId& id) {

@@ -11,7 +11,11 @@
 // packets buffer followed by +1 on the peer's flag word of each chunk
 // written, and a reduce_packet waits until each of its chunks' flags reach
 // this call's number. Every packets chunk is put once per call (the loader
-// checks it) and the start handshake keeps calls apart, so flag == calls.
+// checks it) by one writer, in order, so flag >= k means call k's packets
+// have landed. An LL plan whose packets go both ways on every pair runs
+// without the start handshake (plans/call_overlap.hpp): its packets buffer
+// has two halves, call k using half k % 2, so a peer already in call k + 1
+// writes where this rank does not read.
 //
 // get on host buffers: transports write, they do not read, so the chunk's
 // owner serves each get. Both ends number the gets from the plan alone (the
@@ -33,6 +37,7 @@
 #include <vector>
 
 #include "collectives/reduce_kernels.hpp"
+#include "plans/call_overlap.hpp"
 #include "plans/output_homes.hpp"
 #include "plans/plan_call.hpp"
 #include "plugboard/error.hpp"
@@ -80,6 +85,8 @@ struct HostPlanExecutor::Impl {
   size_t maxInputBytes;
   std::vector<std::vector<char>> storage = std::vector<std::vector<char>>(kBuffers);  // as PlanChunk::Buffer
   std::vector<uint64_t> packetFlags;  // per packets chunk: +1 by the put_packet of each call
+  bool handshakeFree = false;         // callsNeedNoHandshake: no start handshake, two packets halves
+  size_t packetHalfBytes = 0;         // the packets buffer's half, when handshakeFree
   uint64_t calls = 0;                 // runs so far, this one included
   std::vector<uint64_t> getRequests;  // per get of this rank's memory: +1 by its reader each call
   std::vector<uint64_t> getsServed;   // per own get: +1 by its owner each call, after the data
@@ -128,8 +135,10 @@ struct HostPlanExecutor::Impl {
     if (b == PlanChunk::Buffer::Input && callerInput && !inputInStorage[index])
       return const_cast<char*>(callerInput) + index * chunkBytes;
     if (b == PlanChunk::Buffer::Output && callerOutput && !outputInStorage[index]) return callerOutput + index * chunkBytes;
-    return storage[slot(b)].data() + index * chunkBytes;
+    return storage[slot(b)].data() + (b == PlanChunk::Buffer::Packets ? packetHalf() : 0) + index * chunkBytes;
   }
+  /// Offset of this call's packets half (0 with one half).
+  size_t packetHalf() const { return handshakeFree ? (calls % 2) * packetHalfBytes : 0; }
   /// Copies the chunks flagged in `inStorage` between the caller's buffer
   /// and the storage's (toStorage: in; else out).
   void copyChunks(const std::vector<bool>& inStorage, char* caller, char* stored, bool toStorage) const;
@@ -156,7 +165,10 @@ void HostPlanExecutor::Impl::setup() {
     throw Error(ErrorCode::InvalidUsage, who() + ": the plan is for " + std::to_string(plan.nranks) +
                                              " ranks, the communicator has " + std::to_string(comm.size()));
   const uint64_t chunk = (maxInputBytes + plan.inputChunks - 1) / plan.inputChunks;
-  const uint64_t counts[kBuffers] = {plan.inputChunks, plan.outputChunks, plan.scratchChunks, plan.packetChunks};
+  handshakeFree = callsNeedNoHandshake(plan);
+  packetHalfBytes = plan.packetChunks * chunk;
+  const uint64_t counts[kBuffers] = {plan.inputChunks, plan.outputChunks, plan.scratchChunks,
+                                     plan.packetChunks * (handshakeFree ? 2 : 1)};
   for (size_t b = 0; b < kBuffers; ++b) {
     storage[b].assign(std::max<uint64_t>(counts[b] * chunk, 1), 0);
     local[b] = comm.registerMemory(storage[b].data(), storage[b].size(), MemoryKind::Host);
@@ -243,8 +255,8 @@ void HostPlanExecutor::Impl::reduce(const PlanOp& o) {
 void HostPlanExecutor::Impl::putPacket(const PlanOp& o) {
   Channel& c = channels[o.channel];
   const std::vector<RemoteMemory>& peer = remote.at(c.peer);
-  c.connection->write(peer[static_cast<size_t>(PlanChunk::Buffer::Packets)], o.dst.index * chunkBytes, local[slot(o.src.buffer)], o.src.index * chunkBytes,
-                      o.src.size * chunkBytes);
+  c.connection->write(peer[static_cast<size_t>(PlanChunk::Buffer::Packets)], packetHalf() + o.dst.index * chunkBytes,
+                      local[slot(o.src.buffer)], o.src.index * chunkBytes, o.src.size * chunkBytes);
   for (uint64_t k = 0; k < o.dst.size; ++k) c.connection->signal(peer[kFlags], (o.dst.index + k) * sizeof(uint64_t), 1);
 }
 
@@ -423,7 +435,7 @@ void HostPlanExecutor::Impl::runOnce(const void* input, void* output, size_t cou
   if (apart) copyChunks(inputInStorage, const_cast<char*>(callerInput), storage[0].data(), true);
   else if (bytes) std::memcpy(storage[plan.inPlace ? 1 : 0].data(), input, bytes);
   ++calls;
-  handshake();
+  if (!handshakeFree) handshake();
   runTasks();
   for (auto& c : channels) c.connection->flush();  // this rank's puts have landed before their sources change
   if (apart) copyChunks(outputInStorage, callerOutput, storage[1].data(), false);

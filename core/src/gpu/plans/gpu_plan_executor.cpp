@@ -19,12 +19,12 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <set>
 #include <tuple>
 
 #include "communicator/communicator_impl.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/plans/plan_kernel.hpp"
+#include "plans/call_overlap.hpp"
 #include "plans/output_homes.hpp"
 #include "plans/plan_call.hpp"
 #include "plugboard/error.hpp"
@@ -124,9 +124,6 @@ struct GpuPlanExecutor::Impl {
   /// A chunk this rank's own operation reads or writes here, as the device names it.
   gpuplan::DevChunk localChunk(const PlanChunk& c) const;
   std::vector<std::vector<int32_t>> assignHandshakes();
-  /// LL: every pair that exchanges packets does so both ways (then calls
-  /// need no start handshake, see assignHandshakes).
-  bool packetsBothWays() const;
   /// LL: the rank whose put_packet writes this rank's packets chunk, or -1.
   int packetWriter(uint64_t chunk) const;
   void appendFinalFlushes(const PlanThreadBlock& tb, std::vector<gpuplan::DevOp>& ops) const;
@@ -466,15 +463,12 @@ void GpuPlanExecutor::Impl::appendFinalFlushes(const PlanThreadBlock& tb, std::v
 // Otherwise the handshake kernel makes every channel's first.
 //
 // LL plans whose packets go both ways on every pair need no handshake at
-// all: a peer that reaches call k + 2 (the same packets half as call k) has
-// read this rank's packets of call k + 1, written only after this rank
-// finished reading call k; and no peer writes anything else into this
-// rank's storage.
+// all (plans/call_overlap.hpp).
 std::vector<std::vector<int32_t>> GpuPlanExecutor::Impl::assignHandshakes() {
   const auto& tbs = mine().threadblocks;
   std::vector<int64_t> owner(mine().channels.size(), -1);
   blocksHandshake = !tbs.empty();
-  if (plan.ll() && packetsBothWays()) return std::vector<std::vector<int32_t>>(tbs.size());
+  if (callsNeedNoHandshake(plan)) return std::vector<std::vector<int32_t>>(tbs.size());
   for (size_t t = 0; t < tbs.size(); ++t)
     for (const auto& op : tbs[t].ops) {
       if (op.channel < 0) continue;
@@ -485,17 +479,6 @@ std::vector<std::vector<int32_t>> GpuPlanExecutor::Impl::assignHandshakes() {
   if (!blocksHandshake) return lists;
   for (size_t c = 0; c < owner.size(); ++c) lists[owner[c] < 0 ? 0 : owner[c]].push_back(static_cast<int32_t>(c));
   return lists;
-}
-
-bool GpuPlanExecutor::Impl::packetsBothWays() const {
-  std::set<std::pair<int, int>> sends;  // (from, to)
-  for (int r = 0; r < plan.nranks; ++r)
-    for (const auto& tb : plan.ranks[r].threadblocks)
-      for (const auto& op : tb.ops)
-        if (op.kind == PlanOp::Kind::PutPacket) sends.insert({r, plan.ranks[r].channels[op.channel].peer});
-  for (const auto& [from, to] : sends)
-    if (!sends.count({to, from})) return false;
-  return true;
 }
 
 int GpuPlanExecutor::Impl::packetWriter(uint64_t chunk) const {
