@@ -3,8 +3,8 @@
 // a row on one executor (the start handshake keeps calls apart), float sum
 // and int32 max, output apart from the input and in its buffer; a plan for another rank count and a count that does not
 // cut into the plan's chunks are refused by name; a whileWaiting check
-// ends a wait; LL plans run hundreds of calls back to back without the
-// start handshake, ranks drifting apart.
+// ends a wait; plans that need no start handshake run hundreds of calls
+// back to back, ranks drifting apart.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -94,33 +94,42 @@ INSTANTIATE_TEST_SUITE_P(Plans, HostPlanTest,
                                             ::testing::Values(2, 3, 4)),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)); });
 
-// LL plans with packets both ways run without the start handshake
-// (plans/call_overlap.hpp): a rank may be one call ahead of a peer,
-// writing the other packets half. 300 calls with inputs that differ per
-// call; on every tenth, rank 1 starts 2 ms late, so rank 0 waits for its
-// packets, and rank 0 then pauses 10 ms in its whileWaiting check: rank 1
-// finishes the call meanwhile and puts its next call's packets (landed
-// by rank 0's receiver thread) before rank 0 reads this call's. Every
-// result is checked; with one packets half they came out wrong.
-// (The one-shot allpairs plan: in the two-shot one a rank that is a call
-// ahead can only overwrite packets its peer has read already.)
-TEST(HostPlan, LLPlansRunCallsBackToBackWithoutTheHandshake) {
+// Plans that cannot run two calls ahead of a peer run their small calls
+// without the start handshake (plans/call_overlap.hpp), a rank one call
+// ahead of a peer writing the other region of what peers write: the
+// one-shot allpairs plans, LL (packets) and simple (output and scratch).
+// 300 calls with inputs that differ per call, every seventh one large
+// (it handshakes, and so does the one after it). On each tenth and each
+// large call rank 1 starts 2 ms late, so rank 0 waits for its data, and
+// rank 0 then pauses 10 ms in its whileWaiting check: rank 1 finishes the
+// call meanwhile and puts its next call's data (landed by rank 0's
+// receiver thread) before rank 0 reads this call's. Every result is
+// checked; with one region, or without the handshake after a large call,
+// they came out wrong. (In the two-shot LL plan a rank a call ahead can
+// only overwrite packets its peer has read already.)
+class HostPlanBackToBack : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HostPlanBackToBack, CallsRunWithoutTheHandshakeAsRanksDriftApart) {
+  const std::string name = GetParam();
   for (const int n : {2, 4}) {
-    expectAllPassed(runRanks(n, std::chrono::seconds(120), [](int rank, int nranks, const UniqueId& id) {
+    expectAllPassed(runRanks(n, std::chrono::seconds(120), [&](int rank, int nranks, const UniqueId& id) {
       setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
       Communicator comm(loopbackBootstrap(rank, nranks, id));
-      HostPlanExecutor ex(comm, shipped("allreduce_allpairs_packets", nranks), 4096);
-      const size_t count = static_cast<size_t>(nranks) * 8;
+      HostPlanExecutor ex(comm, shipped(name, nranks), 1 << 20);
+      // Every seventh call is larger than a call that may skip the
+      // handshake (256 KiB): it handshakes, and so does the one after it.
+      const auto countOf = [&](int c) { return c % 7 == 3 ? size_t(80000) : static_cast<size_t>(nranks) * 8; };
       int call = 0;
       bool paused = false;
       ex.whileWaiting([&] {
-        if (rank != 0 || call % 10 != 0 || paused) return;
+        if (rank != 0 || (call % 10 != 0 && call % 7 != 3) || paused) return;
         paused = true;  // longer than the ethernet receiver thread's longest nap (4 ms)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       });
       for (; call < 300; ++call) {
         paused = false;
-        if (rank == 1 && call % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        if (rank == 1 && (call % 10 == 0 || call % 7 == 3)) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        const size_t count = countOf(call);
         std::vector<int32_t> in(count), out(count, -1);
         for (size_t i = 0; i < count; ++i) in[i] = input<int32_t>(rank, i, call);
         ex.run(in.data(), out.data(), count, DataType::Int32, ReduceOp::Sum);
@@ -133,6 +142,9 @@ TEST(HostPlan, LLPlansRunCallsBackToBackWithoutTheHandshake) {
     }));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Plans, HostPlanBackToBack, ::testing::Values("allreduce_allpairs_packets", "allreduce_allpairs"),
+                         [](const auto& info) { return info.param; });
 
 TEST(HostPlan, WrongRankCountsAndCountsAreRefusedByName) {
   expectAllPassed(runRanks(2, std::chrono::seconds(60), [](int rank, int nranks, const UniqueId& id) {

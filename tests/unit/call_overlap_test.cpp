@@ -1,5 +1,6 @@
-// callsNeedNoHandshake (plans/call_overlap.hpp): which plans both executors
-// run without the start handshake.
+// plans/call_overlap.hpp: which plans both executors (callsNeedNoHandshake)
+// and the host executor (putsWaitForTheirTarget) run without the start
+// handshake.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -50,4 +51,14 @@ TEST(CallOverlap, SimplePlansAndOneWayPacketsKeepTheHandshake) {
   PlanOp back = both.ranks[0].threadblocks[0].ops[0];
   both.ranks[1].threadblocks.push_back({0, {back}});
   EXPECT_TRUE(callsNeedNoHandshake(both));
+}
+
+TEST(CallOverlap, PlansWhosePutsWaitForTheirTargetOverlapOnHostBuffers) {
+  for (const char* name : {"allreduce_allpairs/2ranks", "allreduce_allpairs/4ranks", "allreduce_allpairs_twoshot/3ranks",
+                           "allgather_allpairs/4ranks", "alltoall_allpairs/3ranks"})
+    EXPECT_TRUE(putsWaitForTheirTarget(shipped(name))) << name;
+  // A ring's rank puts into its successor and waits for its predecessor
+  // only; LL plans have their own rule.
+  for (const char* name : {"allreduce_ring/3ranks", "allgather_ring/4ranks", "allreduce_packets/2ranks"})
+    EXPECT_FALSE(putsWaitForTheirTarget(shipped(name))) << name;
 }

@@ -12,10 +12,20 @@
 // written, and a reduce_packet waits until each of its chunks' flags reach
 // this call's number. Every packets chunk is put once per call (the loader
 // checks it) by one writer, in order, so flag >= k means call k's packets
-// have landed. An LL plan whose packets go both ways on every pair runs
-// without the start handshake (plans/call_overlap.hpp): its packets buffer
-// has two halves, call k using half k % 2, so a peer already in call k + 1
-// writes where this rank does not read.
+// have landed.
+//
+// The start handshake keeps a rank's calls apart from its peers'. Plans
+// that cannot run two calls ahead of a peer they write into (plans/
+// call_overlap.hpp: LL plans with packets both ways, and plans whose puts
+// each wait for their target's signal) run their small calls without it:
+// what peers write (the packets; or the output and scratch) has a second
+// region sized for calls of kOverlapInputBytes, and consecutive small calls
+// alternate between the two by the call's parity, so a peer already in
+// call k + 1 writes where this rank does not read. A call skips the
+// handshake only when it and the call before are small (every rank
+// decides alike: same calls, same sizes); a large call handshakes and uses
+// the first region, so no peer reaches it while this rank is in the call
+// before.
 //
 // get on host buffers: transports write, they do not read, so the chunk's
 // owner serves each get. Both ends number the gets from the plan alone (the
@@ -54,6 +64,11 @@ constexpr size_t kGetRequests = 5;  ///< Index of the get request words (this ra
 constexpr size_t kGetsServed = 6;   ///< Index of the served words (this rank as reader).
 /// Least time between two calls of a whileWaiting check.
 constexpr std::chrono::microseconds kWaitCheckEvery{200};
+/// Calls of at most this much input may skip the start handshake (see the
+/// top of the file). Larger ones handshake: a round trip is little beside
+/// their transfer (2 ranks, allpairs, 4 MiB: two regions of that size
+/// measured slower than one), and the second region stays small.
+constexpr size_t kOverlapInputBytes = 256 * 1024;
 
 }  // namespace
 
@@ -85,8 +100,10 @@ struct HostPlanExecutor::Impl {
   size_t maxInputBytes;
   std::vector<std::vector<char>> storage = std::vector<std::vector<char>>(kBuffers);  // as PlanChunk::Buffer
   std::vector<uint64_t> packetFlags;  // per packets chunk: +1 by the put_packet of each call
-  bool handshakeFree = false;         // callsNeedNoHandshake: no start handshake, two packets halves
-  size_t packetHalfBytes = 0;         // the packets buffer's half, when handshakeFree
+  bool mayOverlap = false;            // small calls may skip the handshake (two regions, below)
+  size_t secondRegion[kBuffers] = {};  // per storage slot: the second region's offset, 0 if none
+  size_t region = 0;                  // this call's region: 0 or 1
+  bool lastCallSmall = true;          // the call before (none yet counts) had at most kOverlapInputBytes
   uint64_t calls = 0;                 // runs so far, this one included
   std::vector<uint64_t> getRequests;  // per get of this rank's memory: +1 by its reader each call
   std::vector<uint64_t> getsServed;   // per own get: +1 by its owner each call, after the data
@@ -135,10 +152,12 @@ struct HostPlanExecutor::Impl {
     if (b == PlanChunk::Buffer::Input && callerInput && !inputInStorage[index])
       return const_cast<char*>(callerInput) + index * chunkBytes;
     if (b == PlanChunk::Buffer::Output && callerOutput && !outputInStorage[index]) return callerOutput + index * chunkBytes;
-    return storage[slot(b)].data() + (b == PlanChunk::Buffer::Packets ? packetHalf() : 0) + index * chunkBytes;
+    return stored(slot(b)) + index * chunkBytes;
   }
-  /// Offset of this call's packets half (0 with one half).
-  size_t packetHalf() const { return handshakeFree ? (calls % 2) * packetHalfBytes : 0; }
+  /// Offset of this call's region of storage slot s.
+  size_t half(size_t s) const { return region * secondRegion[s]; }
+  /// This call's region of storage slot s.
+  char* stored(size_t s) { return storage[s].data() + half(s); }
   /// Copies the chunks flagged in `inStorage` between the caller's buffer
   /// and the storage's (toStorage: in; else out).
   void copyChunks(const std::vector<bool>& inStorage, char* caller, char* stored, bool toStorage) const;
@@ -165,12 +184,15 @@ void HostPlanExecutor::Impl::setup() {
     throw Error(ErrorCode::InvalidUsage, who() + ": the plan is for " + std::to_string(plan.nranks) +
                                              " ranks, the communicator has " + std::to_string(comm.size()));
   const uint64_t chunk = (maxInputBytes + plan.inputChunks - 1) / plan.inputChunks;
-  handshakeFree = callsNeedNoHandshake(plan);
-  packetHalfBytes = plan.packetChunks * chunk;
-  const uint64_t counts[kBuffers] = {plan.inputChunks, plan.outputChunks, plan.scratchChunks,
-                                     plan.packetChunks * (handshakeFree ? 2 : 1)};
+  const bool packetHalves = callsNeedNoHandshake(plan), dataHalves = putsWaitForTheirTarget(plan);
+  mayOverlap = packetHalves || dataHalves;
+  const uint64_t smallChunk = (std::min<uint64_t>(maxInputBytes, kOverlapInputBytes) + plan.inputChunks - 1) / plan.inputChunks;
+  const uint64_t counts[kBuffers] = {plan.inputChunks, plan.outputChunks, plan.scratchChunks, plan.packetChunks};
   for (size_t b = 0; b < kBuffers; ++b) {
-    storage[b].assign(std::max<uint64_t>(counts[b] * chunk, 1), 0);
+    const auto buffer = static_cast<PlanChunk::Buffer>(b);
+    const bool two = buffer == PlanChunk::Buffer::Packets ? packetHalves : dataHalves && buffer != PlanChunk::Buffer::Input;
+    secondRegion[b] = two ? counts[b] * chunk : 0;
+    storage[b].assign(std::max<uint64_t>(counts[b] * (chunk + (two ? smallChunk : 0)), 1), 0);
     local[b] = comm.registerMemory(storage[b].data(), storage[b].size(), MemoryKind::Host);
   }
   inputInStorage = chunksInStorage(plan, comm.rank(), PlanChunk::Buffer::Input, true);
@@ -255,8 +277,9 @@ void HostPlanExecutor::Impl::reduce(const PlanOp& o) {
 void HostPlanExecutor::Impl::putPacket(const PlanOp& o) {
   Channel& c = channels[o.channel];
   const std::vector<RemoteMemory>& peer = remote.at(c.peer);
-  c.connection->write(peer[static_cast<size_t>(PlanChunk::Buffer::Packets)], packetHalf() + o.dst.index * chunkBytes,
-                      local[slot(o.src.buffer)], o.src.index * chunkBytes, o.src.size * chunkBytes);
+  const size_t packets = static_cast<size_t>(PlanChunk::Buffer::Packets);
+  c.connection->write(peer[packets], half(packets) + o.dst.index * chunkBytes, local[slot(o.src.buffer)],
+                      half(slot(o.src.buffer)) + o.src.index * chunkBytes, o.src.size * chunkBytes);
   for (uint64_t k = 0; k < o.dst.size; ++k) c.connection->signal(peer[kFlags], (o.dst.index + k) * sizeof(uint64_t), 1);
 }
 
@@ -279,8 +302,9 @@ bool HostPlanExecutor::Impl::serveGets() {
     if (g.doneThisCall || __atomic_load_n(&getRequests[j], __ATOMIC_ACQUIRE) < calls) continue;
     Channel& c = channels[g.channel];
     const std::vector<RemoteMemory>& reader = remote.at(c.peer);
-    c.connection->write(reader[slot(g.dst.buffer)], g.dst.index * chunkBytes, local[slot(g.src.buffer)],
-                        g.src.index * chunkBytes, g.src.size * chunkBytes);
+    c.connection->write(reader[slot(g.dst.buffer)], half(slot(g.dst.buffer)) + g.dst.index * chunkBytes,
+                        local[slot(g.src.buffer)], half(slot(g.src.buffer)) + g.src.index * chunkBytes,
+                        g.src.size * chunkBytes);
     c.connection->signal(reader[kGetsServed], g.readerIndex * sizeof(uint64_t), 1);
     g.doneThisCall = true;
     ++servedThisCall;
@@ -303,8 +327,8 @@ bool HostPlanExecutor::Impl::step(const PlanOp& o, size_t tb) {
   switch (o.kind) {
     case PlanOp::Kind::Put: {
       Channel& c = channels[o.channel];
-      c.connection->write(remote.at(c.peer)[slot(o.dst.buffer)], o.dst.index * chunkBytes, local[slot(o.src.buffer)],
-                          o.src.index * chunkBytes, bytes);
+      c.connection->write(remote.at(c.peer)[slot(o.dst.buffer)], half(slot(o.dst.buffer)) + o.dst.index * chunkBytes,
+                          local[slot(o.src.buffer)], half(slot(o.src.buffer)) + o.src.index * chunkBytes, bytes);
       return true;
     }
     case PlanOp::Kind::Signal: channels[o.channel].semaphore->signal(); return true;
@@ -429,17 +453,21 @@ void HostPlanExecutor::Impl::runOnce(const void* input, void* output, size_t cou
   const size_t outBytes = plan.outputChunks * chunkBytes;
   const auto in = reinterpret_cast<uintptr_t>(input), out = reinterpret_cast<uintptr_t>(output);
   const bool apart = !plan.inPlace && (out + outBytes <= in || in + bytes <= out);
+  ++calls;
+  const bool small = bytes <= kOverlapInputBytes;
+  const bool overlapping = mayOverlap && small && lastCallSmall;
+  lastCallSmall = small;
+  region = small && mayOverlap ? calls % 2 : 0;
   callerInput = apart ? static_cast<const char*>(input) : nullptr;
   callerOutput = apart ? static_cast<char*>(output) : nullptr;
   // In place, the input is the output buffer (the plan writes into it).
-  if (apart) copyChunks(inputInStorage, const_cast<char*>(callerInput), storage[0].data(), true);
-  else if (bytes) std::memcpy(storage[plan.inPlace ? 1 : 0].data(), input, bytes);
-  ++calls;
-  if (!handshakeFree) handshake();
+  if (apart) copyChunks(inputInStorage, const_cast<char*>(callerInput), stored(0), true);
+  else if (bytes) std::memcpy(stored(plan.inPlace ? 1 : 0), input, bytes);
+  if (!overlapping) handshake();
   runTasks();
   for (auto& c : channels) c.connection->flush();  // this rank's puts have landed before their sources change
-  if (apart) copyChunks(outputInStorage, callerOutput, storage[1].data(), false);
-  else if (outBytes) std::memcpy(output, storage[1].data(), outBytes);
+  if (apart) copyChunks(outputInStorage, callerOutput, stored(1), false);
+  else if (outBytes) std::memcpy(output, stored(1), outBytes);
   callerInput = nullptr;
   callerOutput = nullptr;
   finishAverage(output, outBytes / es, type, op, comm.size());

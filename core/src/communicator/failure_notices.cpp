@@ -15,6 +15,13 @@ int64_t nowNs() {
       .count();
 }
 
+/// reason ending in one full stop (a reason may end in one, or in ';' or ':').
+std::string sentence(std::string reason) {
+  while (!reason.empty() && (reason.back() == ' ' || reason.back() == ';' || reason.back() == ':')) reason.pop_back();
+  if (reason.empty() || (reason.back() != '.' && reason.back() != '?' && reason.back() != '!')) reason += '.';
+  return reason;
+}
+
 bool endsWith(const std::string& text, const std::string& ending) {
   return text.size() >= ending.size() && text.compare(text.size() - ending.size(), ending.size(), ending) == 0;
 }
@@ -102,7 +109,7 @@ Error FailureNotices::errorFor(int peer, const std::vector<char>& message) const
     BlobReader r(message, "rank " + std::to_string(peer));
     const std::string reason = r.str();
     if (!r.done()) throw Error(ErrorCode::Remote, "bytes after the reason");
-    return Error(ErrorCode::Remote, who + failedIn_ + " and told its peers: " + reason + "." + ending_);
+    return Error(ErrorCode::Remote, who + failedIn_ + " and told its peers: " + sentence(reason) + ending_);
   } catch (const Error& e) {
     return Error(ErrorCode::Remote, who + " sent a malformed " + kind_ + " (" + e.what() + ")." + ending_);
   }

@@ -15,4 +15,16 @@ namespace plugboard {
 /// other plan starts each call with the handshake.
 bool callsNeedNoHandshake(const Plan& plan);
 
+/// True for a simple plan, not in place, in which every rank that puts
+/// into a peer waits for a signal from that peer in every call (the
+/// loader matches each wait with a signal). A rank that puts into this
+/// rank in call k + 2 has then had this rank's signal of call k + 1, sent
+/// only after this rank finished call k; a get is served by its owner in
+/// the owner's own call. So the host executor may run such a plan without
+/// the handshake, keeping two halves of the output and scratch (what
+/// peers write) and using call k's parity; the input, which no peer
+/// writes, is taken in at each call's start, which an in-place plan's
+/// output would not survive.
+bool putsWaitForTheirTarget(const Plan& plan);
+
 }  // namespace plugboard
