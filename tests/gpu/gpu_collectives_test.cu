@@ -243,6 +243,37 @@ TEST(GpuCollectives, ARankThatFailsEndsAPeersCudaStreamSynchronize) {
   expectPeersToLearnOfAFailedRankAtOnce(true);
 }
 
+// Rank 1 skips an allreduce and reports a failure of the communicator's
+// instead (gpu_wait_timeout 20 s): rank 0's kernel ends within seconds in
+// the user's cudaStreamSynchronize, and checkErrors() and the next call
+// throw rank 1's reason.
+TEST(GpuCollectives, ACommunicatorsReportedFailureEndsAWaitingCall) {
+  PB_REQUIRE_GPU_NO_INIT();
+  Settings settings = kSmall;
+  settings["gpu_wait_timeout"] = "20";
+  runGpuRanks(2, settings, [](GpuCollectives& g, int rank, int, cudaStream_t s) {
+    g.communicator().bootstrap().barrier();
+    DevBuf buf(100003 * 4);
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      g.communicator().reportFailure("rank 1 found its input corrupt");
+      g.communicator().bootstrap().barrier();
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    g.allReduce(buf.p, buf.p, 100003, DataType::Float32, ReduceOp::Sum, s);
+    cudaError_t synced = cudaStreamSynchronize(s);
+    if (synced != cudaSuccess) throw std::runtime_error(std::string("cudaStreamSynchronize: ") + cudaGetErrorString(synced));
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("rank 0's allreduce ended %.3f s after its call (its limit: 20 s)\n", took);
+    if (took > 5) throw std::runtime_error("the allreduce ended only after " + std::to_string(took) + " s");
+    const std::vector<std::string> named{"rank 0 (host", "rank 1 (host", "found its input corrupt"};
+    requireError([&] { g.checkErrors(); }, ErrorCode::Remote, named);
+    requireError([&] { g.allReduce(buf.p, buf.p, 1, DataType::Float32, ReduceOp::Sum, s); }, ErrorCode::Remote, named);
+    g.communicator().bootstrap().barrier();
+  }, std::chrono::seconds(55));
+}
+
 TEST(GpuCollectives, AbortEndsKernelsWaitingForARankThatSkips) {
   PB_REQUIRE_GPU_NO_INIT();
   const std::vector<SkippedCall> calls = skippableCalls();

@@ -7,12 +7,17 @@
 // executor, a CUDA graph replayed with fresh inputs (simple and LL plans);
 // refusals by name (LL over port channels among them); a rank that skips a
 // call ends the others' call in a reported timeout that names the thread
-// block, operation and peer (for LL, the packets it waited for).
+// block, operation and peer (for LL, the packets it waited for), and that
+// failure reaches the peer as a reported failure; a peer's reported failure
+// ends a kernel waiting for it within seconds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm_fixture.hpp"
@@ -244,8 +249,19 @@ TEST(GpuPlan, BadPlansAndArgumentsAreRefusedByName) {
   });
 }
 
+/// Polls Communicator::peerFailure for up to 10 s.
+Error awaitPeerFailure(Communicator& comm) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto notice = comm.peerFailure()) return *notice;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  throw std::runtime_error("no reported failure within 10 s");
+}
+
 /// Two ranks run plan `name` once; then rank 1 skips a call that rank 0
-/// makes, whose error must hold every fragment.
+/// makes, whose error must hold every fragment; rank 0's failure reaches
+/// rank 1 as a reported failure (whenFailing's default).
 void skipACall(const std::string& name, std::vector<std::string> fragments) {
   runGpuPlanRanks(
       2, "cudaipc,ethernet",
@@ -261,6 +277,9 @@ void skipACall(const std::string& name, std::vector<std::string> fragments) {
           ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s);  // rank 1 skips it
           check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
           requireError([&] { ex.checkErrors(); }, ErrorCode::Timeout, fragments);
+        } else {
+          const Error told = awaitPeerFailure(comm);
+          requireError([&] { throw told; }, ErrorCode::Remote, {"rank 1 (host", "rank 0 (host", fragments.back()});
         }
         comm.bootstrap().barrier();
         cudaFree(in);
@@ -279,4 +298,43 @@ TEST(GpuPlan, RankSkippingAnLlCallEndsInATimeoutNamingThePackets) {
   PB_REQUIRE_GPU_NO_INIT();
   skipACall("allreduce_packets",
             {"rank 0 (GPU plan allreduce_packets", "(reduce_packet)", "waiting for packets[1] from rank 1", "never sent them"});
+}
+
+// Rank 1 skips a call and reports a failure instead (gpu_wait_timeout 20 s):
+// rank 0's kernel ends within seconds, in the user's cudaStreamSynchronize
+// (only the communicator's notice watcher can end it there), and
+// checkErrors() and the next run throw rank 1's reason.
+TEST(GpuPlan, APeersReportedFailureEndsARunWaitingForIt) {
+  PB_REQUIRE_GPU_NO_INIT();
+  for (const char* name : {"allgather_ring", "allreduce_packets"}) {
+    runGpuPlanRanks(
+        2, "cudaipc,ethernet",
+        [&](Communicator& comm, int rank, int, cudaStream_t s) {
+          GpuPlanExecutor ex(comm, shipped(name, 2), 4096);
+          float *in = nullptr, *out = nullptr;
+          check(cudaMalloc(&in, 4096), "cudaMalloc");
+          check(cudaMalloc(&out, 8192), "cudaMalloc");
+          ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s);
+          check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+          ex.checkErrors();
+          if (rank == 1) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            comm.reportFailure("rank 1 found its input corrupt");
+          } else {
+            const auto start = std::chrono::steady_clock::now();
+            ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s);  // rank 1 skips it
+            check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+            const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            std::printf("%s: rank 0's kernel ended %.3f s after its call (its limit: 20 s)\n", name, took);
+            if (took > 5) throw std::runtime_error("the kernel ended only after " + std::to_string(took) + " s");
+            const std::vector<std::string> named{"rank 0 (host", "rank 1 (host", "found its input corrupt"};
+            requireError([&] { ex.checkErrors(); }, ErrorCode::Remote, named);
+            requireError([&] { ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s); }, ErrorCode::Remote, named);
+          }
+          comm.bootstrap().barrier();
+          cudaFree(in);
+          cudaFree(out);
+        },
+        {{"gpu_wait_timeout", "20"}});
+  }
 }

@@ -15,6 +15,7 @@
 #include "collectives/bootstrap_tags.hpp"
 #include "comm_fixture.hpp"
 #include "communicator/failure_notices.hpp"
+#include "communicator/notice_watcher.hpp"
 #include "multiproc.hpp"
 #include "plugboard/communicator.hpp"
 #include "plugboard/host_collectives.hpp"
@@ -218,6 +219,45 @@ TEST(CommunicatorNotices, ANewCommunicatorOnTheSameBootstrapDropsAnEarlierOnesNo
     boot->barrier();
   }));
 }
+
+// The NoticeWatcher (what ends GPU kernels' waits between calls): rank 1
+// sends on the GPU channel; on rank 0 a watch of that channel runs within
+// a second and once, a watch of the communicator's channel (no notice)
+// never, a watch removed before never, and a watch added after the notice
+// was read runs too.
+TEST(CommunicatorNotices, TheWatcherRunsEachWatchOnceOnItsChannelsNotice) {
+  inRanks(2, [](int rank, Communicator& comm, Bootstrap& boot) {
+    FailureNotices gpuChannel(comm, NoticeScope::GpuCollectives);
+    FailureNotices commChannel(comm, NoticeScope::Communicator);
+    NoticeWatcher watcher("rank " + std::to_string(rank));
+    std::atomic<int> onGpu{0}, onComm{0}, onRemoved{0}, onLate{0};
+    if (rank == 0) {
+      watcher.watch(gpuChannel, [&] { ++onGpu; });
+      watcher.watch(commChannel, [&] { ++onComm; });
+      watcher.unwatch(watcher.watch(gpuChannel, [&] { ++onRemoved; }));
+    }
+    boot.barrier();
+    if (rank == 1) {
+      gpuChannel.sendOnce("rank 1 lost its input");
+      return;
+    }
+    const auto start = Clock::now();
+    while (!onGpu.load() && Clock::now() - start < std::chrono::seconds(5))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const double took = std::chrono::duration<double>(Clock::now() - start).count();
+    if (!onGpu.load()) throw std::runtime_error("the watch of the GPU channel did not run within 5 s");
+    if (took > 1.0) throw std::runtime_error("the watch ran only after " + std::to_string(took) + " s");
+    if (!gpuChannel.poll(true)) throw std::runtime_error("no notice to read after the watch ran");
+    const uint64_t late = watcher.watch(gpuChannel, [&] { ++onLate; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // 10 looks
+    watcher.unwatch(late);
+    if (onGpu.load() != 1 || onLate.load() != 1 || onComm.load() != 0 || onRemoved.load() != 0)
+      throw std::runtime_error("watches ran: GPU channel " + std::to_string(onGpu.load()) + ", late " +
+                               std::to_string(onLate.load()) + ", communicator channel " + std::to_string(onComm.load()) +
+                               ", removed " + std::to_string(onRemoved.load()) + " (want 1, 1, 0, 0)");
+  });
+}
+
 
 // A second thread's polls never wait for a call another thread is in (the
 // relay's failure checks beside a user's blocking bootstrap call), and the

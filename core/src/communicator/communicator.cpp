@@ -52,6 +52,7 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
   impl_->exchangeReach();
   impl_->notices = std::make_unique<FailureNotices>(*this, NoticeScope::Communicator);
   impl_->notices->dropStale();  // an earlier communicator's, on this bootstrap
+  impl_->noticeWatcher = std::make_unique<NoticeWatcher>("rank " + std::to_string(impl_->self.rank));
   impl_->proxy = std::make_unique<ProxyService>();
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "communicator/failure_notices.hpp"
+#include "communicator/notice_watcher.hpp"
 #include "communicator/local_setup.hpp"
 #include "communicator/stager.hpp"
 #include "plugboard/communicator.hpp"
@@ -145,6 +146,9 @@ struct Communicator::Impl {
   /// Peers' reported failures (Communicator::reportFailure), made once
   /// every rank has passed set-up's exchanges.
   std::unique_ptr<FailureNotices> notices;
+  /// Looks for notices between calls for GPU objects (their kernels wait
+  /// where no host loop polls); its thread starts with the first watch.
+  std::unique_ptr<NoticeWatcher> noticeWatcher;
 
   /// Set by abort(); every connection holds it (ConnectionImpl::aborted).
   std::shared_ptr<std::atomic<bool>> aborted = std::make_shared<std::atomic<bool>>(false);

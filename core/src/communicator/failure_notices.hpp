@@ -3,12 +3,16 @@
 // most once a millisecond) and fails naming that rank and its reason,
 // instead of waiting out its own timeout. Two channels, one class:
 //  - the communicator's (NoticeScope::Communicator): Communicator::
-//    reportFailure sends, and checkErrors(), semaphore waits, host plan
-//    executors and the host collectives' waits hear it; a notice heard is
-//    kept, so every later wait of that communicator ends with it;
+//    reportFailure sends (also a failed user-run plan executor), and
+//    checkErrors(), semaphore waits, host plan executors, the host
+//    collectives' waits, GPU plan executors and GPU collectives hear it; a
+//    notice heard is kept, so every later wait of that communicator ends
+//    with it;
 //  - the GPU collectives' (NoticeScope::GpuCollectives): a GpuCollectives
-//    whose call failed sends; its synchronize(), checkErrors() and calls
-//    hear it (gpu/collectives/errors.cpp).
+//    whose call (built-in or plan) failed sends; its synchronize(),
+//    checkErrors() and calls hear it (gpu/collectives/errors.cpp).
+// GPU kernels wait where no host loop polls: the communicator's
+// NoticeWatcher ends their waits between calls (notice_watcher.hpp).
 // Host code only: built and tested without a GPU.
 #pragma once
 

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <memory>
 
 #include "plugboard/communicator.hpp"
@@ -63,8 +64,19 @@ class GpuPlanExecutor {
   void* outputBuffer() const;
   /// Throws Error(Timeout/Remote) naming rank, plan, thread block,
   /// operation, channel and peer for the first device wait that gave up,
-  /// and the proxy's error for port channels. Does not synchronise.
+  /// and the proxy's error for port channels; such a failure of this
+  /// rank's is told to the peers once (see whenFailing). Throws a peer's
+  /// reported failure (Communicator::reportFailure) once one came: the
+  /// communicator's watcher thread ends this executor's device waits within
+  /// about 10 ms of its arrival, also while the caller sits in
+  /// cudaStreamSynchronize. Does not synchronise.
   void checkErrors() const;
+  /// Called once with the first failure of this rank's that checkErrors()
+  /// finds (an abort excepted), before it throws. Unset, the failure goes
+  /// to Communicator::reportFailure, so every peer's waits on the
+  /// communicator (their GPU plans and collectives included) end naming
+  /// this rank. GpuCollectives passes one that sends its own notice.
+  void whenFailing(std::function<void(const Error&)> tell);
   /// The plan.
   const Plan& plan() const;
   /// CUDA blocks per plan thread block.
@@ -73,6 +85,9 @@ class GpuPlanExecutor {
   struct Impl;  ///< Private state (pimpl).
 
  private:
+  friend class GpuPlanSelection;  // ends its executors' waits on its GPU collectives' notices
+  /// Ends this executor's device waits (as Communicator::abort does).
+  void abortWaits() const noexcept;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -14,7 +14,6 @@
 
 #include "gpu/collectives/device_ctx.hpp"
 #include "communicator/failure_notices.hpp"
-#include "collectives/periodic_thread.hpp"
 #include "gpu/collectives/host_relay.hpp"
 #include "gpu/plans/plan_selection.hpp"
 #include "plugboard/error.hpp"
@@ -92,15 +91,15 @@ struct GpuCollectives::Impl {
   /// Tells the peers of this rank's failure and learns of theirs; mutable:
   /// the const error checks send and poll.
   mutable FailureNotices notices;
-  mutable std::mutex noticeMu;                        // notices' reads, noticeTaken: callers and noticeWatcher
+  mutable std::mutex noticeMu;                        // notices' reads, noticeTaken: callers and the watcher
   mutable bool noticeTaken = false;                   // actOnNotice() has run
   mutable std::atomic<bool> ownFailureFirst{false};   // this rank had recorded a failure before the notice came
-  /// Looks for notices every kNoticeWatchInterval between calls too, so one
-  /// ends this rank's kernels while its threads are in CUDA (a user's
-  /// cudaStreamSynchronize) rather than at the next call. Started at the
-  /// end of setup(), stopped first in ~Impl.
-  std::unique_ptr<PeriodicThread> noticeWatcher;
-  static constexpr std::chrono::milliseconds kNoticeWatchInterval{10};
+  /// The communicator's NoticeWatcher watches for this channel's notices
+  /// and the communicator's between calls too, so one ends this rank's
+  /// kernels while its threads are in CUDA (a user's cudaStreamSynchronize)
+  /// rather than at the next call. Added at the end of setup(), removed
+  /// first in ~Impl.
+  std::vector<uint64_t> noticeWatches;
 
   explicit Impl(Communicator& c) : comm(c), notices(c, NoticeScope::GpuCollectives) {}
   ~Impl();
@@ -110,12 +109,13 @@ struct GpuCollectives::Impl {
   /// notice (which ends this object's device waits); a failure of this
   /// rank's own is first told to the peers.
   void throwIfFailed() const;
-  /// Looks for a peer's failure notice (FailureNotices::poll); on one, ends
-  /// this object's device waits. The notice's error, if one came. Calling
-  /// threads only (it reads the notice: a bootstrap call).
+  /// Looks for a peer's failure notice, of these GPU collectives or of the
+  /// communicator (FailureNotices::poll); on one, ends this object's device
+  /// waits. The notice's error, if one came. Calling threads only (it reads
+  /// the notice: a bootstrap call).
   std::optional<Error> pollNotices() const;
-  /// noticeWatcher's tick: on a notice waiting in the bootstrap, acts on it
-  /// without reading it (polls only).
+  /// The NoticeWatcher's call on a notice waiting in the bootstrap: acts on
+  /// it without reading it.
   void watchNotices() const;
   /// Once per object, under noticeMu: notes whether this rank had failed
   /// first, then ends this object's device waits.

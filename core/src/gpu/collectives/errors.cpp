@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "communicator/communicator_impl.hpp"
 #include "gpu/collectives/collectives_impl.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/gpu/semaphore_device.hpp"
@@ -64,15 +65,15 @@ std::optional<Error> GpuCollectives::Impl::pollNotices() const {
   std::lock_guard<std::mutex> lock(noticeMu);
   // Once the watcher has acted on a notice, read it now: the waits it ended
   // must not pass for this rank's own failure.
-  const std::optional<Error> notice = notices.poll(noticeTaken);
+  std::optional<Error> notice = notices.poll(noticeTaken);
+  if (!notice) notice = comm.impl_->notices->poll(noticeTaken);
   if (notice) actOnNotice();
   return notice;
 }
 
 void GpuCollectives::Impl::watchNotices() const {
-  // Polls only (the bootstrap's contract for a second thread): the notice
-  // itself is read by the next pollNotices() of a calling thread.
-  if (!notices.pending()) return;
+  // The watcher polls only (the bootstrap's contract for a second thread):
+  // the notice itself is read by the next pollNotices() of a calling thread.
   std::lock_guard<std::mutex> lock(noticeMu);
   actOnNotice();
 }

@@ -77,8 +77,8 @@ GpuCollectives::Impl::~Impl() {
   // peers may be gone or stuck: no draining, no collective step.
   if (abortHook) comm.impl_->removeAbortHook(abortHook);
   const bool aborted = comm.aborted();
-  if (scratch) cudaDeviceSynchronize();  // a peer's notice (noticeWatcher) ends kernels waiting for a failed rank
-  noticeWatcher.reset();                 // the steps below are collective: no more polls beside them
+  if (scratch) cudaDeviceSynchronize();  // a peer's notice (the watcher) ends kernels waiting for a failed rank
+  for (uint64_t id : noticeWatches) comm.impl_->noticeWatcher->unwatch(id);  // before this object goes
   plans.reset();          // collective, like the rest
   relay.reset();          // collective unless aborted
   switchChannel.reset();  // collective unless aborted, like the rest
@@ -278,14 +278,19 @@ void GpuCollectives::Impl::setup() {
     const int64_t planBytes = comm.config().getInt("gpu_plan_max_bytes");
     if (planBytes < 1) throw Error(ErrorCode::Config, "gpu_plan_max_bytes must be at least 1, got " +
                                                         std::to_string(planBytes));
-    plans = std::make_unique<GpuPlanSelection>(comm, static_cast<size_t>(planBytes));
+    // A failed plan call tells the peers as a failed built-in call does.
+    plans = std::make_unique<GpuPlanSelection>(comm, static_cast<size_t>(planBytes), [this](const Error& e) {
+      std::lock_guard<std::mutex> lock(noticeMu);
+      notices.sendOnce(e.what());
+    });
   }
   // No peer may write into our scratch before it is zeroed and mapped everywhere.
   comm.bootstrap().barrier();
   notices.dropStale();
   abortHook = comm.impl_->addAbortHook([this] { abortDeviceWaits(); });
-  noticeWatcher = std::make_unique<PeriodicThread>("rank " + std::to_string(rank) + ": the GPU failure-notice watcher",
-                                                   kNoticeWatchInterval, [this] { watchNotices(); });
+  NoticeWatcher& watcher = *comm.impl_->noticeWatcher;
+  for (FailureNotices* channel : {&notices, comm.impl_->notices.get()})
+    noticeWatches.push_back(watcher.watch(*channel, [this] { watchNotices(); }));
 }
 
 void GpuCollectives::Impl::setupSwitch() {
@@ -328,6 +333,7 @@ void GpuCollectives::Impl::abortDeviceWaits() const noexcept {
   // ctx.abortFlag ends the semaphore and port waits; the PortChannelService
   // (Fifo pushes) has its own abort hook.
   __atomic_store_n(&flags[0], 1u, __ATOMIC_RELEASE);
+  if (plans) plans->abortWaits();
 }
 
 void GpuCollectives::Impl::checkDevice() const {

@@ -18,7 +18,9 @@
 // take a CUDA copy that can queue behind the very kernel waiting for it.
 #include <algorithm>
 #include <cstring>
+#include <atomic>
 #include <functional>
+#include <mutex>
 #include <tuple>
 
 #include "communicator/communicator_impl.hpp"
@@ -102,6 +104,11 @@ struct GpuPlanExecutor::Impl {
   std::vector<PortChannel> portChannels;
   std::vector<int32_t> portBase;  // per plan channel: first index in ports, or -1
   uint64_t abortHook = 0;
+  uint64_t noticeWatch = 0;                    // NoticeWatcher id: a peer's reported failure ends our waits
+  std::atomic<bool> endedByNotice{false};      // that watch set the abort flag
+  std::function<void(const Error&)> tell;      // whenFailing(); empty: Communicator::reportFailure
+  mutable std::mutex tellMu;                   // tell, told
+  mutable bool told = false;                   // a failure of this rank's went to tell
 
   Impl(Communicator& c, Plan p, size_t maxBytes) : comm(c), plan(std::move(p)), maxInputBytes(maxBytes) {}
   ~Impl();
@@ -111,6 +118,13 @@ struct GpuPlanExecutor::Impl {
     return "rank " + std::to_string(comm.rank()) + " (GPU plan " + plan.name + " from " + plan.source + ")";
   }
   gpuplan::PlanStatus* status() const { return reinterpret_cast<gpuplan::PlanStatus*>(flags + 4); }
+  /// Ends this executor's device waits (Communicator::abort, a peer's notice).
+  void abortWaits() const { __atomic_store_n(&flags[0], 1u, __ATOMIC_RELEASE); }
+  /// Throws the failure this rank recorded (device or proxy), after
+  /// telling the peers once; returns when there is none.
+  void throwOwnFailure() const;
+  /// Tells the peers of e once (tell, or Communicator::reportFailure).
+  void report(const Error& e) const;
 
   void setup(int slicesArg);
   void chooseShape(int slicesArg);
@@ -146,6 +160,7 @@ GpuPlanExecutor::Impl::~Impl() {
   if (abortHook) comm.impl_->removeAbortHook(abortHook);
   const bool aborted = comm.aborted();
   if (storage) cudaDeviceSynchronize();  // every device wait is bounded
+  if (noticeWatch) comm.impl_->noticeWatcher->unwatch(noticeWatch);
   if (service && !aborted) service->waitIdle(std::chrono::milliseconds(timeoutNs / 1000000 + 1000));
   // Peers map this storage: every rank's kernels are done before it goes.
   if (storage && !aborted && comm.size() > 1) {
@@ -258,7 +273,11 @@ void GpuPlanExecutor::Impl::setup(int slicesArg) {
   uploadPlan();
   PB_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any peer can signal into it
   if (comm.size() > 1) comm.bootstrap().barrier();
-  abortHook = comm.impl_->addAbortHook([this] { __atomic_store_n(&flags[0], 1u, __ATOMIC_RELEASE); });
+  abortHook = comm.impl_->addAbortHook([this] { abortWaits(); });
+  noticeWatch = comm.impl_->noticeWatcher->watch(*comm.impl_->notices, [this] {
+    endedByNotice.store(true, std::memory_order_release);
+    abortWaits();
+  });
 }
 
 void GpuPlanExecutor::Impl::connect() {
@@ -644,15 +663,45 @@ const Plan& GpuPlanExecutor::plan() const { return impl_->plan; }
 int GpuPlanExecutor::slices() const { return impl_->slices; }
 void* GpuPlanExecutor::outputBuffer() const { return impl_->storage + impl_->outputAt; }
 
+void GpuPlanExecutor::Impl::report(const Error& e) const {
+  std::lock_guard<std::mutex> lock(tellMu);
+  if (told) return;
+  told = true;
+  if (tell) tell(e);
+  else comm.reportFailure(e.what());
+}
+
+void GpuPlanExecutor::Impl::throwOwnFailure() const {
+  try {
+    if (service) service->checkErrors();
+  } catch (const Error& e) {
+    if (!comm.aborted()) report(e);
+    throw;
+  }
+  if (__atomic_load_n(&status()->code, __ATOMIC_ACQUIRE) == 0) return;
+  gpuplan::PlanStatus s;
+  std::memcpy(&s, status(), sizeof(s));
+  const Error e(s.code == gpuplan::kPlanAborted ? ErrorCode::Remote : ErrorCode::Timeout, describeFailure(s));
+  if (s.code != gpuplan::kPlanAborted) report(e);  // an abort's waits end on every rank alike
+  throw e;
+}
+
 void GpuPlanExecutor::checkErrors() const {
   const Impl& m = *impl_;
-  if (__atomic_load_n(&m.status()->code, __ATOMIC_ACQUIRE) == 0) {
-    if (m.service) m.service->checkErrors();
-    return;
-  }
-  gpuplan::PlanStatus s;
-  std::memcpy(&s, m.status(), sizeof(s));
-  throw Error(s.code == gpuplan::kPlanAborted ? ErrorCode::Remote : ErrorCode::Timeout, m.describeFailure(s));
+  // The abort flag was set by abort() or by a peer's notice; the waits it
+  // ended (code kPlanAborted) are their consequence, so those speak first.
+  // A timeout of this rank's own recorded before is its own news.
+  if (m.endedByNotice.load(std::memory_order_acquire) && !m.comm.aborted() &&
+      __atomic_load_n(&m.status()->code, __ATOMIC_ACQUIRE) != gpuplan::kPlanWaitTimeout)
+    if (auto notice = m.comm.impl_->notices->poll(true)) throw *notice;
+  m.throwOwnFailure();
+}
+
+void GpuPlanExecutor::abortWaits() const noexcept { impl_->abortWaits(); }
+
+void GpuPlanExecutor::whenFailing(std::function<void(const Error&)> tell) {
+  std::lock_guard<std::mutex> lock(impl_->tellMu);
+  impl_->tell = std::move(tell);
 }
 
 void GpuPlanExecutor::run(const void* input, void* output, size_t count, DataType type, ReduceOp op,

@@ -8,13 +8,14 @@
 
 namespace plugboard {
 
-GpuPlanSelection::GpuPlanSelection(Communicator& comm, size_t maxInputBytes) {
+GpuPlanSelection::GpuPlanSelection(Communicator& comm, size_t maxInputBytes, std::function<void(const Error&)> tell) {
   for (RulePlan& r : rulesFor(comm.config(), comm.size(), "gpu")) {
     const size_t capacity = static_cast<size_t>(std::min<uint64_t>(r.rule.maxBytes, maxInputBytes));
     PB_LOG(Info, "COLL", "plan rule " << r.rule.origin << ": GPU " << r.rule.collective << " of " << r.rule.minBytes
                                       << "-" << r.rule.maxBytes << " bytes runs plan " << r.plan.name << " ("
                                       << r.rule.file << "), inputs up to " << capacity << " bytes");
     auto executor = std::make_unique<GpuPlanExecutor>(comm, std::move(r.plan), capacity);
+    executor->whenFailing(tell);
     entries_.push_back(Entry{std::move(r.rule), std::move(executor), capacity});
   }
 }
@@ -42,6 +43,10 @@ bool GpuPlanSelection::run(const std::string& collective, size_t bytes, const vo
 
 void GpuPlanSelection::checkErrors() const {
   for (const Entry& e : entries_) e.executor->checkErrors();
+}
+
+void GpuPlanSelection::abortWaits() const noexcept {
+  for (const Entry& e : entries_) e.executor->abortWaits();
 }
 
 }  // namespace plugboard

@@ -12,6 +12,7 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,8 +25,9 @@ namespace plugboard {
 class GpuPlanSelection {
  public:
   /// Loads every GPU rule's plan for comm's rank count (Error(Config)
-  /// naming the rule) and makes its executor (collective).
-  GpuPlanSelection(Communicator& comm, size_t maxInputBytes);
+  /// naming the rule) and makes its executor (collective); an executor's
+  /// failure goes to tell (GpuPlanExecutor::whenFailing).
+  GpuPlanSelection(Communicator& comm, size_t maxInputBytes, std::function<void(const Error&)> tell);
   ~GpuPlanSelection();
 
   /// True when it enqueued the call on stream: the first rule serving
@@ -36,6 +38,9 @@ class GpuPlanSelection {
            DataType type, ReduceOp op, cudaStream_t stream);
   /// Throws the first device failure any plan executor recorded.
   void checkErrors() const;
+  /// Ends every executor's device waits (a peer's GPU collectives failed);
+  /// thread-safe, never throws.
+  void abortWaits() const noexcept;
   /// Calls served by plans so far.
   uint64_t callsServed() const { return served_; }
 
