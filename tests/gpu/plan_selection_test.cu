@@ -2,12 +2,16 @@
 // its plan (GpuPlanExecutor), the rest the built-in kernels; every result
 // checked against the host reference, and the plans' call count shows
 // which path ran. Ranks share GPUs where there are fewer (run under MPS).
+// A failed plan call ends the peers' plan calls with its notice.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "gpu_coll_check.hpp"
 #include "gpu_test_util.hpp"
@@ -53,6 +57,44 @@ TEST(GpuPlanSelection, RulesRunPlansInsideGpuCollectivesAndResultsMatchTheRefere
     if (g.callsServedByPlans() != before) throw std::runtime_error("a host-only rule served a GPU alltoall");
   }, std::chrono::seconds(110), [](int, std::map<std::string, std::string>&) {
     static const std::string path = writeRules();
+    setenv("PLUGBOARD_CONFIG", path.c_str(), 1);
+  });
+}
+
+// A plan call that fails tells the peers as a built-in call does, and their
+// plan kernels hear it. Three ranks, every allreduce on the LL plan
+// (gpu_wait_timeout 4 s); rank 2 never calls. Rank 1 calls at once and
+// gives up at 4 s; rank 0 calls 2.5 s later, so its own limit would end its
+// wait at 6.5 s: it must end soon after 4 s with rank 1's notice.
+TEST(GpuPlanSelection, AFailedPlanCallEndsThePeersPlanCalls) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuRanks(3, {{"gpu_wait_timeout", "4"}}, [](GpuCollectives& g, int rank, int, cudaStream_t s) {
+    g.communicator().bootstrap().barrier();
+    if (rank == 2) {  // stays (its leaving must not be what ends the others' waits) but never calls
+      std::this_thread::sleep_for(std::chrono::seconds(8));
+      return;
+    }
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    void* buf = nullptr;
+    check(cudaMalloc(&buf, 3000 * 4), "cudaMalloc");
+    const auto start = std::chrono::steady_clock::now();
+    g.allReduce(buf, buf, 3000, DataType::Float32, ReduceOp::Sum, s);
+    if (g.callsServedByPlans() != 1) throw std::runtime_error("the allreduce did not run on the plan");
+    if (rank == 1) {
+      requireError([&] { g.synchronize(s); }, ErrorCode::Timeout, {"rank 1 (GPU plan allreduce_packets", "gave up"});
+    } else {
+      requireError([&] { g.synchronize(s); }, ErrorCode::Remote,
+                   {"rank 0", "rank 1 (host", "told its peers", "GPU plan allreduce_packets"});
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("rank 0 learned of rank 1's failed plan call %.2f s after its call (its own limit: 4 s)\n", took);
+      if (took > 3.5) throw std::runtime_error("rank 0 learned of rank 1's failure only after " + std::to_string(took) + " s");
+    }
+    cudaFree(buf);
+  }, std::chrono::seconds(55), [](int, std::map<std::string, std::string>&) {
+    const std::string plans = std::string(PLUGBOARD_TEST_SOURCE_DIR) + "/../plans/";
+    static const std::string path = "/tmp/plugboard-plan-fail-" + std::to_string(getpid()) + ".yaml";
+    std::ofstream(path) << "plans:\n  - {collective: allreduce, mem: gpu, file: " << plans
+                        << "allreduce_packets/3ranks.json}\n";
     setenv("PLUGBOARD_CONFIG", path.c_str(), 1);
   });
 }
