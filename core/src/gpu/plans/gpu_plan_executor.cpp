@@ -110,13 +110,18 @@ struct GpuPlanExecutor::Impl {
   mutable std::mutex tellMu;                   // tell, told
   mutable bool told = false;                   // a failure of this rank's went to tell
 
-  Impl(Communicator& c, Plan p, size_t maxBytes) : comm(c), plan(std::move(p)), maxInputBytes(maxBytes) {}
+  const std::string whoText;  // who(), made once: run() names it on every call
+
+  Impl(Communicator& c, Plan p, size_t maxBytes)
+      : comm(c),
+        plan(std::move(p)),
+        maxInputBytes(maxBytes),
+        whoText("rank " + std::to_string(c.rank()) + " (GPU plan " + plan.name + " from " + plan.source + ")") {}
   ~Impl();
 
   const PlanRank& mine() const { return plan.ranks[comm.rank()]; }
-  std::string who() const {
-    return "rank " + std::to_string(comm.rank()) + " (GPU plan " + plan.name + " from " + plan.source + ")";
-  }
+  /// "rank 3 (GPU plan NAME from FILE)", the start of every error.
+  const std::string& who() const { return whoText; }
   gpuplan::PlanStatus* status() const { return reinterpret_cast<gpuplan::PlanStatus*>(flags + 4); }
   /// Ends this executor's device waits (Communicator::abort, a peer's notice).
   void abortWaits() const { __atomic_store_n(&flags[0], 1u, __ATOMIC_RELEASE); }
