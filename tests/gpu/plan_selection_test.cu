@@ -62,41 +62,36 @@ TEST(GpuPlanSelection, RulesRunPlansInsideGpuCollectivesAndResultsMatchTheRefere
 }
 
 // A plan call that fails tells the peers as a built-in call does, and their
-// plan kernels hear it. Three ranks, every allreduce on the LL plan; rank 2
-// never calls. Rank 0 calls at once (gpu_wait_timeout 20 s); rank 1 calls
-// 0.5 s later with a 1 s limit (each packet wait has its own, so rank 1
-// must not wait on packets of rank 0's that come late) and gives up at
-// about 1.5 s: rank 0's kernel must end soon after with rank 1's notice.
+// plan kernels hear it. Two ranks (gpu_wait_timeout 4 s): rank 1 calls an
+// allgather (the ring plan) that rank 0 never makes and gives up at 4 s;
+// rank 0 calls an allreduce (the all-pairs plan) 2.5 s later, which rank 1
+// never joins, so its own limit would end its wait at 6.5 s: it must end
+// soon after 4 s with rank 1's notice.
 TEST(GpuPlanSelection, AFailedPlanCallEndsThePeersPlanCalls) {
   PB_REQUIRE_GPU_NO_INIT();
-  runGpuRanks(3, {}, [](GpuCollectives& g, int rank, int, cudaStream_t s) {
+  const Settings settings{{"gpu_wait_timeout", "4"}, {"gpu_plan_max_bytes", "262144"}};
+  runGpuRanks(2, settings, [](GpuCollectives& g, int rank, int, cudaStream_t s) {
     g.communicator().bootstrap().barrier();
-    if (rank == 2) {  // stays (its leaving must not be what ends the others' waits) but never calls
-      std::this_thread::sleep_for(std::chrono::seconds(6));
-      return;
-    }
-    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     void* buf = nullptr;
-    check(cudaMalloc(&buf, 3000 * 4), "cudaMalloc");
-    const auto start = std::chrono::steady_clock::now();
-    g.allReduce(buf, buf, 3000, DataType::Float32, ReduceOp::Sum, s);
-    if (g.callsServedByPlans() != 1) throw std::runtime_error("the allreduce did not run on the plan");
+    check(cudaMalloc(&buf, 2 * 3000 * 4), "cudaMalloc");
     if (rank == 1) {
-      requireError([&] { g.synchronize(s); }, ErrorCode::Timeout, {"rank 1 (GPU plan allreduce_packets", "gave up"});
+      g.allGather(buf, buf, 3000, DataType::Float32, s);
+      if (g.callsServedByPlans() != 1) throw std::runtime_error("the allgather did not run on the plan");
+      requireError([&] { g.synchronize(s); }, ErrorCode::Timeout, {"rank 1 (GPU plan allgather_ring", "gave up"});
     } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      const auto start = std::chrono::steady_clock::now();
+      g.allReduce(buf, buf, 3000, DataType::Float32, ReduceOp::Sum, s);
+      if (g.callsServedByPlans() != 1) throw std::runtime_error("the allreduce did not run on the plan");
       requireError([&] { g.synchronize(s); }, ErrorCode::Remote,
-                   {"rank 0", "rank 1 (host", "told its peers", "GPU plan allreduce_packets"});
+                   {"rank 0", "rank 1 (host", "told its peers", "GPU plan allgather_ring"});
       const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("rank 0 learned of rank 1's failed plan call %.2f s after its call (its own limit: 20 s)\n", took);
-      if (took > 5) throw std::runtime_error("rank 0 learned of rank 1's failure only after " + std::to_string(took) + " s");
+      std::printf("rank 0 learned of rank 1's failed plan call %.2f s after its call (its own limit: 4 s)\n", took);
+      if (took > 3.5) throw std::runtime_error("rank 0 learned of rank 1's failure only after " + std::to_string(took) + " s");
     }
     cudaFree(buf);
-  }, std::chrono::seconds(55), [](int rank, std::map<std::string, std::string>& overrides) {
-    overrides["gpu_wait_timeout"] = rank == 1 ? "1" : "20";
-    const std::string plans = std::string(PLUGBOARD_TEST_SOURCE_DIR) + "/../plans/";
-    static const std::string path = "/tmp/plugboard-plan-fail-" + std::to_string(getpid()) + ".yaml";
-    std::ofstream(path) << "plans:\n  - {collective: allreduce, mem: gpu, file: " << plans
-                        << "allreduce_packets/3ranks.json}\n";
+  }, std::chrono::seconds(55), [](int, std::map<std::string, std::string>&) {
+    static const std::string path = writeRules();
     setenv("PLUGBOARD_CONFIG", path.c_str(), 1);
   });
 }
