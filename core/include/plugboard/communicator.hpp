@@ -269,9 +269,12 @@ class Communicator {
   /// Tells every peer that this rank gives up on the communicator, and why
   /// (a failure its own code met), so that their waits on it end within
   /// milliseconds naming this rank and the reason instead of at their
-  /// timeout: checkErrors(), semaphore waits, host collectives and host plan
-  /// executors hear it (a HostPlanExecutor whose run fails reports through
-  /// it by itself). Only the first call sends, and none once a peer's
+  /// timeout: checkErrors(), semaphore waits, host collectives, host plan
+  /// executors, GPU plan executors and GPU collectives hear it (the GPU
+  /// objects' kernels end within about 10 ms, also while the user waits in
+  /// cudaStreamSynchronize: a watcher thread per communicator looks); a
+  /// HostPlanExecutor or GpuPlanExecutor that fails reports through it by
+  /// itself. Only the first call sends, and none once a peer's
   /// notice came (that peer told everyone). Never throws. Sends through the
   /// bootstrap: call it where a bootstrap call may run (Bootstrap's contract).
   void reportFailure(const std::string& reason) noexcept;
