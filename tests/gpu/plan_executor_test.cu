@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -259,10 +260,11 @@ Error awaitPeerFailure(Communicator& comm) {
   throw std::runtime_error("no reported failure within 10 s");
 }
 
-/// Two ranks run plan `name` once; then rank 1 skips a call that rank 0
-/// makes, whose error must hold every fragment; rank 0's failure reaches
-/// rank 1 as a reported failure (whenFailing's default).
-void skipACall(const std::string& name, std::vector<std::string> fragments) {
+/// Two ranks make an executor of plan `name` (inputs up to 4 KiB) and run
+/// it once (100 floats); then next(comm, rank, executor, in, out, stream)
+/// runs on each rank, and a barrier ends it.
+using AfterFn = std::function<void(Communicator&, int rank, GpuPlanExecutor&, float* in, float* out, cudaStream_t)>;
+void afterOneCall(const std::string& name, const std::string& waitTimeout, const AfterFn& next) {
   runGpuPlanRanks(
       2, "cudaipc,ethernet",
       [&](Communicator& comm, int rank, int, cudaStream_t s) {
@@ -273,19 +275,28 @@ void skipACall(const std::string& name, std::vector<std::string> fragments) {
         ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s);
         check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
         ex.checkErrors();
-        if (rank == 0) {
-          ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s);  // rank 1 skips it
-          check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-          requireError([&] { ex.checkErrors(); }, ErrorCode::Timeout, fragments);
-        } else {
-          const Error told = awaitPeerFailure(comm);
-          requireError([&] { throw told; }, ErrorCode::Remote, {"rank 1 (host", "rank 0 (host", fragments.back()});
-        }
+        next(comm, rank, ex, in, out, s);
         comm.bootstrap().barrier();
         cudaFree(in);
         cudaFree(out);
       },
-      {{"gpu_wait_timeout", "0.5"}});
+      {{"gpu_wait_timeout", waitTimeout}});
+}
+
+/// Rank 1 skips a call of plan `name` that rank 0 makes, whose error must
+/// hold every fragment; rank 0's failure reaches rank 1 as a reported
+/// failure (whenFailing's default).
+void skipACall(const std::string& name, std::vector<std::string> fragments) {
+  afterOneCall(name, "0.5", [&](Communicator& comm, int rank, GpuPlanExecutor& ex, float* in, float* out, cudaStream_t s) {
+    if (rank == 0) {
+      ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s);  // rank 1 skips it
+      check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+      requireError([&] { ex.checkErrors(); }, ErrorCode::Timeout, fragments);
+    } else {
+      const Error told = awaitPeerFailure(comm);
+      requireError([&] { throw told; }, ErrorCode::Remote, {"rank 1 (host", "rank 0 (host", fragments.back()});
+    }
+  });
 }
 
 TEST(GpuPlan, RankSkippingACallEndsInATimeoutNamingTheWait) {
@@ -307,34 +318,21 @@ TEST(GpuPlan, RankSkippingAnLlCallEndsInATimeoutNamingThePackets) {
 TEST(GpuPlan, APeersReportedFailureEndsARunWaitingForIt) {
   PB_REQUIRE_GPU_NO_INIT();
   for (const char* name : {"allgather_ring", "allreduce_packets"}) {
-    runGpuPlanRanks(
-        2, "cudaipc,ethernet",
-        [&](Communicator& comm, int rank, int, cudaStream_t s) {
-          GpuPlanExecutor ex(comm, shipped(name, 2), 4096);
-          float *in = nullptr, *out = nullptr;
-          check(cudaMalloc(&in, 4096), "cudaMalloc");
-          check(cudaMalloc(&out, 8192), "cudaMalloc");
-          ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s);
-          check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-          ex.checkErrors();
-          if (rank == 1) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(300));
-            comm.reportFailure("rank 1 found its input corrupt");
-          } else {
-            const auto start = std::chrono::steady_clock::now();
-            ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s);  // rank 1 skips it
-            check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-            const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            std::printf("%s: rank 0's kernel ended %.3f s after its call (its limit: 20 s)\n", name, took);
-            if (took > 5) throw std::runtime_error("the kernel ended only after " + std::to_string(took) + " s");
-            const std::vector<std::string> named{"rank 0 (host", "rank 1 (host", "found its input corrupt"};
-            requireError([&] { ex.checkErrors(); }, ErrorCode::Remote, named);
-            requireError([&] { ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s); }, ErrorCode::Remote, named);
-          }
-          comm.bootstrap().barrier();
-          cudaFree(in);
-          cudaFree(out);
-        },
-        {{"gpu_wait_timeout", "20"}});
+    afterOneCall(name, "20", [&](Communicator& comm, int rank, GpuPlanExecutor& ex, float* in, float* out, cudaStream_t s) {
+      if (rank == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        comm.reportFailure("rank 1 found its input corrupt");
+        return;
+      }
+      const auto start = std::chrono::steady_clock::now();
+      ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s);  // rank 1 skips it
+      check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("%s: rank 0's kernel ended %.3f s after its call (its limit: 20 s)\n", name, took);
+      if (took > 5) throw std::runtime_error("the kernel ended only after " + std::to_string(took) + " s");
+      const std::vector<std::string> named{"rank 0 (host", "rank 1 (host", "found its input corrupt"};
+      requireError([&] { ex.checkErrors(); }, ErrorCode::Remote, named);
+      requireError([&] { ex.run(in, out, 100, DataType::Float32, ReduceOp::Sum, s); }, ErrorCode::Remote, named);
+    });
   }
 }
