@@ -17,8 +17,8 @@
 // the transport writes it by its own hand. Landing in device memory would
 // take a CUDA copy that can queue behind the very kernel waiting for it.
 #include <algorithm>
-#include <cstring>
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <tuple>
