@@ -1,6 +1,7 @@
 // The ib-verbs transport's parts that need no RDMA device (issue 16): the
 // HCA filter in NCCL_IB_HCA's syntax, GID choice from a GID table, the
-// address and key blobs with bad input, write striping, completion errors.
+// address and key blobs with bad input, write striping, completion errors,
+// the per-queue-pair post queues.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "error.hpp"
 #include "gid.hpp"
 #include "hca_filter.hpp"
+#include "post_queues.hpp"
 #include "qp_plan.hpp"
 #include "settings.hpp"
 #include "striping.hpp"
@@ -442,4 +444,72 @@ TEST(IbCompletionRouter, QueueSizesArePowersOfTwoWithinTheDevice) {
               std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("mlx5_0 port 1"), std::string::npos) << e.what();
   }
+}
+
+// The post queues (post_queues.hpp): posts recorded as "qp:name".
+namespace {
+using Posted = std::vector<std::string>;
+void pumpInto(PostQueues<std::string>& q, Posted& posted) {
+  q.pump([&](size_t qp, std::string& r) { posted.push_back(std::to_string(qp) + ":" + r); });
+}
+}  // namespace
+
+TEST(IbPostQueues, AFullQueuePairHoldsOnlyItsOwnRequests) {
+  PostQueues<std::string> q(2, 2);
+  for (const char* r : {"a", "b", "c"}) q.push(0, r, false);
+  q.push(1, "x", false);
+  Posted posted;
+  pumpInto(q, posted);
+  EXPECT_EQ(posted, (Posted{"0:a", "0:b", "1:x"}));
+  EXPECT_EQ(q.inFlight(0), 2u);
+  EXPECT_EQ(q.waiting(0), 1u);
+  pumpInto(q, posted);  // nothing completed: nothing more
+  EXPECT_EQ(posted.size(), 3u);
+  EXPECT_TRUE(q.completed(0));
+  pumpInto(q, posted);
+  EXPECT_EQ(posted.back(), "0:c");
+  EXPECT_TRUE(q.completed(1));
+  EXPECT_FALSE(q.completed(1)) << "queue pair 1 had nothing more in flight";
+  EXPECT_FALSE(q.completed(7)) << "no such queue pair";
+}
+
+TEST(IbPostQueues, ADrainWaitsForEarlierWorkOnTheOtherQueuePairsOnly) {
+  PostQueues<std::string> q(3, 8);
+  q.push(1, "w1", false);
+  q.push(2, "w2", false);
+  q.push(0, "signal", true);
+  q.push(1, "later1", false);  // after the signal on another queue pair: goes on
+  q.push(0, "later0", false);  // behind the signal on its queue pair: waits
+  Posted posted;
+  pumpInto(q, posted);
+  EXPECT_EQ(posted, (Posted{"1:w1", "1:later1", "2:w2"}));
+  EXPECT_TRUE(q.completed(1));  // w1
+  pumpInto(q, posted);
+  EXPECT_EQ(posted.size(), 3u) << "w2 has not completed";
+  EXPECT_TRUE(q.completed(2));  // w2; later1 is still in flight and came after the signal
+  pumpInto(q, posted);
+  EXPECT_EQ(posted, (Posted{"1:w1", "1:later1", "2:w2", "0:signal", "0:later0"}));
+}
+
+TEST(IbPostQueues, ADrainWithNothingBeforeItGoesAtOnce) {
+  PostQueues<std::string> q(2, 4);
+  q.push(0, "signal", true);
+  Posted posted;
+  pumpInto(q, posted);
+  EXPECT_EQ(posted, (Posted{"0:signal"}));
+  // Work completed before a drain is queued does not hold it.
+  q.push(1, "w", false);
+  pumpInto(q, posted);
+  EXPECT_TRUE(q.completed(1));
+  q.push(0, "signal2", true);
+  pumpInto(q, posted);
+  EXPECT_EQ(posted.back(), "0:signal2");
+}
+
+TEST(IbPostQueues, APostThatThrowsLeavesItsRequestQueued) {
+  PostQueues<std::string> q(1, 4);
+  q.push(0, "a", false);
+  EXPECT_THROW(q.pump([](size_t, std::string&) { throw std::runtime_error("post failed"); }), std::runtime_error);
+  EXPECT_EQ(q.waiting(0), 1u);
+  EXPECT_EQ(q.inFlight(0), 0u);
 }

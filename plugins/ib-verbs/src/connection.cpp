@@ -41,7 +41,7 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
     verbsCheck(ibv_modify_qp(qps_.back().get(), &step.attr, step.mask), to + "queue pair RESET -> INIT", PB_ERR_SYSTEM);
     psns_.push_back(randomPsn());
   }
-  inFlight_.assign(nqps, 0);
+  backlog_ = std::make_unique<PostQueues<Request>>(nqps, kSendDepth);
   fetched_.reset(new uint64_t[1]());
   fetchedMr_.reset(ibv_reg_mr(ctx.pd(), fetched_.get(), sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE));
   if (!fetchedMr_) verbsNullFailure(to + "ibv_reg_mr of the atomics' result word", PB_ERR_SYSTEM);
@@ -202,8 +202,11 @@ void Connection::queueSignal(uint64_t seq, RemoteRegion& dst, size_t dstOffset, 
   r.wr.wr.atomic.remote_addr = dst.key.base + dstOffset;
   r.wr.wr.atomic.compare_add = value;
   r.wr.wr.atomic.rkey = dst.key.rkey;
-  r.drain = qps_.size() > 1;
-  backlog_.push_back(r);
+  backlog_->push(r.qp, r, qps_.size() > 1);
+}
+
+void Connection::queueWrites(std::vector<Request>& writes) {
+  for (Request& w : writes) backlog_->push(w.qp, w, false);
 }
 
 void Connection::postWrite(LocalRegion& src, size_t srcOffset, RemoteRegion& dst, size_t dstOffset, size_t size) {
@@ -212,7 +215,7 @@ void Connection::postWrite(LocalRegion& src, size_t srcOffset, RemoteRegion& dst
   checkWrite(src, srcOffset, dst, dstOffset, size);
   std::vector<Request> writes = writeRequests(posted_ + 1, src, srcOffset, dst, dstOffset, size);
   beginOp(Kind::Write, static_cast<uint32_t>(writes.size()));
-  backlog_.insert(backlog_.end(), writes.begin(), writes.end());
+  queueWrites(writes);
   pump();
 }
 
@@ -232,34 +235,24 @@ void Connection::postWriteSignal(LocalRegion& src, size_t srcOffset, RemoteRegio
   checkSignal(signalDst, signalOffset);
   std::vector<Request> writes = writeRequests(posted_ + 1, src, srcOffset, dst, dstOffset, size);
   const uint64_t seq = beginOp(Kind::WriteSignal, static_cast<uint32_t>(writes.size() + 1));
-  backlog_.insert(backlog_.end(), writes.begin(), writes.end());
+  queueWrites(writes);
   queueSignal(seq, signalDst, signalOffset, value);
   pump();
 }
 
-bool Connection::otherQueuesBusy(size_t qp) const {
-  for (size_t i = 0; i < inFlight_.size(); ++i)
-    if (i != qp && inFlight_[i] > 0) return true;
-  return false;
-}
-
 void Connection::pump() {
-  while (!backlog_.empty()) {
-    Request& r = backlog_.front();
-    if (inFlight_[r.qp] >= kSendDepth || (r.drain && otherQueuesBusy(r.qp))) return;
+  backlog_->pump([this](size_t qp, Request& r) {
     r.wr.sg_list = r.wr.num_sge ? &r.sge : nullptr;
     r.wr.next = nullptr;
     ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(qps_[r.qp].get(), &r.wr, &bad); rc != 0) {
+    if (int rc = ibv_post_send(qps_[qp].get(), &r.wr, &bad); rc != 0) {
       try {
         verbsCheck(rc, "ib-verbs: " + ctx_.where() + ": ibv_post_send to " + peer_.describe(), PB_ERR_SYSTEM);
       } catch (const Error& e) {
         fail(e.status(), e.what());
       }
     }
-    ++inFlight_[r.qp];
-    backlog_.pop_front();
-  }
+  });
 }
 
 std::string Connection::opText(Kind kind) const {
@@ -270,7 +263,7 @@ std::string Connection::opText(Kind kind) const {
 
 void Connection::complete(const ibv_wc& wc) {
   for (size_t i = 0; i < qps_.size(); ++i)
-    if (qps_[i]->qp_num == wc.qp_num && inFlight_[i] > 0) --inFlight_[i];
+    if (qps_[i]->qp_num == wc.qp_num) backlog_->completed(i);
   Op* op = nullptr;
   if (!ops_.empty() && wc.wr_id >= ops_.front().seq && wc.wr_id - ops_.front().seq < ops_.size())
     op = &ops_[wc.wr_id - ops_.front().seq];

@@ -5,8 +5,10 @@
 // (queue pairs do not order among themselves; on one queue pair the
 // responder applies requests in order). Every work request is signalled;
 // an operation is complete when all of its work requests are, and
-// operations complete in posting order. Work requests wait in a backlog
-// while their queue pair's send queue is full. The first failed completion
+// operations complete in posting order. Work requests wait in their queue
+// pair's backlog while its send queue is full, and a signal also until the
+// other queue pairs' earlier requests completed (post_queues.hpp); work
+// behind it on the other queue pairs goes on. The first failed completion
 // ends the connection: every later call throws it.
 #pragma once
 
@@ -21,6 +23,7 @@
 #include "context.hpp"
 #include "error.hpp"
 #include "memory.hpp"
+#include "post_queues.hpp"
 #include "qp_plan.hpp"
 #include "verbs.hpp"
 
@@ -71,7 +74,6 @@ class Connection {
     size_t qp = 0;
     ibv_send_wr wr{};
     ibv_sge sge{};
-    bool drain = false;  ///< Only once no other queue pair has work in flight.
   };
 
   void throwIfFailed() const;
@@ -85,8 +87,9 @@ class Connection {
   void queueSignal(uint64_t seq, RemoteRegion& dst, size_t dstOffset, uint64_t value);
   void checkWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset, size_t size) const;
   void checkSignal(const RemoteRegion& dst, size_t dstOffset) const;
+  /// Queues every request on its queue pair (none drains).
+  void queueWrites(std::vector<Request>& writes);
   void pump();
-  bool otherQueuesBusy(size_t qp) const;
   void complete(const ibv_wc& wc);
   [[noreturn]] void fail(pb_status status, const std::string& message);
   std::string opText(Kind kind) const;
@@ -99,11 +102,10 @@ class Connection {
   uint64_t cqId_ = 0;                       // this connection in the shared completion queue
   std::vector<ibv_wc> completions_;         // what the last poll brought this connection
   std::vector<uint32_t> psns_;
-  std::vector<uint32_t> inFlight_;          // work requests per queue pair
   uint32_t inlineLimit_ = 0;                // largest inline write every queue pair takes
   std::unique_ptr<uint64_t[]> fetched_;     // where atomics put the old value (unused)
   MemoryRegion fetchedMr_;                  // destroyed before fetched_
-  std::deque<Request> backlog_;
+  std::unique_ptr<PostQueues<Request>> backlog_;  // per queue pair; made with the queue pairs
   std::deque<Op> ops_;
   uint64_t posted_ = 0, completed_ = 0;
   bool connected_ = false;
