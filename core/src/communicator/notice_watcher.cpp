@@ -28,9 +28,14 @@ void NoticeWatcher::unwatch(uint64_t id) {
 
 void NoticeWatcher::look() {
   std::lock_guard<std::mutex> lock(mu_);
+  // Several watches share a channel (every plan executor of a rule set
+  // watches the communicator's): each channel is asked once per look.
+  std::map<FailureNotices*, bool> hasNotice;
   std::vector<uint64_t> fired;
   for (auto& [id, w] : watches_) {
-    if (!w.channel->heard() && !w.channel->pending()) continue;
+    auto [it, fresh] = hasNotice.try_emplace(w.channel, false);
+    if (fresh) it->second = w.channel->heard() || w.channel->pending();
+    if (!it->second) continue;
     w.onNotice();
     fired.push_back(id);
   }

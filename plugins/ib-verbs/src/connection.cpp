@@ -205,8 +205,8 @@ void Connection::queueSignal(uint64_t seq, RemoteRegion& dst, size_t dstOffset, 
   backlog_->push(r.qp, r, qps_.size() > 1);
 }
 
-void Connection::queueWrites(std::vector<Request>& writes) {
-  for (Request& w : writes) backlog_->push(w.qp, w, false);
+void Connection::queueWrites(const std::vector<Request>& writes) {
+  for (const Request& w : writes) backlog_->push(w.qp, w, false);
 }
 
 void Connection::postWrite(LocalRegion& src, size_t srcOffset, RemoteRegion& dst, size_t dstOffset, size_t size) {

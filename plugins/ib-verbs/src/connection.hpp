@@ -88,7 +88,7 @@ class Connection {
   void checkWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset, size_t size) const;
   void checkSignal(const RemoteRegion& dst, size_t dstOffset) const;
   /// Queues every request on its queue pair (none drains).
-  void queueWrites(std::vector<Request>& writes);
+  void queueWrites(const std::vector<Request>& writes);
   void pump();
   void complete(const ibv_wc& wc);
   [[noreturn]] void fail(pb_status status, const std::string& message);
