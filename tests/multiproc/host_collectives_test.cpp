@@ -3,6 +3,8 @@
 // checked element by element against collective_reference.hpp.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -204,6 +206,57 @@ TEST_P(HostCollectivesDirectTest, AllToAll) { runMatrix(GetParam(), false, false
 TEST_P(HostCollectivesDirectTest, SendRecv) { runMatrix(GetParam(), false, false, sendRecvCase, "1024"); }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, HostCollectivesDirectTest, ::testing::Values(2, 3, 5),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+namespace {
+
+/// Rank r's input: values that round differently in every order of
+/// summation, and a NaN on rank i % n at every 7th element i (min and max
+/// give NaN or the number depending on which operand is first).
+std::vector<float> bitsInput(int rank, int nranks, size_t count) {
+  std::vector<float> v(count);
+  uint32_t x = 2654435761u * static_cast<uint32_t>(rank + 1);
+  for (size_t i = 0; i < count; ++i) {
+    x = x * 1664525u + 1013904223u;
+    v[i] = static_cast<float>(x >> 8) * 1e-3f - 8e3f;
+    if (i % 7 == 0 && static_cast<int>(i % static_cast<size_t>(nranks)) == rank) v[i] = NAN;
+  }
+  return v;
+}
+
+}  // namespace
+
+// Every rank of an allreduce gets the same bits, whatever the path (one
+// step, recursive doubling with each chunk reduced as it lands, two steps)
+// and placement: a rank that combined its partner's partial in another
+// order than the partner did would differ where min and max meet a NaN.
+class HostAllReduceBitsTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(HostAllReduceBitsTest, EveryRankGetsTheSameBits) {
+  expectAllPassed(runRanks(GetParam(), std::chrono::seconds(120), [](int rank, int n, const UniqueId& id) {
+    CommunicatorOptions o;
+    // Chunks of 4 KiB: the 3000-element calls take three on the doubling path.
+    o.overrides = {{"transports", "ethernet"}, {"timeout", "20"}, {"host_chunk_bytes", "4096"}};
+    Communicator comm(loopbackBootstrap(rank, n, id), o);
+    HostCollectives hc(comm);
+    for (size_t count : {size_t{1}, size_t{3000}, size_t{40000}})  // 40000 floats: above allreduce_small_bytes
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max})
+        for (bool inPlace : {false, true}) {
+          std::vector<float> in = bitsInput(rank, n, count), out(count);
+          float* result = inPlace ? in.data() : out.data();
+          hc.allReduce(in.data(), result, count, DataType::Float32, op);
+          std::vector<float> all(count * static_cast<size_t>(n));
+          hc.allGather(result, all.data(), count, DataType::Float32);
+          for (int r = 0; r < n; ++r)
+            if (std::memcmp(all.data() + r * count, all.data(), count * sizeof(float)) != 0)
+              throw std::runtime_error("allreduce of " + std::to_string(count) + " floats, " + reduceOpName(op) +
+                                       (inPlace ? " in place" : "") + ": rank " + std::to_string(r) +
+                                       "'s result differs from rank 0's");
+        }
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, HostAllReduceBitsTest, ::testing::Values(2, 3, 4, 8),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
 namespace {

@@ -2,12 +2,13 @@
 //
 // Small messages (<= allreduce_small_bytes) take one step: every rank sends
 // its whole vector where it is needed and the receiver reduces in rank
-// order. A small allreduce on a power-of-two number of ranks above 2
-// exchanges its partial result with one partner per round instead
-// (recursive doubling: log2(n) messages per rank, not n - 1; on a host
-// whose ranks outnumber its cores the messages, not the rounds, cost).
-// Partners combine the lower group's partial first, so every rank gets
-// the same bits, though not the rank-order rounding of the one-step path.
+// order. A small allreduce on a power-of-two number of ranks exchanges its
+// partial result with one partner per round instead (recursive doubling:
+// log2(n) messages per rank, not n - 1; on a host whose ranks outnumber its
+// cores the messages, not the rounds, cost), reducing each chunk as it
+// lands, straight from the link's inbox. Partners combine the lower group's
+// partial first, so every rank gets the same bits (on 2 ranks, rank order;
+// above, not the rank-order rounding of the one-step path).
 // Large messages take two: a direct reduce-scatter (rank j reduces segment
 // j from every peer) then a direct gather/allgather of the reduced
 // segments. Each byte crosses the wire (n-1)/n times per step, as in a ring,
@@ -56,21 +57,37 @@ void HostCollectives::Impl::allReduceOneStep(const CallSignature& call, const ch
 void HostCollectives::Impl::allReduceDoubling(const CallSignature& call, const char* send, char* recv, size_t count,
                                               DataType type, ReduceOp op) {
   const size_t bytes = count * dataTypeSize(type);
-  if (recv != send) copyBytes(recv, send, bytes);  // recv: this rank's group's partial
-  char* theirs = scratchOf(bytes);
-  for (int distance = 1; distance < nranks; distance <<= 1) {
+  int rounds = 0;
+  for (int d = 1; d < nranks; d <<= 1) ++rounds;
+  // Each round reads the partial so far (`mine`) and writes the next one
+  // into the other of two buffers: a partner's chunk may land before this
+  // rank's own send of the round has taken its bytes, so a round never
+  // writes what it sends. The last round writes recv, unless that would
+  // make the first round write its own input (in place, odd rounds): then
+  // the last writes scratch and one copy ends the call.
+  char* scratch = scratchOf(bytes);
+  const bool lastInScratch = (rounds % 2 == 1) && send == recv;
+  char* last = lastInScratch ? scratch : recv;
+  char* other = lastInScratch ? recv : scratch;
+  const char* mine = send;
+  for (int round = 0, distance = 1; round < rounds; ++round, distance <<= 1) {
+    char* next = (rounds - 1 - round) % 2 == 0 ? last : other;
     const int partner = rank ^ distance;
+    // The lower group's partial is the left operand on both partners: the same bits on every rank.
+    const bool theirsFirst = partner < rank;
+    const size_t es = dataTypeSize(type);
+    ChunkConsumer combine = [=](size_t offset, const char* theirs, size_t n) {
+      const char* left = theirsFirst ? theirs : mine + offset;
+      const char* right = theirsFirst ? mine + offset : theirs;
+      plugboard::reduceOutOf(next + offset, left, right, n / es, type, op);
+    };
     PeerLink* l = link(partner);
-    std::vector<SendJob> sends{{l, recv, bytes, call}};
-    std::vector<RecvJob> recvs{{l, bytes, copyInto(theirs), call}};
+    std::vector<SendJob> sends{{l, mine, bytes, call}};
+    std::vector<RecvJob> recvs{{l, bytes, combine, call}};
     run(sends, recvs);
-    if (partner < rank) {  // the partner's group is the lower one: it goes first
-      plugboard::reduceInto(theirs, recv, count, type, op);
-      copyBytes(recv, theirs, bytes);
-    } else {
-      plugboard::reduceInto(recv, theirs, count, type, op);
-    }
+    mine = next;
   }
+  if (lastInScratch) copyBytes(recv, scratch, bytes);
   finishAverage(recv, count, type, op, nranks);
 }
 
@@ -103,7 +120,7 @@ void HostCollectives::allReduce(const void* sendv, void* recvv, size_t count, Da
   }
   if (m.servedByPlan(call, "allreduce", bytes, send, recv, count, type, op)) return;
   const bool powerOfTwo = (m.nranks & (m.nranks - 1)) == 0;
-  if (bytes <= m.smallBytes && powerOfTwo && m.nranks > 2) m.allReduceDoubling(call, send, recv, count, type, op);
+  if (bytes <= m.smallBytes && powerOfTwo) m.allReduceDoubling(call, send, recv, count, type, op);
   else if (bytes <= m.smallBytes) m.allReduceOneStep(call, send, recv, count, type, op);
   else m.allReduceTwoStep(call, send, recv, count, type, op);
 }
