@@ -888,9 +888,9 @@ TEST_F(UcxLaneTest, PiecesIntoADeregisteredRegionFailAtBothEnds) {
   expectWriteIntoDeregisteredFailsAtBothEnds(1 << 20, "ucx write #1 to rank 1 (host testhost) failed: ucx lane");
 }
 
-TEST_F(UcxTest, BadLaneSettingsFailInitNamingThem) {
+TEST_F(UcxTest, BadLaneAndSegmentSettingsFailInitNamingThem) {
   for (auto [key, value] : {std::pair<const char*, const char*>{"lanes", "17"}, {"lanes", "two"},
-                            {"lane_bytes", "4096"}, {"lane_bytes", "1M"}}) {
+                            {"lane_bytes", "4096"}, {"lane_bytes", "1M"}, {"tcp_segments", "64k"}}) {
     hosts_.push_back(std::make_unique<FakeHost>(0, "testhost", std::map<std::string, std::string>{{key, value}}));
     pb_plugin_ctx* ctx = nullptr;
     EXPECT_EQ(t_->init(&hosts_.back()->services, &ctx), PB_ERR_INVALID) << key << "=" << value;

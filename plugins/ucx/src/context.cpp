@@ -32,6 +32,16 @@ constexpr const char* kAmEager = "am_eager";
 constexpr const char* kProgressThread = "progress_thread";
 constexpr const char* kLanes = "lanes";
 constexpr const char* kLaneBytes = "lane_bytes";
+constexpr const char* kTcpSegments = "tcp_segments";
+
+/// UCX's TCP segment sizes that tcp_segments=auto asks for (UCX 1.13-1.16
+/// defaults: 8 KiB sent, 64 KiB received per segment). Eager messages are
+/// copied through these segments; larger ones took the 2-rank 16 MiB host
+/// allreduce from 1.97-2.18x to 1.35-1.44x the ethernet plugin's time on 2
+/// cores (docs/perf, session 38). The names are UCX's TCP transport's
+/// options (UCX_TCP_TX_SEG_SIZE in the environment); ucp_config_modify
+/// hands them to every transport that has them, which is TCP alone.
+constexpr const char* kAutoTcpSegments[][2] = {{"TX_SEG_SIZE", "64k"}, {"RX_SEG_SIZE", "256k"}};
 
 /// Lanes `lanes=auto` opens over TCP on hosts with more than
 /// kAutoLaneMinCores cores (measured: docs/perf, README "Lanes").
@@ -184,6 +194,11 @@ void Context::declareSettings() const {
        0},
       {sizeof(pb_setting_decl_v1), kLaneBytes, PB_SETTING_INT, "262144",
        "Writes of at least this many bytes (65536 or more) go as one piece per lane", 0},
+      {sizeof(pb_setting_decl_v1), kTcpSegments, PB_SETTING_STRING, "auto",
+       "UCX's TCP segment sizes: 'auto' sets UCX_TCP_TX_SEG_SIZE=64k and UCX_TCP_RX_SEG_SIZE=256k "
+       "(UCX's defaults 8k and 64k) where the environment sets neither variable, which then wins; "
+       "'ucx' leaves both to UCX",
+       0},
   };
   host_.declare(decls, sizeof(decls) / sizeof(decls[0]));
 }
@@ -233,7 +248,23 @@ Settings Context::readSettings() const {
                                       std::to_string(kMinLaneBytes));
     s.laneBytes = static_cast<size_t>(std::stoull(laneBytes));
   }
+  const std::string segments = host_.setting(kTcpSegments);
+  if (!segments.empty() && segments != "auto" && segments != "ucx")
+    throw Error(PB_ERR_INVALID, "ucx.tcp_segments = '" + segments + "' is neither 'auto' nor 'ucx'");
+  s.tcpSegments = segments != "ucx";
   return s;
+}
+
+void Context::useTcpSegments(ucp_config_t* config, bool logChoice) const {
+  if (!settings_.tcpSegments) return;
+  for (const auto& [name, value] : kAutoTcpSegments) {
+    const char* tcpEnv = std::getenv((std::string("UCX_TCP_") + name).c_str());
+    const char* anyEnv = std::getenv((std::string("UCX_") + name).c_str());
+    if ((tcpEnv && *tcpEnv) || (anyEnv && *anyEnv)) continue;  // the user's choice
+    const ucs_status_t st = ucp_config_modify(config, name, value);
+    if (st != UCS_OK && logChoice)  // a UCX whose TCP transport lacks the option
+      log(PB_LOG_INFO, ucsText(std::string("ucx: ") + name + "=" + value + " not accepted", st));
+  }
 }
 
 void Context::useProtocolV1(ucp_config_t* config, bool logChoice) const {
@@ -292,6 +323,7 @@ ucp_context_h Context::newUcpContext(uint64_t features, const std::string& what,
     PB_UCX_CHECK(st == UCS_OK, PB_ERR_INVALID, ucsText("ucx.tls = '" + settings_.tls + "' was refused by UCX", st));
   }
   useProtocolV1(config.config, logChoice);
+  useTcpSegments(config.config, logChoice);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
   params.features = features;

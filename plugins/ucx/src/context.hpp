@@ -55,6 +55,7 @@ struct Settings {
   bool progressThread = true;         ///< Run Context::progressLoop (README "Progress").
   std::string lanesText = "auto";     ///< The lanes setting as given.
   size_t laneBytes = size_t(256) << 10; ///< Writes of at least this many bytes go over lanes (README "Lanes").
+  bool tcpSegments = true;            ///< tcp_segments=auto: larger UCX TCP segments unless the environment sets them.
 };
 
 /// The far end of a connection (the adapter's).
@@ -216,6 +217,9 @@ class Context : public transport_cxx::ErrorSlot {
   void initUcp();
   /// Asks UCX for protocols v1 unless UCX_PROTO_ENABLE is set (v2 in UCX 1.16 has no intra-node atomic post).
   void useProtocolV1(ucp_config_t* config, bool logChoice) const;
+  /// With tcp_segments=auto: UCX's TCP segment sizes kAutoTcpSegments
+  /// names, each unless the environment sets it.
+  void useTcpSegments(ucp_config_t* config, bool logChoice) const;
   /// A UCP context with features, configured as initUcp decided (transports,
   /// protocols v1); what names it in errors. Throws Error.
   ucp_context_h newUcpContext(uint64_t features, const std::string& what, bool logChoice) const;
