@@ -159,13 +159,15 @@ void sendRecvCase(HostCollectives& hc, const Case& c) {
 // the larger counts as direct transfers, the smaller in chunks). Direct
 // transfers go in pieces of 4 KiB, so the larger ones take several, the
 // last one short.
-void runMatrix(int nranks, bool reduces, bool rooted, const CaseBody& body, const char* directBytes = "0") {
+void runMatrix(int nranks, bool reduces, bool rooted, const CaseBody& body, const char* directBytes = "0",
+               const char* halvingBytes = "0") {
   auto results = runRanks(nranks, std::chrono::seconds(240), [&](int rank, int n, const UniqueId& id) {
     setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
     setenv("PLUGBOARD_HOST_CHUNK_BYTES", "4096", 1);
     setenv("PLUGBOARD_ALLREDUCE_SMALL_BYTES", "4096", 1);
     setenv("PLUGBOARD_HOST_DIRECT_BYTES", directBytes, 1);
     setenv("PLUGBOARD_HOST_DIRECT_PIECE_BYTES", "4096", 1);
+    setenv("PLUGBOARD_ALLREDUCE_HALVING_BYTES", halvingBytes, 1);
     Communicator comm(loopbackBootstrap(rank, n, id));
     HostCollectives hc(comm);
     std::vector<ReduceOp> ops = reduces ? kOps : std::vector<ReduceOp>{ReduceOp::Sum};
@@ -209,6 +211,18 @@ INSTANTIATE_TEST_SUITE_P(Ranks, HostCollectivesDirectTest, ::testing::Values(2, 
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
 namespace {
+/// The allreduce matrix with every small allreduce of at least one byte
+/// on 4 or 8 ranks going by recursive halving and doubling (1 element: most
+/// segments empty; 1009 int8: segments of 126-127 elements).
+class HostAllReduceHalvingTest : public ::testing::TestWithParam<int> {};
+}  // namespace
+
+TEST_P(HostAllReduceHalvingTest, AllReduce) { runMatrix(GetParam(), true, false, allReduceCase, "0", "1"); }
+
+INSTANTIATE_TEST_SUITE_P(Ranks, HostAllReduceHalvingTest, ::testing::Values(4, 8),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+namespace {
 
 /// Rank r's input: values that round differently in every order of
 /// summation, and a NaN on rank i % n at every 7th element i (min and max
@@ -227,7 +241,8 @@ std::vector<float> bitsInput(int rank, int nranks, size_t count) {
 }  // namespace
 
 // Every rank of an allreduce gets the same bits, whatever the path (one
-// step, recursive doubling with each chunk reduced as it lands, two steps)
+// step, recursive doubling with each chunk reduced as it lands, halving
+// and doubling, two steps)
 // and placement: a rank that combined its partner's partial in another
 // order than the partner did would differ where min and max meet a NaN.
 class HostAllReduceBitsTest : public ::testing::TestWithParam<int> {};
@@ -235,11 +250,14 @@ class HostAllReduceBitsTest : public ::testing::TestWithParam<int> {};
 TEST_P(HostAllReduceBitsTest, EveryRankGetsTheSameBits) {
   expectAllPassed(runRanks(GetParam(), std::chrono::seconds(120), [](int rank, int n, const UniqueId& id) {
     CommunicatorOptions o;
-    // Chunks of 4 KiB: the 3000-element calls take three on the doubling path.
-    o.overrides = {{"transports", "ethernet"}, {"timeout", "20"}, {"host_chunk_bytes", "4096"}};
+    // Chunks of 4 KiB: 1500 floats take two on the doubling path; 3000
+    // floats (12000 B) go by halving and doubling on 4 and 8 ranks, in
+    // segments of one chunk or less; 40000 floats: above allreduce_small_bytes.
+    o.overrides = {{"transports", "ethernet"}, {"timeout", "20"}, {"host_chunk_bytes", "4096"},
+                   {"allreduce_halving_bytes", "8192"}};
     Communicator comm(loopbackBootstrap(rank, n, id), o);
     HostCollectives hc(comm);
-    for (size_t count : {size_t{1}, size_t{3000}, size_t{40000}})  // 40000 floats: above allreduce_small_bytes
+    for (size_t count : {size_t{1}, size_t{1500}, size_t{3000}, size_t{40000}})
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max})
         for (bool inPlace : {false, true}) {
           std::vector<float> in = bitsInput(rank, n, count), out(count);

@@ -47,6 +47,10 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
   int64_t small = comm.config().getInt("allreduce_small_bytes");
   if (small < 0) throw Error(ErrorCode::Config, "allreduce_small_bytes must be >= 0");
   m.smallBytes = static_cast<size_t>(small);
+  const int64_t halving = comm.config().getInt("allreduce_halving_bytes");
+  if (halving < 0)
+    throw Error(ErrorCode::Config, "allreduce_halving_bytes must be >= 0, got " + std::to_string(halving));
+  m.halvingBytes = static_cast<size_t>(halving);
   const int64_t direct = comm.config().getInt("host_direct_bytes");
   if (direct < 0) throw Error(ErrorCode::Config, "host_direct_bytes must be >= 0, got " + std::to_string(direct));
   m.direct.minBytes = static_cast<size_t>(direct);

@@ -91,6 +91,57 @@ void HostCollectives::Impl::allReduceDoubling(const CallSignature& call, const c
   finishAverage(recv, count, type, op, nranks);
 }
 
+void HostCollectives::Impl::allReduceHalving(const CallSignature& call, const char* send, char* recv, size_t count,
+                                             DataType type, ReduceOp op) {
+  const size_t es = dataTypeSize(type);
+  const auto segs = splitSegments(count, nranks);
+  // Elements [first, end) of segments [lo, hi): contiguous.
+  auto span = [&](int lo, int hi) { return std::make_pair(segs[lo].begin, segs[hi - 1].begin + segs[hi - 1].count); };
+  // Reduce-scatter by recursive halving: each round gives the partner the
+  // half of this rank's segments that the partner keeps and reduces the
+  // partner's partial of the other half into recv. What a round sends and
+  // what it writes are disjoint halves, so recv may be both; the first
+  // round reads the input (in place, the same memory).
+  const char* partial = send;
+  int lo = 0, width = nranks;
+  for (int distance = nranks / 2; distance >= 1; distance /= 2) {
+    const int partner = rank ^ distance;
+    const bool keepLower = (rank & distance) == 0;
+    const int keptLo = keepLower ? lo : lo + width / 2, gaveLo = keepLower ? lo + width / 2 : lo;
+    const auto [keptBegin, keptEnd] = span(keptLo, keptLo + width / 2);
+    const auto [gaveBegin, gaveEnd] = span(gaveLo, gaveLo + width / 2);
+    const bool theirsFirst = partner < rank;  // the lower rank's partial is the left operand
+    const char* mine = partial + keptBegin * es;
+    char* out = recv + keptBegin * es;
+    ChunkConsumer combine = [=](size_t offset, const char* theirs, size_t n) {
+      const char* own = mine + offset;
+      plugboard::reduceOutOf(out + offset, theirsFirst ? theirs : own, theirsFirst ? own : theirs, n / es, type, op);
+    };
+    PeerLink* l = link(partner);
+    std::vector<SendJob> sends{{l, partial + gaveBegin * es, (gaveEnd - gaveBegin) * es, call}};
+    std::vector<RecvJob> recvs{{l, (keptEnd - keptBegin) * es, combine, call}};
+    run(sends, recvs);
+    partial = recv;
+    lo = keptLo;
+    width /= 2;
+  }
+  finishAverage(recv + segs[rank].begin * es, segs[rank].count, type, op, nranks);
+  // Allgather by recursive doubling: swap the segments held with the
+  // partner's, straight into place.
+  for (int distance = 1; distance < nranks; distance *= 2) {
+    const int partner = rank ^ distance;
+    const int theirLo = lo ^ distance;  // the partner's block of `width` segments
+    const auto [mineBegin, mineEnd] = span(lo, lo + width);
+    const auto [theirBegin, theirEnd] = span(theirLo, theirLo + width);
+    PeerLink* l = link(partner);
+    std::vector<SendJob> sends{{l, recv + mineBegin * es, (mineEnd - mineBegin) * es, call}};
+    std::vector<RecvJob> recvs{copyJob(l, (theirEnd - theirBegin) * es, recv + theirBegin * es, call)};
+    run(sends, recvs);
+    lo = std::min(lo, theirLo);
+    width *= 2;
+  }
+}
+
 void HostCollectives::Impl::allReduceTwoStep(const CallSignature& call, const char* send, char* recv, size_t count,
                                              DataType type, ReduceOp op) {
   size_t es = dataTypeSize(type);
@@ -120,7 +171,9 @@ void HostCollectives::allReduce(const void* sendv, void* recvv, size_t count, Da
   }
   if (m.servedByPlan(call, "allreduce", bytes, send, recv, count, type, op)) return;
   const bool powerOfTwo = (m.nranks & (m.nranks - 1)) == 0;
-  if (bytes <= m.smallBytes && powerOfTwo) m.allReduceDoubling(call, send, recv, count, type, op);
+  const bool halving = m.halvingBytes > 0 && bytes >= m.halvingBytes && m.nranks >= 4;
+  if (bytes <= m.smallBytes && powerOfTwo && halving) m.allReduceHalving(call, send, recv, count, type, op);
+  else if (bytes <= m.smallBytes && powerOfTwo) m.allReduceDoubling(call, send, recv, count, type, op);
   else if (bytes <= m.smallBytes) m.allReduceOneStep(call, send, recv, count, type, op);
   else m.allReduceTwoStep(call, send, recv, count, type, op);
 }

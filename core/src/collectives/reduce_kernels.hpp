@@ -12,7 +12,8 @@ namespace plugboard {
 void reduceInto(void* dst, const void* src, size_t count, DataType type, ReduceOp op);
 
 /// dst[i] = op(a[i], b[i]) for count elements: the same bits as copying a to
-/// dst and then reduceInto(dst, b). dst may be a; no other overlap.
+/// dst and then reduceInto(dst, b). dst may be a or b (each element is read
+/// before it is written); no other overlap.
 void reduceOutOf(void* dst, const void* a, const void* b, size_t count, DataType type, ReduceOp op);
 
 /// buf[i] /= nranks (integer division for integer types). No-op unless op is Avg.
