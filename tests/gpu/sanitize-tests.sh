@@ -26,7 +26,7 @@ export PLUGBOARD_GPU_WAIT_TIMEOUT=300 PLUGBOARD_TIMEOUT=300 NCCL_NVLS_ENABLE=0 P
 status=0
 for c in "${cases[@]}"; do
   tool=${c%%:*} filter=${c#*:}
-  log="$logs/$tool-${filter//\//_}.log"  # a parameterized test's name has slashes
+  log="$logs/$tool-${filter//[\/*]/_}.log"  # a parameterized test's name has slashes; filters have stars
   start=$(date +%s)
   timeout "${SANITIZE_TIMEOUT:-300}" "$sanitizer" --tool "$tool" --target-processes all --error-exitcode 9 \
     "$build/bin/plugboard_gpu_tests" --gtest_filter="$filter" > "$log" 2>&1

@@ -211,13 +211,13 @@ INSTANTIATE_TEST_SUITE_P(Ranks, HostCollectivesDirectTest, ::testing::Values(2, 
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
 namespace {
-/// The allreduce matrix with every small allreduce of at least one byte
-/// on 4 or 8 ranks going by recursive halving and doubling (1 element: most
-/// segments empty; 1009 int8: segments of 126-127 elements).
+/// The allreduce matrix with every allreduce above the small size (4 KiB
+/// here: 1009 and 12347 elements of the wider types) on 4 or 8 ranks going
+/// by recursive halving and doubling, in 4 KiB chunks.
 class HostAllReduceHalvingTest : public ::testing::TestWithParam<int> {};
 }  // namespace
 
-TEST_P(HostAllReduceHalvingTest, AllReduce) { runMatrix(GetParam(), true, false, allReduceCase, "0", "1"); }
+TEST_P(HostAllReduceHalvingTest, AllReduce) { runMatrix(GetParam(), true, false, allReduceCase, "0", "1000000"); }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, HostAllReduceHalvingTest, ::testing::Values(4, 8),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
@@ -250,11 +250,11 @@ class HostAllReduceBitsTest : public ::testing::TestWithParam<int> {};
 TEST_P(HostAllReduceBitsTest, EveryRankGetsTheSameBits) {
   expectAllPassed(runRanks(GetParam(), std::chrono::seconds(120), [](int rank, int n, const UniqueId& id) {
     CommunicatorOptions o;
-    // Chunks of 4 KiB: 1500 floats take two on the doubling path; 3000
-    // floats (12000 B) go by halving and doubling on 4 and 8 ranks, in
-    // segments of one chunk or less; 40000 floats: above allreduce_small_bytes.
+    // Chunks of 4 KiB: 1500 floats (6000 B) take two on the doubling path;
+    // 3000 floats (12000 B) go by halving and doubling on 4 and 8 ranks;
+    // 40000 floats by the two-step exchange.
     o.overrides = {{"transports", "ethernet"}, {"timeout", "20"}, {"host_chunk_bytes", "4096"},
-                   {"allreduce_halving_bytes", "8192"}};
+                   {"allreduce_small_bytes", "8192"}, {"allreduce_halving_bytes", "100000"}};
     Communicator comm(loopbackBootstrap(rank, n, id), o);
     HostCollectives hc(comm);
     for (size_t count : {size_t{1}, size_t{1500}, size_t{3000}, size_t{40000}})

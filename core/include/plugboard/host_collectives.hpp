@@ -21,7 +21,9 @@ namespace plugboard {
 /// sendbuf + rank * count == recvbuf. Not thread-safe.
 ///
 /// Settings: host_chunk_bytes (pipeline chunk), host_slots (chunks in
-/// flight per peer), allreduce_small_bytes (below it: one-step algorithms).
+/// flight per peer), allreduce_small_bytes (below it: one-step algorithms),
+/// allreduce_halving_bytes (up to it, on 4, 8, 16... ranks: recursive
+/// halving and doubling).
 class HostCollectives {
  public:
   /// Collective over comm, which must outlive this object.

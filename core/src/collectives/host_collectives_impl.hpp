@@ -35,7 +35,7 @@ struct HostCollectives::Impl {
   int rank = 0;
   int nranks = 1;
   size_t smallBytes = 65536;
-  size_t halvingBytes = 0;  ///< allreduce_halving_bytes (0: never)
+  size_t halvingBytes = 0;  ///< allreduce_halving_bytes: halving and doubling above smallBytes up to it
   DirectPolicy direct;     ///< host_direct_bytes (0: no direct transfers), host_direct_piece_bytes
   bool failover = false;   ///< the "failover" setting (direct transfers off then)
   std::chrono::milliseconds timeout{60000};
@@ -84,7 +84,7 @@ struct HostCollectives::Impl {
   /// Small allreduce on a power-of-two rank count: log2(n) exchanges with one partner each.
   void allReduceDoubling(const CallSignature& call, const char* send, char* recv, size_t count, DataType type,
                          ReduceOp op);
-  /// Mid-size allreduce on a power-of-two rank count (Rabenseifner's):
+  /// Mid-size allreduce on a power-of-two rank count of 4 or more (Rabenseifner's):
   /// reduce-scatter by recursive halving, then allgather by recursive
   /// doubling; 2 log2(n) messages per rank of (n - 1) / n of the vector in
   /// all, each segment reduced once, on its owner.

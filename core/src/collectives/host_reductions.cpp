@@ -171,10 +171,9 @@ void HostCollectives::allReduce(const void* sendv, void* recvv, size_t count, Da
   }
   if (m.servedByPlan(call, "allreduce", bytes, send, recv, count, type, op)) return;
   const bool powerOfTwo = (m.nranks & (m.nranks - 1)) == 0;
-  const bool halving = m.halvingBytes > 0 && bytes >= m.halvingBytes && m.nranks >= 4;
-  if (bytes <= m.smallBytes && powerOfTwo && halving) m.allReduceHalving(call, send, recv, count, type, op);
-  else if (bytes <= m.smallBytes && powerOfTwo) m.allReduceDoubling(call, send, recv, count, type, op);
+  if (bytes <= m.smallBytes && powerOfTwo) m.allReduceDoubling(call, send, recv, count, type, op);
   else if (bytes <= m.smallBytes) m.allReduceOneStep(call, send, recv, count, type, op);
+  else if (bytes <= m.halvingBytes && powerOfTwo && m.nranks >= 4) m.allReduceHalving(call, send, recv, count, type, op);
   else m.allReduceTwoStep(call, send, recv, count, type, op);
 }
 

@@ -47,10 +47,10 @@ const std::vector<SettingDecl>& coreSettingDecls() {
       {"allreduce_small_bytes", SettingType::Int, "65536",
        "Host collectives: at or below this many bytes (allgather: gathered bytes) use the latency algorithms",
        false},
-      {"allreduce_halving_bytes", SettingType::Int, "0",
-       "Host collectives: an allreduce of at least this many bytes, up to allreduce_small_bytes, on a power-of-two "
-       "rank count of at least 4 reduce-scatters by recursive halving and allgathers by recursive doubling instead "
-       "of exchanging whole vectors; 0: never",
+      {"allreduce_halving_bytes", SettingType::Int, "262144",
+       "Host collectives: an allreduce above allreduce_small_bytes and up to this many bytes, on a power-of-two "
+       "rank count of at least 4, reduce-scatters by recursive halving and allgathers by recursive doubling "
+       "instead of the direct two-step exchange; 0: never",
        false},
       {"staging_chunk_bytes", SettingType::Int, "1048576",
        "CUDA memory over host-only transports: bytes per staging slot (multiple of 64, 4096 to 1 GiB)", false},
