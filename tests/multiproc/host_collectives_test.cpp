@@ -160,11 +160,11 @@ void sendRecvCase(HostCollectives& hc, const Case& c) {
 // transfers go in pieces of 4 KiB, so the larger ones take several, the
 // last one short.
 void runMatrix(int nranks, bool reduces, bool rooted, const CaseBody& body, const char* directBytes = "0",
-               const char* halvingBytes = "0") {
+               const char* halvingBytes = "0", const char* smallBytes = "4096") {
   auto results = runRanks(nranks, std::chrono::seconds(240), [&](int rank, int n, const UniqueId& id) {
     setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
     setenv("PLUGBOARD_HOST_CHUNK_BYTES", "4096", 1);
-    setenv("PLUGBOARD_ALLREDUCE_SMALL_BYTES", "4096", 1);
+    setenv("PLUGBOARD_ALLREDUCE_SMALL_BYTES", smallBytes, 1);
     setenv("PLUGBOARD_HOST_DIRECT_BYTES", directBytes, 1);
     setenv("PLUGBOARD_HOST_DIRECT_PIECE_BYTES", "4096", 1);
     setenv("PLUGBOARD_ALLREDUCE_HALVING_BYTES", halvingBytes, 1);
@@ -211,13 +211,15 @@ INSTANTIATE_TEST_SUITE_P(Ranks, HostCollectivesDirectTest, ::testing::Values(2, 
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
 namespace {
-/// The allreduce matrix with every allreduce above the small size (4 KiB
-/// here: 1009 and 12347 elements of the wider types) on 4 or 8 ranks going
-/// by recursive halving and doubling, in 4 KiB chunks.
+/// The allreduce matrix with every allreduce but the empty ones on 4 or 8
+/// ranks going by recursive halving and doubling (no small size), in 4 KiB
+/// chunks: 1 and 7 elements leave segments empty.
 class HostAllReduceHalvingTest : public ::testing::TestWithParam<int> {};
 }  // namespace
 
-TEST_P(HostAllReduceHalvingTest, AllReduce) { runMatrix(GetParam(), true, false, allReduceCase, "0", "1000000"); }
+TEST_P(HostAllReduceHalvingTest, AllReduce) {
+  runMatrix(GetParam(), true, false, allReduceCase, "0", "1000000", "0");
+}
 
 INSTANTIATE_TEST_SUITE_P(Ranks, HostAllReduceHalvingTest, ::testing::Values(4, 8),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
