@@ -8,6 +8,7 @@
 #include "plugin_test_support.hpp"
 #include "transport_pair_suite.hpp"
 #include "../../plugins/ucx/src/eager_rule.hpp"
+#include "../../plugins/ucx/src/tcp_segments.hpp"
 #include <dlfcn.h>
 #include <plugboard/transport.h>
 
@@ -295,6 +296,15 @@ TEST_F(UcxTest, BadOrderingFailsInit) {
 
 // Which messages go eagerly (docs/perf/2026-11-27-session24-network-path.md,
 // 2026-11-28-session36-notices-and-ucx-rendezvous.md).
+// tcp_segments=auto asks for larger TCP segments only where UCX may open
+// its TCP transport: elsewhere UCX warns at every worker that no transport
+// took them ("invalid configurations", seen with UCX_TLS=self,sm).
+TEST(UcxTcpSegments, AskedForOnlyWhereUcxMayUseTcp) {
+  using plugboard::ucx::tlsMayUseTcp;
+  for (const char* tls : {"", "tcp", "all", "rc,tcp", " sm , tcp ", "^ib", "^rc,sm"}) EXPECT_TRUE(tlsMayUseTcp(tls)) << tls;
+  for (const char* tls : {"self,sm", "rc", "^tcp", "^sm,tcp", "tcpx", "^all,tcp"}) EXPECT_FALSE(tlsMayUseTcp(tls)) << tls;
+}
+
 TEST(UcxEagerRule, AutoSendsLargeMessagesByRendezvousOverTcp) {
   using plugboard::ucx::eagerBelow;
   using plugboard::ucx::kAutoEagerBytes;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "eager_rule.hpp"
+#include "tcp_segments.hpp"
 #include "error.hpp"
 #include "wire.hpp"
 #include "keep.hpp"
@@ -33,15 +34,6 @@ constexpr const char* kProgressThread = "progress_thread";
 constexpr const char* kLanes = "lanes";
 constexpr const char* kLaneBytes = "lane_bytes";
 constexpr const char* kTcpSegments = "tcp_segments";
-
-/// UCX's TCP segment sizes that tcp_segments=auto asks for (UCX 1.13-1.16
-/// defaults: 8 KiB sent, 64 KiB received per segment). Eager messages are
-/// copied through these segments; larger ones took the 2-rank 16 MiB host
-/// allreduce from 1.97-2.18x to 1.35-1.44x the ethernet plugin's time on 2
-/// cores (docs/perf, session 38). The names are UCX's TCP transport's
-/// options (UCX_TCP_TX_SEG_SIZE in the environment); ucp_config_modify
-/// hands them to every transport that has them, which is TCP alone.
-constexpr const char* kAutoTcpSegments[][2] = {{"TX_SEG_SIZE", "64k"}, {"RX_SEG_SIZE", "256k"}};
 
 /// Lanes `lanes=auto` opens over TCP on hosts with more than
 /// kAutoLaneMinCores cores (measured: docs/perf, README "Lanes").
@@ -195,9 +187,9 @@ void Context::declareSettings() const {
       {sizeof(pb_setting_decl_v1), kLaneBytes, PB_SETTING_INT, "262144",
        "Writes of at least this many bytes (65536 or more) go as one piece per lane", 0},
       {sizeof(pb_setting_decl_v1), kTcpSegments, PB_SETTING_STRING, "auto",
-       "UCX's TCP segment sizes: 'auto' sets UCX_TCP_TX_SEG_SIZE=64k and UCX_TCP_RX_SEG_SIZE=256k "
-       "(UCX's defaults 8k and 64k) where the environment sets neither variable, which then wins; "
-       "'ucx' leaves both to UCX",
+       "UCX's TCP segment sizes: 'auto' asks for 64k sent and 256k received per segment (UCX's defaults "
+       "8k and 64k) where UCX may use TCP, each unless the environment sets it (UCX_TCP_TX_SEG_SIZE, "
+       "UCX_TCP_RX_SEG_SIZE, which win); 'ucx' leaves both to UCX",
        0},
   };
   host_.declare(decls, sizeof(decls) / sizeof(decls[0]));
@@ -256,7 +248,7 @@ Settings Context::readSettings() const {
 }
 
 void Context::useTcpSegments(ucp_config_t* config, bool logChoice) const {
-  if (!settings_.tcpSegments) return;
+  if (!settings_.tcpSegments || !tlsMayUseTcp(effectiveTls_)) return;
   for (const auto& [name, value] : kAutoTcpSegments) {
     const char* tcpEnv = std::getenv((std::string("UCX_TCP_") + name).c_str());
     const char* anyEnv = std::getenv((std::string("UCX_") + name).c_str());
