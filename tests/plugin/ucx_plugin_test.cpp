@@ -8,7 +8,7 @@
 #include "plugin_test_support.hpp"
 #include "transport_pair_suite.hpp"
 #include "../../plugins/ucx/src/eager_rule.hpp"
-#include "../../plugins/ucx/src/tcp_segments.hpp"
+#include "../../plugins/ucx/src/tls_list.hpp"
 #include <dlfcn.h>
 #include <plugboard/transport.h>
 

@@ -56,7 +56,7 @@ void HostCollectives::Impl::allReduceOneStep(const CallSignature& call, const ch
 
 void HostCollectives::Impl::allReduceDoubling(const CallSignature& call, const char* send, char* recv, size_t count,
                                               DataType type, ReduceOp op) {
-  const size_t bytes = count * dataTypeSize(type);
+  const size_t es = dataTypeSize(type), bytes = count * es;
   int rounds = 0;
   for (int d = 1; d < nranks; d <<= 1) ++rounds;
   // Each round reads the partial so far (`mine`) and writes the next one
@@ -75,7 +75,6 @@ void HostCollectives::Impl::allReduceDoubling(const CallSignature& call, const c
     const int partner = rank ^ distance;
     // The lower group's partial is the left operand on both partners: the same bits on every rank.
     const bool theirsFirst = partner < rank;
-    const size_t es = dataTypeSize(type);
     ChunkConsumer combine = [=](size_t offset, const char* theirs, size_t n) {
       const char* left = theirsFirst ? theirs : mine + offset;
       const char* right = theirsFirst ? mine + offset : theirs;

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "eager_rule.hpp"
-#include "tcp_segments.hpp"
+#include "tls_list.hpp"
 #include "error.hpp"
 #include "wire.hpp"
 #include "keep.hpp"
@@ -57,18 +57,15 @@ struct ConfigHolder {
   }
 };
 
-/// Splits "a,b, c" into its trimmed, non-empty items.
-std::vector<std::string> splitList(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
+/// UCX's TCP segment sizes that tcp_segments=auto asks for (UCX 1.13-1.16
+/// defaults: 8 KiB sent, 64 KiB received per segment). Eager messages are
+/// copied through these segments; larger ones took the 2-rank 16 MiB host
+/// allreduce from 1.97-2.18x to 1.35-1.44x the ethernet plugin's time on 2
+/// cores (docs/perf/2026-11-29-session38-doubling-in-place-and-ucx-segments.md).
+/// The names are UCX's TCP transport's options (UCX_TCP_TX_SEG_SIZE in the
+/// environment): ucp_config_modify hands them to every transport that has
+/// them, which is TCP alone.
+constexpr const char* kAutoTcpSegments[][2] = {{"TX_SEG_SIZE", "64k"}, {"RX_SEG_SIZE", "256k"}};
 
 }  // namespace
 
