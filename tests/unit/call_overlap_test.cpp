@@ -1,6 +1,6 @@
 // plans/call_overlap.hpp: which plans both executors (callsNeedNoHandshake)
-// and the host executor (putsWaitForTheirTarget) run without the start
-// handshake.
+// and the host executor (putsHearFromTheirTarget) run without the start
+// handshake, and the happens-before order that rests on (happensAfterRank).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -53,12 +53,86 @@ TEST(CallOverlap, SimplePlansAndOneWayPacketsKeepTheHandshake) {
   EXPECT_TRUE(callsNeedNoHandshake(both));
 }
 
-TEST(CallOverlap, PlansWhosePutsWaitForTheirTargetOverlapOnHostBuffers) {
+TEST(CallOverlap, PlansWhosePutsHearFromTheirTargetOverlapOnHostBuffers) {
+  // Allpairs plans wait for each target's own signal; a ring's rank puts
+  // into its successor and hears from it around the ring.
   for (const char* name : {"allreduce_allpairs/2ranks", "allreduce_allpairs/4ranks", "allreduce_allpairs_twoshot/3ranks",
-                           "allgather_allpairs/4ranks", "alltoall_allpairs/3ranks"})
-    EXPECT_TRUE(putsWaitForTheirTarget(shipped(name))) << name;
-  // A ring's rank puts into its successor and waits for its predecessor
-  // only; LL plans have their own rule.
-  for (const char* name : {"allreduce_ring/3ranks", "allgather_ring/4ranks", "allreduce_packets/2ranks"})
-    EXPECT_FALSE(putsWaitForTheirTarget(shipped(name))) << name;
+                           "allgather_allpairs/4ranks", "alltoall_allpairs/3ranks", "allreduce_ring/3ranks",
+                           "allreduce_ring/8ranks", "allgather_ring/4ranks"})
+    EXPECT_TRUE(putsHearFromTheirTarget(shipped(name))) << name;
+  // LL plans have their own rule.
+  EXPECT_FALSE(putsHearFromTheirTarget(shipped("allreduce_packets/2ranks")));
+}
+
+namespace {
+
+/// An operation of `kind` on channel `channel`.
+PlanOp op(PlanOp::Kind kind, int channel) {
+  PlanOp o;
+  o.kind = kind;
+  o.channel = channel;
+  return o;
+}
+
+/// Three ranks, a channel from each to each (channel index = peer, the
+/// rank's own unused): rank 0 puts into rank 1 and waits for rank 2; rank
+/// 1 signals rank 2. What rank 2 does is the test's.
+Plan relayThroughRankTwo(std::vector<PlanThreadBlock> rank2) {
+  Plan p;
+  p.nranks = 3;
+  p.protocol = "simple";
+  p.inputChunks = p.outputChunks = 1;
+  p.ranks.resize(3);
+  for (int r = 0; r < 3; ++r)
+    for (int peer = 0; peer < 3; ++peer) p.ranks[r].channels.push_back(PlanChannel{peer, PlanChannel::Type::Port, 0});
+  PlanOp put;
+  put.kind = PlanOp::Kind::Put;
+  put.channel = 1;
+  put.src.buffer = PlanChunk::Buffer::Input;
+  put.dst.buffer = PlanChunk::Buffer::Output;
+  put.src.size = put.dst.size = 1;
+  p.ranks[0].threadblocks.push_back({0, {put, op(PlanOp::Kind::Wait, 2)}});
+  p.ranks[1].threadblocks.push_back({0, {op(PlanOp::Kind::Signal, 2)}});
+  p.ranks[2].threadblocks = std::move(rank2);
+  return p;
+}
+
+}  // namespace
+
+TEST(CallOverlap, ARankHearsFromAnotherOnlyThroughOrdersEveryRunHas) {
+  const PlanOp waitFor1 = op(PlanOp::Kind::Wait, 1), signal0 = op(PlanOp::Kind::Signal, 0);
+  // Rank 2 hears from rank 1, then tells rank 0: 1 -> 2 -> 0.
+  Plan relayed = relayThroughRankTwo({{0, {waitFor1, signal0}}});
+  EXPECT_TRUE(putsHearFromTheirTarget(relayed));
+  EXPECT_EQ(happensAfterRank(relayed, 1), (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(happensAfterRank(relayed, 0), (std::vector<bool>{true, false, false}));
+  // Rank 2 tells rank 0 before it has heard from rank 1: rank 0 could run
+  // two calls ahead of rank 1.
+  EXPECT_FALSE(putsHearFromTheirTarget(relayThroughRankTwo({{0, {signal0, waitFor1}}})));
+  // In two thread blocks of rank 2, nothing orders the wait before the signal...
+  EXPECT_FALSE(putsHearFromTheirTarget(relayThroughRankTwo({{0, {waitFor1}}, {1, {signal0}}})));
+  // ...unless a barrier does.
+  PlanOp barrier = op(PlanOp::Kind::Barrier, -1);
+  barrier.barrier = 0;
+  barrier.parties = 2;
+  EXPECT_TRUE(putsHearFromTheirTarget(relayThroughRankTwo({{0, {waitFor1, barrier}}, {1, {barrier, signal0}}})));
+  // Rank 2 signals rank 0 from two blocks, one before its wait: rank 0's
+  // single wait may have counted either signal.
+  EXPECT_FALSE(putsHearFromTheirTarget(relayThroughRankTwo({{0, {waitFor1, signal0}}, {1, {signal0}}})));
+  // In place, the output would not survive a peer's next call.
+  relayed.inPlace = true;
+  EXPECT_FALSE(putsHearFromTheirTarget(relayed));
+}
+
+TEST(CallOverlap, TheJthWaitFollowsTheJthSignalOfASingleBlock) {
+  // Rank 2 signals rank 0 twice and hears from rank 1 between the two.
+  const PlanOp waitFor1 = op(PlanOp::Kind::Wait, 1), signal0 = op(PlanOp::Kind::Signal, 0), waitFor2 = op(PlanOp::Kind::Wait, 2);
+  Plan p = relayThroughRankTwo({{0, {signal0, waitFor1, signal0}}});
+  const PlanOp put = p.ranks[0].threadblocks[0].ops[0];
+  p.ranks[0].threadblocks = {{0, {put, waitFor2, waitFor2}}};
+  EXPECT_TRUE(putsHearFromTheirTarget(p));  // rank 0's second wait needs the second signal
+  p.ranks[0].threadblocks = {{0, {put, waitFor2}}};
+  EXPECT_FALSE(putsHearFromTheirTarget(p));  // its only wait may have had the first
+  p.ranks[0].threadblocks = {{0, {put, waitFor2}}, {1, {waitFor2}}};
+  EXPECT_FALSE(putsHearFromTheirTarget(p));  // waits in two blocks: either may be counted first
 }

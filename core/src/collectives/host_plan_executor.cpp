@@ -184,7 +184,7 @@ void HostPlanExecutor::Impl::setup() {
     throw Error(ErrorCode::InvalidUsage, who() + ": the plan is for " + std::to_string(plan.nranks) +
                                              " ranks, the communicator has " + std::to_string(comm.size()));
   const uint64_t chunk = (maxInputBytes + plan.inputChunks - 1) / plan.inputChunks;
-  const bool packetHalves = callsNeedNoHandshake(plan), dataHalves = putsWaitForTheirTarget(plan);
+  const bool packetHalves = callsNeedNoHandshake(plan), dataHalves = putsHearFromTheirTarget(plan);
   mayOverlap = packetHalves || dataHalves;
   const uint64_t smallChunk = (std::min<uint64_t>(maxInputBytes, kOverlapInputBytes) + plan.inputChunks - 1) / plan.inputChunks;
   const uint64_t counts[kBuffers] = {plan.inputChunks, plan.outputChunks, plan.scratchChunks, plan.packetChunks};

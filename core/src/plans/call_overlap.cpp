@@ -1,6 +1,8 @@
 #include "plans/call_overlap.hpp"
 
+#include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 namespace plugboard {
@@ -17,19 +19,130 @@ bool callsNeedNoHandshake(const Plan& plan) {
   return true;
 }
 
-bool putsWaitForTheirTarget(const Plan& plan) {
+namespace {
+
+/// A plan's operations as the nodes of a happens-before graph within one
+/// call, numbered rank by rank, thread block by thread block, in order.
+class OpGraph {
+ public:
+  explicit OpGraph(const Plan& plan) : plan_(plan) {
+    for (int r = 0; r < plan.nranks; ++r) {
+      first_.emplace_back();
+      for (const auto& tb : plan.ranks[r].threadblocks) {
+        first_[r].push_back(rankOf_.size());
+        rankOf_.insert(rankOf_.end(), tb.ops.size(), r);
+      }
+    }
+    next_.resize(rankOf_.size());
+    addProgramOrder();
+    addSignalsToWaits();
+    addBarriers();
+  }
+
+  /// Ranks with an operation reachable from one of rank `from`'s.
+  std::vector<bool> reachedRanks(int from) const {
+    std::vector<bool> seen(rankOf_.size(), false), ranks(plan_.nranks, false);
+    std::vector<size_t> todo;
+    for (size_t n = 0; n < rankOf_.size(); ++n)
+      if (rankOf_[n] == from) seen[n] = true, todo.push_back(n);
+    ranks[from] = true;
+    while (!todo.empty()) {
+      const size_t n = todo.back();
+      todo.pop_back();
+      ranks[rankOf_[n]] = true;
+      for (size_t m : next_[n])
+        if (!seen[m]) seen[m] = true, todo.push_back(m);
+    }
+    return ranks;
+  }
+
+ private:
+  struct At {
+    size_t tb, node;
+  };
+
+  size_t node(int r, size_t tb, size_t op) const { return first_[r][tb] + op; }
+
+  void addProgramOrder() {
+    for (int r = 0; r < plan_.nranks; ++r)
+      for (size_t t = 0; t < plan_.ranks[r].threadblocks.size(); ++t)
+        for (size_t k = 1; k < plan_.ranks[r].threadblocks[t].ops.size(); ++k) next_[node(r, t, k - 1)].push_back(node(r, t, k));
+  }
+
+  static bool oneBlock(const std::vector<At>& ops) {
+    for (const At& a : ops)
+      if (a.tb != ops.front().tb) return false;
+    return true;
+  }
+
+  // Waits count a channel's signals: the j-th wait of a call needs j + 1 of
+  // the call's signals (or later calls', made after all of this call's),
+  // whatever order they land in, so the signaller made its j-th by then.
+  void addSignalsToWaits() {
+    using Key = std::tuple<int, int, int, int64_t>;  // signaller, waiter, type, tag
+    std::map<Key, std::vector<At>> signals, waits;
+    for (int r = 0; r < plan_.nranks; ++r)
+      for (size_t t = 0; t < plan_.ranks[r].threadblocks.size(); ++t)
+        for (size_t k = 0; k < plan_.ranks[r].threadblocks[t].ops.size(); ++k) {
+          const PlanOp& op = plan_.ranks[r].threadblocks[t].ops[k];
+          if (op.channel < 0) continue;
+          const PlanChannel& c = plan_.ranks[r].channels[op.channel];
+          if (op.kind == PlanOp::Kind::Signal) signals[{r, c.peer, static_cast<int>(c.type), c.tag}].push_back({t, node(r, t, k)});
+          if (op.kind == PlanOp::Kind::Wait) waits[{c.peer, r, static_cast<int>(c.type), c.tag}].push_back({t, node(r, t, k)});
+        }
+    for (const auto& [key, w] : waits) {
+      auto s = signals.find(key);
+      if (s == signals.end() || !oneBlock(s->second)) continue;  // several signalling blocks: which one counted is unknown
+      const bool matched = oneBlock(w);
+      for (size_t j = 0; j < w.size(); ++j)
+        if (!matched) next_[s->second.front().node].push_back(w[j].node);
+        else if (j < s->second.size()) next_[s->second[j].node].push_back(w[j].node);
+    }
+  }
+
+  // The n-th barrier of a group in each of its blocks is one meeting:
+  // every block leaves it after every block arrived.
+  void addBarriers() {
+    for (int r = 0; r < plan_.nranks; ++r) {
+      std::map<std::pair<int, int>, std::vector<size_t>> meetings;  // (group, n) -> the blocks' barrier ops
+      for (size_t t = 0; t < plan_.ranks[r].threadblocks.size(); ++t) {
+        std::map<int, int> seen;
+        for (size_t k = 0; k < plan_.ranks[r].threadblocks[t].ops.size(); ++k) {
+          const PlanOp& op = plan_.ranks[r].threadblocks[t].ops[k];
+          if (op.kind == PlanOp::Kind::Barrier) meetings[{op.barrier, seen[op.barrier]++}].push_back(node(r, t, k));
+        }
+      }
+      for (const auto& [meeting, ops] : meetings)
+        for (size_t a : ops)
+          for (size_t b : ops)
+            if (a != b) next_[a].push_back(b);
+    }
+  }
+
+  const Plan& plan_;
+  std::vector<std::vector<size_t>> first_;  // [rank][thread block] -> node of its first operation
+  std::vector<int> rankOf_;                 // node -> rank
+  std::vector<std::vector<size_t>> next_;   // node -> nodes that happen after it
+};
+
+}  // namespace
+
+std::vector<bool> happensAfterRank(const Plan& plan, int from) { return OpGraph(plan).reachedRanks(from); }
+
+bool putsHearFromTheirTarget(const Plan& plan) {
   if (plan.ll() || plan.inPlace) return false;
-  std::set<std::pair<int, int>> puts, waits;  // (rank, peer)
+  std::set<std::pair<int, int>> puts;  // (writer, target)
   for (int r = 0; r < plan.nranks; ++r)
     for (const auto& tb : plan.ranks[r].threadblocks)
-      for (const auto& op : tb.ops) {
-        if (op.channel < 0) continue;
-        const int peer = plan.ranks[r].channels[op.channel].peer;
-        if (op.kind == PlanOp::Kind::Put) puts.insert({r, peer});
-        if (op.kind == PlanOp::Kind::Wait) waits.insert({r, peer});
-      }
-  for (const auto& pair : puts)
-    if (!waits.count(pair)) return false;
+      for (const auto& op : tb.ops)
+        if (op.kind == PlanOp::Kind::Put) puts.insert({r, plan.ranks[r].channels[op.channel].peer});
+  const OpGraph graph(plan);
+  std::map<int, std::vector<bool>> heardBy;  // target -> ranks that hear from it
+  for (const auto& [writer, target] : puts) {
+    auto it = heardBy.find(target);
+    if (it == heardBy.end()) it = heardBy.emplace(target, graph.reachedRanks(target)).first;
+    if (!it->second[writer]) return false;
+  }
   return true;
 }
 

@@ -2,6 +2,8 @@
 // handshake that keeps a rank's calls apart from its peers'.
 #pragma once
 
+#include <vector>
+
 #include "plugboard/plan.hpp"
 
 namespace plugboard {
@@ -16,15 +18,27 @@ namespace plugboard {
 bool callsNeedNoHandshake(const Plan& plan);
 
 /// True for a simple plan, not in place, in which every rank that puts
-/// into a peer waits for a signal from that peer in every call (the
-/// loader matches each wait with a signal). A rank that puts into this
-/// rank in call k + 2 has then had this rank's signal of call k + 1, sent
-/// only after this rank finished call k; a get is served by its owner in
-/// the owner's own call. So the host executor may run such a plan without
-/// the handshake, keeping two halves of the output and scratch (what
-/// peers write) and using call k's parity; the input, which no peer
-/// writes, is taken in at each call's start, which an in-place plan's
-/// output would not survive.
-bool putsWaitForTheirTarget(const Plan& plan);
+/// into a peer hears from that peer in every call: some operation of the
+/// peer's call happens before some operation of the writer's, through
+/// signals and the waits they satisfy, each thread block's order, and
+/// barriers (happensAfterRank). A rank that puts into this rank in call
+/// k + 2 has then finished call k + 1, which heard from an operation of
+/// this rank's call k + 1, begun only after this rank finished call k; a
+/// get is served by its owner in the owner's own call. So the host
+/// executor may run such a plan without the handshake, keeping two halves
+/// of the output and scratch (what peers write) and using call k's parity;
+/// the input, which no peer writes, is taken in at each call's start,
+/// which an in-place plan's output would not survive. Allpairs plans hear
+/// from each target directly (a wait for its signal), rings around the
+/// ring.
+bool putsHearFromTheirTarget(const Plan& plan);
+
+/// For each rank r, whether some operation of rank r happens, within one
+/// call, after some operation of rank `from` (true for `from` itself).
+/// Only orders every run has count: a wait follows the signal it must have
+/// had (on a channel whose signals one thread block makes, the j-th wait
+/// of a single waiting block follows the j-th signal, any other wait the
+/// first); a channel signalled from several blocks orders nothing.
+std::vector<bool> happensAfterRank(const Plan& plan, int from);
 
 }  // namespace plugboard
