@@ -12,6 +12,21 @@ set -u
 build=${1:?usage: sanitize-tests.sh BUILD_DIR [TOOL:FILTER ...]}
 shift
 cases=("$@")
+# "timeouts": the tests that wait for a timeout, an abort or a peer's
+# notice (the waits the tests set themselves, 0.1-30 s, stay: overrides win
+# over the environment's 300 s), memcheck over each group, racecheck and
+# synccheck over the abort of skipped calls.
+if [ "${cases[0]:-}" = timeouts ]; then
+  cases=(
+    memcheck:GpuFifo.FullQueueWithoutConsumerEndsInReportedError:GpuFifo.AbortReleasesWaitingProducers:GpuMemoryChannel.WaitWithoutSignalEndsInReportedError
+    memcheck:GpuCollectives.RankSkippingACallEndsInAReportedTimeout:GpuCollectives.AbortEndsKernelsWaitingForARankThatSkips
+    memcheck:GpuCollectives.ARankThatFails*:GpuCollectives.ACommunicatorsReportedFailureEndsAWaitingCall
+    memcheck:GpuCollectivesPort.RankSkipping*:GpuCollectivesPort.Abort*
+    memcheck:GpuPlan.RankSkipping*:GpuPlan.APeersReportedFailureEndsARunWaitingForIt:GpuPlanSelection.AFailedPlanCallEndsThePeersPlanCalls
+    memcheck:GpuSwitch.SizesThatDifferBetweenRanksFailOnEveryRank
+    racecheck:GpuCollectives.AbortEndsKernelsWaitingForARankThatSkips
+    synccheck:GpuCollectives.AbortEndsKernelsWaitingForARankThatSkips)
+fi
 [ ${#cases[@]} -gt 0 ] || cases=(
   memcheck:GpuCollectives.ReducingCollectivesMatchReferenceTwoRanks
   racecheck:GpuCollectives.ReducingCollectivesMatchReferenceTwoRanks
@@ -26,7 +41,7 @@ export PLUGBOARD_GPU_WAIT_TIMEOUT=300 PLUGBOARD_TIMEOUT=300 NCCL_NVLS_ENABLE=0 P
 status=0
 for c in "${cases[@]}"; do
   tool=${c%%:*} filter=${c#*:}
-  log="$logs/$tool-${filter//[\/*]/_}.log"  # a parameterized test's name has slashes; filters have stars
+  log="$logs/$tool-${filter//[\/*:]/_}.log"  # parameterized names have slashes; filters stars and colons
   start=$(date +%s)
   timeout "${SANITIZE_TIMEOUT:-300}" "$sanitizer" --tool "$tool" --target-processes all --error-exitcode 9 \
     "$build/bin/plugboard_gpu_tests" --gtest_filter="$filter" > "$log" 2>&1
