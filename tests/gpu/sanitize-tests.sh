@@ -15,10 +15,13 @@ cases=("$@")
 # "timeouts": the tests that wait for a timeout, an abort or a peer's
 # notice (the waits the tests set themselves, 0.1-30 s, stay: overrides win
 # over the environment's 300 s), memcheck over each group, racecheck and
-# synccheck over the abort of skipped calls.
+# synccheck over the abort of skipped calls. A filter never mixes tests
+# that fork their ranks with tests that use CUDA in the parent (GpuFifo):
+# ranks forked after that hang.
 if [ "${cases[0]:-}" = timeouts ]; then
   cases=(
-    memcheck:GpuFifo.FullQueueWithoutConsumerEndsInReportedError:GpuFifo.AbortReleasesWaitingProducers:GpuMemoryChannel.WaitWithoutSignalEndsInReportedError
+    memcheck:GpuFifo.FullQueueWithoutConsumerEndsInReportedError:GpuFifo.AbortReleasesWaitingProducers
+    memcheck:GpuMemoryChannel.WaitWithoutSignalEndsInReportedError
     memcheck:GpuCollectives.RankSkippingACallEndsInAReportedTimeout:GpuCollectives.AbortEndsKernelsWaitingForARankThatSkips
     memcheck:GpuCollectives.ARankThatFails*:GpuCollectives.ACommunicatorsReportedFailureEndsAWaitingCall
     memcheck:GpuCollectivesPort.RankSkipping*:GpuCollectivesPort.Abort*
