@@ -198,6 +198,8 @@ std::shared_ptr<NcclLibrary> NcclLibrary::fromHandle(void* handle, const std::st
   resolveOptional(handle, "ncclCommAbort", a.commAbort);
   resolveOptional(handle, "ncclCommFinalize", a.commFinalize);
   resolveOptional(handle, "ncclCommGetAsyncError", a.commGetAsyncError);
+  resolveOptional(handle, "ncclRedOpCreatePreMulSum", a.redOpCreatePreMulSum);
+  resolveOptional(handle, "ncclRedOpDestroy", a.redOpDestroy);
   resolveOptional(handle, "ncclGetLastError", a.getLastError);
   resolveOptional(handle, "ncclAlltoAll", a.allToAll);
   resolveOptional(handle, "ncclMemAlloc", a.memAlloc);

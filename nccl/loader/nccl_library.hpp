@@ -29,6 +29,8 @@ constexpr int kWinCollSymmetric = 0x01;
 enum DataType : int { Int8 = 0, Uint8 = 1, Int32 = 2, Uint32 = 3, Int64 = 4, Uint64 = 5, Float16 = 6, Float32 = 7, Float64 = 8, BFloat16 = 9, Float8E4M3 = 10, Float8E5M2 = 11 };
 /// ncclRedOp_t values (Avg since NCCL 2.10).
 enum RedOp : int { Sum = 0, Prod = 1, Max = 2, Min = 3, Avg = 4 };
+/// ncclScalarResidence_t: ncclRedOpCreatePreMulSum's scalar is read from the host at creation.
+constexpr int kScalarHostImmediate = 1;
 }  // namespace nccl
 
 /// The NCCL functions plugboard-perf uses, resolved from the library.
@@ -43,6 +45,9 @@ struct NcclApi {
   nccl::Result (*commFinalize)(nccl::Comm comm) = nullptr;                             ///< ncclCommFinalize
   nccl::Result (*commGetAsyncError)(nccl::Comm comm, nccl::Result* asyncError) = nullptr;  ///< ncclCommGetAsyncError
   const char* (*getLastError)(nccl::Comm comm) = nullptr;                              ///< ncclGetLastError
+  /// ncclRedOpCreatePreMulSum (residence: nccl::kScalarHostImmediate or device)
+  nccl::Result (*redOpCreatePreMulSum)(int* op, void* scalar, int type, int residence, nccl::Comm comm) = nullptr;
+  nccl::Result (*redOpDestroy)(int op, nccl::Comm comm) = nullptr;  ///< ncclRedOpDestroy
   /// ncclAlltoAll (NCCL 2.28 and later)
   nccl::Result (*allToAll)(const void* send, void* recv, size_t count, int type, nccl::Comm comm, nccl::Stream s) = nullptr;
   /// ncclAllReduce

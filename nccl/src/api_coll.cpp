@@ -9,7 +9,7 @@
 #include "api_util.hpp"
 #include "group.hpp"
 #include "plugboard/logger.hpp"
-#include "premul_scale.hpp"
+#include "plugboard/gpu/collectives.hpp"
 
 using namespace plugboard;
 using namespace plugboard::ncclapi;
@@ -88,11 +88,18 @@ void forwardOrDefer(const RealNcclComm* real, Call&& call) {
   call();
 }
 
-/// Queues the scaling of a PreMulSum call: dst = scalar x src, count elements.
+/// The core's form of a PreMulSum op's scalar.
+PreMulScalar scalarOf(const PreMulSum& op) {
+  PreMulScalar s;
+  s.device = op.scalarOnDevice ? op.deviceScalar : nullptr;
+  s.hostValue = op.hostValue;
+  return s;
+}
+
+/// Queues dst = op's scalar x src, count elements: what a call handed to the
+/// real NCCL sums (the core's own calls scale as they reduce).
 void preMulScale(void* dst, const void* src, size_t count, const PreMulSum& op, cudaStream_t stream) {
-  const cudaError_t e = launchPreMulScale(dst, src, count, op, stream);
-  if (e != cudaSuccess)
-    throw ApiFailure(Result::UnhandledCudaError, std::string("PreMulSum scaling kernel: ") + cudaGetErrorString(e));
+  plugboard::preMulScale(dst, src, count, op.type, scalarOf(op), stream);
 }
 
 /// Runs body(scaled) with scaled = a stream-ordered scratch copy of src x
@@ -166,8 +173,7 @@ PB_NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, siz
       });
     issueOrDefer(comm, stream, [=] {
       if (!a.preMul) return comm->gpu->allReduce(sendbuff, recvbuff, count, a.type, a.op, stream);
-      preMulScale(recvbuff, sendbuff, count, *a.preMul, stream);  // recvbuff holds count elements too
-      comm->gpu->allReduce(recvbuff, recvbuff, count, a.type, a.op, stream);
+      comm->gpu->allReduce(sendbuff, recvbuff, count, a.type, scalarOf(*a.preMul), stream);
     });
   });
 }
@@ -209,9 +215,7 @@ PB_NCCL_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t
       });
     issueOrDefer(comm, stream, [=] {
       if (!a.preMul) return comm->gpu->reduce(sendbuff, recvbuff, count, a.type, a.op, root, stream);
-      withScaledCopy(sendbuff, count, a.bytes, *a.preMul, stream, [&](const void* scaled) {
-        comm->gpu->reduce(scaled, recvbuff, count, a.type, a.op, root, stream);
-      });
+      comm->gpu->reduce(sendbuff, recvbuff, count, a.type, scalarOf(*a.preMul), root, stream);
     });
   });
 }
@@ -248,10 +252,7 @@ PB_NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
       });
     issueOrDefer(comm, stream, [=] {
       if (!a.preMul) return comm->gpu->reduceScatter(sendbuff, recvbuff, recvcount, a.type, a.op, stream);
-      const size_t n = static_cast<size_t>(comm->size());  // recvcount x n cannot overflow: bytes x n is a real buffer
-      withScaledCopy(sendbuff, recvcount * n, a.bytes * n, *a.preMul, stream, [&](const void* scaled) {
-        comm->gpu->reduceScatter(scaled, recvbuff, recvcount, a.type, a.op, stream);
-      });
+      comm->gpu->reduceScatter(sendbuff, recvbuff, recvcount, a.type, scalarOf(*a.preMul), stream);
     });
   });
 }

@@ -1,6 +1,7 @@
 // The PreMulSum reduction ops of one communicator (ncclRedOpCreatePreMulSum):
 // each is "multiply every input element by a scalar, then sum". Pure
-// bookkeeping, no CUDA: the scaling kernel is premul_scale.cu.
+// bookkeeping, no CUDA: the core scales (plugboard::preMulScale, and the
+// pipelined kernels as they reduce).
 #pragma once
 
 #include <array>

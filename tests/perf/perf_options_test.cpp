@@ -63,6 +63,14 @@ TEST(PerfOptions, ParsesGpuFlags) {
   EXPECT_TRUE(parse({"--find-nccl", "--nccl-lib", "/x/libnccl.so.2"}).findNccl);  // a flag without a value
 }
 
+TEST(PerfOptions, PreMulSumIsASumWithAScalarOnGpuBuffersOnly) {
+  const Options o = parse({"-o", "premulsum", "--mem", "gpu"});
+  EXPECT_TRUE(o.preMul);
+  EXPECT_EQ(o.op, ReduceOp::Sum);
+  EXPECT_FALSE(parse({"-o", "avg"}).preMul);
+  EXPECT_NE(parseError({"-o", "premulsum", "--mem", "host"}).find("is a GPU op"), std::string::npos);
+}
+
 TEST(PerfOptions, BadMemValueListsChoices) {
   std::string e = parseError({"--mem", "device"});
   EXPECT_NE(e.find("--mem 'device'"), std::string::npos) << e;

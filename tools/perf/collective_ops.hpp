@@ -53,6 +53,7 @@ struct Call {
   std::vector<char>* send;  ///< Host send buffer (max(send, recv) elements: in-place results land in it).
   std::vector<char>* recv;  ///< Host receive buffer.
   HostPlanExecutor* plan = nullptr;  ///< --plan: run through it instead of HostCollectives.
+  bool preMul = false;               ///< GPU: the reducing call is a PreMulSum of scalar 1 (op is Sum).
 };
 
 /// Where a call reads its input and writes its result.

@@ -6,6 +6,8 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -15,6 +17,11 @@ namespace plugboard::perf {
 
 /// Throws Error(System) "CUDA <what>: <error string>" unless err is cudaSuccess.
 void checkCuda(cudaError_t err, const std::string& what);
+
+/// The bytes of 1 in type: the scalar of `-o premulsum` (a PreMulSum that
+/// keeps Sum's results, so the usual check holds). Error(InvalidUsage) for
+/// the 8-bit floats, which have no PreMulSum.
+std::array<uint8_t, 8> preMulOne(DataType type);
 
 /// Device memory for the largest row of a sweep: one send and one receive
 /// buffer. Subclasses allocate and free them.

@@ -207,6 +207,7 @@ std::vector<Row> runGpuSweep(GpuBackend& ours, GpuBackend* nccl, Bootstrap& boot
         continue;
       }
       Call call{c, opts.type, opts.op, opts.root, rank, n, row.shape, inPlace, &send, &recv};
+      call.preMul = opts.preMul;
       CallPointers onDevice = callPointers(call, dev.send(), dev.recv());
       Run mine{ours, call, onDevice, stream, boot, waitSeconds};
       Measure m = measure(mine, dev, timer, opts);

@@ -48,7 +48,23 @@ NcclBackend::NcclBackend(std::shared_ptr<NcclLibrary> lib, Bootstrap& boot, bool
 }
 
 NcclBackend::~NcclBackend() {
-  if (comm_) lib_->api().commDestroy(comm_);
+  if (!comm_) return;
+  for (const auto& [type, op] : preMulOps_) lib_->api().redOpDestroy(op, comm_);
+  lib_->api().commDestroy(comm_);
+}
+
+int NcclBackend::preMulOp(DataType type) {
+  auto it = preMulOps_.find(type);
+  if (it != preMulOps_.end()) return it->second;
+  const NcclApi& a = lib_->api();
+  if (!a.redOpCreatePreMulSum || !a.redOpDestroy)
+    throw Error(ErrorCode::InvalidUsage, "-o premulsum: this NCCL has no ncclRedOpCreatePreMulSum");
+  std::array<uint8_t, 8> one = preMulOne(type);
+  int op = 0;
+  lib_->check(a.redOpCreatePreMulSum(&op, one.data(), ncclTypeOf(type), nccl::kScalarHostImmediate, comm_),
+              "ncclRedOpCreatePreMulSum");
+  preMulOps_.emplace(type, op);
+  return op;
 }
 
 std::unique_ptr<DeviceBuffers> NcclBackend::ownBuffers(size_t sendBytes, size_t recvBytes) {
@@ -93,7 +109,7 @@ void NcclWindowBuffers::release() noexcept {
 void NcclBackend::run(const Call& c, const CallPointers& p, cudaStream_t s) {
   const NcclApi& a = lib_->api();
   size_t k = c.shape.callCount;
-  int t = ncclTypeOf(c.type), op = ncclOpOf(c.op);
+  int t = ncclTypeOf(c.type), op = c.preMul ? preMulOp(c.type) : ncclOpOf(c.op);
   switch (c.collective) {
     case Collective::AllReduce: lib_->check(a.allReduce(p.send, p.result, k, t, op, comm_, s), "ncclAllReduce"); return;
     case Collective::AllGather: lib_->check(a.allGather(p.send, p.result, k, t, comm_, s), "ncclAllGather"); return;

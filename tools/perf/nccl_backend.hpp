@@ -2,6 +2,7 @@
 // with CUDA (PLUGBOARD_HAVE_CUDA).
 #pragma once
 
+#include <map>
 #include <memory>
 
 #include "gpu_backend.hpp"
@@ -40,11 +41,14 @@ class NcclBackend : public GpuBackend {
 
  private:
   void allToAll(const Call& c, const CallPointers& p, cudaStream_t s);
+  /// The PreMulSum op of scalar 1 for type (-o premulsum), made on first use.
+  int preMulOp(DataType type);
   void sendRecv(const Call& c, const CallPointers& p, cudaStream_t s);
 
   std::shared_ptr<NcclLibrary> lib_;
   nccl::Comm comm_ = nullptr;
   bool symmetric_ = false;
+  std::map<DataType, int> preMulOps_;  ///< Destroyed with the communicator.
 };
 
 /// Two buffers from ncclMemAlloc, each registered on comm as a symmetric

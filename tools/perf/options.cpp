@@ -56,7 +56,7 @@ const char* usageText() {
          "  -c, --check 0/1        check every result against a reference       default 1\n"
          "  -d, --datatype T       int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double\n"
          "                         f8e4m3 f8e5m2 (host buffers)                 default float\n"
-         "  -o, --op OP            sum prod min max avg                          default sum\n"
+         "  -o, --op OP            sum prod min max avg premulsum (GPU: a PreMulSum of scalar 1) default sum\n"
          "  -r, --root R           root of broadcast/reduce                      default 0\n"
          "  -G N                   GPU: capture the -n iterations in a CUDA graph and time N launches\n"
          "  -z, -t, -g             accepted for nccl-tests compatibility (one thread, one GPU per rank)\n"
@@ -115,7 +115,10 @@ Options parseOptions(int argc, char** argv) {
     else if (f == "-w" || f == "--warmup_iters") o.warmup = static_cast<int>(parseInt(v, f, 0, 1000000));
     else if (f == "-c" || f == "--check") o.check = parseInt(v, f, 0, 1) != 0;
     else if (f == "-d" || f == "--datatype") o.type = parseDataType(v);
-    else if (f == "-o" || f == "--op") o.op = parseReduceOp(v);
+    else if (f == "-o" || f == "--op") {
+      o.preMul = v == "premulsum";
+      o.op = o.preMul ? ReduceOp::Sum : parseReduceOp(v);
+    }
     else if (f == "-r" || f == "--root") o.root = static_cast<int>(parseInt(v, f, 0, 1 << 20));
     else if (f == "-C" || f == "--collective") o.collective = v;
     else if (f == "--nranks") o.nranks = static_cast<int>(parseInt(v, f, 1, 256));
@@ -132,6 +135,7 @@ Options parseOptions(int argc, char** argv) {
   }
   if (o.minBytes > o.maxBytes) bad("-b", std::to_string(o.minBytes), "larger than -e " + std::to_string(o.maxBytes));
   if (o.ncclSymmetric && !o.compareNccl) bad("--nccl-symmetric", "", "needs --compare nccl");
+  if (o.preMul && o.mem == MemMode::Host) bad("-o", "premulsum", "is a GPU op (NCCL's PreMulSum): not with --mem host");
   if (!factorGiven) o.stepFactor = 1.0;
   if (!factorGiven && o.stepBytes == 0) bad("-i", "0", "step must be positive");
   return o;

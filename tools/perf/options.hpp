@@ -32,6 +32,7 @@ struct Options {
   bool check = true;                   ///< -c
   DataType type = DataType::Float32;   ///< -d
   ReduceOp op = ReduceOp::Sum;         ///< -o
+  bool preMul = false;                 ///< -o premulsum: a PreMulSum of scalar 1 (sum's results, the scaling's cost; GPU)
   int root = 0;                        ///< -r
   std::string collective = "allreduce";///< -C
   int nranks = 0;                      ///< --nranks: start this many local ranks (0: use the launcher's env)

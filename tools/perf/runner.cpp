@@ -71,6 +71,7 @@ void fitShapeToPlan(Shape& s, Collective c, uint64_t inputChunks) {
 }
 
 std::vector<Row> runSweep(HostCollectives& hc, const Options& opts, Collective c, HostPlanExecutor* plan) {
+  if (opts.preMul) throw Error(ErrorCode::InvalidUsage, "-o premulsum is a GPU op (NCCL's PreMulSum): not on host buffers");
   Communicator& comm = hc.communicator();
   size_t es = dataTypeSize(opts.type);
   std::vector<Row> rows;

@@ -8,7 +8,9 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -16,6 +18,21 @@
 #include "plugboard/datatype.hpp"
 
 namespace plugboard {
+
+/// The scalar of a PreMulSum call, of the call's type: in device memory,
+/// read when the call's kernels run (a graph replay reads it anew), or its
+/// bytes, taken at the call.
+struct PreMulScalar {
+  const void* device = nullptr;         ///< Where the scalar is; null: hostValue.
+  std::array<uint8_t, 8> hostValue{};  ///< The scalar's bytes (the type's first bytes).
+};
+
+/// dst = scalar x src, count elements of type (not the 8-bit floats:
+/// Error(InvalidUsage)), enqueued on stream: integers wrap in their width,
+/// floats multiply in float (double for Float64) and round once. The scale
+/// that PreMulSum calls apply.
+void preMulScale(void* dst, const void* src, size_t count, DataType type, const PreMulScalar& scalar,
+                 cudaStream_t stream);
 
 /// Collectives on device memory. Construction is collective: it connects
 /// every pair for CUDA memory, allocates and exchanges scratch buffers and
@@ -91,6 +108,20 @@ class GpuCollectives {
   void broadcast(const void* send, void* recv, size_t count, DataType type, int root, cudaStream_t stream);
   /// recv on root = op over ranks of send (recv is written on root only).
   void reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root, cudaStream_t stream);
+  /// allReduce, reduceScatter and reduce as PreMulSums (NCCL's
+  /// ncclRedOpCreatePreMulSum): each rank's send times its own scalar,
+  /// summed over ranks. The pipelined kernels scale as they read; the other
+  /// paths (one rank, the LL and relay sizes) reduce a scaled copy: in recv
+  /// for allreduce, else in stream-ordered scratch (cudaMallocAsync, so
+  /// graphs capture it). Not for
+  /// the 8-bit floats (Error(InvalidUsage)). YAML plans and the switch
+  /// algorithms do not take them at the pipelined sizes.
+  void allReduce(const void* send, void* recv, size_t count, DataType type, const PreMulScalar& scalar,
+                 cudaStream_t stream);
+  void reduceScatter(const void* send, void* recv, size_t count, DataType type, const PreMulScalar& scalar,
+                     cudaStream_t stream);
+  void reduce(const void* send, void* recv, size_t count, DataType type, const PreMulScalar& scalar, int root,
+              cudaStream_t stream);
   /// Block j of send goes to rank j; block i of recv comes from rank i (count elements per block).
   void allToAll(const void* send, void* recv, size_t count, DataType type, cudaStream_t stream);
   /// Sends count elements to peer; pairs with the peer's recv (or the

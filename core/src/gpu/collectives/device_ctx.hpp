@@ -108,6 +108,14 @@ PB_HOST_DEVICE_INLINE uint32_t encodeFailure(int peer, Coll coll, uint32_t code)
   return (static_cast<uint32_t>(peer + 1) << 16) | (static_cast<uint32_t>(coll) << 8) | (code & 0xff);
 }
 
+/// A PreMulSum scalar as the kernels take it: none, or *device read when
+/// the kernel runs, or the first bytes of hostBits (the call's type).
+struct PreMulArgs {
+  bool on = false;
+  const void* device = nullptr;
+  uint64_t hostBits = 0;
+};
+
 /// Arguments of the reducing pipeline kernel (allreduce, reducescatter, reduce).
 struct ReduceArgs {
   const char* send;
@@ -119,6 +127,7 @@ struct ReduceArgs {
   int root;
   bool oneShot;         ///< AllReduce / Reduce: whole buffer to every receiver, no gather.
   uint32_t divisor;     ///< Results are divided by it (avg: the rank count; else 1).
+  PreMulArgs preMul;    ///< Sum only: this rank's send is scaled first (PreMulSum).
 };
 
 /// Arguments of the byte-moving pipeline kernel.

@@ -1,6 +1,7 @@
 // GpuCollectives calls: check arguments (before anything is enqueued),
 // pick the algorithm and chunk size from the call's arguments and the
 // settings only (so every rank picks the same), and enqueue one kernel.
+#include <cstring>
 #include <string>
 
 #include "gpu/collectives/algorithm.hpp"
@@ -92,14 +93,15 @@ static gpucoll::CommShape shapeOf(const GpuCollectives::Impl& m) { return {m.nra
 /// Launches the reducing pipeline kernel for a call already checked
 /// (oneShot: allreduce / reduce on the one-shot path).
 static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv, size_t count, DataType type,
-                           ReduceOp op, Coll coll, int root, bool oneShot, cudaStream_t stream) {
+                           ReduceOp op, Coll coll, int root, bool oneShot, cudaStream_t stream,
+                           const gpucoll::PreMulArgs& preMul = {}) {
   const uint64_t E = dataTypeSize(type), unit = 16 / E;
   uint64_t longest = count;
   if (coll != Coll::ReduceScatter && !oneShot) longest = (roundUp(count, unit) / unit + m.nranks - 1) / m.nranks * unit;
   if (longest > count) longest = count;
   gpucoll::ReduceArgs a{static_cast<const char*>(send), static_cast<char*>(recv), count,
                         chunkFor(m, longest * E, m.nranks - 1) / E, unit, coll, root, oneShot,
-                        gpucoll::resultDivisor(op, m.nranks)};
+                        gpucoll::resultDivisor(op, m.nranks), preMul};
   gpucoll::launchReduce(m.ctx, a, type, op, m.settings.threads, stream);
 }
 
@@ -218,6 +220,91 @@ void GpuCollectives::reduce(const void* send, void* recv, size_t count, DataType
   if (!startCall(m, count)) return;
   if (m.nranks == 1) return copyAsync(recv, send, count * dataTypeSize(type), stream);
   launchReducing(m, send, recv, count, type, op, Coll::Reduce, root, stream);
+}
+
+namespace {
+
+/// A PreMulSum scalar as the kernels take it.
+gpucoll::PreMulArgs preMulArgs(const PreMulScalar& scalar) {
+  gpucoll::PreMulArgs a;
+  a.on = true;
+  a.device = scalar.device;
+  std::memcpy(&a.hostBits, scalar.hostValue.data(), sizeof(a.hostBits));
+  return a;
+}
+
+void requirePreMulType(const GpuCollectives::Impl& m, const char* name, DataType type) {
+  if (type == DataType::Float8E4M3 || type == DataType::Float8E5M2)
+    throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(m.rank) + ": " + name +
+                                             ": PreMulSum takes no 8-bit float type (got " + dataTypeName(type) + ")");
+}
+
+/// body(scaled), scaled = a stream-ordered scratch copy of count elements
+/// of send times the scalar, freed after body's work on the stream.
+template <typename Body>
+void withScaledCopy(const void* send, size_t count, DataType type, const PreMulScalar& scalar, cudaStream_t stream,
+                    Body&& body) {
+  const size_t bytes = count * dataTypeSize(type);
+  void* scaled = nullptr;
+  PB_CUDA_CHECK(cudaMallocAsync(&scaled, bytes ? bytes : 1, stream));
+  try {
+    preMulScale(scaled, send, count, type, scalar, stream);
+    body(static_cast<const void*>(scaled));
+  } catch (...) {
+    cudaFreeAsync(scaled, stream);
+    throw;
+  }
+  PB_CUDA_CHECK(cudaFreeAsync(scaled, stream));
+}
+
+}  // namespace
+
+void GpuCollectives::allReduce(const void* send, void* recv, size_t count, DataType type, const PreMulScalar& scalar,
+                               cudaStream_t stream) {
+  Impl& m = *impl_;
+  requirePreMulType(m, "allreduce", type);
+  if (!startSymmetricReducing(m, "allreduce", send, recv, count, type, ReduceOp::Sum)) return;
+  if (m.nranks == 1) return preMulScale(recv, send, count, type, scalar, stream);
+  const gpucoll::ReducePath path = gpucoll::reducePath(m.settings, shapeOf(m), count * dataTypeSize(type));
+  if (path == gpucoll::ReducePath::TwoShot || path == gpucoll::ReducePath::OneShot)
+    return reducePipeline(m, send, recv, count, type, ReduceOp::Sum, Coll::AllReduce, 0,
+                          path == gpucoll::ReducePath::OneShot, stream, preMulArgs(scalar));
+  preMulScale(recv, send, count, type, scalar, stream);  // recv holds count elements too: no scratch
+  allReduce(recv, recv, count, type, ReduceOp::Sum, stream);
+}
+
+void GpuCollectives::reduceScatter(const void* send, void* recv, size_t count, DataType type,
+                                   const PreMulScalar& scalar, cudaStream_t stream) {
+  Impl& m = *impl_;
+  requirePreMulType(m, "reducescatter", type);
+  if (!startSymmetricReducing(m, "reducescatter", send, recv, count, type, ReduceOp::Sum)) return;
+  if (m.nranks == 1) return preMulScale(recv, send, count, type, scalar, stream);
+  const uint64_t input = count * m.nranks * dataTypeSize(type);
+  if (!gpucoll::usesRelay(m.settings, shapeOf(m), input) &&
+      !gpucoll::blocksUseLL(m.settings, shapeOf(m), count * dataTypeSize(type)))
+    return reducePipeline(m, send, recv, count, type, ReduceOp::Sum, Coll::ReduceScatter, 0, false, stream,
+                          preMulArgs(scalar));
+  withScaledCopy(send, count * m.nranks, type, scalar, stream,
+                 [&](const void* scaled) { reduceScatter(scaled, recv, count, type, ReduceOp::Sum, stream); });
+}
+
+void GpuCollectives::reduce(const void* send, void* recv, size_t count, DataType type, const PreMulScalar& scalar,
+                            int root, cudaStream_t stream) {
+  Impl& m = *impl_;
+  requirePreMulType(m, "reduce", type);
+  CallCheck k{m.rank, m.nranks, "reduce"};
+  k.type(type);
+  k.rankArg(root, "root", true);
+  k.buffer(send, "send buffer", count, type);
+  if (m.rank == root) k.buffer(recv, "recv buffer", count, type);
+  if (!startCall(m, count)) return;
+  if (m.nranks == 1) return preMulScale(recv, send, count, type, scalar, stream);
+  const gpucoll::ReducePath path = gpucoll::reducePath(m.settings, shapeOf(m), count * dataTypeSize(type));
+  if (path == gpucoll::ReducePath::TwoShot || path == gpucoll::ReducePath::OneShot)
+    return reducePipeline(m, send, recv, count, type, ReduceOp::Sum, Coll::Reduce, root,
+                          path == gpucoll::ReducePath::OneShot, stream, preMulArgs(scalar));
+  withScaledCopy(send, count, type, scalar, stream,
+                 [&](const void* scaled) { reduce(scaled, recv, count, type, ReduceOp::Sum, root, stream); });
 }
 
 namespace {

@@ -11,6 +11,9 @@
 //    peer (reduce: the root), and each receiver reduces it into its recv.
 //    One hop instead of two, at (n - 1) times two-shot's bytes per rank
 //    over 2 (n - 1) / n: the same bytes on 2 ranks.
+// PreMulSum (a Sum with ReduceArgs::preMul on): this rank's send is scaled
+// as it is read, in stage 1's copies and as stage 2's own operand, so the
+// call makes no scaling pass of its own.
 // Chunk c of every segment belongs to block c mod G. Per block and step c
 // the messages on pipe (me -> p) are: the reduce-scatter chunk c of
 // segment p, then (two-shot only) the gathered chunk c of segment me; the
@@ -48,6 +51,33 @@ struct Segments {
   }
 };
 
+/// The PreMulSum scalar of a call (false: none; only Sum kernels have one).
+template <typename T, typename Op>
+__device__ __forceinline__ bool preMulScalar(const PreMulArgs& p, T* scale) {
+  if constexpr (!std::is_same_v<Op, OpSum>) {
+    return false;
+  } else {
+    if (!p.on) return false;
+    if (p.device) {
+      *scale = *static_cast<const T*>(p.device);
+    } else {
+      uint64_t bits = p.hostBits;
+      memcpy(scale, &bits, sizeof(T));
+    }
+    return true;
+  }
+}
+
+/// Stage 1's copy of send bytes into a peer's slot, scaled for a PreMulSum.
+template <typename T, typename Op>
+__device__ __forceinline__ void copyOwn(char* dst, const char* src, uint64_t elems, bool scaled, T scale, uint32_t tid,
+                                        uint32_t nt) {
+  if constexpr (std::is_same_v<Op, OpSum>) {
+    if (scaled) return reduceElems<T, OpSum, true>(&dst, 1, &src, 1, elems, tid, nt, 1, 0, scale);
+  }
+  copyBytes(dst, src, elems * sizeof(T), tid, nt);
+}
+
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kMaxBlockThreads, 1) reduceKernel(DeviceCtx c, ReduceArgs a) {
   constexpr uint64_t E = sizeof(T);
@@ -60,6 +90,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) reduceKernel(DeviceCtx c,
   // A one-shot reduce's non-roots only send.
   const bool reduces = !(a.oneShot && toRoot && me != a.root);
   const uint32_t tid = threadIdx.x, nt = blockDim.x;
+  T scale{};
+  const bool scaled = preMulScalar<T, Op>(a.preMul, &scale);
   const uint64_t steps = (seg.length(0) + a.chunkElems - 1) / a.chunkElems;  // segment 0 is the longest
   for (uint64_t c0 = blockIdx.x; c0 < steps; c0 += gridDim.x) {
     const uint64_t off = c0 * a.chunkElems;
@@ -69,7 +101,7 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) reduceKernel(DeviceCtx c,
     };
     if (!waitStage(c, s, rsTo, Nobody{}, a.coll)) break;
     for (int p = 0; p < n; ++p)
-      if (rsTo(p)) copyBytes(sendSlot(c, s, p), a.send + (seg.start(p) + off) * E, seg.chunk(p, c0) * E, tid, nt);
+      if (rsTo(p)) copyOwn<T, Op>(sendSlot(c, s, p), a.send + (seg.start(p) + off) * E, seg.chunk(p, c0), scaled, scale, tid, nt);
     signalStage(c, s, rsTo, Nobody{}, a.coll);
     // Stage 2: reduce chunk c0 of my segment; write it out (and gather it).
     const uint64_t mine = seg.chunk(me, c0);
@@ -90,7 +122,12 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) reduceKernel(DeviceCtx c,
       }
       __syncthreads();
       ndst = *s.ndst;
-      reduceElems<T, Op>(s.ptrs + n, ndst, s.ptrs, n, mine, tid, nt, a.divisor);
+      if constexpr (std::is_same_v<Op, OpSum>) {
+        if (scaled) reduceElems<T, OpSum, true>(s.ptrs + n, ndst, s.ptrs, n, mine, tid, nt, a.divisor, me, scale);
+        else reduceElems<T, Op>(s.ptrs + n, ndst, s.ptrs, n, mine, tid, nt, a.divisor);
+      } else {
+        reduceElems<T, Op>(s.ptrs + n, ndst, s.ptrs, n, mine, tid, nt, a.divisor);
+      }
       signalStage(c, s, gatherTo, fromPeer, a.coll);
     }
     // Stage 3: gathered chunks of the other segments.

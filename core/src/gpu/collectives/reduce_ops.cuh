@@ -98,6 +98,27 @@ struct Acc<int64_t> : IntAcc<int64_t, uint64_t> {};
 template <>
 struct Acc<uint64_t> : IntAcc<uint64_t, uint64_t> {};
 
+/// x times s as a PreMulSum scales an input, in T itself: integers wrap in
+/// their own width, floats multiply in their accumulator and round once (so
+/// a fused scale gives the bits a separate scaling pass would).
+template <typename T>
+__device__ __forceinline__ T preMul(T x, T s) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(x) * static_cast<U>(s)));
+  } else {
+    return Acc<T>::out(Acc<T>::in(x) * Acc<T>::in(s));
+  }
+}
+
+/// Element e of source k, scaled when k is the PreMulSum's scaled source
+/// (kScaled: the caller passes one).
+template <typename T, bool kScaled>
+__device__ __forceinline__ T sourceElem(T e, int k, int scaled, T scale) {
+  if constexpr (kScaled) return k == scaled ? preMul(e, scale) : e;
+  else return e;
+}
+
 /// Sum and product act on the accumulator; min and max compare as the
 /// element type (Acc<T>::less).
 struct OpSum {
@@ -145,9 +166,9 @@ __device__ __forceinline__ T loadElem(const char* base, uint64_t i) {
 
 /// Reduces vectors v + k * step, k < kBatch, over nsrc sources into ndst
 /// outputs: the batch's loads of one source are in flight together.
-template <typename T, typename Op, uint32_t kBatch>
+template <typename T, typename Op, uint32_t kBatch, bool kScaled>
 __device__ __forceinline__ void reduceVectors(char* const* dst, int ndst, const char* const* src, int nsrc, uint64_t v,
-                                              uint64_t step, uint32_t divisor) {
+                                              uint64_t step, uint32_t divisor, int scaled, T scale) {
   using A = typename Acc<T>::type;
   constexpr uint32_t kPer = 16 / sizeof(T);
   A acc[kBatch][kPer];
@@ -158,7 +179,7 @@ __device__ __forceinline__ void reduceVectors(char* const* dst, int ndst, const 
   for (uint32_t b = 0; b < kBatch; ++b) {
     const T* e = reinterpret_cast<const T*>(&raw[b]);
 #pragma unroll
-    for (uint32_t j = 0; j < kPer; ++j) acc[b][j] = Acc<T>::in(e[j]);
+    for (uint32_t j = 0; j < kPer; ++j) acc[b][j] = Acc<T>::in(sourceElem<T, kScaled>(e[j], 0, scaled, scale));
   }
   for (int k = 1; k < nsrc; ++k) {
 #pragma unroll
@@ -167,7 +188,8 @@ __device__ __forceinline__ void reduceVectors(char* const* dst, int ndst, const 
     for (uint32_t b = 0; b < kBatch; ++b) {
       const T* e = reinterpret_cast<const T*>(&raw[b]);
 #pragma unroll
-      for (uint32_t j = 0; j < kPer; ++j) acc[b][j] = Op::template apply<T, A>(acc[b][j], Acc<T>::in(e[j]));
+      for (uint32_t j = 0; j < kPer; ++j)
+        acc[b][j] = Op::template apply<T, A>(acc[b][j], Acc<T>::in(sourceElem<T, kScaled>(e[j], k, scaled, scale)));
     }
   }
 #pragma unroll
@@ -183,10 +205,11 @@ __device__ __forceinline__ void reduceVectors(char* const* dst, int ndst, const 
 /// outputs, elems elements, split over threads [0, nthreads), each result
 /// divided by divisor (1 except for avg). 16-byte
 /// vectors when every pointer is 16-byte aligned (in batches of kBatch per
-/// thread, then single vectors), then a scalar remainder.
-template <typename T, typename Op>
+/// thread, then single vectors), then a scalar remainder. kScaled: source
+/// `scaled` is multiplied by `scale` as it is read (preMul; PreMulSum).
+template <typename T, typename Op, bool kScaled = false>
 __device__ void reduceElems(char* const* dst, int ndst, const char* const* src, int nsrc, uint64_t elems,
-                            uint32_t tid, uint32_t nthreads, uint32_t divisor) {
+                            uint32_t tid, uint32_t nthreads, uint32_t divisor, int scaled = -1, T scale = T()) {
   using A = typename Acc<T>::type;
   // 8-bit types accumulate 16 words per vector: a batch of 4 would not fit kMaxBlockThreads' registers.
   constexpr uint32_t kPer = 16 / sizeof(T), kBatch = sizeof(T) == 1 ? 2 : 4;
@@ -198,13 +221,15 @@ __device__ void reduceElems(char* const* dst, int ndst, const char* const* src, 
     const uint64_t vecs = elems / kPer;
     uint64_t v = tid;
     for (; v + (kBatch - 1) * nthreads < vecs; v += kBatch * nthreads)
-      reduceVectors<T, Op, kBatch>(dst, ndst, src, nsrc, v, nthreads, divisor);
-    for (; v < vecs; v += nthreads) reduceVectors<T, Op, 1>(dst, ndst, src, nsrc, v, nthreads, divisor);
+      reduceVectors<T, Op, kBatch, kScaled>(dst, ndst, src, nsrc, v, nthreads, divisor, scaled, scale);
+    for (; v < vecs; v += nthreads)
+      reduceVectors<T, Op, 1, kScaled>(dst, ndst, src, nsrc, v, nthreads, divisor, scaled, scale);
     done = vecs * kPer;
   }
   for (uint64_t i = done + tid; i < elems; i += nthreads) {
-    A acc = Acc<T>::in(loadElem<T>(src[0], i));
-    for (int k = 1; k < nsrc; ++k) acc = Op::template apply<T, A>(acc, Acc<T>::in(loadElem<T>(src[k], i)));
+    A acc = Acc<T>::in(sourceElem<T, kScaled>(loadElem<T>(src[0], i), 0, scaled, scale));
+    for (int k = 1; k < nsrc; ++k)
+      acc = Op::template apply<T, A>(acc, Acc<T>::in(sourceElem<T, kScaled>(loadElem<T>(src[k], i), k, scaled, scale)));
     const T out = finish<T>(acc, divisor);
     for (int k = 0; k < ndst; ++k) reinterpret_cast<T*>(dst[k])[i] = out;
   }
