@@ -1,10 +1,12 @@
 // GpuCollectives' PreMulSum calls (allreduce, reducescatter, reduce with a
-// PreMulScalar) on every path: LL and relay sizes through a scaled copy, the
-// one-shot and two-shot pipelines scaling as they read. Every rank has its
+// PreMulScalar) on every path: the LL kernels and the one-shot and two-shot
+// pipelines scaling as they read, the host relay (over ethernet) through a
+// scaled copy. Every rank has its
 // own scalar, so a kernel that scaled a peer's data by its own (or twice, or
 // not at all) gives a wrong sum; inputs and scalars keep every value exact.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -122,6 +124,20 @@ TEST(GpuPreMulSum, EachRankScalesItsOwnInputOnEveryPath) {
         intCalls(g, rank, nranks, s, count);
       }
     });
+}
+
+TEST(GpuPreMulSum, RelayedAndPortPipelinedCallsScaleEachRanksOwnInput) {
+  PB_REQUIRE_GPU_NO_INIT();
+  // Over ethernet (no pair mapped): up to 8 KiB a call goes through the host
+  // relay, 100003 floats through the PortChannel pipeline.
+  Settings relay = {{"gpu_scratch_bytes", "65536"}, {"gpu_blocks", "2"}, {"gpu_threads", "256"},
+                    {"gpu_chunk_bytes", "8192"}, {"gpu_host_relay_bytes", "8192"}};
+  runGpuRanks(2, relay, [](GpuCollectives& g, int rank, int nranks, cudaStream_t s) {
+    for (size_t count : {size_t(7), size_t(1009), size_t(100003)}) {
+      floatCalls(g, rank, nranks, s, count);
+      intCalls(g, rank, nranks, s, count);
+    }
+  }, std::chrono::seconds(110), [](int, Settings&) { setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1); });
 }
 
 TEST(GpuPreMulSum, EightBitFloatsAreRefusedBeforeAnythingIsEnqueued) {

@@ -110,12 +110,12 @@ class GpuCollectives {
   void reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root, cudaStream_t stream);
   /// allReduce, reduceScatter and reduce as PreMulSums (NCCL's
   /// ncclRedOpCreatePreMulSum): each rank's send times its own scalar,
-  /// summed over ranks. The pipelined kernels scale as they read; the other
-  /// paths (one rank, the LL and relay sizes) reduce a scaled copy: in recv
-  /// for allreduce, else in stream-ordered scratch (cudaMallocAsync, so
-  /// graphs capture it). Not for
+  /// summed over ranks. The LL and pipelined kernels scale as they read;
+  /// the relay sizes and a single rank reduce a scaled copy: in recv for
+  /// allreduce, else in stream-ordered scratch (cudaMallocAsync, so graphs
+  /// capture it). Not for
   /// the 8-bit floats (Error(InvalidUsage)). YAML plans and the switch
-  /// algorithms do not take them at the pipelined sizes.
+  /// algorithms do not take them.
   void allReduce(const void* send, void* recv, size_t count, DataType type, const PreMulScalar& scalar,
                  cudaStream_t stream);
   void reduceScatter(const void* send, void* recv, size_t count, DataType type, const PreMulScalar& scalar,

@@ -266,6 +266,9 @@ void GpuCollectives::allReduce(const void* send, void* recv, size_t count, DataT
   if (!startSymmetricReducing(m, "allreduce", send, recv, count, type, ReduceOp::Sum)) return;
   if (m.nranks == 1) return preMulScale(recv, send, count, type, scalar, stream);
   const gpucoll::ReducePath path = gpucoll::reducePath(m.settings, shapeOf(m), count * dataTypeSize(type));
+  if (path == gpucoll::ReducePath::LL)
+    return gpucoll::launchLL(m.ctx, Coll::AllReduce, send, recv, count, type, ReduceOp::Sum, 0, m.settings.threads,
+                             stream, preMulArgs(scalar));
   if (path == gpucoll::ReducePath::TwoShot || path == gpucoll::ReducePath::OneShot)
     return reducePipeline(m, send, recv, count, type, ReduceOp::Sum, Coll::AllReduce, 0,
                           path == gpucoll::ReducePath::OneShot, stream, preMulArgs(scalar));
@@ -280,10 +283,13 @@ void GpuCollectives::reduceScatter(const void* send, void* recv, size_t count, D
   if (!startSymmetricReducing(m, "reducescatter", send, recv, count, type, ReduceOp::Sum)) return;
   if (m.nranks == 1) return preMulScale(recv, send, count, type, scalar, stream);
   const uint64_t input = count * m.nranks * dataTypeSize(type);
-  if (!gpucoll::usesRelay(m.settings, shapeOf(m), input) &&
-      !gpucoll::blocksUseLL(m.settings, shapeOf(m), count * dataTypeSize(type)))
+  if (!gpucoll::usesRelay(m.settings, shapeOf(m), input)) {
+    if (gpucoll::blocksUseLL(m.settings, shapeOf(m), count * dataTypeSize(type)))
+      return gpucoll::launchLL(m.ctx, Coll::ReduceScatter, send, recv, count, type, ReduceOp::Sum, 0,
+                               m.settings.threads, stream, preMulArgs(scalar));
     return reducePipeline(m, send, recv, count, type, ReduceOp::Sum, Coll::ReduceScatter, 0, false, stream,
                           preMulArgs(scalar));
+  }
   withScaledCopy(send, count * m.nranks, type, scalar, stream,
                  [&](const void* scaled) { reduceScatter(scaled, recv, count, type, ReduceOp::Sum, stream); });
 }
@@ -300,6 +306,9 @@ void GpuCollectives::reduce(const void* send, void* recv, size_t count, DataType
   if (!startCall(m, count)) return;
   if (m.nranks == 1) return preMulScale(recv, send, count, type, scalar, stream);
   const gpucoll::ReducePath path = gpucoll::reducePath(m.settings, shapeOf(m), count * dataTypeSize(type));
+  if (path == gpucoll::ReducePath::LL)  // a non-root stores nothing: no recv
+    return gpucoll::launchLL(m.ctx, Coll::Reduce, send, m.rank != root ? nullptr : recv, count, type, ReduceOp::Sum,
+                             root, m.settings.threads, stream, preMulArgs(scalar));
   if (path == gpucoll::ReducePath::TwoShot || path == gpucoll::ReducePath::OneShot)
     return reducePipeline(m, send, recv, count, type, ReduceOp::Sum, Coll::Reduce, root,
                           path == gpucoll::ReducePath::OneShot, stream, preMulArgs(scalar));

@@ -19,9 +19,9 @@ inline size_t pipesSharedBytes(int nranks) { return 32 * static_cast<size_t>(nra
 /// pair mapped: allreduce, reduce (recv null on non-roots), broadcast (send
 /// null on non-roots; type and op unused), reducescatter (count: elements
 /// per rank block), allgather or alltoall (count per block; op unused); a
-/// grid sized to the packets.
+/// grid sized to the packets. preMul: a reducing Sum's PreMulSum scalar.
 void launchLL(const DeviceCtx& c, Coll coll, const void* send, void* recv, uint64_t count, DataType type,
-              ReduceOp op, int root, uint32_t threads, cudaStream_t stream);
+              ReduceOp op, int root, uint32_t threads, cudaStream_t stream, const PreMulArgs& preMul = {});
 /// Pipelined reducing collective (two-shot allreduce, reducescatter, reduce).
 void launchReduce(const DeviceCtx& c, const ReduceArgs& a, DataType type, ReduceOp op, uint32_t threads,
                   cudaStream_t stream);

@@ -34,6 +34,8 @@
 //    place, is not stored again).
 //  - The grid is sized to the packets (one per thread, at most G blocks):
 //    a few-byte call runs one block.
+//  - A PreMulSum (LLArgs::preMul, Sum kernels) scales this rank's input as
+//    each packet of it is loaded: what goes to peers and the own operand.
 #include "gpu/collectives/kernels.hpp"
 #include "gpu/collectives/ll_packet.cuh"
 #include "gpu/collectives/pipe_device.cuh"
@@ -52,6 +54,7 @@ struct LLArgs {
   Coll coll;
   int root;
   uint32_t divisor;  ///< Results are divided by it (avg: the rank count; else 1).
+  PreMulArgs preMul;  ///< Sum only: the input is scaled first (PreMulSum).
 
   /// Peer p gets input block p (else the whole input).
   __device__ bool blocked() const { return coll == Coll::ReduceScatter || coll == Coll::AllToAll; }
@@ -71,10 +74,18 @@ __global__ void __launch_bounds__(kMaxBlockThreads, 1) llKernel(DeviceCtx c, LLA
   const ScratchLayout& L = c.layout;
   const uint64_t mine = L.ll + (2ull * c.rank + parity) * L.llHalf;  // my area in every peer
   const bool pick = a.coll == Coll::Broadcast, blocked = a.blocked(), gathers = a.gathers();
-  // Packet i of the payload for rank p (zeros without an input).
+  T scale{};
+  const bool scaled = preMulScalar<T, Op>(a.preMul, &scale);
+  // Packet i of the payload for rank p (zeros without an input), scaled for a PreMulSum.
   auto payload = [&](int p, uint64_t i) {
     if (!a.send) return make_uint2(0, 0);
-    return loadPayload(a.send + (blocked ? static_cast<uint64_t>(p) * a.bytes : 0), i, a.bytes);
+    uint2 v = loadPayload(a.send + (blocked ? static_cast<uint64_t>(p) * a.bytes : 0), i, a.bytes);
+    if (scaled) {
+      T* e = reinterpret_cast<T*>(&v);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) e[j] = preMul(e[j], scale);
+    }
+    return v;
   };
   auto own = [&](uint64_t i) { return payload(c.rank, i); };
   for (uint64_t i = gtid; i < packets; i += gsize) {
@@ -134,10 +145,10 @@ uint32_t llGrid(const DeviceCtx& c, uint64_t bytes, uint32_t threads) {
 }  // namespace
 
 void launchLL(const DeviceCtx& c, Coll coll, const void* send, void* recv, uint64_t count, DataType type,
-              ReduceOp op, int root, uint32_t threads, cudaStream_t stream) {
+              ReduceOp op, int root, uint32_t threads, cudaStream_t stream, const PreMulArgs& preMul) {
   const uint64_t bytes = count * dataTypeSize(type);
   const LLArgs a{static_cast<const char*>(send), static_cast<char*>(recv), bytes, coll, root,
-                 resultDivisor(op, c.nranks)};
+                 resultDivisor(op, c.nranks), preMul};
   const uint32_t grid = llGrid(c, bytes, threads);
   if (coll == Coll::Broadcast || coll == Coll::AllGather || coll == Coll::AllToAll) {
     // bytes moved as they are: one instance serves every type

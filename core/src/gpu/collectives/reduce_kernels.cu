@@ -51,23 +51,6 @@ struct Segments {
   }
 };
 
-/// The PreMulSum scalar of a call (false: none; only Sum kernels have one).
-template <typename T, typename Op>
-__device__ __forceinline__ bool preMulScalar(const PreMulArgs& p, T* scale) {
-  if constexpr (!std::is_same_v<Op, OpSum>) {
-    return false;
-  } else {
-    if (!p.on) return false;
-    if (p.device) {
-      *scale = *static_cast<const T*>(p.device);
-    } else {
-      uint64_t bits = p.hostBits;
-      memcpy(scale, &bits, sizeof(T));
-    }
-    return true;
-  }
-}
-
 /// Stage 1's copy of send bytes into a peer's slot, scaled for a PreMulSum.
 template <typename T, typename Op>
 __device__ __forceinline__ void copyOwn(char* dst, const char* src, uint64_t elems, bool scaled, T scale, uint32_t tid,

@@ -16,7 +16,10 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
+
+#include "gpu/collectives/device_ctx.hpp"
 
 namespace plugboard::gpucoll {
 
@@ -137,6 +140,23 @@ struct OpMax {
   template <typename T, typename A>
   static __device__ __forceinline__ A apply(A a, A b) { return Acc<T>::less(a, b) ? b : a; }
 };
+
+/// The PreMulSum scalar of a call (false: none; only Sum kernels have one).
+template <typename T, typename Op>
+__device__ __forceinline__ bool preMulScalar(const PreMulArgs& p, T* scale) {
+  if constexpr (!std::is_same_v<Op, OpSum>) {
+    return false;
+  } else {
+    if (!p.on) return false;
+    if (p.device) {
+      *scale = *static_cast<const T*>(p.device);
+    } else {
+      uint64_t bits = p.hostBits;
+      memcpy(scale, &bits, sizeof(T));
+    }
+    return true;
+  }
+}
 
 /// The stored value of an accumulated result: divided by `divisor` first
 /// when it is not 1 (avg).
