@@ -26,6 +26,17 @@ namespace {
 
 using Settings = std::map<std::string, std::string>;
 
+/// Small scratch and thresholds so short vectors cover the three allreduce
+/// and reduce paths (LL below 4 KiB / (ranks - 1), e.g. 1009 floats on 2
+/// ranks, 7 on any; one-shot below 32 KiB / (ranks - 1), e.g. 3000 floats
+/// on 2 and 3 ranks; two-shot above, e.g. 100003), both send/recv paths (LL
+/// below 4 KiB per direction, e.g. 1009 halves; pipeline from 2048 halves) and
+/// every pipeline wraps its slots (4 blocks x 4 slots of 4 KiB per peer).
+const Settings kSmall = {{"gpu_allreduce_small_bytes", "4096"}, {"gpu_allreduce_oneshot_bytes", "32768"},
+                         {"gpu_blocks_small_bytes", "4096"},    {"gpu_p2p_small_bytes", "4096"},
+                         {"gpu_scratch_bytes", "65536"},        {"gpu_blocks", "4"},
+                         {"gpu_threads", "256"},                {"gpu_chunk_bytes", "4096"}};
+
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }

@@ -16,17 +16,6 @@ using namespace plugboard::test;
 
 namespace {
 
-/// Small scratch and thresholds so short vectors cover the three allreduce
-/// and reduce paths (LL below 4 KiB / (ranks - 1), e.g. 1009 floats on 2
-/// ranks, 7 on any; one-shot below 32 KiB / (ranks - 1), e.g. 3000 floats
-/// on 2 and 3 ranks; two-shot above, e.g. 100003), both send/recv paths (LL
-/// below 4 KiB per direction, e.g. 1009 halves; pipeline from 2048 halves) and
-/// every pipeline wraps its slots (4 blocks x 4 slots of 4 KiB per peer).
-const Settings kSmall = {{"gpu_allreduce_small_bytes", "4096"}, {"gpu_allreduce_oneshot_bytes", "32768"},
-                         {"gpu_blocks_small_bytes", "4096"},    {"gpu_p2p_small_bytes", "4096"},
-                         {"gpu_scratch_bytes", "65536"},        {"gpu_blocks", "4"},
-                         {"gpu_threads", "256"},                {"gpu_chunk_bytes", "4096"}};
-
 const ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg};
 /// 0, tiny, odd, LL (< 4096 bytes for 4-byte types), one-shot, two-shot and larger than the scratch.
 const size_t kCounts[] = {0, 1, 7, 1009, 3000, 100003};

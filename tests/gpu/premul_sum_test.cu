@@ -19,13 +19,6 @@ using namespace plugboard::test;
 
 namespace {
 
-/// Small thresholds (as gpu_collectives_test.cu's): on 2 and 3 ranks 7
-/// floats go as LL packets, 3000 one-shot, 100003 two-shot.
-const Settings kPaths = {{"gpu_allreduce_small_bytes", "4096"}, {"gpu_allreduce_oneshot_bytes", "32768"},
-                         {"gpu_blocks_small_bytes", "4096"},    {"gpu_p2p_small_bytes", "4096"},
-                         {"gpu_scratch_bytes", "65536"},        {"gpu_blocks", "4"},
-                         {"gpu_threads", "256"},                {"gpu_chunk_bytes", "4096"}};
-
 float inputOf(int rank, size_t i) { return static_cast<float>(i % 13) + static_cast<float>(rank); }
 float scalarOf(int rank) { return 0.5f * static_cast<float>(rank + 1); }
 
@@ -118,7 +111,7 @@ void intCalls(GpuCollectives& g, int rank, int n, cudaStream_t s, size_t count) 
 TEST(GpuPreMulSum, EachRankScalesItsOwnInputOnEveryPath) {
   PB_REQUIRE_GPU_NO_INIT();
   for (int n : {2, 3})
-    runGpuRanks(n, kPaths, [](GpuCollectives& g, int rank, int nranks, cudaStream_t s) {
+    runGpuRanks(n, kSmall, [](GpuCollectives& g, int rank, int nranks, cudaStream_t s) {
       for (size_t count : {size_t(7), size_t(3000), size_t(100003)}) {
         floatCalls(g, rank, nranks, s, count);
         intCalls(g, rank, nranks, s, count);
@@ -142,7 +135,7 @@ TEST(GpuPreMulSum, RelayedAndPortPipelinedCallsScaleEachRanksOwnInput) {
 
 TEST(GpuPreMulSum, EightBitFloatsAreRefusedBeforeAnythingIsEnqueued) {
   PB_REQUIRE_GPU_NO_INIT();
-  runGpuRanks(2, kPaths, [](GpuCollectives& g, int, int, cudaStream_t s) {
+  runGpuRanks(2, kSmall, [](GpuCollectives& g, int, int, cudaStream_t s) {
     DevBuf buf(64);
     requireError([&] { g.allReduce(buf.p, buf.p, 64, DataType::Float8E4M3, PreMulScalar{}, s); },
                  ErrorCode::InvalidUsage, {"allreduce", "no 8-bit float type"});

@@ -16,6 +16,17 @@ Plan shipped(const std::string& name) {
   return loadPlan(std::string(PLUGBOARD_TEST_SOURCE_DIR) + "/../plans/" + name + ".json");
 }
 
+/// A put or put_packet of chunk 0 of src into chunk 0 of dst on channel.
+PlanOp oneChunk(PlanOp::Kind kind, int channel, PlanChunk::Buffer src, PlanChunk::Buffer dst) {
+  PlanOp o;
+  o.kind = kind;
+  o.channel = channel;
+  o.src.buffer = src;
+  o.dst.buffer = dst;
+  o.src.size = o.dst.size = 1;
+  return o;
+}
+
 /// An LL plan of two ranks in which only rank 0 puts packets (to rank 1).
 Plan oneWayPackets() {
   Plan p;
@@ -24,13 +35,8 @@ Plan oneWayPackets() {
   p.inputChunks = p.outputChunks = p.packetChunks = 1;
   p.ranks.resize(2);
   for (int r = 0; r < 2; ++r) p.ranks[r].channels.push_back(PlanChannel{1 - r, PlanChannel::Type::Memory, 0});
-  PlanOp put;
-  put.kind = PlanOp::Kind::PutPacket;
-  put.channel = 0;
-  put.src.buffer = PlanChunk::Buffer::Input;
-  put.dst.buffer = PlanChunk::Buffer::Packets;
-  put.src.size = put.dst.size = 1;
-  p.ranks[0].threadblocks.push_back({0, {put}});
+  p.ranks[0].threadblocks.push_back(
+      {0, {oneChunk(PlanOp::Kind::PutPacket, 0, PlanChunk::Buffer::Input, PlanChunk::Buffer::Packets)}});
   return p;
 }
 
@@ -85,12 +91,7 @@ Plan relayThroughRankTwo(std::vector<PlanThreadBlock> rank2) {
   p.ranks.resize(3);
   for (int r = 0; r < 3; ++r)
     for (int peer = 0; peer < 3; ++peer) p.ranks[r].channels.push_back(PlanChannel{peer, PlanChannel::Type::Port, 0});
-  PlanOp put;
-  put.kind = PlanOp::Kind::Put;
-  put.channel = 1;
-  put.src.buffer = PlanChunk::Buffer::Input;
-  put.dst.buffer = PlanChunk::Buffer::Output;
-  put.src.size = put.dst.size = 1;
+  const PlanOp put = oneChunk(PlanOp::Kind::Put, 1, PlanChunk::Buffer::Input, PlanChunk::Buffer::Output);
   p.ranks[0].threadblocks.push_back({0, {put, op(PlanOp::Kind::Wait, 2)}});
   p.ranks[1].threadblocks.push_back({0, {op(PlanOp::Kind::Signal, 2)}});
   p.ranks[2].threadblocks = std::move(rank2);
