@@ -175,6 +175,18 @@ bool startSymmetricReducing(GpuCollectives::Impl& m, const char* name, const voi
   return startCall(m, count);
 }
 
+/// A reduce's argument checks (recv only on the root), then startCall.
+bool startReduce(GpuCollectives::Impl& m, const void* send, const void* recv, size_t count, DataType type,
+                 ReduceOp op, int root) {
+  CallCheck k{m.rank, m.nranks, "reduce"};
+  k.type(type);
+  k.op(op);
+  k.rankArg(root, "root", true);
+  k.buffer(send, "send buffer", count, type);
+  if (m.rank == root) k.buffer(recv, "recv buffer", count, type);
+  return startCall(m, count);
+}
+
 }  // namespace
 
 void GpuCollectives::allReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
@@ -211,13 +223,7 @@ void GpuCollectives::reduceScatter(const void* send, void* recv, size_t count, D
 void GpuCollectives::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root,
                             cudaStream_t stream) {
   Impl& m = *impl_;
-  CallCheck k{m.rank, m.nranks, "reduce"};
-  k.type(type);
-  k.op(op);
-  k.rankArg(root, "root", true);
-  k.buffer(send, "send buffer", count, type);
-  if (m.rank == root) k.buffer(recv, "recv buffer", count, type);
-  if (!startCall(m, count)) return;
+  if (!startReduce(m, send, recv, count, type, op, root)) return;
   if (m.nranks == 1) return copyAsync(recv, send, count * dataTypeSize(type), stream);
   launchReducing(m, send, recv, count, type, op, Coll::Reduce, root, stream);
 }
@@ -298,12 +304,7 @@ void GpuCollectives::reduce(const void* send, void* recv, size_t count, DataType
                             int root, cudaStream_t stream) {
   Impl& m = *impl_;
   requirePreMulType(m, "reduce", type);
-  CallCheck k{m.rank, m.nranks, "reduce"};
-  k.type(type);
-  k.rankArg(root, "root", true);
-  k.buffer(send, "send buffer", count, type);
-  if (m.rank == root) k.buffer(recv, "recv buffer", count, type);
-  if (!startCall(m, count)) return;
+  if (!startReduce(m, send, recv, count, type, ReduceOp::Sum, root)) return;
   if (m.nranks == 1) return preMulScale(recv, send, count, type, scalar, stream);
   const gpucoll::ReducePath path = gpucoll::reducePath(m.settings, shapeOf(m), count * dataTypeSize(type));
   if (path == gpucoll::ReducePath::LL)  // a non-root stores nothing: no recv
