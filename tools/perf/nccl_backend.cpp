@@ -109,7 +109,9 @@ void NcclWindowBuffers::release() noexcept {
 void NcclBackend::run(const Call& c, const CallPointers& p, cudaStream_t s) {
   const NcclApi& a = lib_->api();
   size_t k = c.shape.callCount;
-  int t = ncclTypeOf(c.type), op = c.preMul ? preMulOp(c.type) : ncclOpOf(c.op);
+  const bool reduces = c.collective == Collective::AllReduce || c.collective == Collective::ReduceScatter ||
+                       c.collective == Collective::Reduce;
+  int t = ncclTypeOf(c.type), op = c.preMul && reduces ? preMulOp(c.type) : ncclOpOf(c.op);
   switch (c.collective) {
     case Collective::AllReduce: lib_->check(a.allReduce(p.send, p.result, k, t, op, comm_, s), "ncclAllReduce"); return;
     case Collective::AllGather: lib_->check(a.allGather(p.send, p.result, k, t, comm_, s), "ncclAllGather"); return;
