@@ -1,7 +1,7 @@
 // The ib-verbs transport's parts that need no RDMA device (issue 16): the
 // HCA filter in NCCL_IB_HCA's syntax, GID choice from a GID table, the
 // address and key blobs with bad input, write striping, completion errors,
-// the per-queue-pair post queues.
+// the per-queue-pair post queues, the GPUDirect flush reads a signal waits for.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -14,6 +14,7 @@
 #include "device.hpp"
 #include "error.hpp"
 #include "gid.hpp"
+#include "gpu_flush.hpp"
 #include "hca_filter.hpp"
 #include "post_queues.hpp"
 #include "qp_plan.hpp"
@@ -272,7 +273,8 @@ TEST(IbSettings, DefaultsFollowNcclAndEveryKeyIsDeclared) {
   EXPECT_EQ(s.retryCount, 7);
   EXPECT_EQ(s.qpsPerConnection, 1);
   EXPECT_TRUE(s.hca.matches("anything", 1));
-  EXPECT_EQ(settingSpecs().size(), 10u);
+  EXPECT_TRUE(s.gdrFlush);
+  EXPECT_EQ(settingSpecs().size(), 11u);
   s = settingsFrom({{"hca", "=mlx5_1:1"}, {"mtu", "1024"}, {"qps_per_connection", "4"}, {"traffic_class", "106"}});
   EXPECT_FALSE(s.hca.matches("mlx5_0", 1));
   EXPECT_EQ(s.mtu, IBV_MTU_1024);
@@ -286,6 +288,8 @@ TEST(IbSettings, OutOfRangeValuesNameTheSettingAndTheRange) {
   expectError([] { settingsFrom({{"mtu", "1500"}}); }, PB_ERR_INVALID, {"ib_verbs.mtu = '1500'", "2048 or 4096"});
   expectError([] { settingsFrom({{"qps_per_connection", "two"}}); }, PB_ERR_INVALID, {"qps_per_connection", "'two'"});
   expectError([] { settingsFrom({{"hca", "mlx5_0:abc"}}); }, PB_ERR_INVALID, {"ib_verbs.hca", "port 'abc'"});
+  expectError([] { settingsFrom({{"gdr_flush", "yes"}}); }, PB_ERR_INVALID, {"ib_verbs.gdr_flush = 'yes'", "0 to 1"});
+  EXPECT_FALSE(settingsFrom({{"gdr_flush", "0"}}).gdrFlush);
 }
 
 TEST(IbQpPlan, TransitionsCarryTheRightAttributesAndMasks) {
@@ -512,4 +516,58 @@ TEST(IbPostQueues, APostThatThrowsLeavesItsRequestQueued) {
   EXPECT_THROW(q.pump([](size_t, std::string&) { throw std::runtime_error("post failed"); }), std::runtime_error);
   EXPECT_EQ(q.waiting(0), 1u);
   EXPECT_EQ(q.inFlight(0), 0u);
+}
+
+// ---- GPUDirect flush reads -------------------------------------------------
+
+TEST(IbGpuFlush, HostWritesAndEmptyWritesNeedNoFlush) {
+  GpuFlushTracker t(2);
+  t.wrote(0, false, 1, 0x11, 0x1000, 4096);  // host memory: PCIe keeps it ordered with the signal
+  t.wrote(1, true, 2, 0x22, 0x2000, 0);      // no bytes
+  EXPECT_TRUE(t.empty());
+  EXPECT_TRUE(t.take().empty());
+}
+
+TEST(IbGpuFlush, OneReadPerQueuePairAndRegionOfTheLastWrittenByte) {
+  GpuFlushTracker t(3);
+  t.wrote(0, true, 7, 0x77, 0x1000, 100);
+  t.wrote(0, true, 7, 0x77, 0x5000, 16);  // same region, same queue pair: one read, of the later write
+  t.wrote(2, true, 7, 0x77, 0x9000, 8);   // same region on another queue pair: its own read
+  t.wrote(0, true, 9, 0x99, 0x20000, 1);  // another region (maybe another GPU): its own read
+  EXPECT_FALSE(t.empty());
+  const std::vector<FlushRead> reads = t.take();
+  ASSERT_EQ(reads.size(), 3u);
+  EXPECT_EQ(reads[0].qp, 0u);
+  EXPECT_EQ(reads[0].remoteAddr, 0x5000u + 15);
+  EXPECT_EQ(reads[0].rkey, 0x77u);
+  EXPECT_EQ(reads[1].qp, 0u);
+  EXPECT_EQ(reads[1].remoteAddr, 0x20000u);
+  EXPECT_EQ(reads[1].rkey, 0x99u);
+  EXPECT_EQ(reads[2].qp, 2u);
+  EXPECT_EQ(reads[2].remoteAddr, 0x9000u + 7);
+  EXPECT_TRUE(t.empty()) << "take() forgets what it returned";
+  EXPECT_TRUE(t.take().empty()) << "a second signal with no write between needs no flush";
+}
+
+TEST(IbGpuFlush, ASignalWaitsForEveryQueuePairsReadThroughThePostQueues) {
+  // The connection's order: writes, then the flush reads, then the atomic
+  // (draining the other queue pairs). The atomic must not go before the
+  // read on queue pair 1 completed.
+  GpuFlushTracker t(2);
+  PostQueues<std::string> q(2, 8);
+  q.push(0, "write0", false);
+  q.push(1, "write1", false);
+  t.wrote(0, true, 1, 0x1, 0x1000, 64);
+  t.wrote(1, true, 1, 0x1, 0x2000, 64);
+  for (const FlushRead& f : t.take()) q.push(f.qp, "read" + std::to_string(f.qp), false);
+  q.push(0, "signal", true);
+  Posted posted;
+  pumpInto(q, posted);
+  EXPECT_EQ(posted, (Posted{"0:write0", "0:read0", "1:write1", "1:read1"}));
+  EXPECT_TRUE(q.completed(1));  // write1
+  pumpInto(q, posted);
+  EXPECT_EQ(posted.size(), 4u) << "read1 has not returned";
+  EXPECT_TRUE(q.completed(1));  // read1
+  pumpInto(q, posted);
+  EXPECT_EQ(posted.back(), "0:signal");
 }

@@ -42,9 +42,10 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
     psns_.push_back(randomPsn());
   }
   backlog_ = std::make_unique<PostQueues<Request>>(nqps, kSendDepth);
-  fetched_.reset(new uint64_t[1]());
-  fetchedMr_.reset(ibv_reg_mr(ctx.pd(), fetched_.get(), sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE));
-  if (!fetchedMr_) verbsNullFailure(to + "ibv_reg_mr of the atomics' result word", PB_ERR_SYSTEM);
+  flushes_ = GpuFlushTracker(nqps);
+  fetched_.reset(new uint64_t[2]());
+  fetchedMr_.reset(ibv_reg_mr(ctx.pd(), fetched_.get(), 2 * sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE));
+  if (!fetchedMr_) verbsNullFailure(to + "ibv_reg_mr of the atomics' and flush reads' result words", PB_ERR_SYSTEM);
 
   wire::AddressBlob blob;
   blob.rank = ctx.host().rank();
@@ -155,9 +156,9 @@ void Connection::checkSignal(const RemoteRegion& dst, size_t dstOffset) const {
                 " is not 8-byte aligned");
 }
 
-uint64_t Connection::beginOp(Kind kind, uint32_t requests) {
+uint64_t Connection::beginOp(Kind kind, uint32_t requests, uint32_t flushReads) {
   const uint64_t seq = ++posted_;
-  ops_.push_back({seq, kind, requests});
+  ops_.push_back({seq, kind, requests + flushReads, flushReads});
   return seq;
 }
 
@@ -189,7 +190,31 @@ std::vector<Connection::Request> Connection::writeRequests(uint64_t seq, LocalRe
   return out;
 }
 
-void Connection::queueSignal(uint64_t seq, RemoteRegion& dst, size_t dstOffset, uint64_t value) {
+void Connection::noteWrites(const std::vector<Request>& writes, const RemoteRegion& dst) {
+  if (!ctx_.settings().gdrFlush) return;
+  for (const Request& w : writes)
+    flushes_.wrote(w.qp, dst.key.memType == PB_MEM_CUDA, dst.key.region, dst.key.rkey, w.wr.wr.rdma.remote_addr,
+                   w.sge.length);
+}
+
+void Connection::queueSignal(uint64_t seq, const std::vector<FlushRead>& reads, RemoteRegion& dst, size_t dstOffset,
+                             uint64_t value) {
+  bool fence = false;
+  for (const FlushRead& f : reads) {
+    Request r;
+    r.qp = f.qp;
+    r.sge.addr = reinterpret_cast<uint64_t>(fetched_.get() + 1);
+    r.sge.length = 1;
+    r.sge.lkey = fetchedMr_->lkey;
+    r.wr.wr_id = seq;
+    r.wr.opcode = IBV_WR_RDMA_READ;
+    r.wr.num_sge = 1;
+    r.wr.send_flags = IBV_SEND_SIGNALED;
+    r.wr.wr.rdma.remote_addr = f.remoteAddr;
+    r.wr.wr.rdma.rkey = f.rkey;
+    backlog_->push(r.qp, r, false);
+    fence = fence || f.qp == 0;
+  }
   Request r;
   r.qp = 0;
   r.sge.addr = reinterpret_cast<uint64_t>(fetched_.get());
@@ -198,7 +223,9 @@ void Connection::queueSignal(uint64_t seq, RemoteRegion& dst, size_t dstOffset, 
   r.wr.wr_id = seq;
   r.wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
   r.wr.num_sge = 1;
-  r.wr.send_flags = IBV_SEND_SIGNALED;
+  // The fence holds the atomic until the read before it returned: only then
+  // did the peer's GPU see the writes (gpu_flush.hpp).
+  r.wr.send_flags = IBV_SEND_SIGNALED | (fence ? IBV_SEND_FENCE : 0);
   r.wr.wr.atomic.remote_addr = dst.key.base + dstOffset;
   r.wr.wr.atomic.compare_add = value;
   r.wr.wr.atomic.rkey = dst.key.rkey;
@@ -215,6 +242,7 @@ void Connection::postWrite(LocalRegion& src, size_t srcOffset, RemoteRegion& dst
   checkWrite(src, srcOffset, dst, dstOffset, size);
   std::vector<Request> writes = writeRequests(posted_ + 1, src, srcOffset, dst, dstOffset, size);
   beginOp(Kind::Write, static_cast<uint32_t>(writes.size()));
+  noteWrites(writes, dst);
   queueWrites(writes);
   pump();
 }
@@ -223,7 +251,8 @@ void Connection::postSignal(RemoteRegion& dst, size_t dstOffset, uint64_t value)
   std::lock_guard<std::mutex> lock(mutex_);
   checkConnected("signal");
   checkSignal(dst, dstOffset);
-  queueSignal(beginOp(Kind::Signal, 1), dst, dstOffset, value);
+  const std::vector<FlushRead> reads = flushes_.take();
+  queueSignal(beginOp(Kind::Signal, 1, static_cast<uint32_t>(reads.size())), reads, dst, dstOffset, value);
   pump();
 }
 
@@ -234,9 +263,12 @@ void Connection::postWriteSignal(LocalRegion& src, size_t srcOffset, RemoteRegio
   checkWrite(src, srcOffset, dst, dstOffset, size);
   checkSignal(signalDst, signalOffset);
   std::vector<Request> writes = writeRequests(posted_ + 1, src, srcOffset, dst, dstOffset, size);
-  const uint64_t seq = beginOp(Kind::WriteSignal, static_cast<uint32_t>(writes.size() + 1));
+  noteWrites(writes, dst);
+  const std::vector<FlushRead> reads = flushes_.take();
+  const uint64_t seq =
+      beginOp(Kind::WriteSignal, static_cast<uint32_t>(writes.size() + 1), static_cast<uint32_t>(reads.size()));
   queueWrites(writes);
-  queueSignal(seq, signalDst, signalOffset, value);
+  queueSignal(seq, reads, signalDst, signalOffset, value);
   pump();
 }
 
@@ -255,10 +287,13 @@ void Connection::pump() {
   });
 }
 
-std::string Connection::opText(Kind kind) const {
-  const char* what = kind == Kind::Write ? "RDMA write" : kind == Kind::Signal ? "signal (RDMA atomic add)"
+std::string Connection::opText(const Op* op) const {
+  const Kind kind = op ? op->kind : Kind::Write;
+  std::string what = kind == Kind::Write ? "RDMA write" : kind == Kind::Signal ? "signal (RDMA atomic add)"
                                                                                : "write with signal";
-  return std::string(what) + " to " + peer_.describe();
+  if (op && op->flushReads)
+    what += " and its " + std::to_string(op->flushReads) + " GPUDirect flush read(s) of the peer's GPU memory";
+  return what + " to " + peer_.describe();
 }
 
 void Connection::complete(const ibv_wc& wc) {
@@ -269,7 +304,7 @@ void Connection::complete(const ibv_wc& wc) {
     op = &ops_[wc.wr_id - ops_.front().seq];
   if (wc.status != IBV_WC_SUCCESS)
     fail(statusForCompletion(wc.status),
-         completionText(wc.status, opText(op ? op->kind : Kind::Write),
+         completionText(wc.status, opText(op),
                         ctx_.port().name() + " of rank " + std::to_string(ctx_.host().rank()) + " (host " +
                             ctx_.host().hostname() + ")"));
   if (!op || op->pending == 0)

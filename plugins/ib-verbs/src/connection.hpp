@@ -8,7 +8,9 @@
 // operations complete in posting order. Work requests wait in their queue
 // pair's backlog while its send queue is full, and a signal also until the
 // other queue pairs' earlier requests completed (post_queues.hpp); work
-// behind it on the other queue pairs goes on. The first failed completion
+// behind it on the other queue pairs goes on. After writes into a peer's
+// GPU memory a signal also waits for a read back from it (gpu_flush.hpp,
+// ib_verbs.gdr_flush). The first failed completion
 // ends the connection: every later call throws it.
 #pragma once
 
@@ -22,6 +24,7 @@
 
 #include "context.hpp"
 #include "error.hpp"
+#include "gpu_flush.hpp"
 #include "memory.hpp"
 #include "post_queues.hpp"
 #include "qp_plan.hpp"
@@ -68,6 +71,7 @@ class Connection {
     uint64_t seq = 0;
     Kind kind = Kind::Write;
     uint32_t pending = 0;
+    uint32_t flushReads = 0;  ///< GPUDirect flush reads posted before its signal
   };
   /// A work request waiting for room on its queue pair.
   struct Request {
@@ -78,13 +82,18 @@ class Connection {
 
   void throwIfFailed() const;
   void checkConnected(const char* op) const;
-  uint64_t beginOp(Kind kind, uint32_t requests);
+  uint64_t beginOp(Kind kind, uint32_t requests, uint32_t flushReads = 0);
   /// The work requests of a write: its stripes, each cut to the port's max_msg_sz.
   std::vector<Request> writeRequests(uint64_t seq, LocalRegion& src, size_t srcOffset, RemoteRegion& dst,
                                      size_t dstOffset, size_t size) const;
   /// proxy_connect's work: the peer's blob checked, every queue pair to RTR and RTS.
   void applyPeerAddress(const void* peerAddr, size_t len);
-  void queueSignal(uint64_t seq, RemoteRegion& dst, size_t dstOffset, uint64_t value);
+  /// Remembers the writes into peer GPU memory a later signal must flush (when ib_verbs.gdr_flush).
+  void noteWrites(const std::vector<Request>& writes, const RemoteRegion& dst);
+  /// Queues the flush reads, then the atomic: fenced behind a read on its
+  /// queue pair, draining the other queue pairs' earlier work (their reads too).
+  void queueSignal(uint64_t seq, const std::vector<FlushRead>& reads, RemoteRegion& dst, size_t dstOffset,
+                   uint64_t value);
   void checkWrite(const LocalRegion& src, size_t srcOffset, const RemoteRegion& dst, size_t dstOffset, size_t size) const;
   void checkSignal(const RemoteRegion& dst, size_t dstOffset) const;
   /// Queues every request on its queue pair (none drains).
@@ -92,7 +101,7 @@ class Connection {
   void pump();
   void complete(const ibv_wc& wc);
   [[noreturn]] void fail(pb_status status, const std::string& message);
-  std::string opText(Kind kind) const;
+  std::string opText(const Op* op) const;
   LocalPort localPort() const;
 
   Context& ctx_;
@@ -103,8 +112,9 @@ class Connection {
   std::vector<ibv_wc> completions_;         // what the last poll brought this connection
   std::vector<uint32_t> psns_;
   uint32_t inlineLimit_ = 0;                // largest inline write every queue pair takes
-  std::unique_ptr<uint64_t[]> fetched_;     // where atomics put the old value (unused)
+  std::unique_ptr<uint64_t[]> fetched_;     // [0]: atomics' old value, [1]: flush reads' byte (both unused)
   MemoryRegion fetchedMr_;                  // destroyed before fetched_
+  GpuFlushTracker flushes_{0};              // made with the queue pairs
   std::unique_ptr<PostQueues<Request>> backlog_;  // per queue pair; made with the queue pairs
   std::deque<Op> ops_;
   uint64_t posted_ = 0, completed_ = 0;

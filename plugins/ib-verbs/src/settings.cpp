@@ -46,6 +46,8 @@ const std::vector<SettingSpec>& settingSpecs() {
       {"qps_per_connection", "1", "Queue pairs per connection, writes striped over them, 1-16"},
       {"stripe_min_bytes", "131072", "Smallest stripe of a write over several queue pairs"},
       {"inline_bytes", "64", "Writes up to this many bytes are sent inline, 0-1024"},
+      {"gdr_flush", "1", "1: a signal after writes into a peer's GPU memory waits for a read back from it, so the "
+                         "GPU sees the data before the signal (NCCL's GDR flush); 0: off"},
   };
   return specs;
 }
@@ -69,6 +71,7 @@ IbSettings parseSettings(const SettingLookup& lookup) {
   s.stripeMinBytes =
       static_cast<uint64_t>(parseInt("stripe_min_bytes", get("stripe_min_bytes"), 4096, int64_t(1) << 40));
   s.inlineBytes = static_cast<uint32_t>(parseInt("inline_bytes", get("inline_bytes"), 0, 1024));
+  s.gdrFlush = parseInt("gdr_flush", get("gdr_flush"), 0, 1) == 1;
   return s;
 }
 

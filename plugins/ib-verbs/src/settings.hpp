@@ -28,6 +28,7 @@ struct IbSettings {
   int qpsPerConnection = 1;      ///< ib_verbs.qps_per_connection (1-16)
   uint64_t stripeMinBytes = 128 << 10;  ///< ib_verbs.stripe_min_bytes
   uint32_t inlineBytes = 64;     ///< ib_verbs.inline_bytes: sends this small go inline (0-1024)
+  bool gdrFlush = true;          ///< ib_verbs.gdr_flush: read back from peer GPU memory before a signal (gpu_flush.hpp)
 };
 
 /// One declaration per setting: key (without "ib_verbs."), default, doc.
