@@ -151,13 +151,16 @@ TEST(IbWire, AddressRoundTripsAndEveryBadFieldIsNamed) {
   a.mtu = IBV_MTU_4096;
   a.linkLayer = IBV_LINK_LAYER_ETHERNET;
   a.gid = ipv4Mapped(10, 1, 2, 3);
+  a.responderDepth = 16;
   a.qps = {{0x123456, 0x00abcd}, {0x000001, 0xffffff}};
   std::vector<uint8_t> buf(a.size());
+  EXPECT_EQ(buf.size(), 36u + 16u);
   a.encode(buf.data());
   wire::AddressBlob b = wire::AddressBlob::decode(buf.data(), buf.size(), "rank 5 (host h)");
   EXPECT_EQ(b.rank, 5);
   EXPECT_EQ(b.lid, 0x1234);
   EXPECT_EQ(b.gid, a.gid);
+  EXPECT_EQ(b.responderDepth, 16);
   ASSERT_EQ(b.qps.size(), 2u);
   EXPECT_EQ(b.qps[1].psn, 0xffffffu);
 
@@ -172,7 +175,14 @@ TEST(IbWire, AddressRoundTripsAndEveryBadFieldIsNamed) {
   auto magic = patched(0, 0);
   expectError([&] { wire::AddressBlob::decode(magic.data(), magic.size(), from); }, PB_ERR_INVALID, {"wrong magic"});
   auto version = patched(4, 9);
-  expectError([&] { wire::AddressBlob::decode(version.data(), version.size(), from); }, PB_ERR_INVALID, {"format 9"});
+  expectError([&] { wire::AddressBlob::decode(version.data(), version.size(), from); }, PB_ERR_INVALID,
+              {"format 9", "reads 2", "same Plugboard on every rank"});
+  auto depth = patched(32, 0);
+  expectError([&] { wire::AddressBlob::decode(depth.data(), depth.size(), from); }, PB_ERR_INVALID,
+              {"responder depth of 0"});
+  auto reserved = patched(34, 1);
+  expectError([&] { wire::AddressBlob::decode(reserved.data(), reserved.size(), from); }, PB_ERR_INVALID,
+              {"reserved bytes 33-35"});
   auto noQps = patched(6, 0);
   expectError([&] { wire::AddressBlob::decode(noQps.data(), noQps.size(), from); }, PB_ERR_INVALID, {"0 queue pairs"});
   auto mtu = patched(14, 9);
@@ -312,7 +322,9 @@ TEST(IbQpPlan, TransitionsCarryTheRightAttributesAndMasks) {
   EXPECT_TRUE(init.attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE);
   EXPECT_TRUE(init.attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC);
 
+  roce.responderDepth = 8;
   QpStep rtr = rtrStep(roce, peer, qp, set);
+  EXPECT_EQ(rtr.attr.max_dest_rd_atomic, 8) << "what this end announced it takes";
   EXPECT_EQ(rtr.attr.qp_state, IBV_QPS_RTR);
   EXPECT_EQ(rtr.attr.path_mtu, IBV_MTU_2048);  // the setting caps both ports' 4096
   EXPECT_EQ(rtr.attr.dest_qp_num, 0x1234u);
@@ -334,7 +346,17 @@ TEST(IbQpPlan, TransitionsCarryTheRightAttributesAndMasks) {
   EXPECT_EQ(rtrIb.attr.ah_attr.dlid, 0x42);
   EXPECT_EQ(rtrIb.attr.path_mtu, IBV_MTU_1024);  // this port's active MTU is the smallest
 
-  QpStep rts = rtsStep(0xabc, settingsFrom({{"timeout", "14"}, {"retry_count", "5"}}));
+  roce.initiatorDepth = 16;
+  peer.responderDepth = 4;
+  EXPECT_EQ(initiatorDepth(roce, peer), 4) << "no more outstanding than the peer takes";
+  peer.responderDepth = 16;
+  roce.initiatorDepth = 2;
+  EXPECT_EQ(initiatorDepth(roce, peer), 2) << "no more than this device initiates";
+  EXPECT_EQ(rdAtomicDepth(0), 1);
+  EXPECT_EQ(rdAtomicDepth(16), 16);
+  EXPECT_EQ(rdAtomicDepth(255), 16);
+  QpStep rts = rtsStep(0xabc, settingsFrom({{"timeout", "14"}, {"retry_count", "5"}}), 4);
+  EXPECT_EQ(rts.attr.max_rd_atomic, 4);
   EXPECT_EQ(rts.attr.qp_state, IBV_QPS_RTS);
   EXPECT_EQ(rts.attr.sq_psn, 0xabcu);
   EXPECT_EQ(rts.attr.timeout, 14);

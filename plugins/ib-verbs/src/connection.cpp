@@ -53,6 +53,7 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
   blob.mtu = static_cast<uint8_t>(ctx.port().activeMtu);
   blob.linkLayer = static_cast<uint8_t>(ctx.port().linkLayer);
   blob.gid = ctx.port().gid.gid;
+  blob.responderDepth = ctx.port().responderDepth;
   for (size_t i = 0; i < nqps; ++i) blob.qps.push_back({qps_[i]->qp_num, psns_[i]});
   const size_t room = *addrLen;
   *addrLen = blob.size();
@@ -82,6 +83,8 @@ LocalPort Connection::localPort() const {
   p.activeMtu = ctx_.port().activeMtu;
   p.linkLayer = ctx_.port().linkLayer;
   p.gid = ctx_.port().gid;
+  p.initiatorDepth = ctx_.port().initiatorDepth;
+  p.responderDepth = ctx_.port().responderDepth;
   return p;
 }
 
@@ -121,7 +124,7 @@ void Connection::applyPeerAddress(const void* peerAddr, size_t len) {
     const std::string what = "ib-verbs: " + ctx_.where() + ": queue pair " + std::to_string(i) + " to " + from;
     QpStep rtr = rtrStep(local, blob, blob.qps[i], ctx_.settings());
     verbsCheck(ibv_modify_qp(qps_[i].get(), &rtr.attr, rtr.mask), what + ": INIT -> RTR", PB_ERR_REMOTE);
-    QpStep rts = rtsStep(psns_[i], ctx_.settings());
+    QpStep rts = rtsStep(psns_[i], ctx_.settings(), initiatorDepth(local, blob));
     verbsCheck(ibv_modify_qp(qps_[i].get(), &rts.attr, rts.mask), what + ": RTR -> RTS", PB_ERR_REMOTE);
   }
 }

@@ -1,5 +1,6 @@
 #include "device.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -48,6 +49,8 @@ std::string examinePort(ibv_context* ctx, const std::string& device, uint8_t por
   p.activeMtu = attr.active_mtu;
   p.gbps = portGbps(attr.active_speed, attr.active_width);
   if (attr.max_msg_sz > 0 && attr.max_msg_sz < p.maxMessageBytes) p.maxMessageBytes = attr.max_msg_sz;
+  p.initiatorDepth = rdAtomicDepth(dev.max_qp_init_rd_atom);
+  p.responderDepth = rdAtomicDepth(dev.max_qp_rd_atom);
   try {
     p.gid = chooseGid(gidTable(ctx, port, attr.gid_tbl_len, dev.phys_port_cnt), p.linkLayer, s.gidIndex, p.name());
   } catch (const Error& e) {
@@ -79,6 +82,8 @@ void examineDevice(ibv_device* dev, const IbSettings& s, Discovery& d) {
 }
 
 }  // namespace
+
+uint8_t rdAtomicDepth(int deviceMax) { return static_cast<uint8_t>(std::clamp(deviceMax, 1, 16)); }
 
 std::string PortInfo::name() const { return device + " port " + std::to_string(port); }
 

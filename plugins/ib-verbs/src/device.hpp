@@ -23,6 +23,8 @@ struct PortInfo {
   ibv_mtu activeMtu = IBV_MTU_4096;
   double gbps = 0;  ///< Link speed (lanes x lane rate), 0 when unknown.
   uint64_t maxMessageBytes = 1ull << 30;  ///< The port's max_msg_sz (at most 1 GiB): a work request's limit.
+  uint8_t initiatorDepth = 1;  ///< RDMA reads and atomics a queue pair may have outstanding (max_qp_init_rd_atom, capped)
+  uint8_t responderDepth = 1;  ///< ... and may take in flight from its peer (max_qp_rd_atom, capped)
   GidChoice gid;
 
   /// "mlx5_0 port 1"
@@ -41,6 +43,11 @@ struct Discovery {
 
 /// Enumerates devices and ports with the settings' HCA filter and GID index.
 Discovery discoverPorts(const IbSettings& settings);
+
+/// Outstanding RDMA reads and atomics per queue pair asked of a device
+/// that allows `deviceMax` (its max_qp_init_rd_atom or max_qp_rd_atom):
+/// at most 16 (mlx5's limit), at least 1.
+uint8_t rdAtomicDepth(int deviceMax);
 
 /// Link speed in Gb/s from ibv_port_attr's active_speed and active_width
 /// codes (0 for codes it does not know).

@@ -22,7 +22,7 @@ QpStep rtrStep(const LocalPort& local, const wire::AddressBlob& peer, const wire
                                                    static_cast<int>(set.mtu)}));
   s.attr.dest_qp_num = qp.qpn;
   s.attr.rq_psn = qp.psn;
-  s.attr.max_dest_rd_atomic = 1;
+  s.attr.max_dest_rd_atomic = local.responderDepth;
   s.attr.min_rnr_timer = 12;
   ibv_ah_attr& ah = s.attr.ah_attr;
   ah.port_num = local.port;
@@ -42,14 +42,18 @@ QpStep rtrStep(const LocalPort& local, const wire::AddressBlob& peer, const wire
   return s;
 }
 
-QpStep rtsStep(uint32_t localPsn, const IbSettings& set) {
+uint8_t initiatorDepth(const LocalPort& local, const wire::AddressBlob& peer) {
+  return std::max<uint8_t>(1, std::min(local.initiatorDepth, peer.responderDepth));
+}
+
+QpStep rtsStep(uint32_t localPsn, const IbSettings& set, uint8_t depth) {
   QpStep s;
   s.attr.qp_state = IBV_QPS_RTS;
   s.attr.timeout = set.timeout;
   s.attr.retry_cnt = set.retryCount;
   s.attr.rnr_retry = 7;  // 7: retry forever on receiver-not-ready (writes need no receives)
   s.attr.sq_psn = localPsn;
-  s.attr.max_rd_atomic = 1;
+  s.attr.max_rd_atomic = depth;
   s.mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
   return s;
 }

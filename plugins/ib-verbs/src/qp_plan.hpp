@@ -23,15 +23,22 @@ struct LocalPort {
   ibv_mtu activeMtu = IBV_MTU_4096;
   int linkLayer = IBV_LINK_LAYER_INFINIBAND;
   GidChoice gid;
+  uint8_t initiatorDepth = 1;  ///< PortInfo::initiatorDepth
+  uint8_t responderDepth = 1;  ///< PortInfo::responderDepth, announced in the address blob
 };
 
 /// RESET -> INIT: port, pkey 0, remote write and atomic access.
 QpStep initStep(const LocalPort& local);
 /// INIT -> RTR toward the peer's queue pair qp: path MTU = the smallest of
 /// ours, the peer's and ib_verbs.mtu; address by LID on InfiniBand, by GID
-/// (GRH with traffic class) on RoCE.
+/// (GRH with traffic class) on RoCE; this end takes local.responderDepth
+/// reads and atomics in flight.
 QpStep rtrStep(const LocalPort& local, const wire::AddressBlob& peer, const wire::QpInfo& qp, const IbSettings& s);
-/// RTR -> RTS with our starting PSN, ack timeout and retry counts.
-QpStep rtsStep(uint32_t localPsn, const IbSettings& s);
+/// RTR -> RTS with our starting PSN, ack timeout and retry counts, and
+/// at most `depth` RDMA reads and atomics outstanding (initiatorDepth()).
+QpStep rtsStep(uint32_t localPsn, const IbSettings& s, uint8_t depth);
+/// Reads and atomics a queue pair may keep outstanding toward the peer:
+/// the smaller of what this device initiates and the peer takes in flight.
+uint8_t initiatorDepth(const LocalPort& local, const wire::AddressBlob& peer);
 
 }  // namespace plugboard::ibverbs

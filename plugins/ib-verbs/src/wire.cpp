@@ -24,13 +24,14 @@ constexpr uint32_t k24Bits = 0xffffff;
 void AddressBlob::encode(uint8_t* out) const {
   std::memset(out, 0, size());
   storeLE<uint32_t>(out, kAddressMagic);
-  storeLE<uint16_t>(out + 4, kVersion);
+  storeLE<uint16_t>(out + 4, kAddressVersion);
   storeLE<uint16_t>(out + 6, static_cast<uint16_t>(qps.size()));
   storeLE<int32_t>(out + 8, rank);
   storeLE<uint16_t>(out + 12, lid);
   out[14] = mtu;
   out[15] = linkLayer;
   std::memcpy(out + 16, gid.data(), gid.size());
+  out[32] = responderDepth;
   for (size_t i = 0; i < qps.size(); ++i) {
     storeLE<uint32_t>(out + kHeaderSize + 8 * i, qps[i].qpn);
     storeLE<uint32_t>(out + kHeaderSize + 8 * i + 4, qps[i].psn);
@@ -41,8 +42,10 @@ AddressBlob AddressBlob::decode(const uint8_t* in, size_t len, const std::string
   if (len < kHeaderSize) bad("address (" + std::to_string(len) + " bytes, less than a header)", from);
   if (loadLE<uint32_t>(in) != kAddressMagic) bad("address (not an ib-verbs address: wrong magic)", from);
   const uint16_t version = loadLE<uint16_t>(in + 4);
-  if (version != kVersion)
-    bad("address (format " + std::to_string(version) + ", this plugin reads " + std::to_string(kVersion) + ")", from);
+  if (version != kAddressVersion)
+    bad("address (format " + std::to_string(version) + ", this plugin reads " + std::to_string(kAddressVersion) +
+            ": run the same Plugboard on every rank)",
+        from);
   const size_t nqps = loadLE<uint16_t>(in + 6);
   if (nqps == 0 || nqps > kMaxQps) bad("address (" + std::to_string(nqps) + " queue pairs)", from);
   if (len != kHeaderSize + 8 * nqps)
@@ -56,6 +59,9 @@ AddressBlob AddressBlob::decode(const uint8_t* in, size_t len, const std::string
   if (a.linkLayer != IBV_LINK_LAYER_INFINIBAND && a.linkLayer != IBV_LINK_LAYER_ETHERNET)
     bad("address (link layer " + std::to_string(a.linkLayer) + ")", from);
   std::memcpy(a.gid.data(), in + 16, a.gid.size());
+  a.responderDepth = in[32];
+  if (a.responderDepth == 0) bad("address (a responder depth of 0: it would take no RDMA atomic)", from);
+  if (in[33] != 0 || in[34] != 0 || in[35] != 0) bad("address (reserved bytes 33-35 are not zero)", from);
   for (size_t i = 0; i < nqps; ++i) {
     QpInfo q{loadLE<uint32_t>(in + kHeaderSize + 8 * i), loadLE<uint32_t>(in + kHeaderSize + 8 * i + 4)};
     if (q.qpn > k24Bits || q.psn > k24Bits) bad("address (queue pair " + std::to_string(i) + " wider than 24 bits)", from);
@@ -67,7 +73,7 @@ AddressBlob AddressBlob::decode(const uint8_t* in, size_t len, const std::string
 void PackedKey::encode(uint8_t* out) const {
   std::memset(out, 0, kSize);
   storeLE<uint32_t>(out, kKeyMagic);
-  storeLE<uint16_t>(out + 4, kVersion);
+  storeLE<uint16_t>(out + 4, kKeyVersion);
   storeLE<uint16_t>(out + 6, memType);
   storeLE<uint32_t>(out + 8, rkey);
   storeLE<uint64_t>(out + 16, region);
@@ -79,7 +85,7 @@ void PackedKey::encode(uint8_t* out) const {
 PackedKey PackedKey::decode(const uint8_t* in, size_t len, const std::string& from) {
   if (len != kSize) bad("remote key (" + std::to_string(len) + " bytes, expected " + std::to_string(kSize) + ")", from);
   if (loadLE<uint32_t>(in) != kKeyMagic) bad("remote key (not an ib-verbs key: wrong magic)", from);
-  if (loadLE<uint16_t>(in + 4) != kVersion) bad("remote key (format " + std::to_string(loadLE<uint16_t>(in + 4)) + ")", from);
+  if (loadLE<uint16_t>(in + 4) != kKeyVersion) bad("remote key (format " + std::to_string(loadLE<uint16_t>(in + 4)) + ")", from);
   PackedKey k;
   k.memType = loadLE<uint16_t>(in + 6);
   k.rkey = loadLE<uint32_t>(in + 8);

@@ -16,8 +16,10 @@
 
 namespace plugboard::ibverbs::wire {
 
-/// Format version shared by both layouts; bumped on any change.
-constexpr uint16_t kVersion = 1;
+/// Format of the address blob; bumped on any change (2: responder depth).
+constexpr uint16_t kAddressVersion = 2;
+/// Format of the packed key; bumped on any change.
+constexpr uint16_t kKeyVersion = 1;
 /// "PBIA": address blob.
 constexpr uint32_t kAddressMagic = 0x41494250;
 /// "PBIK": packed key.
@@ -32,24 +34,29 @@ struct QpInfo {
 };
 
 /// setup()'s address blob: magic u32 | version u16 | nqps u16 | rank i32 |
-/// lid u16 | mtu u8 (enum ibv_mtu) | link_layer u8 | gid 16 bytes | then
-/// nqps times (qpn u32 | psn u32). 32 + 8 * nqps bytes.
+/// lid u16 | mtu u8 (enum ibv_mtu) | link_layer u8 | gid 16 bytes |
+/// responder_depth u8 | reserved 3 bytes (zero) | then nqps times
+/// (qpn u32 | psn u32). 36 + 8 * nqps bytes.
 struct AddressBlob {
   int32_t rank = -1;
   uint16_t lid = 0;
   uint8_t mtu = 0;        ///< IBV_MTU_256 (1) .. IBV_MTU_4096 (5)
   uint8_t linkLayer = 0;  ///< IBV_LINK_LAYER_INFINIBAND (1) or _ETHERNET (2)
   std::array<uint8_t, 16> gid{};
+  /// RDMA reads and atomics this end's queue pairs take in flight from the
+  /// peer (their max_dest_rd_atomic): the most the peer may have outstanding.
+  uint8_t responderDepth = 1;
   std::vector<QpInfo> qps;
 
-  static constexpr size_t kHeaderSize = 32;
+  static constexpr size_t kHeaderSize = 36;
   size_t size() const { return kHeaderSize + 8 * qps.size(); }
   /// Writes size() bytes to out.
   void encode(uint8_t* out) const;
   /// Reads len bytes from `from` ("rank 3 (host h)"); throws
   /// Error(PB_ERR_INVALID) for a short or long blob, a bad magic or
   /// version, 0 or more than kMaxQps queue pairs, an MTU or link layer
-  /// out of range, or a QP number or PSN wider than 24 bits.
+  /// out of range, a responder depth of 0, reserved bytes that are not
+  /// zero, or a QP number or PSN wider than 24 bits.
   static AddressBlob decode(const uint8_t* in, size_t len, const std::string& from);
 };
 
