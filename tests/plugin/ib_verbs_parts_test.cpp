@@ -1,10 +1,13 @@
 // The ib-verbs transport's parts that need no RDMA device (issue 16): the
 // HCA filter in NCCL_IB_HCA's syntax, GID choice from a GID table, the
 // address and key blobs with bad input, write striping, completion errors,
-// the per-queue-pair post queues, the GPUDirect flush reads a signal waits for.
+// the per-queue-pair post queues, the GPUDirect flush reads a signal waits
+// for, the port nearest the GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,6 +19,7 @@
 #include "gid.hpp"
 #include "gpu_flush.hpp"
 #include "hca_filter.hpp"
+#include "nic_affinity.hpp"
 #include "post_queues.hpp"
 #include "qp_plan.hpp"
 #include "settings.hpp"
@@ -592,4 +596,77 @@ TEST(IbGpuFlush, ASignalWaitsForEveryQueuePairsReadThroughThePostQueues) {
   EXPECT_TRUE(q.completed(1));  // read1
   pumpInto(q, posted);
   EXPECT_EQ(posted.back(), "0:signal");
+}
+
+// ---- The port nearest the GPU ------------------------------------------------
+
+namespace {
+
+PortInfo portAt(const std::string& device, const std::string& path, int numa = -1) {
+  PortInfo p;
+  p.device = device;
+  p.pciPlace = {path, numa};
+  return p;
+}
+
+}  // namespace
+
+TEST(IbNicAffinity, DistanceCountsHopsThroughTheDeepestCommonBridge) {
+  const std::string sw = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0";  // a PCIe switch
+  const PciPlace gpu{sw + "/0000:02:08.0/0000:3b:00.0", 0};
+  EXPECT_EQ(pciDistance(gpu, {sw + "/0000:02:08.0/0000:3c:00.0", 0}), 2) << "same switch port";
+  EXPECT_EQ(pciDistance(gpu, {sw + "/0000:02:10.0/0000:5e:00.0", 0}), 4) << "same switch, other port";
+  EXPECT_EQ(pciDistance(gpu, {"/sys/devices/pci0000:00/0000:00:02.0/0000:70:00.0", 0}), 6) << "same root complex";
+  EXPECT_EQ(pciDistance(gpu, {"/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0", 0}), 12)
+      << "another root complex of the same NUMA node: both depths";
+  EXPECT_EQ(pciDistance(gpu, {"/sys/devices/pci0000:80/0000:80:00.0/0000:81:00.0", 1}), 12 + 64)
+      << "another socket";
+  EXPECT_EQ(pciDistance(gpu, {"/sys/devices/pci0000:80/0000:80:00.0/0000:81:00.0", -1}), 12)
+      << "NUMA unknown: no socket penalty";
+  EXPECT_EQ(pciDistance(gpu, {"", 0}), -1);
+  EXPECT_EQ(pciDistance({"", -1}, gpu), -1);
+  EXPECT_EQ(pciDistance(gpu, gpu), 0);
+}
+
+TEST(IbNicAffinity, EachGpuTakesItsNearestPortAndTiesKeepDiscoveryOrder) {
+  // Two GPUs, each beside one NIC behind its own switch, a dual-port NIC
+  // on the other socket and a software device with no PCI function.
+  const std::string a = "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0";
+  const std::string b = "/sys/devices/pci0000:00/0000:00:03.0/0000:41:00.0";
+  const std::vector<PortInfo> ports = {
+      portAt("rxe0", ""),
+      portAt("mlx5_far", "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0", 1),
+      portAt("mlx5_far", "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0", 1),
+      portAt("mlx5_a", a + "/0000:02:00.0/0000:03:00.0", 0),
+      portAt("mlx5_b", b + "/0000:42:00.0/0000:43:00.0", 0),
+  };
+  PortPick pa = pickPort(ports, {a + "/0000:02:08.0/0000:3b:00.0", 0});
+  EXPECT_EQ(pa.index, 3u) << pa.reason;
+  EXPECT_EQ(pa.reason, "nearest the GPU (4 PCI hops)");
+  EXPECT_EQ(pickPort(ports, {b + "/0000:42:08.0/0000:44:00.0", 0}).index, 4u);
+  EXPECT_EQ(pickPort(ports, {"/sys/devices/pci0000:80/0000:80:02.0/0000:82:00.0", 1}).index, 1u)
+      << "the dual-port NIC's first port";
+  const PortPick none = pickPort(ports, {});
+  EXPECT_EQ(none.index, 0u);
+  EXPECT_NE(none.reason.find("first usable port"), std::string::npos) << none.reason;
+  const PortPick unknown = pickPort({portAt("rxe0", ""), portAt("rxe1", "")}, {a, 0});
+  EXPECT_EQ(unknown.index, 0u);
+  EXPECT_NE(unknown.reason.find("no port's place"), std::string::npos) << unknown.reason;
+}
+
+TEST(IbNicAffinity, PlacesOnThisHostAreFoundOrEmpty) {
+  EXPECT_TRUE(rdmaDevicePlace("no_such_hca").path.empty());
+  EXPECT_TRUE(pciDevicePlace("").path.empty());
+  EXPECT_TRUE(pciDevicePlace("../../etc").path.empty()) << "a bus id is a name, never a path";
+  EXPECT_TRUE(pciDevicePlace("ffff:ff:1f.7").path.empty());
+  // Any PCI function this host has resolves below /sys/devices.
+  std::ifstream list("/proc/bus/pci/devices");
+  if (!list) GTEST_SKIP() << "no /proc/bus/pci/devices here";
+  unsigned bdf = 0;
+  std::string line;
+  if (!std::getline(list, line) || std::sscanf(line.c_str(), "%x", &bdf) != 1) GTEST_SKIP() << "no PCI device listed";
+  char id[32];
+  std::snprintf(id, sizeof id, "0000:%02x:%02x.%x", bdf >> 8, (bdf >> 3) & 0x1f, bdf & 7);
+  const PciPlace p = pciDevicePlace(id);
+  EXPECT_EQ(p.path.rfind("/sys/devices/", 0), 0u) << id << " -> '" << p.path << "'";
 }

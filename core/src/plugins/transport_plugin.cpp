@@ -5,6 +5,7 @@
 
 #include "communicator/signal_event.hpp"
 #include "plugins/cuda_dmabuf.hpp"
+#include "plugins/cuda_pci_bus_id.hpp"
 #include "plugboard/error.hpp"
 #include "plugboard/logger.hpp"
 
@@ -54,6 +55,8 @@ pb_status hostCudaDmabuf(void*, void* ptr, size_t size, int* fd, uint64_t* offse
   return exportCudaDmabuf(ptr, size, fd, offset);
 }
 
+pb_status hostCudaPciBusId(void*, char* buf, size_t len) noexcept { return cudaPciBusId(buf, len); }
+
 pb_status hostGet(void* core, const char* key, char* buf, size_t len, size_t* needed) noexcept {
   auto* b = static_cast<TransportPlugin::Binding*>(core);
   if (!key || !needed) return PB_ERR_INVALID;
@@ -98,6 +101,7 @@ TransportPlugin::TransportPlugin(const std::string& path, Config& config, const 
   s.get_setting = hostGet;
   s.signal_landed = hostSignalLanded;
   s.cuda_dmabuf_fd = hostCudaDmabuf;
+  s.cuda_pci_bus_id = hostCudaPciBusId;
   s.rank = self.rank;
   s.nranks = self.nranks;
   binding_->host = self.host;

@@ -53,7 +53,7 @@ extern "C" {
 /** ABI major version described by this header. */
 #define PB_TRANSPORT_ABI_MAJOR 1
 /** ABI minor version described by this header (grows with struct fields). */
-#define PB_TRANSPORT_ABI_MINOR 4
+#define PB_TRANSPORT_ABI_MINOR 5
 /** Name of the exported entry symbol for ABI major 1. */
 #define PB_TRANSPORT_ENTRY_SYMBOL_V1 "plugboard_transport_v1"
 
@@ -179,7 +179,22 @@ typedef struct pb_host_services_v1 {
    * PB_HAS_FIELD first: older cores lack it.
    */
   pb_status (*cuda_dmabuf_fd)(void* core, void* ptr, size_t size, int* fd, uint64_t* offset);
+
+  /* ---- minor 5 ---- */
+  /**
+   * The PCI bus id of the calling thread's CUDA device as sysfs names it
+   * ("0000:3b:00.0": lowercase hex, a 4-digit domain), NUL-terminated in
+   * buf, so a network plugin can pick the NIC nearest that GPU (as NCCL
+   * does by PCI distance). PB_ERR_UNSUPPORTED when the core has no CUDA or
+   * the process sees no CUDA device; PB_ERR_NOMEM when len is too small
+   * (PB_PCI_BUS_ID_LEN always suffices); PB_ERR_INVALID for a NULL buf.
+   * Check PB_HAS_FIELD first: older cores lack it.
+   */
+  pb_status (*cuda_pci_bus_id)(void* core, char* buf, size_t len);
 } pb_host_services_v1;
+
+/** Bytes that always hold cuda_pci_bus_id's answer with its NUL ("dddddddd:bb:dd.f"). */
+#define PB_PCI_BUS_ID_LEN 32
 
 /** Static facts about a transport, filled in by properties(). */
 typedef struct pb_transport_properties_v1 {

@@ -262,6 +262,17 @@ class HostServices {
     return fd;
   }
 
+  /// The calling thread's CUDA device's PCI bus id as sysfs names it
+  /// ("0000:3b:00.0"), or "" when the core cannot say (no CUDA, no device,
+  /// a core before minor 5).
+  std::string cudaPciBusId() const {
+    if (!PB_HAS_FIELD(&table_, pb_host_services_v1, cuda_pci_bus_id) || !table_.cuda_pci_bus_id) return "";
+    char id[PB_PCI_BUS_ID_LEN] = {0};
+    const pb_status st = call(name_ + ": asking the core for the GPU's PCI bus id",
+                              [&] { return table_.cuda_pci_bus_id(table_.core, id, sizeof id); });
+    return st == PB_OK ? std::string(id) : std::string();
+  }
+
  private:
   /// Calls a host service. The ABI is C, but should the host let a C++
   /// exception out (e.g. a badly typed env value), report it as the user

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "error.hpp"
+#include "nic_affinity.hpp"
 
 namespace plugboard::ibverbs {
 
@@ -26,7 +27,9 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "ib-verbs") {
   const Discovery found = discoverPorts(settings_);
   IBV_CHECK(!found.usable.empty(), PB_ERR_UNSUPPORTED,
             "ib-verbs: rank " + std::to_string(host_.rank()) + " (host " + host_.hostname() + "): " + found.whyNone());
-  port_ = found.usable.front();
+  const std::string gpuBusId = host_.cudaPciBusId();
+  const PortPick pick = pickPort(found.usable, pciDevicePlace(gpuBusId));
+  port_ = found.usable[pick.index];
   for (const auto& p : found.usable) log(PB_LOG_INFO, "ib-verbs port " + p.describe());
   for (const auto& s : found.skipped) log(PB_LOG_INFO, "ib-verbs skipped " + s);
 
@@ -43,7 +46,8 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "ib-verbs") {
   cq_ = std::make_unique<SharedCq>(device_.get(), where());
   dmabuf_ = host_.exportsCudaDmabuf();
   peerMemory_ = peerMemoryModuleLoaded();
-  log(PB_LOG_INFO, "ib-verbs uses " + port_.describe() +
+  log(PB_LOG_INFO, "ib-verbs uses " + port_.describe() + ", " + pick.reason +
+                       (gpuBusId.empty() ? "" : " at " + gpuBusId) +
                        (dmabuf_ ? "; CUDA memory as dma-bufs" : peerMemory_ ? "; CUDA memory through nvidia-peermem" : ""));
 }
 

@@ -26,7 +26,8 @@ namespace plugboard::ibverbs {
 class Context : public transport_cxx::ErrorSlot {
  public:
   /// Checks the host table, declares and reads the settings, discovers the
-  /// ports and opens the first usable one with a protection domain. Throws
+  /// ports and opens the usable one nearest this rank's GPU (the first
+  /// without a GPU; nic_affinity.hpp) with a protection domain. Throws
   /// Error(PB_ERR_UNSUPPORTED) naming every device and port skipped (and
   /// why) when none is usable, e.g. on a host without RDMA devices.
   explicit Context(const pb_host_services_v1* host);

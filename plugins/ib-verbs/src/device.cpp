@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "error.hpp"
+#include "nic_affinity.hpp"
 #include "verbs.hpp"
 
 namespace plugboard::ibverbs {
@@ -76,6 +77,7 @@ void examineDevice(ibv_device* dev, const IbSettings& s, Discovery& d) {
   for (uint8_t port = 1; port <= attr.phys_port_cnt; ++port) {
     PortInfo p;
     const std::string why = examinePort(ctx.get(), name, port, attr, s, &p);
+    p.pciPlace = rdmaDevicePlace(name);
     if (why.empty()) d.usable.push_back(p);
     else d.skipped.push_back(name + " port " + std::to_string(port) + ": " + why);
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gid.hpp"
+#include "pci_place.hpp"
 #include "settings.hpp"
 
 namespace plugboard::ibverbs {
@@ -26,6 +27,7 @@ struct PortInfo {
   uint8_t initiatorDepth = 1;  ///< RDMA reads and atomics a queue pair may have outstanding (max_qp_init_rd_atom, capped)
   uint8_t responderDepth = 1;  ///< ... and may take in flight from its peer (max_qp_rd_atom, capped)
   GidChoice gid;
+  PciPlace pciPlace;  ///< Where the device sits in the PCI tree (no path for a software device)
 
   /// "mlx5_0 port 1"
   std::string name() const;
