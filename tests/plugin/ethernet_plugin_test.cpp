@@ -175,6 +175,26 @@ TEST_F(EthernetTest, TableDescribesTheTransport) {
   EXPECT_STREQ(t_->last_error(ctx), "");
 }
 
+TEST_F(EthernetTest, DescribesItsInterfacesAndRoutesForPlugboardInfo) {
+  ASSERT_NE(t_->describe, nullptr);
+  pb_plugin_ctx* ctx = makeContext(0, {{"ifname", "lo"}});
+  ASSERT_NE(ctx, nullptr);
+  size_t needed = 0;
+  ASSERT_EQ(t_->describe(ctx, nullptr, 0, &needed), PB_ERR_NOMEM);
+  ASSERT_GT(needed, 1u);
+  char small[4] = "abc";
+  EXPECT_EQ(t_->describe(ctx, small, sizeof small, &needed), PB_ERR_NOMEM);
+  EXPECT_STREQ(small, "abc") << "a buffer too small is left alone";
+  std::string text(needed, 'x');
+  ASSERT_EQ(t_->describe(ctx, text.data(), text.size(), &needed), PB_OK) << error(ctx);
+  EXPECT_EQ(text.back(), '\0');
+  for (const char* part : {"interfaces up: ", "lo (loopback) 127.0.0.1", "ifname 'lo' selects: lo", "same-host peers over: lo",
+                           "other hosts over: nothing (no selected interface leaves the host)"})
+    EXPECT_NE(text.find(part), std::string::npos) << part << " not in:\n" << text;
+  size_t none = 0;
+  EXPECT_EQ(t_->describe(nullptr, nullptr, 0, &none), PB_ERR_INVALID);
+}
+
 TEST_F(EthernetTest, DeclaresItsSettings) {
   ASSERT_NE(makeContext(0), nullptr);
   auto& declared = hosts_.back()->declared;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <vector>
 
 #include "collectives/plan_rules.hpp"
@@ -71,6 +72,19 @@ std::string groupAnswer(const TransportPlugin& p, int nranks) {
   return cost >= 0 ? "yes (SwitchChannel multicast)" : std::string("no: ") + reason;
 }
 
+/// The plugin's own account of what it found (describe, ABI 1.5), a line each.
+void printDescription(const TransportPlugin& p) {
+  std::string text;
+  try {
+    text = p.describe();
+  } catch (const Error& e) {
+    text = std::string("describe failed: ") + e.what();
+  }
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) std::cout << "             " << line << "\n";
+}
+
 void printPlugins(const std::vector<std::string>& dirs, int rank, int nranks) {
   std::cout << "Plugins (search path:";
   for (const auto& d : dirs) std::cout << " " << d;
@@ -89,6 +103,7 @@ void printPlugins(const std::vector<std::string>& dirs, int rank, int nranks) {
                 << (pr.flags & PB_CAP_GROUP ? " group" : "") << ", ~" << pr.bandwidth_gbps << " GB/s, ~"
                 << pr.latency_us << " us\n";
       if (pr.flags & PB_CAP_GROUP) std::cout << "             group buffers: " << groupAnswer(*p, nranks) << "\n";
+      printDescription(*p);
     } catch (const Error& e) {
       std::cout << "  " << std::left << std::setw(10) << name << " NOT LOADABLE: " << e.what() << "\n";
     }

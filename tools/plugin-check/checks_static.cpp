@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 #include <tuple>
+#include <vector>
 
 #include "checks.hpp"
 #include "elf_symbols.hpp"
@@ -234,6 +235,26 @@ void checkDifferentHost(const pb_transport_v1& t, pb_plugin_ctx* ctx, const pb_t
   expect(reason[0] != '\0', "refused a peer on another host without a reason");
 }
 
+/// properties.describe: the optional describe entry (minor 5) says how long
+/// its text is, leaves a short buffer alone and fills a long one with one
+/// NUL-terminated text of that length.
+void checkDescribe(const pb_transport_v1& t, pb_plugin_ctx* ctx) {
+  if (!PB_HAS_FIELD(&t, pb_transport_v1, describe) || !t.describe) skip("no describe entry (optional)");
+  size_t needed = 0;
+  pb_status st = t.describe(ctx, nullptr, 0, &needed);
+  expect(st == PB_ERR_NOMEM, "describe with no buffer returned " + statusName(st) + ", expected PB_ERR_NOMEM");
+  expect(needed >= 1 && needed <= (1u << 20), "describe says it needs " + std::to_string(needed) + " bytes");
+  std::vector<char> text(needed + 8, 'x');
+  size_t again = 0;
+  st = t.describe(ctx, text.data(), needed - 1, &again);
+  expect(st == PB_ERR_NOMEM && text[0] == 'x', "describe with one byte too few returned " + statusName(st) +
+                                                   (text[0] == 'x' ? "" : " and wrote into the buffer"));
+  st = t.describe(ctx, text.data(), text.size(), &again);
+  expect(st == PB_OK, "describe returned " + statusName(st) + ": " + lastError(t, ctx));
+  expect(again == needed && text[needed - 1] == '\0' && std::strlen(text.data()) == needed - 1,
+         "describe's text is not the NUL-terminated " + std::to_string(needed) + " bytes it said");
+}
+
 }  // namespace
 
 void runPropertyChecks(const Options& o, Report& r, LoadedPlugin& p) {
@@ -246,10 +267,12 @@ void runPropertyChecks(const Options& o, Report& r, LoadedPlugin& p) {
   });
   if (p.propsOk) {
     r.run("properties.struct_size_respected", [&] { checkStructSizeRespected(t, ctx); });
+    r.run("properties.describe", [&] { checkDescribe(t, ctx); });
     r.run("can_connect.same_host", [&] { checkSameHost(t, ctx, p); });
     r.run("can_connect.different_host", [&] { checkDifferentHost(t, ctx, p.props); });
   } else {
-    for (const char* name : {"properties.struct_size_respected", "can_connect.same_host", "can_connect.different_host"})
+    for (const char* name : {"properties.struct_size_respected", "properties.describe", "can_connect.same_host",
+                             "can_connect.different_host"})
       r.skip(name, "properties.values did not pass");
   }
   if (ctx) t.finalize(ctx);

@@ -140,6 +140,18 @@ std::string TransportPlugin::lastError() const {
   return e ? e : "";
 }
 
+std::string TransportPlugin::describe() const {
+  const pb_transport_v1& t = api();
+  if (!PB_HAS_FIELD(&t, pb_transport_v1, describe) || !t.describe) return "";
+  size_t needed = 0;
+  const pb_status probe = t.describe(ctx_, nullptr, 0, &needed);
+  if (probe != PB_ERR_NOMEM) check(probe, "describe (asking for its length)");
+  std::string text(needed, '\0');
+  check(t.describe(ctx_, text.data(), text.size(), &needed), "describe");
+  text.resize(std::strlen(text.c_str()));
+  return text;
+}
+
 void TransportPlugin::check(pb_status status, const std::string& what) const {
   if (status == PB_OK) return;
   std::string why = lastError();

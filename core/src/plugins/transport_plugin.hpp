@@ -51,6 +51,9 @@ class TransportPlugin {
   void check(pb_status status, const std::string& what) const;
   /// The plugin's last_error text.
   std::string lastError() const;
+  /// What the context found and chose (the optional describe entry, ABI
+  /// 1.5), "" when the plugin has none; Error(Plugin) when it fails.
+  std::string describe() const;
 
  private:
   PluginLibrary library_;

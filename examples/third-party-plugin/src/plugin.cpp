@@ -31,6 +31,13 @@ struct Traits {
 
   static Context* init(const pb_host_services_v1* host) { return new Context(host); }
 
+  // Optional (ABI 1.5): what plugboard-info prints under the transport.
+  static std::string describe(Context& c) {
+    return "POSIX shared memory (/dev/shm) between processes of one host\nreceiving rings of " +
+           std::to_string(c.settings().ringBytes) + " bytes, receivers poll " + std::to_string(c.settings().spinUs) +
+           " us before sleeping";
+  }
+
   static void properties(Context&, pb_transport_properties_v1& props) {
     using P = pb_transport_properties_v1;
     if (PB_HAS_FIELD(&props, P, mem_types)) props.mem_types = PB_MEM_HOST;

@@ -419,6 +419,16 @@ typedef struct pb_transport_v1 {
    */
   pb_status (*group_destroy)(pb_plugin_ctx* ctx, pb_group* group);
 
+  /* ---- minor 5 ---- */
+  /**
+   * Optional (may be NULL): what this context found and chose, as text for
+   * plugboard-info: devices, ports, addresses, the provider, and why a
+   * device was skipped, one item per line. Writes it NUL-terminated into
+   * buf and its length with the NUL into *needed; PB_ERR_NOMEM when len is
+   * smaller (buf untouched: call again with *needed bytes).
+   */
+  pb_status (*describe)(pb_plugin_ctx* ctx, char* buf, size_t len, size_t* needed);
+
   /* Fields added in later minors go here, after this line. */
 } pb_transport_v1;
 

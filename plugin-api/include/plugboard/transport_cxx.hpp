@@ -58,6 +58,9 @@
 ///     pb_status translate(const std::exception& e, const char* op, std::string* message);
 ///                    - maps the plugin's own exception types: return a status
 ///                      and set *message, or PB_OK for "not one of mine".
+///     std::string describe(Context&);
+///                    - minor 5: what the context found and chose, one item
+///                      a line, for plugboard-info; absent: NULL.
 ///   Group (switch) entries, minor 4: all three or none, with T::Group the
 ///   pb_group type (transports with PB_CAP_GROUP; absent: the table's
 ///   group_can_create, group_create and group_destroy are NULL)
@@ -311,6 +314,7 @@ PLUGBOARD_TRANSPORT_CXX_DETECT(HasFreeConnection, freeConnection);
 PLUGBOARD_TRANSPORT_CXX_DETECT(HasGroupCanCreate, groupCanCreate);
 PLUGBOARD_TRANSPORT_CXX_DETECT(HasGroupCreate, groupCreate);
 PLUGBOARD_TRANSPORT_CXX_DETECT(HasGroupDestroy, groupDestroy);
+PLUGBOARD_TRANSPORT_CXX_DETECT(HasDescribe, describe);
 #undef PLUGBOARD_TRANSPORT_CXX_DETECT
 
 /// The connection class has postWriteSignal (the default writeSignal).
@@ -374,6 +378,7 @@ class Adapter {
       t.group_create = groupCreate;
       t.group_destroy = groupDestroy;
     }
+    if constexpr (detail::HasDescribe<T>::value) t.describe = describe;
     return t;
   }
 
@@ -607,6 +612,17 @@ class Adapter {
     return guarded(ctxOfConn(conn), "release_rkey", [&] {
       if constexpr (detail::HasReleaseRkey<T>::value) T::releaseRkey(connOf(conn), keyOf(rkey));
       else delete keyOf(rkey);
+      return PB_OK;
+    });
+  }
+
+  static pb_status describe(pb_plugin_ctx* ctx, char* buf, size_t len, size_t* needed) {
+    Context* c = ctxOf(ctx);
+    return guarded(c, "describe", [&] {
+      const std::string text = T::describe(*need(c, "describe", "ctx"));
+      *need(needed, "describe", "needed") = text.size() + 1;
+      if (!buf || len < text.size() + 1) return PB_ERR_NOMEM;
+      std::memcpy(buf, text.c_str(), text.size() + 1);
       return PB_OK;
     });
   }

@@ -134,6 +134,45 @@ Settings Context::settings() const {
   return s;
 }
 
+namespace {
+
+/// An address without the ":0" port listing addresses carry ("[::1]:0" -> "::1").
+std::string bareAddress(const net::SockAddr& a) {
+  std::string text = a.str();
+  if (text.size() > 2 && text.compare(text.size() - 2, 2, ":0") == 0) text.resize(text.size() - 2);
+  if (text.size() > 2 && text.front() == '[' && text.back() == ']') text = text.substr(1, text.size() - 2);
+  return text;
+}
+
+/// "lo 127.0.0.1 ::1 (loopback), eth0 10.0.0.1": each interface once, with its addresses.
+std::string interfaceList(const std::vector<net::Interface>& list) {
+  std::vector<std::pair<std::string, std::string>> named;  // name, "addresses"
+  for (const auto& i : list) {
+    auto it = std::find_if(named.begin(), named.end(), [&](const auto& n) { return n.first == i.name; });
+    if (it == named.end()) it = named.insert(named.end(), {i.name, i.name + (i.loopback ? " (loopback)" : "")});
+    it->second += " " + bareAddress(i.address);
+  }
+  std::string out;
+  for (const auto& n : named) out += (out.empty() ? "" : ", ") + n.second;
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+std::string Context::describe() const {
+  const Settings s = settings();
+  const auto all = net::listInterfaces();
+  const auto chosen = net::selectInterfaces(all, s.ifname);
+  std::string out = "interfaces up: " + interfaceList(all);
+  out += "\nifname '" + s.ifname + "' selects: " + (chosen.empty() ? "nothing" : interfaceNames(chosen));
+  out += "\nsame-host peers over: ";
+  out += s.ifname.empty() ? "lo 127.0.0.1" : chosen.empty() ? "nothing" : chosen.front().name;
+  const auto wide = std::find_if(chosen.begin(), chosen.end(), [](const net::Interface& i) { return !i.loopback; });
+  out += "\nother hosts over: " + (wide == chosen.end() ? std::string("nothing (no selected interface leaves the host)")
+                                                         : wide->name + " " + bareAddress(wide->address));
+  return out;
+}
+
 std::optional<Route> Context::route(const PeerInfo& peer, const Settings& settings, std::string* why) const {
   // Same host, nothing configured: loopback always works and never leaves the host.
   if (settings.ifname.empty() && peer.sameHost) return Route{"lo", net::SockAddr::parse("127.0.0.1")};

@@ -69,6 +69,9 @@ class Context : public transport_cxx::ErrorSlot {
   const std::string& hostname() const { return host_.hostname(); }
   /// Reads the settings' current values from the core; throws Error.
   Settings settings() const;
+  /// For plugboard-info (describe): the interfaces, which ones ifname
+  /// selects, and where same-host and other-host peers are reached.
+  std::string describe() const;
   /// The address to listen on for peer, or why the peer is unreachable.
   std::optional<Route> route(const PeerInfo& peer, const Settings& settings, std::string* why) const;
   /// Local registered regions.

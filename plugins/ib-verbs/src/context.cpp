@@ -30,8 +30,8 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "ib-verbs") {
   const std::string gpuBusId = host_.cudaPciBusId();
   const PortPick pick = pickPort(found.usable, pciDevicePlace(gpuBusId));
   port_ = found.usable[pick.index];
-  for (const auto& p : found.usable) log(PB_LOG_INFO, "ib-verbs port " + p.describe());
-  for (const auto& s : found.skipped) log(PB_LOG_INFO, "ib-verbs skipped " + s);
+  for (const auto& p : found.usable) report_.push_back("port " + p.describe());
+  for (const auto& s : found.skipped) report_.push_back("skipped " + s);
 
   int n = 0;
   DeviceList list(ibv_get_device_list(&n));
@@ -46,9 +46,15 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "ib-verbs") {
   cq_ = std::make_unique<SharedCq>(device_.get(), where());
   dmabuf_ = host_.exportsCudaDmabuf();
   peerMemory_ = peerMemoryModuleLoaded();
-  log(PB_LOG_INFO, "ib-verbs uses " + port_.describe() + ", " + pick.reason +
-                       (gpuBusId.empty() ? "" : " at " + gpuBusId) +
-                       (dmabuf_ ? "; CUDA memory as dma-bufs" : peerMemory_ ? "; CUDA memory through nvidia-peermem" : ""));
+  report_.push_back("uses " + port_.describe() + ", " + pick.reason + (gpuBusId.empty() ? "" : " at " + gpuBusId) +
+                    (dmabuf_ ? "; CUDA memory as dma-bufs" : peerMemory_ ? "; CUDA memory through nvidia-peermem" : ""));
+  for (const auto& line : report_) log(PB_LOG_INFO, "ib-verbs " + line);
+}
+
+std::string Context::describe() const {
+  std::string out;
+  for (const auto& line : report_) out += (out.empty() ? "" : "\n") + line;
+  return out;
 }
 
 Context::~Context() {

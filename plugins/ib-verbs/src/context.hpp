@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "device.hpp"
 #include "memory.hpp"
@@ -39,6 +40,9 @@ class Context : public transport_cxx::ErrorSlot {
   const IbSettings& settings() const { return settings_; }
   /// The port every connection of this context uses.
   const PortInfo& port() const { return port_; }
+  /// For plugboard-info (describe): every usable port, every skipped one
+  /// and why, and the one taken and why; a line each (logged at INFO too).
+  std::string describe() const;
   ibv_context* verbs() const { return device_.get(); }
   ibv_pd* pd() const { return pd_.get(); }
   /// The completion queue every connection's queue pairs share.
@@ -68,6 +72,7 @@ class Context : public transport_cxx::ErrorSlot {
   transport_cxx::HostServices host_;
   IbSettings settings_;
   PortInfo port_;
+  std::vector<std::string> report_;  // see describe()
   DeviceContext device_;
   ProtectionDomain pd_;
   std::unique_ptr<SharedCq> cq_;  // after device_: destroyed before it

@@ -172,14 +172,19 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "libfabric") {
   setUpMessages();
   openLanes();
   bool manual = info_->domain_attr->data_progress == FI_PROGRESS_MANUAL;
-  log(PB_LOG_INFO, "rank " + std::to_string(host_.rank()) + ": libfabric provider " + choice_.name + ", fabric " +
-                       choice_.fabric + ", domain " + choice_.domain + "; signals by " +
-                       (signalMode_ == SignalMode::Atomic ? "fi_atomic FI_SUM" : "control message") +
-                       " after delivery-complete writes; " + (hmem_ ? "FI_HMEM" : "no FI_HMEM") + "; " +
-                       (manual ? "manual" : "auto") + " data progress; messages of up to " +
-                       std::to_string(message) + " bytes" + (rxm ? ", rxm settings " + eager.source : "") +
-                       "; " + std::to_string(lanes_.size()) + " lane(s) for writes of at least " +
-                       std::to_string(settings_.laneBytes) + " bytes");
+  summary_ = "provider " + choice_.name + ", fabric " + choice_.fabric + ", domain " + choice_.domain +
+             "; signals by " + (signalMode_ == SignalMode::Atomic ? "fi_atomic FI_SUM" : "control message") +
+             " after delivery-complete writes; " + (hmem_ ? "FI_HMEM" : "no FI_HMEM") + "; " +
+             (manual ? "manual" : "auto") + " data progress; messages of up to " + std::to_string(message) +
+             " bytes" + (rxm ? ", rxm settings " + eager.source : "") + "; " + std::to_string(lanes_.size()) +
+             " lane(s) for writes of at least " + std::to_string(settings_.laneBytes) + " bytes";
+  log(PB_LOG_INFO, "rank " + std::to_string(host_.rank()) + ": libfabric " + summary_);
+}
+
+std::string Context::describe() const {
+  std::string out = summary_;
+  for (size_t at = out.find("; "); at != std::string::npos; at = out.find("; ", at)) out.replace(at, 2, "\n");
+  return out;
 }
 
 Context::~Context() {

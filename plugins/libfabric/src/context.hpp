@@ -123,6 +123,9 @@ class Context : public transport_cxx::ErrorSlot {
   uint32_t addrFormat() const { return addrFormat_; }
   /// "rank N (host H)" for this process.
   std::string describeSelf() const;
+  /// For plugboard-info (describe): provider, fabric, domain, signals,
+  /// progress, message sizes and lanes, a line each.
+  std::string describe() const;
   /// Why peer cannot be reached from this endpoint, or "" when it can.
   std::string whyUnreachable(const PeerInfo& peer) const;
 
@@ -230,6 +233,7 @@ class Context : public transport_cxx::ErrorSlot {
   transport_cxx::HostServices host_;
   Settings settings_;
   ProviderChoice choice_;
+  std::string summary_;  // what set-up chose, "; "-separated (logged once, and describe())
   SignalMode signalMode_ = SignalMode::Message;
   bool hmem_ = false;
   uint64_t maxFragment_ = 0;

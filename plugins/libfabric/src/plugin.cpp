@@ -32,6 +32,7 @@ struct Traits {
   static constexpr const char* kVersion = PLUGBOARD_LIBFABRIC_VERSION;
 
   static Context* init(const pb_host_services_v1* host) { return new Context(host); }
+  static std::string describe(Context& c) { return c.describe(); }
 
   static void properties(Context& c, pb_transport_properties_v1& props) {
     using P = pb_transport_properties_v1;

@@ -87,15 +87,16 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "ucx") {
     teardown();
     throw;
   }
-  log(PB_LOG_INFO, std::string("UCX ") + ucp_get_version_string() + ", transports " + tlsSource_ +
-                       ", resources " + resources_ + " (cost " + std::to_string(connectCost()) + ")" +
-                       (activeMessages() ? ", operations as active messages (ucx.protocol=" + settings_.protocolText +
-                                               ", am_eager=" + settings_.amEager + ")"
-                                         : std::string(", operations as RMA (ucx.protocol=") + settings_.protocolText +
-                                               "), signal ordering by " +
-                                               (settings_.ordering == Ordering::Flush ? "ep flush" : "worker fence")) +
-                       ", progress " + (settings_.progressThread ? "thread + proxy" : "by proxy only") +
-                       ", memory types " + memoryTypesText());
+  summary_ = std::string("UCX ") + ucp_get_version_string() + ", transports " + tlsSource_ + ", resources " +
+             resources_ + " (cost " + std::to_string(connectCost()) + ")" +
+             (activeMessages() ? ", operations as active messages (ucx.protocol=" + settings_.protocolText +
+                                     ", am_eager=" + settings_.amEager + ")"
+                               : std::string(", operations as RMA (ucx.protocol=") + settings_.protocolText +
+                                     "), signal ordering by " +
+                                     (settings_.ordering == Ordering::Flush ? "ep flush" : "worker fence")) +
+             ", progress " + (settings_.progressThread ? "thread + proxy" : "by proxy only") + ", memory types " +
+             memoryTypesText();
+  log(PB_LOG_INFO, summary_);
 }
 
 Context::~Context() { teardown(); }

@@ -115,6 +115,9 @@ class Context : public transport_cxx::ErrorSlot {
   bool registersCheaply() const { return registersCheaply_; }
   /// "self, tcp, posix": the transports of UCX's resources, for messages.
   const std::string& resources() const { return resources_; }
+  /// For plugboard-info (describe): UCX's version, transports, resources,
+  /// protocol, progress and memory types (what set-up logs at INFO).
+  const std::string& describe() const { return summary_; }
   /// True when operations travel as active messages (Protocol::ActiveMessage).
   bool activeMessages() const { return settings_.protocol == Protocol::ActiveMessage; }
   /// Active messages shorter than this many bytes are sent eagerly
@@ -267,6 +270,7 @@ class Context : public transport_cxx::ErrorSlot {
   std::string effectiveTls_;
   bool registersCheaply_ = false;  ///< surveyResources()
   std::string resources_;         // see resources()
+  std::string summary_;           // see describe()
   bool networkOnlyTcp_ = false;   // no UCX resource but TCP and host-local ones
   uint64_t memoryTypes_ = 0;
 
