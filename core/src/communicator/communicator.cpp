@@ -69,6 +69,8 @@ void Communicator::Impl::shutdown() {
   if (proxy) proxy->stop();
   std::lock_guard<std::mutex> lock(mutex);
   for (auto& [key, c] : connections) c->close();
+  for (auto& c : retired) c->close();
+  retired.clear();
   for (auto& w : memories)
     if (auto m = w.lock()) m->release();
   memories.clear();
@@ -220,6 +222,16 @@ std::shared_ptr<ConnectionImpl> Communicator::Impl::takeFallback(int peer, Memor
   choice.transport = choice.fallbacks.front();
   choice.fallbacks.erase(choice.fallbacks.begin());
   return old;
+}
+
+bool Communicator::Impl::otherKindUses(int peer, MemoryKind kind, const std::string& transport) const {
+  const auto key = peer < self.rank ? std::make_pair(peer, self.rank) : std::make_pair(self.rank, peer);
+  for (const auto& [k, table] : choices) {
+    if (k == kind) continue;
+    const auto it = table.find(key);
+    if (it != table.end() && it->second.transport == transport) return true;
+  }
+  return false;
 }
 
 std::shared_ptr<ConnectionImpl> Communicator::Impl::findConnection(int peer, MemoryKind kind) const {

@@ -135,6 +135,10 @@ struct Communicator::Impl {
   /// Connections by (peer, transport): one serves every memory kind its transport moves.
   using ConnKey = std::pair<int, std::string>;
   std::map<ConnKey, std::shared_ptr<ConnectionImpl>> connections;
+  /// Failed-over connections that another memory kind's choice still named
+  /// (a stager, port channels): left open for their other users, closed by
+  /// shutdown() with the rest (startFailover).
+  std::vector<std::shared_ptr<ConnectionImpl>> retired;
   std::map<ConnKey, std::promise<std::shared_ptr<Connection>>> pendingPromises;
   std::map<ConnKey, std::shared_future<std::shared_ptr<Connection>>> pendingFutures;
   std::vector<std::weak_ptr<RegisteredMemoryImpl>> memories;  // pruned of expired ones as it grows
@@ -190,6 +194,9 @@ struct Communicator::Impl {
   std::shared_ptr<ConnectionImpl> takeFallback(int peer, MemoryKind kind, std::string* failedTransport);
   /// Selects transports for each memory kind (after exchangeReach's data).
   void selectAllKinds();
+  /// True when a memory kind other than `kind` has the pair on `transport`.
+  /// Caller holds mutex.
+  bool otherKindUses(int peer, MemoryKind kind, const std::string& transport) const;
   /// The open connection carrying `kind` memory to peer, or null.
   std::shared_ptr<ConnectionImpl> findConnection(int peer, MemoryKind kind) const;
   /// Registers memory with every loaded transport that takes its kind (and

@@ -15,12 +15,21 @@ std::unique_ptr<PendingFailover> Communicator::Impl::startFailover(Communicator&
                                        " asked for with the failover setting off");
   std::shared_ptr<ConnectionImpl> failed;
   std::string failedTransport, next;
+  bool shared = false;
   {
     std::lock_guard<std::mutex> lock(mutex);
     failed = takeFallback(peer, kind, &failedTransport);
     next = choiceFor(peer, kind).transport;
+    // One connection carries every memory kind chosen onto its transport. A
+    // kind not failed over here keeps it (its stager or port channels): closing it
+    // now would stop a stager whose streams may wait on GPU work that waits
+    // on this very call (the GPU collectives' host relay), a deadlock until
+    // the GPU wait times out. Those users see its failure themselves; the
+    // peer hears of the failover through the bootstrap.
+    shared = failed && otherKindUses(peer, kind, failedTransport);
+    if (shared) retired.push_back(failed);
   }
-  if (failed) {
+  if (failed && !shared) {
     proxy->remove(failed);
     failed->close();  // the peer's side sees it end, and fails over too
   }
