@@ -146,6 +146,9 @@ std::string TransportPlugin::describe() const {
   size_t needed = 0;
   const pb_status probe = t.describe(ctx_, nullptr, 0, &needed);
   if (probe != PB_ERR_NOMEM) check(probe, "describe (asking for its length)");
+  if (needed == 0 || needed > (1u << 20))
+    throw Error(ErrorCode::Plugin, "transport " + name_ + ": describe asked for " + std::to_string(needed) +
+                                       " bytes (1 to 1 MiB expected)");
   std::string text(needed, '\0');
   check(t.describe(ctx_, text.data(), text.size(), &needed), "describe");
   text.resize(std::strlen(text.c_str()));
