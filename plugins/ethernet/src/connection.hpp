@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -173,6 +174,7 @@ class Connection {
     uint64_t expectedSeq = 1;
     bool drained = false;  // this pass's last read came back short: the socket had no more then
     bool acksDelayed = false;  // delayAcks() since the last bulk read (receive.cpp)
+    std::chrono::steady_clock::time_point acksDelayedAt;  // when delayAcks() last ran
   };
 
   /// Receiver thread body: waits for bytes and applies them until the end,
@@ -205,6 +207,9 @@ class Connection {
   RxStep receivePayload();
   /// One non-blocking read into the read-ahead; false when nothing came.
   bool fillReadAhead();
+  /// Asks the kernel to delay acknowledgements on the inbound stream, at
+  /// most once per kReassertDelayedAcks while no bulk read turned them on.
+  void delayAcksNow(RxState& r);
   /// Checks and dispatches the frame header in bytes; false after CLOSE.
   bool headerReceived(const uint8_t* bytes);
   /// Checks the destination of the current frame's payload.

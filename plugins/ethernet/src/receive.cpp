@@ -36,6 +36,8 @@ constexpr size_t kDirectReadBytes = 4 * 1024;
 /// A read-ahead that got less than this carried small frames: delay the
 /// acknowledgements (fillReadAhead).
 constexpr size_t kDelayAcksBelowBytes = 4 * 1024;
+/// How often a stream of small reads says again that acknowledgements may wait.
+constexpr std::chrono::milliseconds kReassertDelayedAcks{10};
 
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -180,6 +182,18 @@ Connection::RxStep Connection::receivePayload() {
   return RxStep::Moved;
 }
 
+// The kernel leaves delayed-acknowledgement mode by itself only when its
+// delayed-ACK timer fires (40 ms at the least), so saying it once every
+// kReassertDelayedAcks is enough: one system call per small read was a
+// third of a small call's system calls.
+void Connection::delayAcksNow(RxState& r) {
+  const auto now = std::chrono::steady_clock::now();
+  if (r.acksDelayed && now - r.acksDelayedAt < kReassertDelayedAcks) return;
+  inbound_.delayAcks();
+  r.acksDelayed = true;
+  r.acksDelayedAt = now;
+}
+
 bool Connection::fillReadAhead() {
   RxState& r = rx_;
   // A short read emptied the socket a moment ago: another read in the same
@@ -199,10 +213,7 @@ bool Connection::fillReadAhead() {
   // acknowledgement per small frame was half the segments of a small call
   // (2 ranks, 8 B: 6.7 -> 5.4-6.4 us). Not for bulk reads, which turn them
   // back on (receivePayload): a bulk sender needs them to keep its window open.
-  if (n > 0 && n < kDelayAcksBelowBytes) {
-    inbound_.delayAcks();
-    r.acksDelayed = true;
-  }
+  if (n > 0 && n < kDelayAcksBelowBytes) delayAcksNow(r);
   r.drained = n < room;
   return n > 0;
 }
