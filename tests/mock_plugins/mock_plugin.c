@@ -6,7 +6,8 @@
  *   MOCK_INIT_CRASHES - init() dies of SIGSEGV
  *   MOCK_INIT_EXITS - init() calls exit(3)
  *   MOCK_INIT_HANGS - init() never returns
- *   MOCK_GOOD       - loads and initialises; connects to nobody
+ *   MOCK_GOOD       - loads and initialises; connects to nobody; describes itself
+ *   MOCK_DESCRIBE_LIES - as GOOD, but describe() asks for a 1 TiB buffer
  */
 #include <plugboard/transport.h>
 #include <signal.h>
@@ -64,6 +65,24 @@ static pb_status mock_finalize(pb_plugin_ctx* ctx) {
   return PB_OK;
 }
 
+#if !defined(MOCK_NO_SYMBOL)
+static pb_status mock_describe(pb_plugin_ctx* ctx, char* buf, size_t len, size_t* needed) {
+  static const char text[] = "mock: found nothing\nconnects to nobody";
+  (void)ctx;
+#if defined(MOCK_DESCRIBE_LIES)
+  (void)buf;
+  (void)len;
+  *needed = (size_t)1 << 40;
+  return PB_ERR_NOMEM;
+#else
+  *needed = sizeof text;
+  if (!buf || len < sizeof text) return PB_ERR_NOMEM;
+  memcpy(buf, text, sizeof text);
+  return PB_OK;
+#endif
+}
+#endif
+
 static const char* mock_last_error(pb_plugin_ctx* ctx) {
   (void)ctx;
   return g_error;
@@ -89,6 +108,7 @@ static pb_transport_v1 g_table = {
 #if !defined(MOCK_NO_SYMBOL)
 PB_PLUGIN_EXPORT const pb_transport_v1* plugboard_transport_v1(uint32_t core_major, uint32_t core_minor) {
   (void)core_minor;
+  g_table.describe = mock_describe;
 #if !defined(MOCK_WRONG_ABI)
   if (core_major != PB_TRANSPORT_ABI_MAJOR) return NULL;
 #else

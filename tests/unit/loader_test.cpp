@@ -77,6 +77,21 @@ TEST(Loader, GoodMockLoadsAndReportsProperties) {
   EXPECT_EQ(p->properties().mem_types, static_cast<uint32_t>(PB_MEM_HOST));
 }
 
+TEST(Loader, APluginDescribesWhatItFoundAndALyingLengthIsRefused) {
+  Config c = Config::fromYamlText("", "x.yaml");
+  auto good = loadTransport("mock", {kMock + "/good"}, c, LocalIdentity{0, 1, "h"});
+  EXPECT_EQ(good->describe(), "mock: found nothing\nconnects to nobody");
+  Config c2 = Config::fromYamlText("", "x.yaml");
+  auto liar = loadTransport("mock", {kMock + "/describe_lies"}, c2, LocalIdentity{0, 1, "h"});
+  try {
+    liar->describe();
+    FAIL() << "a 1 TiB describe was allocated";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Plugin);
+    EXPECT_NE(std::string(e.what()).find("describe asked for 1099511627776 bytes"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Loader, ExplicitTransportsMustAllLoad) {
   EnvGuard env;
   env.set("PLUGBOARD_PLUGIN_PATH", kMock + "/good");
