@@ -116,6 +116,25 @@ class FaultyTest : public TransportFixture {
   pb_rkey* rkCounter_ = nullptr;
 };
 
+/// describe's text (ABI 1.5) of a context.
+std::string describeText(const pb_transport_v1* t, pb_plugin_ctx* ctx) {
+  size_t needed = 0;
+  if (t->describe(ctx, nullptr, 0, &needed) != PB_ERR_NOMEM) return "(no length)";
+  std::string text(needed, '\0');
+  if (t->describe(ctx, text.data(), text.size(), &needed) != PB_OK) return "(failed)";
+  text.resize(needed - 1);
+  return text;
+}
+
+TEST_F(FaultyTest, DescribesItsFaultAndTheInnerTransport) {
+  ASSERT_NO_FATAL_FAILURE(makePair({{"fault", "fail_op"}, {"ranks", "1"}, {"after", "7"}}));
+  ASSERT_NE(t_->describe, nullptr);
+  const std::string r0 = describeText(t_, ctx0_), r1 = describeText(t_, ctx1_);
+  EXPECT_EQ(r0.rfind("wraps ethernet\nno fault injected on rank 0\nethernet: interfaces up: ", 0), 0u) << r0;
+  EXPECT_EQ(r1.rfind("wraps ethernet\ninjecting fault 'fail_op' on rank 1 over ethernet (after 7, count 1)\n", 0), 0u)
+      << r1;
+}
+
 TEST_F(FaultyTest, DropReportsCompletionButNothingLands) {
   ASSERT_NO_FATAL_FAILURE(connect({{"fault", "drop"}, {"ops", "signal"}}));
   targets(64);

@@ -1,6 +1,7 @@
 #include "context.hpp"
 
 #include <cstdlib>
+#include <cstring>
 
 #include "error.hpp"
 
@@ -36,10 +37,26 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "faulty") {
   counter_.configure(plan_);
   injects_ = plan_.injectsOn(host_.rank());
   inner_ = std::make_unique<InnerTransport>(host_.setting(kInner), *host);
-  if (injects_)
-    log(PB_LOG_WARN, "injecting fault '" + std::string(faultName(plan_.fault)) + "' on rank " +
-                         std::to_string(rank()) + " over " + inner_->name() + " (after " +
-                         std::to_string(plan_.after) + ", count " + std::to_string(plan_.count) + ")");
+  if (injects_) log(PB_LOG_WARN, injectionText());
+}
+
+std::string Context::injectionText() const {
+  return "injecting fault '" + std::string(faultName(plan_.fault)) + "' on rank " + std::to_string(rank()) + " over " +
+         inner_->name() + " (after " + std::to_string(plan_.after) + ", count " + std::to_string(plan_.count) + ")";
+}
+
+std::string Context::report() const {
+  std::string out = "wraps " + inner_->name() + "\n" +
+                    (injects_ ? injectionText() : "no fault injected on rank " + std::to_string(rank()));
+  const pb_transport_v1& t = inner_->api();
+  size_t needed = 0;
+  if (!PB_HAS_FIELD(&t, pb_transport_v1, describe) || !t.describe ||
+      t.describe(inner_->ctx(), nullptr, 0, &needed) != PB_ERR_NOMEM || needed == 0 || needed > (1u << 20))
+    return out;
+  std::string inner(needed, '\0');
+  if (t.describe(inner_->ctx(), inner.data(), inner.size(), &needed) != PB_OK) return out;
+  inner.resize(std::strlen(inner.c_str()));
+  return out + "\n" + inner_->name() + ": " + inner;
 }
 
 void Context::declareSettings() const {

@@ -33,12 +33,18 @@ class Context : public transport_cxx::ErrorSlot {
   void log(pb_log_level level, const std::string& message) const { host_.log(level, message); }
   /// "faulty: injected <fault> at <what> #n on rank R (host H)", for errors and logs.
   std::string describe(const std::string& what, uint64_t n) const;
+  /// For plugboard-info (the describe entry): the inner transport, the
+  /// fault this rank injects (or that it injects none), then the inner
+  /// transport's own description.
+  std::string report() const;
   /// Counts live connections, so finalize can refuse while any remain.
   void connectionOpened() { ++connections_; }
   void connectionClosed() { --connections_; }
   int connections() const { return connections_.load(); }
 
  private:
+  /// "injecting fault '<f>' on rank R over <inner> (after A, count C)".
+  std::string injectionText() const;
   void declareSettings() const;
   void readSettings();
 

@@ -27,6 +27,7 @@ struct Traits {
   static constexpr const char* kVersion = PLUGBOARD_FAULTY_VERSION;
 
   static Context* init(const pb_host_services_v1* host) { return new Context(host); }
+  static std::string describe(Context& c) { return c.report(); }
 
   /// The inner transport's, except: never mapped (loads and stores through a
   /// mapping pass no code of ours to fault, so the core must use write and
