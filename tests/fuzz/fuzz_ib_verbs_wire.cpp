@@ -1,6 +1,6 @@
 // libFuzzer target: what a peer (or a setting) hands the ib-verbs plugin
 // before libibverbs sees any of it: the address blob, a packed key, and
-// the HCA filter's text (ib_verbs.hca, NCCL_IB_HCA syntax). Each must be
+// the HCA filter's text (ib-verbs.hca, NCCL_IB_HCA syntax). Each must be
 // accepted or refused with the plugin's Error, never crash; a blob it
 // accepts must encode back to the same bytes (nothing unchecked reaches
 // ibv_modify_qp or an RDMA write).

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -89,7 +90,7 @@ TEST(HcaFilter, PortsAndExclusion) {
 }
 
 TEST(HcaFilter, BadSpecsNameTheEntryAndTheSource) {
-  const std::string where = "ib_verbs.hca from PLUGBOARD_IB_VERBS_HCA";
+  const std::string where = "ib-verbs.hca from PLUGBOARD_IB_VERBS_HCA";
   expectError([&] { HcaFilter::parse("mlx5_0:x", where); }, PB_ERR_INVALID, {"'mlx5_0:x'", "port 'x'", where});
   expectError([&] { HcaFilter::parse("mlx5_0:0", where); }, PB_ERR_INVALID, {"port '0'"});
   expectError([&] { HcaFilter::parse("mlx5_0:256", where); }, PB_ERR_INVALID, {"port '256'"});
@@ -133,7 +134,7 @@ TEST(GidChoice, FallsBackToGlobalV6ThenV1AndRefusesLinkLocalOnly) {
 
 TEST(GidChoice, ConfiguredIndexMustExistAndHoldAGid) {
   std::vector<GidRow> table = {{0, ipv4Mapped(10, 0, 0, 1), IBV_GID_TYPE_ROCE_V2}, {1, {}, IBV_GID_TYPE_ROCE_V2}};
-  EXPECT_EQ(chooseGid(table, IBV_LINK_LAYER_ETHERNET, 0, "p").reason, "set by ib_verbs.gid_index");
+  EXPECT_EQ(chooseGid(table, IBV_LINK_LAYER_ETHERNET, 0, "p").reason, "set by ib-verbs.gid_index");
   expectError([&] { chooseGid(table, IBV_LINK_LAYER_ETHERNET, 1, "mlx5_0 port 1"); }, PB_ERR_INVALID,
               {"gid_index 1 is empty", "::ffff:10.0.0.1"});
   expectError([&] { chooseGid(table, IBV_LINK_LAYER_ETHERNET, 7, "p"); }, PB_ERR_INVALID, {"gid_index 7 is not in"});
@@ -269,12 +270,18 @@ TEST(IbCompletion, StatusesMapAndTextNamesEverything) {
 
 namespace {
 
-IbSettings settingsFrom(const std::map<std::string, std::string>& values) {
-  return parseSettings([&](const std::string& key) -> std::optional<std::string> {
+/// A lookup in a made-up table (settings by key, or variables by name).
+std::function<std::optional<std::string>(const std::string&)> tableLookup(std::map<std::string, std::string> values) {
+  return [values = std::move(values)](const std::string& key) -> std::optional<std::string> {
     auto it = values.find(key);
     if (it == values.end()) return std::nullopt;
     return it->second;
-  });
+  };
+}
+
+/// The settings these values give, in an environment that sets none of them.
+IbSettings settingsFrom(const std::map<std::string, std::string>& values) {
+  return parseSettings(tableLookup(values), tableLookup({}));
 }
 
 }  // namespace
@@ -297,13 +304,31 @@ TEST(IbSettings, DefaultsFollowNcclAndEveryKeyIsDeclared) {
 }
 
 TEST(IbSettings, OutOfRangeValuesNameTheSettingAndTheRange) {
-  expectError([] { settingsFrom({{"timeout", "0"}}); }, PB_ERR_INVALID, {"ib_verbs.timeout = '0'", "1 to 31"});
-  expectError([] { settingsFrom({{"service_level", "16"}}); }, PB_ERR_INVALID, {"service_level", "0 to 15"});
-  expectError([] { settingsFrom({{"mtu", "1500"}}); }, PB_ERR_INVALID, {"ib_verbs.mtu = '1500'", "2048 or 4096"});
+  expectError([] { settingsFrom({{"timeout", "0"}}); }, PB_ERR_INVALID, {"ib-verbs.timeout from", "'0'", "1 to 31"});
+  expectError([] { settingsFrom({{"service_level", "16"}}); }, PB_ERR_INVALID, {"ib-verbs.service_level", "0 to 15"});
+  expectError([] { settingsFrom({{"mtu", "1500"}}); }, PB_ERR_INVALID, {"ib-verbs.mtu from", "'1500'", "2048 or 4096"});
   expectError([] { settingsFrom({{"qps_per_connection", "two"}}); }, PB_ERR_INVALID, {"qps_per_connection", "'two'"});
-  expectError([] { settingsFrom({{"hca", "mlx5_0:abc"}}); }, PB_ERR_INVALID, {"ib_verbs.hca", "port 'abc'"});
-  expectError([] { settingsFrom({{"gdr_flush", "yes"}}); }, PB_ERR_INVALID, {"ib_verbs.gdr_flush = 'yes'", "0 to 1"});
+  expectError([] { settingsFrom({{"hca", "mlx5_0:abc"}}); }, PB_ERR_INVALID, {"ib-verbs.hca", "port 'abc'"});
+  expectError([] { settingsFrom({{"gdr_flush", "yes"}}); }, PB_ERR_INVALID, {"ib-verbs.gdr_flush from", "'yes'", "0 to 1"});
   EXPECT_FALSE(settingsFrom({{"gdr_flush", "0"}}).gdrFlush);
+}
+
+// The core names a plugin's settings "<plugin>.<key>" and reads
+// PLUGBOARD_<PLUGIN>_<KEY> (the hyphen becomes '_'); get_setting does not
+// say which source won, so the environment is compared with the value.
+TEST(IbSettings, ABadValueSaysWhereItCameFrom) {
+  EXPECT_EQ(settingName("hca"), "ib-verbs.hca");
+  EXPECT_EQ(settingEnvName("qps_per_connection"), "PLUGBOARD_IB_VERBS_QPS_PER_CONNECTION");
+  const auto env = tableLookup({{"PLUGBOARD_IB_VERBS_HCA", "mlx5_0:x"}});
+  EXPECT_EQ(settingSource("hca", "mlx5_0:x", env), "ib-verbs.hca from PLUGBOARD_IB_VERBS_HCA");
+  EXPECT_EQ(settingSource("hca", "mlx5_1", env), "ib-verbs.hca from the YAML config (ib-verbs: {hca: ...}) or the program")
+      << "the variable holds other text: the value did not come from it";
+  EXPECT_EQ(settingSource("mtu", "1500", env), "ib-verbs.mtu from the YAML config (ib-verbs: {mtu: ...}) or the program");
+  const auto hca = tableLookup({{"hca", "mlx5_0:x"}});
+  expectError([&] { parseSettings(hca, env); }, PB_ERR_INVALID,
+              {"ib-verbs.hca from PLUGBOARD_IB_VERBS_HCA: 'mlx5_0:x' names port 'x'"});
+  expectError([&] { parseSettings(hca, tableLookup({})); }, PB_ERR_INVALID,
+              {"ib-verbs.hca from the YAML config (ib-verbs: {hca: ...}) or the program: 'mlx5_0:x'"});
 }
 
 TEST(IbQpPlan, TransitionsCarryTheRightAttributesAndMasks) {
@@ -409,7 +434,7 @@ TEST(IbDevice, DiscoveryOnThisHostSaysWhyNothingIsUsable) {
   s.hca = HcaFilter::parse("=no_such_hca", "test");
   for (const auto& line : discoverPorts(s).skipped) {
     if (line.find(" port ") != std::string::npos) {
-      EXPECT_NE(line.find("ib_verbs.hca"), std::string::npos) << line;
+      EXPECT_NE(line.find("ib-verbs.hca"), std::string::npos) << line;
     }
   }
 }

@@ -23,7 +23,7 @@ namespace {
 
 using plugboard::test::FakeHost;
 
-/// Settings every test context starts from: ib_verbs.hca from
+/// Settings every test context starts from: ib-verbs.hca from
 /// PB_TEST_IB_VERBS_HCA when set (tests/rdma/soft_roce.sh names its device).
 std::map<std::string, std::string> baseSettings() {
   const char* hca = std::getenv("PB_TEST_IB_VERBS_HCA");
@@ -93,7 +93,7 @@ TEST(IbVerbsPlugin, BadSettingsAreRefusedBeforeAnyDeviceIsTouched) {
   ASSERT_NE(plugin(), nullptr);
   const std::map<std::string, std::string> cases[] = {
       {{"qps_per_connection", "0"}}, {{"mtu", "1000"}}, {{"timeout", "40"}}, {{"hca", "mlx5_0:x"}}};
-  const char* names[] = {"ib_verbs.qps_per_connection", "ib_verbs.mtu", "ib_verbs.timeout", "mlx5_0:x"};
+  const char* names[] = {"ib-verbs.qps_per_connection", "ib-verbs.mtu", "ib-verbs.timeout", "ib-verbs.hca from"};
   for (size_t i = 0; i < 4; ++i) {
     const auto [st, why] = initWith(cases[i]);
     EXPECT_EQ(st, PB_ERR_INVALID) << why;

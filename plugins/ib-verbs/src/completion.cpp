@@ -7,7 +7,7 @@ const char* hintFor(ibv_wc_status status) {
   switch (status) {
     case IBV_WC_RETRY_EXC_ERR:
       return "the peer did not acknowledge: its process or port is gone, or the path to it is broken (check "
-             "ib_verbs.timeout / retry_count, the link and, on RoCE, the GID and lossless settings)";
+             "ib-verbs.timeout / retry_count, the link and, on RoCE, the GID and lossless settings)";
     case IBV_WC_RNR_RETRY_EXC_ERR: return "the peer posted no receive in time (receiver not ready)";
     case IBV_WC_REM_ACCESS_ERR:
       return "the peer refused access to its memory: a stale or deregistered key, or a write past its region";

@@ -44,7 +44,7 @@ int completionQueueSize(uint64_t needed, uint64_t floor, int deviceMax, const st
   IBV_CHECK(needed <= most, PB_ERR_UNSUPPORTED,
             "ib-verbs: " + where + ": the connections' work requests need a completion queue of " +
                 std::to_string(needed) + " entries, the device's hold at most " + std::to_string(most) +
-                " (max_cqe): lower ib_verbs.qps_per_connection");
+                " (max_cqe): lower ib-verbs.qps_per_connection");
   uint64_t size = 1;
   while (size < std::max(needed, floor)) size <<= 1;
   return static_cast<int>(std::min(size, most));

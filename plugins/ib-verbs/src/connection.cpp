@@ -33,7 +33,7 @@ Connection::Connection(Context& ctx, const PeerInfo& peer, void* addr, size_t* a
     qps_.emplace_back(ibv_create_qp(ctx.pd(), &a));
     if (!qps_.back())
       verbsNullFailure(to + "ibv_create_qp (RC, " + std::to_string(kSendDepth) + " send requests, " +
-                           std::to_string(s.inlineBytes) + " inline bytes: lower ib_verbs.inline_bytes if the device "
+                           std::to_string(s.inlineBytes) + " inline bytes: lower ib-verbs.inline_bytes if the device "
                            "allows less)",
                        PB_ERR_SYSTEM);
     inlineLimit_ = std::min<uint32_t>(inlineLimit_, a.cap.max_inline_data);  // what the device granted
@@ -115,7 +115,7 @@ void Connection::applyPeerAddress(const void* peerAddr, size_t len) {
   IBV_CHECK(blob.qps.size() == qps_.size(), PB_ERR_INVALID,
             "ib-verbs: " + from + " uses " + std::to_string(blob.qps.size()) + " queue pair(s) per connection, rank " +
                 std::to_string(ctx_.host().rank()) + " uses " + std::to_string(qps_.size()) +
-                ": set ib_verbs.qps_per_connection alike on every rank");
+                ": set ib-verbs.qps_per_connection alike on every rank");
   IBV_CHECK(blob.linkLayer == ctx_.port().linkLayer, PB_ERR_UNSUPPORTED,
             "ib-verbs: " + from + "'s port is " + linkLayerName(blob.linkLayer) + ", " + ctx_.port().name() + " is " +
                 linkLayerName(ctx_.port().linkLayer) + ": no RDMA path between them");

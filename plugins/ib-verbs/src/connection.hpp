@@ -1,4 +1,4 @@
-// One connection to a peer: ib_verbs.qps_per_connection reliable-connected
+// One connection to a peer: ib-verbs.qps_per_connection reliable-connected
 // queue pairs on the context's shared completion queue. Writes are RDMA writes striped over the
 // queue pairs; signals are RDMA atomic fetch-and-adds on queue pair 0,
 // posted only once every earlier write on the other queue pairs completed
@@ -10,7 +10,7 @@
 // other queue pairs' earlier requests completed (post_queues.hpp); work
 // behind it on the other queue pairs goes on. After writes into a peer's
 // GPU memory a signal also waits for a read back from it (gpu_flush.hpp,
-// ib_verbs.gdr_flush). The first failed completion
+// ib-verbs.gdr_flush). The first failed completion
 // ends the connection: every later call throws it.
 #pragma once
 
@@ -88,7 +88,7 @@ class Connection {
                                      size_t dstOffset, size_t size) const;
   /// proxy_connect's work: the peer's blob checked, every queue pair to RTR and RTS.
   void applyPeerAddress(const void* peerAddr, size_t len);
-  /// Remembers the writes into peer GPU memory a later signal must flush (when ib_verbs.gdr_flush).
+  /// Remembers the writes into peer GPU memory a later signal must flush (when ib-verbs.gdr_flush).
   void noteWrites(const std::vector<Request>& writes, const RemoteRegion& dst);
   /// Queues the flush reads, then the atomic: fenced behind a read on its
   /// queue pair, draining the other queue pairs' earlier work (their reads too).

@@ -35,7 +35,7 @@ std::vector<GidRow> gidTable(ibv_context* ctx, uint8_t port, int tableLength, in
 /// Examines one port; returns the reason it is skipped, or "" with *out filled.
 std::string examinePort(ibv_context* ctx, const std::string& device, uint8_t port, const ibv_device_attr& dev,
                         const IbSettings& s, PortInfo* out) {
-  if (!s.hca.matches(device, port)) return "not selected by ib_verbs.hca (" + s.hca.describe() + ")";
+  if (!s.hca.matches(device, port)) return "not selected by ib-verbs.hca (" + s.hca.describe() + ")";
   ibv_port_attr attr{};
   if (int rc = ibv_query_port(ctx, port, &attr); rc != 0)
     return std::string("ibv_query_port failed: ") + std::strerror(rc > 0 ? rc : errno);

@@ -1,5 +1,5 @@
 // Which RDMA port the transport uses: every device ibv_get_device_list
-// finds, every port of it, kept when it is active, matches ib_verbs.hca,
+// finds, every port of it, kept when it is active, matches ib-verbs.hca,
 // has a usable GID and RDMA atomics (signals are atomic adds); the rest are
 // listed with the reason they were skipped, for plugboard-info and errors.
 #pragma once

@@ -69,11 +69,11 @@ GidChoice chooseGid(const std::vector<GidRow>& table, int linkLayer, int configu
     for (const GidRow& r : table)
       if (r.index == static_cast<uint32_t>(configuredIndex)) {
         IBV_CHECK(!isZero(r.gid), PB_ERR_INVALID,
-                  "ib-verbs: " + port + ": ib_verbs.gid_index " + std::to_string(configuredIndex) +
+                  "ib-verbs: " + port + ": ib-verbs.gid_index " + std::to_string(configuredIndex) +
                       " is empty (the table has " + tableText(table) + ")");
-        return choice(r, "set by ib_verbs.gid_index");
+        return choice(r, "set by ib-verbs.gid_index");
       }
-    throw Error(PB_ERR_INVALID, "ib-verbs: " + port + ": ib_verbs.gid_index " + std::to_string(configuredIndex) +
+    throw Error(PB_ERR_INVALID, "ib-verbs: " + port + ": ib-verbs.gid_index " + std::to_string(configuredIndex) +
                                    " is not in the GID table (" + tableText(table) + ")");
   }
   if (linkLayer != IBV_LINK_LAYER_ETHERNET) {
@@ -91,7 +91,7 @@ GidChoice chooseGid(const std::vector<GidRow>& table, int linkLayer, int configu
   if (const GidRow* r = firstWhere(table, IBV_GID_TYPE_ROCE_V1, [](const std::array<uint8_t, 16>&) { return true; }))
     return choice(*r, "RoCE v1 (no RoCE v2 GID)");
   throw Error(PB_ERR_UNSUPPORTED, "ib-verbs: " + port + ": RoCE port without a usable GID (" + tableText(table) +
-                                      "); give the port an IP address or set ib_verbs.gid_index");
+                                      "); give the port an IP address or set ib-verbs.gid_index");
 }
 
 }  // namespace plugboard::ibverbs

@@ -1,5 +1,5 @@
 // Which GID a port uses. InfiniBand ports route by LID and use GID 0. RoCE
-// ports need a GID: the ib_verbs.gid_index setting when given, else (as
+// ports need a GID: the ib-verbs.gid_index setting when given, else (as
 // NCCL does by default) the first RoCE v2 GID holding an IPv4-mapped
 // address, else the first RoCE v2 global IPv6 GID, else the first RoCE v1
 // GID. Works on a table as ibv_query_gid_table returns it, so it is tested
@@ -26,7 +26,7 @@ struct GidRow {
 struct GidChoice {
   uint32_t index = 0;
   std::array<uint8_t, 16> gid{};
-  std::string reason;  ///< "RoCE v2, IPv4-mapped (first such)", "set by ib_verbs.gid_index", ...
+  std::string reason;  ///< "RoCE v2, IPv4-mapped (first such)", "set by ib-verbs.gid_index", ...
 };
 
 /// Chooses a GID. linkLayer is IBV_LINK_LAYER_INFINIBAND or _ETHERNET;

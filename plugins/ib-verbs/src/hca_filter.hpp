@@ -11,12 +11,12 @@
 
 namespace plugboard::ibverbs {
 
-/// A parsed ib_verbs.hca / PLUGBOARD_IB_VERBS_HCA value.
+/// A parsed ib-verbs.hca / PLUGBOARD_IB_VERBS_HCA value.
 class HcaFilter {
  public:
   /// Matches every device and port.
   HcaFilter() = default;
-  /// Parses spec; where names its source for errors ("ib_verbs.hca from
+  /// Parses spec; where names its source for errors ("ib-verbs.hca from
   /// PLUGBOARD_IB_VERBS_HCA"). Throws Error(PB_ERR_INVALID) naming the
   /// entry for an empty name, a port that is not a number from 1 to 255,
   /// or more than kMaxEntries entries.

@@ -30,7 +30,7 @@ struct LocalPort {
 /// RESET -> INIT: port, pkey 0, remote write and atomic access.
 QpStep initStep(const LocalPort& local);
 /// INIT -> RTR toward the peer's queue pair qp: path MTU = the smallest of
-/// ours, the peer's and ib_verbs.mtu; address by LID on InfiniBand, by GID
+/// ours, the peer's and ib-verbs.mtu; address by LID on InfiniBand, by GID
 /// (GRH with traffic class) on RoCE; this end takes local.responderDepth
 /// reads and atomics in flight.
 QpStep rtrStep(const LocalPort& local, const wire::AddressBlob& peer, const wire::QpInfo& qp, const IbSettings& s);

@@ -1,5 +1,6 @@
 #include "settings.hpp"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 
@@ -8,20 +9,24 @@
 namespace plugboard::ibverbs {
 namespace {
 
-int64_t parseInt(const std::string& key, const std::string& text, int64_t lo, int64_t hi) {
+/// A setting's text and, for errors, the setting and its source (settingSource).
+struct Value {
+  std::string text;
+  std::string where;
+};
+
+int64_t parseInt(const Value& v, int64_t lo, int64_t hi) {
   char* end = nullptr;
   errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  const bool ok = !text.empty() && end && *end == '\0' && errno == 0 && v >= lo && v <= hi;
+  const long long n = std::strtoll(v.text.c_str(), &end, 10);
+  const bool ok = !v.text.empty() && end && *end == '\0' && errno == 0 && n >= lo && n <= hi;
   IBV_CHECK(ok, PB_ERR_INVALID,
-            "ib_verbs." + key + " = '" + text + "': expected an integer from " + std::to_string(lo) + " to " +
-                std::to_string(hi));
-  return v;
+            v.where + ": '" + v.text + "' is not an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+  return n;
 }
 
-ibv_mtu parseMtu(const std::string& text) {
-  const int64_t bytes = parseInt("mtu", text, 256, 4096);
-  switch (bytes) {
+ibv_mtu parseMtu(const Value& v) {
+  switch (parseInt(v, 256, 4096)) {
     case 256: return IBV_MTU_256;
     case 512: return IBV_MTU_512;
     case 1024: return IBV_MTU_1024;
@@ -29,10 +34,30 @@ ibv_mtu parseMtu(const std::string& text) {
     case 4096: return IBV_MTU_4096;
     default: break;
   }
-  throw Error(PB_ERR_INVALID, "ib_verbs.mtu = '" + text + "': expected 256, 512, 1024, 2048 or 4096");
+  throw Error(PB_ERR_INVALID, v.where + ": '" + v.text + "' is not 256, 512, 1024, 2048 or 4096");
 }
 
 }  // namespace
+
+std::optional<std::string> processEnvironment(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  if (!v) return std::nullopt;
+  return std::string(v);
+}
+
+std::string settingName(const std::string& key) { return "ib-verbs." + key; }
+
+std::string settingEnvName(const std::string& key) {
+  std::string out = "PLUGBOARD_IB_VERBS_";
+  for (char c : key) out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string settingSource(const std::string& key, const std::string& text, const EnvLookup& env) {
+  const std::string var = settingEnvName(key);
+  if (env(var) == text) return settingName(key) + " from " + var;
+  return settingName(key) + " from the YAML config (ib-verbs: {" + key + ": ...}) or the program";
+}
 
 const std::vector<SettingSpec>& settingSpecs() {
   static const std::vector<SettingSpec> specs = {
@@ -52,26 +77,26 @@ const std::vector<SettingSpec>& settingSpecs() {
   return specs;
 }
 
-IbSettings parseSettings(const SettingLookup& lookup) {
-  auto get = [&](const std::string& key) -> std::string {
-    if (auto v = lookup(key); v && !v->empty()) return *v;
+IbSettings parseSettings(const SettingLookup& lookup, const EnvLookup& env) {
+  auto get = [&](const std::string& key) -> Value {
+    if (auto v = lookup(key); v && !v->empty()) return {*v, settingSource(key, *v, env)};
     for (const SettingSpec& s : settingSpecs())
-      if (key == s.key) return s.defaultValue;
-    throw Error(PB_ERR_INTERNAL, "ib_verbs." + key + " is not declared");
+      if (key == s.key) return {s.defaultValue, "the default of " + settingName(key)};
+    throw Error(PB_ERR_INTERNAL, settingName(key) + " is not declared");
   };
   IbSettings s;
-  s.hca = HcaFilter::parse(get("hca"), "ib_verbs.hca");
-  s.gidIndex = static_cast<int>(parseInt("gid_index", get("gid_index"), -1, 255));
-  s.trafficClass = static_cast<uint8_t>(parseInt("traffic_class", get("traffic_class"), 0, 255));
-  s.serviceLevel = static_cast<uint8_t>(parseInt("service_level", get("service_level"), 0, 15));
+  const Value hca = get("hca");
+  s.hca = HcaFilter::parse(hca.text, hca.where);
+  s.gidIndex = static_cast<int>(parseInt(get("gid_index"), -1, 255));
+  s.trafficClass = static_cast<uint8_t>(parseInt(get("traffic_class"), 0, 255));
+  s.serviceLevel = static_cast<uint8_t>(parseInt(get("service_level"), 0, 15));
   s.mtu = parseMtu(get("mtu"));
-  s.timeout = static_cast<uint8_t>(parseInt("timeout", get("timeout"), 1, 31));
-  s.retryCount = static_cast<uint8_t>(parseInt("retry_count", get("retry_count"), 0, 7));
-  s.qpsPerConnection = static_cast<int>(parseInt("qps_per_connection", get("qps_per_connection"), 1, 16));
-  s.stripeMinBytes =
-      static_cast<uint64_t>(parseInt("stripe_min_bytes", get("stripe_min_bytes"), 4096, int64_t(1) << 40));
-  s.inlineBytes = static_cast<uint32_t>(parseInt("inline_bytes", get("inline_bytes"), 0, 1024));
-  s.gdrFlush = parseInt("gdr_flush", get("gdr_flush"), 0, 1) == 1;
+  s.timeout = static_cast<uint8_t>(parseInt(get("timeout"), 1, 31));
+  s.retryCount = static_cast<uint8_t>(parseInt(get("retry_count"), 0, 7));
+  s.qpsPerConnection = static_cast<int>(parseInt(get("qps_per_connection"), 1, 16));
+  s.stripeMinBytes = static_cast<uint64_t>(parseInt(get("stripe_min_bytes"), 4096, int64_t(1) << 40));
+  s.inlineBytes = static_cast<uint32_t>(parseInt(get("inline_bytes"), 0, 1024));
+  s.gdrFlush = parseInt(get("gdr_flush"), 0, 1) == 1;
   return s;
 }
 

@@ -22,7 +22,7 @@ uint64_t SharedCq::attach(const std::vector<uint32_t>& qpNums, uint32_t entries)
     const int size = completionQueueSize(needed, 0, deviceMax_, where_);
     verbsCheck(ibv_resize_cq(cq_.get(), size),
                "ib-verbs: " + where_ + ": ibv_resize_cq from " + std::to_string(size_) + " to " + std::to_string(size) +
-                   " entries (for one more connection; lower ib_verbs.qps_per_connection if the device cannot)",
+                   " entries (for one more connection; lower ib-verbs.qps_per_connection if the device cannot)",
                PB_ERR_SYSTEM);
     size_ = size;
   }

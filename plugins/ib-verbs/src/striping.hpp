@@ -1,6 +1,6 @@
 // How one write is spread over a connection's queue pairs
-// (ib_verbs.qps_per_connection): at most one stripe per QP, none smaller
-// than ib_verbs.stripe_min_bytes (so small writes stay on one QP), each but
+// (ib-verbs.qps_per_connection): at most one stripe per QP, none smaller
+// than ib-verbs.stripe_min_bytes (so small writes stay on one QP), each but
 // the last a multiple of 64 bytes. A signal that follows goes out only
 // after every stripe's completion, since QPs do not order among themselves.
 #pragma once

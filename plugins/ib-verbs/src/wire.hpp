@@ -24,7 +24,7 @@ constexpr uint16_t kKeyVersion = 1;
 constexpr uint32_t kAddressMagic = 0x41494250;
 /// "PBIK": packed key.
 constexpr uint32_t kKeyMagic = 0x4b494250;
-/// Queue pairs one connection may stripe over (ib_verbs.qps_per_connection).
+/// Queue pairs one connection may stripe over (ib-verbs.qps_per_connection).
 constexpr size_t kMaxQps = 16;
 
 /// One queue pair as its owner announces it.
