@@ -260,10 +260,32 @@ TEST(IbCompletion, StatusesMapAndTextNamesEverything) {
   EXPECT_EQ(statusForCompletion(IBV_WC_WR_FLUSH_ERR), PB_ERR_REMOTE);
   EXPECT_EQ(statusForCompletion(IBV_WC_LOC_PROT_ERR), PB_ERR_INTERNAL);
   EXPECT_EQ(statusForCompletion(IBV_WC_FATAL_ERR), PB_ERR_SYSTEM);
-  const std::string t = completionText(IBV_WC_RETRY_EXC_ERR, "RDMA write to rank 3 (host h)", "mlx5_0 port 1");
-  EXPECT_NE(t.find("RDMA write to rank 3 (host h) over mlx5_0 port 1 failed"), std::string::npos) << t;
-  EXPECT_NE(t.find(ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR)), std::string::npos) << t;
-  EXPECT_NE(t.find("retry_count"), std::string::npos) << t;
+}
+
+// The text Connection::complete ends a connection with: composed by
+// completionError from the parties it fills in.
+TEST(IbCompletion, AFailedCompletionNamesBothEndsTheDeviceAndTheStatus) {
+  CompletionParties p;
+  p.operation = operationText(OpKind::WriteSignal, 2);
+  p.port = "mlx5_3 port 1";
+  p.localRank = 0;
+  p.localHost = "node-a";
+  p.peerRank = 5;
+  p.peerHost = "node-b";
+  const std::string t = completionError(IBV_WC_RETRY_EXC_ERR, p);
+  EXPECT_EQ(t.rfind("ib-verbs: write with signal and its 2 GPUDirect flush read(s) of the peer's GPU memory from rank 0 "
+                    "(host node-a) to rank 5 (host node-b) over mlx5_3 port 1 failed: " +
+                        std::string(ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR)) + " (status 12): the peer did not acknowledge",
+                    0),
+            0u)
+      << t;
+  EXPECT_NE(t.find("ib-verbs.timeout / retry_count"), std::string::npos) << t;
+  p.operation = operationText(OpKind::Signal, 0);
+  const std::string noHint = completionError(IBV_WC_GENERAL_ERR, p);
+  EXPECT_EQ(noHint, "ib-verbs: signal (RDMA atomic add) from rank 0 (host node-a) to rank 5 (host node-b) over mlx5_3 "
+                    "port 1 failed: " + std::string(ibv_wc_status_str(IBV_WC_GENERAL_ERR)) + " (status " +
+                        std::to_string(IBV_WC_GENERAL_ERR) + ")");
+  EXPECT_EQ(operationText(OpKind::Write, 0), "RDMA write");
 }
 
 // ---- settings and the queue-pair plan ---------------------------------------

@@ -42,8 +42,18 @@ pb_status statusForCompletion(ibv_wc_status status) {
   }
 }
 
-std::string completionText(ibv_wc_status status, const std::string& what, const std::string& device) {
-  std::string out = "ib-verbs: " + what + " over " + device + " failed: " + ibv_wc_status_str(status) + " (status " +
+std::string operationText(OpKind kind, uint32_t flushReads) {
+  std::string what = kind == OpKind::Write    ? "RDMA write"
+                     : kind == OpKind::Signal ? "signal (RDMA atomic add)"
+                                              : "write with signal";
+  if (flushReads) what += " and its " + std::to_string(flushReads) + " GPUDirect flush read(s) of the peer's GPU memory";
+  return what;
+}
+
+std::string completionError(ibv_wc_status status, const CompletionParties& p) {
+  std::string out = "ib-verbs: " + p.operation + " from rank " + std::to_string(p.localRank) + " (host " +
+                    p.localHost + ") to rank " + std::to_string(p.peerRank) + " (host " + p.peerHost + ") over " +
+                    p.port + " failed: " + ibv_wc_status_str(status) + " (status " +
                     std::to_string(static_cast<int>(status)) + ")";
   const std::string hint = hintFor(status);
   return hint.empty() ? out : out + ": " + hint;

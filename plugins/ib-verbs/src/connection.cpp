@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <random>
 
-#include "completion.hpp"
 #include "striping.hpp"
 
 namespace plugboard::ibverbs {
@@ -159,7 +158,7 @@ void Connection::checkSignal(const RemoteRegion& dst, size_t dstOffset) const {
                 " is not 8-byte aligned");
 }
 
-uint64_t Connection::beginOp(Kind kind, uint32_t requests, uint32_t flushReads) {
+uint64_t Connection::beginOp(OpKind kind, uint32_t requests, uint32_t flushReads) {
   const uint64_t seq = ++posted_;
   ops_.push_back({seq, kind, requests + flushReads, flushReads});
   return seq;
@@ -244,7 +243,7 @@ void Connection::postWrite(LocalRegion& src, size_t srcOffset, RemoteRegion& dst
   checkConnected("write");
   checkWrite(src, srcOffset, dst, dstOffset, size);
   std::vector<Request> writes = writeRequests(posted_ + 1, src, srcOffset, dst, dstOffset, size);
-  beginOp(Kind::Write, static_cast<uint32_t>(writes.size()));
+  beginOp(OpKind::Write, static_cast<uint32_t>(writes.size()));
   noteWrites(writes, dst);
   queueWrites(writes);
   pump();
@@ -255,7 +254,7 @@ void Connection::postSignal(RemoteRegion& dst, size_t dstOffset, uint64_t value)
   checkConnected("signal");
   checkSignal(dst, dstOffset);
   const std::vector<FlushRead> reads = flushes_.take();
-  queueSignal(beginOp(Kind::Signal, 1, static_cast<uint32_t>(reads.size())), reads, dst, dstOffset, value);
+  queueSignal(beginOp(OpKind::Signal, 1, static_cast<uint32_t>(reads.size())), reads, dst, dstOffset, value);
   pump();
 }
 
@@ -269,7 +268,7 @@ void Connection::postWriteSignal(LocalRegion& src, size_t srcOffset, RemoteRegio
   noteWrites(writes, dst);
   const std::vector<FlushRead> reads = flushes_.take();
   const uint64_t seq =
-      beginOp(Kind::WriteSignal, static_cast<uint32_t>(writes.size() + 1), static_cast<uint32_t>(reads.size()));
+      beginOp(OpKind::WriteSignal, static_cast<uint32_t>(writes.size() + 1), static_cast<uint32_t>(reads.size()));
   queueWrites(writes);
   queueSignal(seq, reads, signalDst, signalOffset, value);
   pump();
@@ -290,13 +289,16 @@ void Connection::pump() {
   });
 }
 
-std::string Connection::opText(const Op* op) const {
-  const Kind kind = op ? op->kind : Kind::Write;
-  std::string what = kind == Kind::Write ? "RDMA write" : kind == Kind::Signal ? "signal (RDMA atomic add)"
-                                                                               : "write with signal";
-  if (op && op->flushReads)
-    what += " and its " + std::to_string(op->flushReads) + " GPUDirect flush read(s) of the peer's GPU memory";
-  return what + " to " + peer_.describe();
+CompletionParties Connection::parties(const Op* op, uint64_t wrId) const {
+  CompletionParties p;
+  p.operation = op ? operationText(op->kind, op->flushReads)
+                   : "work request " + std::to_string(wrId) + " (of no outstanding operation)";
+  p.port = ctx_.port().name();
+  p.localRank = ctx_.host().rank();
+  p.localHost = ctx_.host().hostname();
+  p.peerRank = peer_.rank;
+  p.peerHost = peer_.host;
+  return p;
 }
 
 void Connection::complete(const ibv_wc& wc) {
@@ -306,10 +308,7 @@ void Connection::complete(const ibv_wc& wc) {
   if (!ops_.empty() && wc.wr_id >= ops_.front().seq && wc.wr_id - ops_.front().seq < ops_.size())
     op = &ops_[wc.wr_id - ops_.front().seq];
   if (wc.status != IBV_WC_SUCCESS)
-    fail(statusForCompletion(wc.status),
-         completionText(wc.status, opText(op),
-                        ctx_.port().name() + " of rank " + std::to_string(ctx_.host().rank()) + " (host " +
-                            ctx_.host().hostname() + ")"));
+    fail(statusForCompletion(wc.status), completionError(wc.status, parties(op, wc.wr_id)));
   if (!op || op->pending == 0)
     fail(PB_ERR_INTERNAL, "ib-verbs: " + ctx_.where() + ": a completion for operation " + std::to_string(wc.wr_id) +
                               " on the connection to " + peer_.describe() + ", which has none outstanding");

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "completion.hpp"
 #include "context.hpp"
 #include "error.hpp"
 #include "gpu_flush.hpp"
@@ -65,11 +66,10 @@ class Connection {
   void flush();
 
  private:
-  enum class Kind : uint8_t { Write, Signal, WriteSignal };
   /// A posted operation: its sequence number and work requests not yet complete.
   struct Op {
     uint64_t seq = 0;
-    Kind kind = Kind::Write;
+    OpKind kind = OpKind::Write;
     uint32_t pending = 0;
     uint32_t flushReads = 0;  ///< GPUDirect flush reads posted before its signal
   };
@@ -82,7 +82,7 @@ class Connection {
 
   void throwIfFailed() const;
   void checkConnected(const char* op) const;
-  uint64_t beginOp(Kind kind, uint32_t requests, uint32_t flushReads = 0);
+  uint64_t beginOp(OpKind kind, uint32_t requests, uint32_t flushReads = 0);
   /// The work requests of a write: its stripes, each cut to the port's max_msg_sz.
   std::vector<Request> writeRequests(uint64_t seq, LocalRegion& src, size_t srcOffset, RemoteRegion& dst,
                                      size_t dstOffset, size_t size) const;
@@ -101,7 +101,8 @@ class Connection {
   void pump();
   void complete(const ibv_wc& wc);
   [[noreturn]] void fail(pb_status status, const std::string& message);
-  std::string opText(const Op* op) const;
+  /// The parties of a failed completion of work request wrId (op: its operation, if outstanding).
+  CompletionParties parties(const Op* op, uint64_t wrId) const;
   LocalPort localPort() const;
 
   Context& ctx_;
