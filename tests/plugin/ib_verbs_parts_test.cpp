@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -20,7 +21,9 @@
 #include "gid.hpp"
 #include "gpu_flush.hpp"
 #include "hca_filter.hpp"
+#include "ib_verbs_test_support.hpp"
 #include "nic_affinity.hpp"
+#include "port_facts.hpp"
 #include "post_queues.hpp"
 #include "qp_plan.hpp"
 #include "settings.hpp"
@@ -444,21 +447,116 @@ TEST(IbDevice, NamesOfLinkLayersStatesAndMtus) {
   EXPECT_EQ(p.describe(), "mlx5_0 port 1: RoCE, 100 Gb/s, MTU 4096, GID 3 ::ffff:192.0.2.1 (RoCE v2, IPv4-mapped)");
 }
 
-TEST(IbDevice, DiscoveryOnThisHostSaysWhyNothingIsUsable) {
-  IbSettings s;
-  const Discovery d = discoverPorts(s);
-  if (!d.usable.empty()) GTEST_SKIP() << "this host has a usable RDMA port: " << d.usable.front().describe();
-  EXPECT_FALSE(d.whyNone().empty());
-  if (d.skipped.empty()) {
+namespace {
+
+/// An active RoCE v2 port with an IPv4-mapped GID on a device with atomics:
+/// usable unless a test changes a fact.
+PortFacts roceFacts(const std::string& device, uint8_t port) {
+  PortFacts f;
+  f.device = device;
+  f.port = port;
+  f.deviceAttr.atomic_cap = IBV_ATOMIC_HCA;
+  f.deviceAttr.max_qp_init_rd_atom = 16;
+  f.deviceAttr.max_qp_rd_atom = 8;
+  f.attr.state = IBV_PORT_ACTIVE;
+  f.attr.link_layer = IBV_LINK_LAYER_ETHERNET;
+  f.attr.active_mtu = IBV_MTU_1024;
+  f.attr.active_speed = 64;  // HDR
+  f.attr.active_width = 2;   // 4x
+  f.gids = {{0, ipv4Mapped(10, 0, 0, static_cast<int>(port)), IBV_GID_TYPE_ROCE_V2}};
+  return f;
+}
+
+/// The RDMA devices the kernel lists in sysfs (none where the class is absent).
+std::vector<std::string> sysfsRdmaDevices() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/class/infiniband", ec))
+    out.push_back(e.path().filename().string());
+  return out;
+}
+
+}  // namespace
+
+// Each reason a port is skipped, on made-up ports, in the order discovery checks them.
+TEST(IbDevice, EachPortIsKeptOrSkippedWithItsReason) {
+  std::vector<PortFacts> ports = {roceFacts("mlx5_0", 1), roceFacts("mlx5_0", 2), roceFacts("mlx5_1", 1),
+                                  roceFacts("mlx5_2", 1), roceFacts("mlx5_3", 1), roceFacts("mlx5_4", 1)};
+  ports[1].attr.state = IBV_PORT_DOWN;
+  ports[2].deviceAttr.atomic_cap = IBV_ATOMIC_NONE;
+  ports[3].portError = "ibv_query_port failed: No such device";
+  ports[4].gids = {{0, gidOf({0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9}), IBV_GID_TYPE_ROCE_V2}};
+  ports[5].gidError = "ibv_query_gid_table failed: Invalid argument";
+  Discovery d;
+  for (const PortFacts& f : ports) judgePort(f, settingsFrom({}), d);
+  ASSERT_EQ(d.usable.size(), 1u);
+  EXPECT_EQ(d.usable[0].describe(),
+            "mlx5_0 port 1: RoCE, 200 Gb/s, MTU 1024, GID 0 ::ffff:10.0.0.1 (RoCE v2, IPv4-mapped (the first such))");
+  EXPECT_EQ(d.usable[0].initiatorDepth, 16);
+  EXPECT_EQ(d.usable[0].responderDepth, 8);
+  ASSERT_EQ(d.skipped.size(), 5u);
+  EXPECT_EQ(d.skipped[0], "mlx5_0 port 2: state DOWN");
+  EXPECT_EQ(d.skipped[1], "mlx5_1 port 1: the device has no RDMA atomics (atomic_cap NONE), which signals need");
+  EXPECT_EQ(d.skipped[2], "mlx5_2 port 1: ibv_query_port failed: No such device");
+  EXPECT_EQ(d.skipped[3].rfind("mlx5_3 port 1: ib-verbs: mlx5_3 port 1: RoCE port without a usable GID", 0), 0u) << d.skipped[3];
+  EXPECT_EQ(d.skipped[4], "mlx5_4 port 1: ibv_query_gid_table failed: Invalid argument");
+  EXPECT_EQ(d.whyNone().rfind("no usable RDMA port: [mlx5_0 port 2: state DOWN] [mlx5_1 port 1: ", 0), 0u)
+      << d.whyNone();
+}
+
+// A filter that selects no port names itself on every port, before any other reason.
+TEST(IbDevice, AFilterThatSelectsNothingIsTheReasonForEveryPort) {
+  PortFacts down = roceFacts("mlx5_1", 1);
+  down.attr.state = IBV_PORT_DOWN;
+  Discovery d;
+  for (const PortFacts& f : {roceFacts("mlx5_0", 1), down}) judgePort(f, settingsFrom({{"hca", "=no_such_hca"}}), d);
+  EXPECT_TRUE(d.usable.empty());
+  ASSERT_EQ(d.skipped.size(), 2u);
+  EXPECT_EQ(d.skipped[0], "mlx5_0 port 1: not selected by ib-verbs.hca (only no_such_hca)");
+  EXPECT_EQ(d.skipped[1], "mlx5_1 port 1: not selected by ib-verbs.hca (only no_such_hca)");
+  Discovery second;
+  judgePort(roceFacts("mlx5_0", 2), settingsFrom({{"hca", "mlx5_0:1"}}), second);
+  EXPECT_EQ(second.skipped.at(0), "mlx5_0 port 2: not selected by ib-verbs.hca (only mlx5_0* port 1)");
+}
+
+// Discovery on this host names no device the kernel does not list, and
+// with none listed says exactly that.
+TEST(IbDevice, DiscoveryOnThisHostAgreesWithSysfs) {
+  const std::vector<std::string> listed = sysfsRdmaDevices();
+  const Discovery d = discoverPorts(IbSettings{});
+  if (listed.empty()) {
+    EXPECT_TRUE(d.usable.empty()) << d.usable.front().describe();
+    EXPECT_TRUE(d.skipped.empty()) << d.whyNone();
     EXPECT_EQ(d.whyNone(), "ibv_get_device_list found no RDMA device on this host");
+    return;
   }
-  // With a filter that selects no device, every port found is named with the filter.
+  auto isListed = [&](const std::string& line) {
+    for (const auto& dev : listed)
+      if (line.rfind(dev + ":", 0) == 0 || line.rfind(dev + " port ", 0) == 0) return true;
+    return false;
+  };
+  for (const auto& p : d.usable) EXPECT_TRUE(isListed(p.name())) << p.describe();
+  for (const auto& line : d.skipped) EXPECT_TRUE(isListed(line)) << line;
+}
+
+// The filter on this host's real ports: each one is named with it.
+TEST(IbDevice, AFilterThatSelectsNothingNamesItselfOnThisHostsPorts) {
+  const Discovery all = discoverPorts(IbSettings{});
+  const std::string why = plugboard::test::ibVerbsSkipReason(
+      all.usable.empty() && all.skipped.empty() ? "no RDMA port on this host for the filter to leave out: " + all.whyNone()
+                                                 : "");
+  if (!why.empty()) GTEST_SKIP() << why;
+  IbSettings s;
   s.hca = HcaFilter::parse("=no_such_hca", "test");
-  for (const auto& line : discoverPorts(s).skipped) {
-    if (line.find(" port ") != std::string::npos) {
-      EXPECT_NE(line.find("ib-verbs.hca"), std::string::npos) << line;
-    }
+  const Discovery none = discoverPorts(s);
+  EXPECT_TRUE(none.usable.empty());
+  size_t ports = 0;
+  for (const auto& line : none.skipped) {
+    if (line.find(" port ") == std::string::npos) continue;  // a device that did not open
+    ++ports;
+    EXPECT_NE(line.find("not selected by ib-verbs.hca (only no_such_hca)"), std::string::npos) << line;
   }
+  EXPECT_EQ(ports, all.usable.size() + all.skipped.size()) << "every port found unfiltered is named filtered";
 }
 
 namespace {

@@ -8,6 +8,7 @@
 
 #include "error.hpp"
 #include "nic_affinity.hpp"
+#include "port_facts.hpp"
 #include "verbs.hpp"
 
 namespace plugboard::ibverbs {
@@ -32,33 +33,23 @@ std::vector<GidRow> gidTable(ibv_context* ctx, uint8_t port, int tableLength, in
   return rows;
 }
 
-/// Examines one port; returns the reason it is skipped, or "" with *out filled.
-std::string examinePort(ibv_context* ctx, const std::string& device, uint8_t port, const ibv_device_attr& dev,
-                        const IbSettings& s, PortInfo* out) {
-  if (!s.hca.matches(device, port)) return "not selected by ib-verbs.hca (" + s.hca.describe() + ")";
-  ibv_port_attr attr{};
-  if (int rc = ibv_query_port(ctx, port, &attr); rc != 0)
-    return std::string("ibv_query_port failed: ") + std::strerror(rc > 0 ? rc : errno);
-  if (attr.state != IBV_PORT_ACTIVE) return "state " + portStateName(attr.state);
-  if (dev.atomic_cap == IBV_ATOMIC_NONE)
-    return "the device has no RDMA atomics (atomic_cap NONE), which signals need";
-  PortInfo p;
-  p.device = device;
-  p.port = port;
-  p.linkLayer = attr.link_layer == IBV_LINK_LAYER_ETHERNET ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
-  p.lid = attr.lid;
-  p.activeMtu = attr.active_mtu;
-  p.gbps = portGbps(attr.active_speed, attr.active_width);
-  if (attr.max_msg_sz > 0 && attr.max_msg_sz < p.maxMessageBytes) p.maxMessageBytes = attr.max_msg_sz;
-  p.initiatorDepth = rdAtomicDepth(dev.max_qp_init_rd_atom);
-  p.responderDepth = rdAtomicDepth(dev.max_qp_rd_atom);
-  try {
-    p.gid = chooseGid(gidTable(ctx, port, attr.gid_tbl_len, dev.phys_port_cnt), p.linkLayer, s.gidIndex, p.name());
-  } catch (const Error& e) {
-    return e.what();
+/// What the verbs calls say about one port of an open device.
+PortFacts queryPort(ibv_context* ctx, const std::string& device, uint8_t port, const ibv_device_attr& dev) {
+  PortFacts f;
+  f.device = device;
+  f.port = port;
+  f.deviceAttr = dev;
+  f.pciPlace = rdmaDevicePlace(device);
+  if (int rc = ibv_query_port(ctx, port, &f.attr); rc != 0) {
+    f.portError = std::string("ibv_query_port failed: ") + std::strerror(rc > 0 ? rc : errno);
+    return f;
   }
-  *out = p;
-  return "";
+  try {
+    f.gids = gidTable(ctx, port, f.attr.gid_tbl_len, dev.phys_port_cnt);
+  } catch (const Error& e) {
+    f.gidError = e.what();
+  }
+  return f;
 }
 
 /// Adds every port of one device to d.
@@ -74,13 +65,7 @@ void examineDevice(ibv_device* dev, const IbSettings& s, Discovery& d) {
     d.skipped.push_back(name + ": ibv_query_device failed: " + std::strerror(rc > 0 ? rc : errno));
     return;
   }
-  for (uint8_t port = 1; port <= attr.phys_port_cnt; ++port) {
-    PortInfo p;
-    const std::string why = examinePort(ctx.get(), name, port, attr, s, &p);
-    p.pciPlace = rdmaDevicePlace(name);
-    if (why.empty()) d.usable.push_back(p);
-    else d.skipped.push_back(name + " port " + std::to_string(port) + ": " + why);
-  }
+  for (uint8_t port = 1; port <= attr.phys_port_cnt; ++port) judgePort(queryPort(ctx.get(), name, port, attr), s, d);
 }
 
 }  // namespace
