@@ -2,9 +2,10 @@
 // HCA filter in NCCL_IB_HCA's syntax, GID choice from a GID table, the
 // address and key blobs with bad input, write striping, completion errors,
 // the per-queue-pair post queues, the GPUDirect flush reads a signal waits
-// for, the port nearest the GPU.
+// for, the port nearest the GPU, which CUDA memory paths are open.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +17,7 @@
 
 #include "completion.hpp"
 #include "completion_router.hpp"
+#include "cuda_memory.hpp"
 #include "device.hpp"
 #include "error.hpp"
 #include "gid.hpp"
@@ -741,6 +743,41 @@ TEST(IbGpuFlush, ASignalWaitsForEveryQueuePairsReadThroughThePostQueues) {
   EXPECT_TRUE(q.completed(1));  // read1
   pumpInto(q, posted);
   EXPECT_EQ(posted.back(), "0:signal");
+}
+
+// ---- CUDA memory: dma-buf or nvidia-peermem ---------------------------------
+
+// The probe's answers as NCCL reads them: EOPNOTSUPP / EPROTONOSUPPORT mean
+// the NIC (or its kernel) cannot register dma-bufs; EBADF for fd -1 means it can.
+TEST(IbCudaMemory, TheProbeSaysWhetherTheNicRegistersDmabufs) {
+  EXPECT_TRUE(nicRegistersDmabufs({false, EBADF}));
+  EXPECT_TRUE(nicRegistersDmabufs({false, EINVAL}));
+  EXPECT_TRUE(nicRegistersDmabufs({true, 0})) << "a region for fd -1: the device took the call";
+  EXPECT_FALSE(nicRegistersDmabufs({false, EOPNOTSUPP}));
+  EXPECT_FALSE(nicRegistersDmabufs({false, EPROTONOSUPPORT}));
+}
+
+TEST(IbCudaMemory, CudaMemoryIsAdvertisedOnlyWhereAPathIsOpen) {
+  const DmabufProbe takes{false, EBADF}, refuses{false, EOPNOTSUPP};
+  const CudaMemoryPaths both = cudaMemoryPaths(true, takes, true, "mlx5_0 port 1");
+  EXPECT_TRUE(both.dmabuf && both.peerMemory && both.any());
+  EXPECT_EQ(both.reason, "CUDA memory as dma-bufs, else through nvidia-peermem");
+  const CudaMemoryPaths nicRefuses = cudaMemoryPaths(true, refuses, false, "mlx5_0 port 1");
+  EXPECT_FALSE(nicRefuses.any()) << "the core exports dma-bufs, but this HCA cannot register them";
+  EXPECT_EQ(nicRefuses.reason, "no CUDA memory: mlx5_0 port 1 cannot register dma-bufs (ibv_reg_dmabuf_mr: " +
+                                   std::string(std::strerror(EOPNOTSUPP)) +
+                                   "), and no nvidia_peermem module is loaded (the core stages GPU buffers through "
+                                   "host memory)");
+  const CudaMemoryPaths peer = cudaMemoryPaths(true, {false, EPROTONOSUPPORT}, true, "rxe0 port 1");
+  EXPECT_FALSE(peer.dmabuf);
+  EXPECT_TRUE(peer.peerMemory && peer.any());
+  EXPECT_NE(peer.reason.find("through nvidia-peermem (not as dma-bufs: rxe0 port 1 cannot register dma-bufs"),
+            std::string::npos) << peer.reason;
+  const CudaMemoryPaths noCore = cudaMemoryPaths(false, takes, false, "mlx5_0 port 1");
+  EXPECT_FALSE(noCore.any());
+  EXPECT_NE(noCore.reason.find("the core cannot export this GPU's memory as dma-bufs"), std::string::npos)
+      << noCore.reason;
+  EXPECT_TRUE(cudaMemoryPaths(true, takes, false, "p").dmabuf);
 }
 
 // ---- The port nearest the GPU ------------------------------------------------

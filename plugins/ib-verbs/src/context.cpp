@@ -1,6 +1,5 @@
 #include "context.hpp"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,11 +12,6 @@
 #include "nic_affinity.hpp"
 
 namespace plugboard::ibverbs {
-
-bool peerMemoryModuleLoaded() {
-  struct stat st;
-  return ::stat("/sys/module/nvidia_peermem", &st) == 0 || ::stat("/sys/module/nv_peer_mem", &st) == 0;
-}
 
 Context::Context(const pb_host_services_v1* host) : host_(host, "ib-verbs") {
   declareSettings();
@@ -44,10 +38,9 @@ Context::Context(const pb_host_services_v1* host) : host_(host, "ib-verbs") {
   pd_.reset(ibv_alloc_pd(device_.get()));
   if (!pd_) verbsNullFailure("ib-verbs: " + where() + ": ibv_alloc_pd", PB_ERR_SYSTEM);
   cq_ = std::make_unique<SharedCq>(device_.get(), where());
-  dmabuf_ = host_.exportsCudaDmabuf();
-  peerMemory_ = peerMemoryModuleLoaded();
+  cuda_ = cudaMemoryPaths(host_.exportsCudaDmabuf(), probeDmabuf(pd_.get()), peerMemoryModuleLoaded(), port_.name());
   report_.push_back("uses " + port_.describe() + ", " + pick.reason + (gpuBusId.empty() ? "" : " at " + gpuBusId) +
-                    (dmabuf_ ? "; CUDA memory as dma-bufs" : peerMemory_ ? "; CUDA memory through nvidia-peermem" : ""));
+                    "; " + cuda_.reason);
   for (const auto& line : report_) log(PB_LOG_INFO, "ib-verbs " + line);
 }
 
@@ -76,7 +69,7 @@ void Context::declareSettings() const {
 
 ibv_mr* Context::registerCuda(void* ptr, size_t size, int access) {
   std::string dmabufProblem;
-  if (dmabuf_) {
+  if (cuda_.dmabuf) {
     try {
       uint64_t offset = 0;
       const int fd = host_.cudaDmabufFd(ptr, size, &offset);
@@ -90,7 +83,7 @@ ibv_mr* Context::registerCuda(void* ptr, size_t size, int access) {
       dmabufProblem = e.what();
     }
   }
-  if (peerMemory_) {
+  if (cuda_.peerMemory) {
     if (ibv_mr* mr = ibv_reg_mr(pd_.get(), ptr, size, access)) return mr;
     verbsNullFailure("ib-verbs: " + where() + ": ibv_reg_mr of " + std::to_string(size) + " bytes of CUDA memory" +
                          " (nvidia-peermem)" + (dmabufProblem.empty() ? "" : "; as a dma-buf: " + dmabufProblem),
@@ -102,11 +95,8 @@ ibv_mr* Context::registerCuda(void* ptr, size_t size, int access) {
 
 LocalRegion* Context::registerMemory(void* ptr, size_t size, pb_mem_type type) {
   IBV_CHECK(type == PB_MEM_HOST || (type == PB_MEM_CUDA && cudaMemory()), PB_ERR_UNSUPPORTED,
-            std::string("ib-verbs register_memory: ") +
-                (type == PB_MEM_CUDA ? "CUDA memory needs the core's dma-buf export or the nvidia_peermem kernel "
-                                       "module, and neither is there (the core stages such buffers through host "
-                                       "memory)"
-                                     : "unknown memory type " + std::to_string(type)));
+            "ib-verbs register_memory: " + where() + ": " +
+                (type == PB_MEM_CUDA ? cuda_.reason : "unknown memory type " + std::to_string(type)));
   IBV_CHECK(ptr && size > 0, PB_ERR_INVALID, "ib-verbs register_memory: an empty or NULL region");
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                      IBV_ACCESS_REMOTE_ATOMIC;

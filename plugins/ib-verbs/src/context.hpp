@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_memory.hpp"
 #include "device.hpp"
 #include "memory.hpp"
 #include "shared_cq.hpp"
@@ -48,8 +49,9 @@ class Context : public transport_cxx::ErrorSlot {
   /// The completion queue every connection's queue pairs share.
   SharedCq& cq() { return *cq_; }
   /// True when CUDA memory can be registered: as a dma-buf the core exports
-  /// (ibv_reg_dmabuf_mr), or by ibv_reg_mr where nvidia-peermem is loaded.
-  bool cudaMemory() const { return dmabuf_ || peerMemory_; }
+  /// and the NIC takes (ibv_reg_dmabuf_mr), or by ibv_reg_mr where
+  /// nvidia-peermem is loaded (cuda_memory.hpp).
+  bool cudaMemory() const { return cuda_.any(); }
 
   /// Registers [ptr, ptr + size) with remote write, read and atomic access.
   LocalRegion* registerMemory(void* ptr, size_t size, pb_mem_type type);
@@ -76,16 +78,11 @@ class Context : public transport_cxx::ErrorSlot {
   DeviceContext device_;
   ProtectionDomain pd_;
   std::unique_ptr<SharedCq> cq_;  // after device_: destroyed before it
-  bool dmabuf_ = false;      // the core exports CUDA memory as dma-bufs
-  bool peerMemory_ = false;  // nvidia_peermem lets ibv_reg_mr take CUDA pointers
+  CudaMemoryPaths cuda_;      // how CUDA memory is registered, if at all
   mutable std::mutex mutex_;  // guards regions_ and nextRegion_
   std::set<LocalRegion*> regions_;
   uint64_t nextRegion_ = 1;
   std::atomic<int> connections_{0};
 };
-
-/// True when a kernel module that lets the HCA register CUDA memory
-/// (nvidia_peermem, or the older nv_peer_mem) is loaded.
-bool peerMemoryModuleLoaded();
 
 }  // namespace plugboard::ibverbs
