@@ -1,9 +1,11 @@
 // Tests of libplugboard-ib-verbs.so through its C ABI only, as the core
 // uses it: dlopen, a fake host-services table, two plugin contexts (ranks 0
 // and 1 of one host) in this process, looped back through the first usable
-// RDMA port. Where ibv_get_device_list finds no usable port (CI, the GPU
-// machines) the tests that need one skip with init's reason, and what can
-// be checked without a device is: init's refusal naming the rank and host,
+// RDMA port, with one queue pair a connection and with four (striped).
+// Where ibv_get_device_list finds no usable port (CI, the GPU machines) the
+// tests that need one skip with init's reason (and fail with it under
+// PB_TEST_IB_VERBS_REQUIRE=1, ib_verbs_test_support.hpp), and what can be
+// checked without a device is: init's refusal naming the rank and host,
 // settings refused before any device is touched.
 #include "ib_verbs_test_support.hpp"
 #include "plugin_test_support.hpp"
@@ -63,12 +65,34 @@ const plugboard::test::TransportUnderTest* ibVerbsTransport() {
   return &t;
 }
 
+/// ib-verbs over four queue pairs a connection, writes of two 4 KiB stripes
+/// and more split over them, nothing inline: the striping, a signal's wait
+/// for the other queue pairs and non-inline small writes all run.
+const plugboard::test::TransportUnderTest* stripedIbVerbsTransport() {
+  static const plugboard::test::TransportUnderTest t = [] {
+    plugboard::test::TransportUnderTest d = *ibVerbsTransport();
+    d.label = "ib_verbs_striped";
+    d.settings["qps_per_connection"] = "4";
+    d.settings["stripe_min_bytes"] = "4096";
+    d.settings["inline_bytes"] = "0";
+    return d;
+  }();
+  return &t;
+}
+
 using plugboard::test::TransportDeclareTest;
 using plugboard::test::TransportLoadTest;
+using plugboard::test::TransportOrderingTest;
 using plugboard::test::TransportPairTest;
+using plugboard::test::TransportWriteSizeTest;
 PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportLoadTest, ibVerbsTransport());
 PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportDeclareTest, ibVerbsTransport());
-PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportPairTest, ibVerbsTransport());
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportPairTest, ibVerbsTransport(), stripedIbVerbsTransport());
+PLUGBOARD_INSTANTIATE_TRANSPORT_SUITE(TransportOrderingTest, ibVerbsTransport(), stripedIbVerbsTransport());
+INSTANTIATE_TEST_SUITE_P(Conformance, TransportWriteSizeTest,
+                         ::testing::Combine(::testing::Values(ibVerbsTransport(), stripedIbVerbsTransport()),
+                                            ::plugboard::test::suiteWriteSizes()),
+                         ::plugboard::test::labelAndSizeOf);
 
 /// init with these settings; returns its status and last_error(NULL).
 std::pair<pb_status, std::string> initWith(std::map<std::string, std::string> settings) {
@@ -79,6 +103,21 @@ std::pair<pb_status, std::string> initWith(std::map<std::string, std::string> se
   std::string why = st == PB_OK ? "" : t->last_error(nullptr);
   if (st == PB_OK) t->finalize(ctx);
   return {st, why};
+}
+
+// The striped configuration's keys are declared and its values accepted:
+// a misspelt key would be ignored and the variant would quietly test the
+// defaults wherever a device exists.
+TEST(IbVerbsPlugin, TheStripedConfigurationIsDeclaredAndAccepted) {
+  const pb_transport_v1* t = plugin();
+  ASSERT_NE(t, nullptr);
+  FakeHost host(0, "hostx", stripedIbVerbsTransport()->settings);
+  pb_plugin_ctx* ctx = nullptr;
+  const pb_status st = t->init(&host.services, &ctx);
+  EXPECT_TRUE(st == PB_OK || st == PB_ERR_UNSUPPORTED) << t->last_error(nullptr);
+  if (st == PB_OK) t->finalize(ctx);
+  for (const auto& [key, value] : stripedIbVerbsTransport()->settings)
+    EXPECT_EQ(host.declared.count(key), 1u) << key << " is not a setting ib-verbs declares";
 }
 
 TEST(IbVerbsPlugin, WithoutAnRdmaPortInitRefusesNamingRankHostAndWhy) {
