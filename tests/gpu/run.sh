@@ -27,14 +27,36 @@ export PB_TEST_REAL_NCCL=${PB_TEST_REAL_NCCL:-auto}
 summary="$OUT/summary.tsv"
 printf "step\tresult\tseconds\tdetail\n" > "$summary"
 
+# selected NAME: false when RUN_ONLY leaves the step out (configure and build always run).
+selected() {
+  case "$1" in configure|build) return 0 ;; esac
+  [[ -z "${RUN_ONLY:-}" || "$1" =~ $RUN_ONLY ]]
+}
+
 # step NAME COMMAND...: runs it with its log in $LOGS/NAME.log, records the result.
 step() {
   local name=$1; shift
-  case "$name" in configure|build) ;; *) [[ -n "${RUN_ONLY:-}" && ! "$name" =~ $RUN_ONLY ]] && return 0 ;; esac
+  selected "$name" || return 0
   local start=$(date +%s) result=PASS
   "$@" > "$LOGS/$name.log" 2>&1 || result=FAIL
   local detail=$(grep -E "tests passed|PASSED|FAILED|_median|_us |Out of bounds|x_nccl geometric| FAIL$" "$LOGS/$name.log" | tail -3 | tr '\n' ' ' | tr '\t' ' ')
   printf "%s\t%s\t%s\t%s\n" "$name" "$result" "$(( $(date +%s) - start ))" "$detail" >> "$summary"
+}
+
+# skip_step NAME REASON: a SKIP row in the summary and REASON as the step's log
+# (printed with the other logs at the end), for a step this machine cannot run.
+skip_step() {
+  selected "$1" || return 0
+  echo "SKIP: $2" > "$LOGS/$1.log"
+  printf "%s\tSKIP\t0\t%s\n" "$1" "$2" >> "$summary"
+}
+
+# Why the ib-verbs transport cannot run here ("" when it can): the plugin
+# is not built (no libibverbs-dev) or the machine has no RDMA device (none
+# of the GPU machines has; tests/rdma/soft_roce.sh removes the one it makes).
+ib_verbs_unusable() {
+  [ -e "$build/lib/plugboard/libplugboard-ib-verbs.so" ] || { echo "libplugboard-ib-verbs.so is not built"; return; }
+  compgen -G "/sys/class/infiniband/*" > /dev/null || echo "no RDMA device (/sys/class/infiniband is empty or absent)"
 }
 
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nvcc --version | tail -1; \
@@ -128,7 +150,11 @@ done
 # The network plugins side by side (issue 13 target 4): where .gpu-deps
 # built libfabric and ucx, their tests, the GPU-buffer cases over each, and
 # host allreduce times beside ethernet's.
-for t in libfabric ucx; do
+for t in libfabric ucx ib-verbs; do
+  if [ "$t" = ib-verbs ] && why=$(ib_verbs_unusable) && [ -n "$why" ]; then
+    skip_step "staged-mps-$t" "$why"
+    continue
+  fi
   [ -e "$build/lib/plugboard/libplugboard-$t.so" ] && \
     step "staged-mps-$t" with_mps env PLUGBOARD_TRANSPORTS=$t bash tests/gpu/staged-mps.sh "$build"
 done
@@ -188,10 +214,17 @@ if [ "$ngpu" -ge 2 ]; then
   for t in half bfloat16; do
     step "perf-allreduce-$t" "$perf" "${cmp[@]}" -C allreduce -d "$t" -b 8 -e 256M -f 8 -n 5 --csv "$LOGS/allreduce-$t.csv"
   done
-  # The network path between GPUs beside NCCL's socket transport, same run.
-  for t in ethernet libfabric ucx; do
+  # The network path between GPUs beside NCCL's network transport, same
+  # run: its socket transport, and its IB transport beside ib-verbs.
+  for t in ethernet libfabric ucx ib-verbs; do
+    if [ "$t" = ib-verbs ] && why=$(ib_verbs_unusable) && [ -n "$why" ]; then
+      skip_step "perf-net-$t" "$why"
+      continue
+    fi
+    ncclnet=Socket
+    [ "$t" = ib-verbs ] && ncclnet=IB
     [ -e "$build/lib/plugboard/libplugboard-$t.so" ] && \
-      step "perf-net-$t" env PLUGBOARD_TRANSPORTS=$t NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket \
+      step "perf-net-$t" env PLUGBOARD_TRANSPORTS=$t NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=$ncclnet \
         "$perf" "${cmp[@]}" -C allreduce -b 8 -e 1G -f 8 -n 5 -w 2 --csv "$LOGS/net-$t.csv"
   done
   # Every collective at odd sizes, types and ops over the mappings, checked:
@@ -240,7 +273,7 @@ for n in 2 4 8; do
   [ -f "$LOGS/host-bench-$n/table.txt" ] && { echo "== host-bench-$n (host buffers, ethernet vs Open MPI)"; \
     grep -v "^#  *vs gloo" "$LOGS/host-bench-$n/table.txt"; }
 done
-for t in libfabric ucx; do
+for t in libfabric ucx ib-verbs; do
   [ -f "$LOGS/staged-mps-$t.log" ] && { echo "== staged-mps-$t"; cat "$LOGS/staged-mps-$t.log"; }
 done
 for f in odd-cudaipc odd-cudaipc-2x-mps mixed-pairs-mps; do
