@@ -37,9 +37,11 @@ selected() {
 step() {
   local name=$1; shift
   selected "$name" || return 0
-  local start=$(date +%s) result=PASS
-  "$@" > "$LOGS/$name.log" 2>&1 || result=FAIL
-  local detail=$(grep -E "tests passed|PASSED|FAILED|_median|_us |Out of bounds|x_nccl geometric| FAIL$" "$LOGS/$name.log" | tail -3 | tr '\n' ' ' | tr '\t' ' ')
+  local start=$(date +%s) result=PASS rc=0
+  "$@" > "$LOGS/$name.log" 2>&1 || rc=$?
+  # 77: the step's own "cannot run here" (its log's SKIP line says why).
+  if [ "$rc" -eq 77 ]; then result=SKIP; elif [ "$rc" -ne 0 ]; then result=FAIL; fi
+  local detail=$(grep -E "^SKIP|tests passed|PASSED|FAILED|_median|_us |Out of bounds|x_nccl geometric| FAIL$" "$LOGS/$name.log" | tail -3 | tr '\n' ' ' | tr '\t' ' ')
   printf "%s\t%s\t%s\t%s\n" "$name" "$result" "$(( $(date +%s) - start ))" "$detail" >> "$summary"
 }
 
