@@ -253,13 +253,16 @@ TEST_P(HostAllReduceBitsTest, EveryRankGetsTheSameBits) {
   expectAllPassed(runRanks(GetParam(), std::chrono::seconds(120), [](int rank, int n, const UniqueId& id) {
     CommunicatorOptions o;
     // Chunks of 4 KiB: 1500 floats (6000 B) take two on the doubling path;
-    // 3000 floats (12000 B) go by halving and doubling on 4 and 8 ranks;
+    // 1900 floats (7600 B, above allreduce_doubling_bytes but not
+    // allreduce_small_bytes) and 3000 floats (12000 B) go by halving and
+    // doubling on 4 and 8 ranks (7600 B by doubling on 2, one step on 3);
     // 40000 floats by the two-step exchange.
-    o.overrides = {{"transports", "ethernet"}, {"timeout", "20"}, {"host_chunk_bytes", "4096"},
-                   {"allreduce_small_bytes", "8192"}, {"allreduce_halving_bytes", "100000"}};
+    o.overrides = {{"transports", "ethernet"},           {"timeout", "20"},
+                   {"host_chunk_bytes", "4096"},        {"allreduce_small_bytes", "8192"},
+                   {"allreduce_doubling_bytes", "6500"}, {"allreduce_halving_bytes", "100000"}};
     Communicator comm(loopbackBootstrap(rank, n, id), o);
     HostCollectives hc(comm);
-    for (size_t count : {size_t{1}, size_t{1500}, size_t{3000}, size_t{40000}})
+    for (size_t count : {size_t{1}, size_t{1500}, size_t{1900}, size_t{3000}, size_t{40000}})
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max})
         for (bool inPlace : {false, true}) {
           std::vector<float> in = bitsInput(rank, n, count), out(count);

@@ -51,6 +51,10 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
   if (halving < 0)
     throw Error(ErrorCode::Config, "allreduce_halving_bytes must be >= 0, got " + std::to_string(halving));
   m.halvingBytes = static_cast<size_t>(halving);
+  const int64_t doubling = comm.config().getInt("allreduce_doubling_bytes");
+  if (doubling < 0)
+    throw Error(ErrorCode::Config, "allreduce_doubling_bytes must be >= 0, got " + std::to_string(doubling));
+  m.doublingBytes = static_cast<size_t>(doubling);
   const int64_t direct = comm.config().getInt("host_direct_bytes");
   if (direct < 0) throw Error(ErrorCode::Config, "host_direct_bytes must be >= 0, got " + std::to_string(direct));
   m.direct.minBytes = static_cast<size_t>(direct);

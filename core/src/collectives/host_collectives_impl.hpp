@@ -35,7 +35,8 @@ struct HostCollectives::Impl {
   int rank = 0;
   int nranks = 1;
   size_t smallBytes = 65536;
-  size_t halvingBytes = 0;  ///< allreduce_halving_bytes: halving and doubling above smallBytes up to it
+  size_t halvingBytes = 0;  ///< allreduce_halving_bytes: halving and doubling above min(doublingBytes, smallBytes) up to it
+  size_t doublingBytes = 0;  ///< allreduce_doubling_bytes: recursive doubling's limit on power-of-two >= 4 ranks
   DirectPolicy direct;     ///< host_direct_bytes (0: no direct transfers), host_direct_piece_bytes
   bool failover = false;   ///< the "failover" setting (direct transfers off then)
   std::chrono::milliseconds timeout{60000};

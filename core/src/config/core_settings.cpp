@@ -48,9 +48,14 @@ const std::vector<SettingDecl>& coreSettingDecls() {
        "Host collectives: at or below this many bytes (allgather: gathered bytes) use the latency algorithms",
        false},
       {"allreduce_halving_bytes", SettingType::Int, "262144",
-       "Host collectives: an allreduce above allreduce_small_bytes and up to this many bytes, on a power-of-two "
-       "rank count of at least 4, reduce-scatters by recursive halving and allgathers by recursive doubling "
-       "instead of the direct two-step exchange; 0: never",
+       "Host collectives: an allreduce above allreduce_doubling_bytes (or allreduce_small_bytes, if lower) and up "
+       "to this many bytes, on a power-of-two rank count of at least 4, reduce-scatters by recursive halving and "
+       "allgathers by recursive doubling instead of recursive doubling or the direct two-step exchange; 0: never",
+       false},
+      {"allreduce_doubling_bytes", SettingType::Int, "32768",
+       "Host collectives: on a power-of-two rank count of at least 4, the largest allreduce that takes recursive "
+       "doubling (log2(n) exchanges of the whole vector); larger ones, up to allreduce_halving_bytes, take "
+       "recursive halving and doubling",
        false},
       {"staging_chunk_bytes", SettingType::Int, "1048576",
        "CUDA memory over host-only transports: bytes per staging slot (multiple of 64, 4096 to 1 GiB)", false},
