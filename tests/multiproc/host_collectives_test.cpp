@@ -323,6 +323,27 @@ TEST(HostCollectivesDirect, DisagreeingSizesEndInANamedError) {
   }));
 }
 
+// The algorithm lines are byte counts: a negative one is refused by name
+// when the host collectives are made, before any call picks a path.
+TEST(HostCollectivesSettings, NegativeAlgorithmLimitsAreRefusedByName) {
+  for (const std::string key : {"allreduce_small_bytes", "allreduce_halving_bytes", "allreduce_doubling_bytes"}) {
+    SCOPED_TRACE(key);
+    expectAllPassed(runRanks(1, std::chrono::seconds(30), [&](int rank, int n, const UniqueId& id) {
+      CommunicatorOptions o;
+      o.overrides = {{"transports", "ethernet"}, {key, "-1"}};
+      Communicator comm(loopbackBootstrap(rank, n, id), o);
+      try {
+        HostCollectives hc(comm);
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::Config && std::string(e.what()).find(key + " must be >= 0") != std::string::npos)
+          return;
+        throw std::runtime_error(std::string("wrong error: ") + e.what());
+      }
+      throw std::runtime_error(key + " = -1 was accepted");
+    }));
+  }
+}
+
 namespace {
 
 /// Ethernet, a 10 s timeout, closing waits closeTimeout seconds at most.
