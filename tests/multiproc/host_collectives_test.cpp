@@ -168,6 +168,10 @@ void runMatrix(int nranks, bool reduces, bool rooted, const CaseBody& body, cons
     setenv("PLUGBOARD_HOST_DIRECT_BYTES", directBytes, 1);
     setenv("PLUGBOARD_HOST_DIRECT_PIECE_BYTES", "4096", 1);
     setenv("PLUGBOARD_ALLREDUCE_HALVING_BYTES", halvingBytes, 1);
+    // Allgathers on 4 and 8 ranks by doubling up to 64 KiB gathered (1009
+    // elements, in several 4 KiB chunks; 12347 bytes on 4 ranks), above it
+    // (the other 12347-element cases) by the direct exchange.
+    setenv("PLUGBOARD_ALLGATHER_DOUBLING_BYTES", "65536", 1);
     Communicator comm(loopbackBootstrap(rank, n, id));
     HostCollectives hc(comm);
     std::vector<ReduceOp> ops = reduces ? kOps : std::vector<ReduceOp>{ReduceOp::Sum};
@@ -326,7 +330,8 @@ TEST(HostCollectivesDirect, DisagreeingSizesEndInANamedError) {
 // The algorithm lines are byte counts: a negative one is refused by name
 // when the host collectives are made, before any call picks a path.
 TEST(HostCollectivesSettings, NegativeAlgorithmLimitsAreRefusedByName) {
-  for (const std::string key : {"allreduce_small_bytes", "allreduce_halving_bytes", "allreduce_doubling_bytes"}) {
+  for (const std::string key : {"allreduce_small_bytes", "allreduce_halving_bytes", "allreduce_doubling_bytes",
+                                "allgather_doubling_bytes"}) {
     SCOPED_TRACE(key);
     expectAllPassed(runRanks(1, std::chrono::seconds(30), [&](int rank, int n, const UniqueId& id) {
       CommunicatorOptions o;

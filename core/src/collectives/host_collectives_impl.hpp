@@ -37,6 +37,7 @@ struct HostCollectives::Impl {
   size_t smallBytes = 65536;
   size_t halvingBytes = 0;  ///< allreduce_halving_bytes: halving and doubling above min(doublingBytes, smallBytes) up to it
   size_t doublingBytes = 0;  ///< allreduce_doubling_bytes: recursive doubling's limit on power-of-two >= 4 ranks
+  size_t gatherDoublingBytes = 0;  ///< allgather_doubling_bytes: the same for allgather (gathered bytes)
   DirectPolicy direct;     ///< host_direct_bytes (0: no direct transfers), host_direct_piece_bytes
   bool failover = false;   ///< the "failover" setting (direct transfers off then)
   std::chrono::milliseconds timeout{60000};
@@ -91,9 +92,10 @@ struct HostCollectives::Impl {
   /// all, each segment reduced once, on its owner.
   void allReduceHalving(const CallSignature& call, const char* send, char* recv, size_t count, DataType type,
                         ReduceOp op);
-  /// Small allgather on a power-of-two rank count above 2: log2(n)
-  /// exchanges with one partner each, every block received in place (no
-  /// scratch, no final rotation). recv: n blocks, this rank's already there.
+  /// Allgather of up to allgather_doubling_bytes on a power-of-two rank
+  /// count above 2: log2(n) exchanges with one partner each, every block
+  /// received in place (no scratch, no final rotation). recv: n blocks,
+  /// this rank's already there.
   void allGatherDoubling(const CallSignature& call, char* recv, size_t bytes);
   /// Small allgather on other rank counts above 2 (Bruck): ceil(log2(n)) rounds; in
   /// round k a rank passes every block it holds so far (up to 2^k) to the

@@ -52,6 +52,11 @@ const std::vector<SettingDecl>& coreSettingDecls() {
        "to this many bytes, on a power-of-two rank count of at least 4, reduce-scatters by recursive halving and "
        "allgathers by recursive doubling instead of recursive doubling or the direct two-step exchange; 0: never",
        false},
+      {"allgather_doubling_bytes", SettingType::Int, "262144",
+       "Host collectives: on a power-of-two rank count above 2, the largest allgather (gathered bytes) that takes "
+       "recursive doubling (log2(n) exchanges, each block received in place); larger ones the direct exchange "
+       "with every peer at once",
+       false},
       {"allreduce_doubling_bytes", SettingType::Int, "32768",
        "Host collectives: on a power-of-two rank count of at least 4, the largest allreduce that takes recursive "
        "doubling (log2(n) exchanges of the whole vector); larger ones, up to allreduce_halving_bytes, take "
