@@ -135,9 +135,8 @@ struct Communicator::Impl {
   /// Connections by (peer, transport): one serves every memory kind its transport moves.
   using ConnKey = std::pair<int, std::string>;
   std::map<ConnKey, std::shared_ptr<ConnectionImpl>> connections;
-  /// Failed-over connections that another memory kind's choice still named
-  /// (a stager, port channels): left open for their other users, closed by
-  /// shutdown() with the rest (startFailover).
+  /// Failed-over connections that another memory kind's stager still runs
+  /// on: left open for it, closed by shutdown() with the rest (startFailover).
   std::vector<std::shared_ptr<ConnectionImpl>> retired;
   std::map<ConnKey, std::promise<std::shared_ptr<Connection>>> pendingPromises;
   std::map<ConnKey, std::shared_future<std::shared_ptr<Connection>>> pendingFutures;

@@ -21,12 +21,17 @@ std::unique_ptr<PendingFailover> Communicator::Impl::startFailover(Communicator&
     failed = takeFallback(peer, kind, &failedTransport);
     next = choiceFor(peer, kind).transport;
     // One connection carries every memory kind chosen onto its transport. A
-    // kind not failed over here keeps it (its stager or port channels): closing it
-    // now would stop a stager whose streams may wait on GPU work that waits
-    // on this very call (the GPU collectives' host relay), a deadlock until
-    // the GPU wait times out. Those users see its failure themselves; the
-    // peer hears of the failover through the bootstrap.
-    shared = failed && otherKindUses(peer, kind, failedTransport);
+    // stager another kind runs on it is left running: closing the
+    // connection would stop it, and its streams may wait on GPU work that
+    // waits on this very call (the GPU collectives' host relay), a deadlock
+    // until the GPU wait times out. Its users see the failure themselves;
+    // the peer hears of the failover through the bootstrap. Anything else
+    // is closed now: an open connection goes on landing the peer's frames
+    // sent before it heard, and a chunk landing late in a slot the new
+    // connection has refilled since would be read as the newer one (session
+    // 41: 1 run in 50-100 of a three-rank failover test, from session 40's
+    // retiring of every connection another kind's choice named).
+    shared = failed && failed->stager && otherKindUses(peer, kind, failedTransport);
     if (shared) retired.push_back(failed);
   }
   if (failed && !shared) {

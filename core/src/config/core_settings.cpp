@@ -45,7 +45,9 @@ const std::vector<SettingDecl>& coreSettingDecls() {
        "multiple of 4096, at least 4096; the sender's alone decides)",
        true},
       {"allreduce_small_bytes", SettingType::Int, "65536",
-       "Host collectives: at or below this many bytes (allgather: gathered bytes) use the latency algorithms",
+       "Host collectives: at or below this many bytes (allgather: gathered bytes) use the latency algorithms "
+       "(one step, Bruck, recursive doubling on 2 ranks); on 4, 8, 16... ranks allreduce_doubling_bytes and "
+       "allgather_doubling_bytes draw the line",
        false},
       {"allreduce_halving_bytes", SettingType::Int, "262144",
        "Host collectives: an allreduce above allreduce_doubling_bytes (or allreduce_small_bytes, if lower) and up "
