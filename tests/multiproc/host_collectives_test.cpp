@@ -331,7 +331,7 @@ TEST(HostCollectivesDirect, DisagreeingSizesEndInANamedError) {
 // when the host collectives are made, before any call picks a path.
 TEST(HostCollectivesSettings, NegativeAlgorithmLimitsAreRefusedByName) {
   for (const std::string key : {"allreduce_small_bytes", "allreduce_halving_bytes", "allreduce_doubling_bytes",
-                                "allgather_doubling_bytes"}) {
+                                "allgather_doubling_bytes", "host_direct_bytes"}) {
     SCOPED_TRACE(key);
     expectAllPassed(runRanks(1, std::chrono::seconds(30), [&](int rank, int n, const UniqueId& id) {
       CommunicatorOptions o;

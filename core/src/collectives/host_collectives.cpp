@@ -31,6 +31,13 @@ int slotSetting(const Config& c) {
   return static_cast<int>(v);
 }
 
+/// A byte-count setting (an algorithm's line): refuses a negative value by name.
+size_t bytesSetting(const Config& c, const char* key) {
+  const int64_t v = c.getInt(key);
+  if (v < 0) throw Error(ErrorCode::Config, std::string(key) + " must be >= 0, got " + std::to_string(v));
+  return static_cast<size_t>(v);
+}
+
 }  // namespace
 
 HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Impl>(comm)) {
@@ -44,24 +51,11 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
   m.closeTimeout = std::chrono::milliseconds(static_cast<int64_t>(closeSeconds * 1000));
   size_t chunk = chunkSetting(comm.config());
   int slots = slotSetting(comm.config());
-  int64_t small = comm.config().getInt("allreduce_small_bytes");
-  if (small < 0) throw Error(ErrorCode::Config, "allreduce_small_bytes must be >= 0");
-  m.smallBytes = static_cast<size_t>(small);
-  const int64_t halving = comm.config().getInt("allreduce_halving_bytes");
-  if (halving < 0)
-    throw Error(ErrorCode::Config, "allreduce_halving_bytes must be >= 0, got " + std::to_string(halving));
-  m.halvingBytes = static_cast<size_t>(halving);
-  const int64_t doubling = comm.config().getInt("allreduce_doubling_bytes");
-  if (doubling < 0)
-    throw Error(ErrorCode::Config, "allreduce_doubling_bytes must be >= 0, got " + std::to_string(doubling));
-  m.doublingBytes = static_cast<size_t>(doubling);
-  const int64_t gatherDoubling = comm.config().getInt("allgather_doubling_bytes");
-  if (gatherDoubling < 0)
-    throw Error(ErrorCode::Config, "allgather_doubling_bytes must be >= 0, got " + std::to_string(gatherDoubling));
-  m.gatherDoublingBytes = static_cast<size_t>(gatherDoubling);
-  const int64_t direct = comm.config().getInt("host_direct_bytes");
-  if (direct < 0) throw Error(ErrorCode::Config, "host_direct_bytes must be >= 0, got " + std::to_string(direct));
-  m.direct.minBytes = static_cast<size_t>(direct);
+  m.smallBytes = bytesSetting(comm.config(), "allreduce_small_bytes");
+  m.halvingBytes = bytesSetting(comm.config(), "allreduce_halving_bytes");
+  m.doublingBytes = bytesSetting(comm.config(), "allreduce_doubling_bytes");
+  m.gatherDoublingBytes = bytesSetting(comm.config(), "allgather_doubling_bytes");
+  m.direct.minBytes = bytesSetting(comm.config(), "host_direct_bytes");
   const int64_t piece = comm.config().getInt("host_direct_piece_bytes");
   if (piece < 4096)
     throw Error(ErrorCode::Config, "host_direct_piece_bytes must be at least 4096, got " + std::to_string(piece));
