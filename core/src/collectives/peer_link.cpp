@@ -138,6 +138,7 @@ void PeerLink::beginFailover(Communicator& comm) {
     comm.bootstrap().send(w.data().data(), w.data().size(), peer_, failoverTag(f->number));
     throw;
   }
+  freshInbox(comm, f->landed);
   f->data = Host2HostSemaphore::prepare(comm);
   f->free = Host2HostSemaphore::prepare(comm);
   BlobWriter w;
@@ -152,6 +153,32 @@ void PeerLink::beginFailover(Communicator& comm) {
   w.u64(received_);
   comm.bootstrap().send(w.data().data(), w.data().size(), peer_, failoverTag(f->number));
   failover_ = std::move(f);
+}
+
+uint64_t PeerLink::arrived() const {
+  const uint64_t counted = dataBase_ + data_->inbound();
+  // The failed connection may still signal chunks it lands late, into the
+  // retired inbox: only those landed when the failover began are here.
+  return failover_ ? std::min(counted, failover_->landed) : counted;
+}
+
+void PeerLink::freshInbox(Communicator& comm, uint64_t landed) {
+  // A failed connection can stay open (a GPU stager of another memory kind
+  // runs on it: Communicator::startFailover) and go on landing the peer's
+  // frames sent before it heard. Into the inbox the new connection refills,
+  // a late chunk would be read as the newer one in its slot; into a
+  // retired inbox it is never read. The slots copied here are not written
+  // by late frames: the peer reuses a slot only once its chunk was consumed.
+  std::vector<char> fresh(inbox_.size());
+  for (uint64_t k = received_; k < landed; ++k) {
+    const size_t offset = (k % slots_) * stride();
+    std::memcpy(fresh.data() + offset, inbox_.data() + offset, stride());
+  }
+  RegisteredMemory mem = comm.registerMemory(fresh.data(), fresh.size());
+  retiredInboxes_.push_back(std::move(inbox_));
+  retiredInboxMems_.push_back(std::move(inboxMem_));
+  inbox_ = std::move(fresh);
+  inboxMem_ = std::move(mem);
 }
 
 bool PeerLink::stepFailover(Communicator& comm) {

@@ -152,6 +152,11 @@ class PeerLink {
   std::vector<char> outbox_, inbox_;
   std::vector<char> staging_;  // direct receives that are not copies (grows, never shrinks)
   RegisteredMemory outboxMem_, inboxMem_;
+  // Inboxes given up at failovers, kept registered until the link closes:
+  // a failed connection left open lands late frames there, unread
+  // (freshInbox). The registrations go first (declared after the bytes).
+  std::vector<std::vector<char>> retiredInboxes_;
+  std::vector<RegisteredMemory> retiredInboxMems_;
   RemoteMemory peerInbox_;
   std::unique_ptr<Host2HostSemaphore> data_, free_;
   std::vector<uint64_t> slotPostedSeq_;
@@ -174,7 +179,12 @@ class PeerLink {
   std::unique_ptr<Failover> failover_;
   void readPeerFailover(const std::vector<char>& message);  // checks it against this side
   void finishFailover(Communicator& comm, std::shared_ptr<Connection> conn);
-  uint64_t arrived() const { return dataBase_ + data_->inbound(); }
+  /// Chunks from the peer landed whole, in total.
+  uint64_t arrived() const;
+  /// beginFailover: moves the chunks landed and not consumed, [received_,
+  /// landed), into a new registered inbox that only the new connection
+  /// will write; the old one is retired.
+  void freshInbox(Communicator& comm, uint64_t landed);
 };
 
 }  // namespace plugboard

@@ -25,7 +25,9 @@ std::unique_ptr<PendingFailover> Communicator::Impl::startFailover(Communicator&
     // connection would stop it, and its streams may wait on GPU work that
     // waits on this very call (the GPU collectives' host relay), a deadlock
     // until the GPU wait times out. Its users see the failure themselves;
-    // the peer hears of the failover through the bootstrap. Anything else
+    // the peer hears of the failover through the bootstrap; host links
+    // sharing it move to a fresh inbox (PeerLink::freshInbox), so its late
+    // frames land where nothing reads them. Anything else
     // is closed now: an open connection goes on landing the peer's frames
     // sent before it heard, and a chunk landing late in a slot the new
     // connection has refilled since would be read as the newer one (session
