@@ -39,7 +39,7 @@ static double now(void) {
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-/// SPAN from the environment, else dflt; rounded up to whole chunks.
+/// SPAN from the environment (else one chunk), rounded up to whole chunks.
 static size_t span(size_t chunk) {
   const char* text = getenv("SPAN");
   size_t n = text ? strtoull(text, 0, 10) : chunk;
