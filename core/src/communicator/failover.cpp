@@ -20,19 +20,14 @@ std::unique_ptr<PendingFailover> Communicator::Impl::startFailover(Communicator&
     std::lock_guard<std::mutex> lock(mutex);
     failed = takeFallback(peer, kind, &failedTransport);
     next = choiceFor(peer, kind).transport;
-    // One connection carries every memory kind chosen onto its transport. A
-    // stager another kind runs on it is left running: closing the
+    // One connection carries every memory kind chosen onto its transport.
+    // A stager another kind runs on it stays running: closing the
     // connection would stop it, and its streams may wait on GPU work that
-    // waits on this very call (the GPU collectives' host relay), a deadlock
-    // until the GPU wait times out. Its users see the failure themselves;
-    // the peer hears of the failover through the bootstrap; host links
-    // sharing it move to a fresh inbox (PeerLink::freshInbox), so its late
-    // frames land where nothing reads them. Anything else
-    // is closed now: an open connection goes on landing the peer's frames
-    // sent before it heard, and a chunk landing late in a slot the new
-    // connection has refilled since would be read as the newer one (session
-    // 41: 1 run in 50-100 of a three-rank failover test, from session 40's
-    // retiring of every connection another kind's choice named).
+    // waits on this very call (the host relay). Its users see the failure
+    // themselves; host links sharing it move to a fresh inbox
+    // (PeerLink::freshInbox), so its late frames land where nothing reads
+    // them. Any other failed connection is closed now, so that none of its
+    // late frames lands anywhere (docs/design.md, "Failover across transports").
     shared = failed && failed->stager && otherKindUses(peer, kind, failedTransport);
     if (shared) retired.push_back(failed);
   }
