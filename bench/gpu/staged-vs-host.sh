@@ -11,7 +11,8 @@
 # ITERS (20), WARMUP (5), PORT_BLOCKS (list of gpu_port_blocks values to
 # sweep; default: the setting's default only), RELAY (list of
 # gpu_host_relay_bytes values to sweep, 0 = no host relay; default: the
-# setting's default only).
+# setting's default only), FAILOVER (list of `failover` values, 0 and/or
+# 1: with 1 every GPU call goes through the host relay).
 # Prints one table: time per size for each run, and gpu / host.
 set -uo pipefail
 build=${1:?usage: staged-vs-host.sh BUILD_DIR OUT_DIR}
@@ -46,6 +47,8 @@ if [ -n "${PORT_BLOCKS:-}" ]; then
   sweep PLUGBOARD_GPU_PORT_BLOCKS b $PORT_BLOCKS
 elif [ -n "${RELAY:-}" ]; then
   sweep PLUGBOARD_GPU_HOST_RELAY_BYTES r $RELAY
+elif [ -n "${FAILOVER:-}" ]; then
+  sweep PLUGBOARD_FAILOVER f $FAILOVER
 else
   run gpu "$perf" --mem gpu --nranks "$n" -C "$coll" "${sizes[@]}" --csv "$out/gpu.csv"
   runs+=(gpu)

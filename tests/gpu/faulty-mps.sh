@@ -4,8 +4,8 @@
 # cases of staged-mps.sh must give checked, correct results; with a failed
 # operation, a rank that exits, or signals dropped for good, both ranks'
 # GPU allreduces must end (no hang: each run is bounded by `timeout 90`)
-# with an error naming the rank at fault; with `failover` on, calls on the
-# host relay go on over ethernet. One line per case; exits non-zero
+# with an error naming the rank at fault; with `failover` on, GPU calls
+# of every size go on over ethernet. One line per case; exits non-zero
 # when any case failed or hung.
 #   bash tests/gpu/faulty-mps.sh BUILD_DIR      (under with_mps)
 set -uo pipefail
@@ -52,27 +52,35 @@ expect_named_failure fail_op "" "$rank0_names_rank1" 'plugboard-perf: rank 1: .*
 expect_named_failure exit "PLUGBOARD_FAULTY_EXIT_CODE=23" "$rank0_names_rank1"
 expect_named_failure drop "PLUGBOARD_FAULTY_COUNT=0 PLUGBOARD_FAULTY_OPS=signal" "$rank0_names_rank1"
 # With `failover` on and the rule [faulty, ethernet], a failed operation on
-# rank 1 moves the pair to ethernet. GPU collectives that go through the
-# host relay (every call up to gpu_host_relay_bytes, 64 KiB by default) ride
-# host collectives, which fail over: the loop must finish with every result
-# right and the move logged. (The pipelined path above the relay does not
-# fail over: its case above ends with a named error.)
-echo "== failover on, rule [faulty, ethernet]: GPU allreduces through the host relay (8 B - 64 KiB) go on, checked"
-yaml=$(mktemp /tmp/pb-failover.XXXXXX)
-printf 'failover: true\nrules:\n  - peers: any\n    use: [faulty, ethernet]\n' > "$yaml"
-start=$SECONDS
-rc=0
-env -u PLUGBOARD_TRANSPORTS PLUGBOARD_CONFIG="$yaml" PLUGBOARD_FAULTY_FAULT=fail_op PLUGBOARD_FAULTY_RANKS=1 \
-  PLUGBOARD_FAULTY_AFTER=40 timeout 120 "$build/bin/plugboard-perf" --mem gpu --nranks 2 -C allreduce -b 8 -e 64K \
-  -f 4 -n 50 -w 2 -c 1 > "$log" 2>&1 || rc=$?
-rm -f "$yaml"
-if [ $rc -ne 0 ] || ! grep -q "Out of bounds values : 0 OK" "$log" || ! grep -q "failing over to ethernet" "$log"; then
-  failures=$((failures + 1)); echo "FAIL: failover through the relay: rc $rc after $((SECONDS - start)) s"
-  tail -20 "$log" | cut -c1-300 | awk '{print "    " $0}'
-else
-  echo "ok ($((SECONDS - start)) s): the pair failed over, every result right"
-  grep -E "failing over|Out of bounds" "$log" | head -3 | cut -c1-300 | awk '{print "    " $0}'
-fi
+# rank 1 moves the pair to ethernet. With failover every GPU call on a pair
+# through the proxy goes through the host relay (above gpu_host_relay_bytes
+# in pieces of its 4 MiB area), whose host collectives fail over: each loop
+# must finish with every result right and the move logged.
+# expect_failover AFTER PERF-ARGS...: the fault strikes rank 1's AFTER-th operation.
+expect_failover() {
+  local after=$1; shift
+  local yaml start=$SECONDS rc=0
+  yaml=$(mktemp /tmp/pb-failover.XXXXXX)
+  printf 'failover: true\nrules:\n  - peers: any\n    use: [faulty, ethernet]\n' > "$yaml"
+  env -u PLUGBOARD_TRANSPORTS PLUGBOARD_CONFIG="$yaml" PLUGBOARD_FAULTY_FAULT=fail_op PLUGBOARD_FAULTY_RANKS=1 \
+    PLUGBOARD_FAULTY_AFTER="$after" timeout 120 "$build/bin/plugboard-perf" --mem gpu --nranks 2 -w 2 -c 1 "$@" \
+    > "$log" 2>&1 || rc=$?
+  rm -f "$yaml"
+  if [ $rc -ne 0 ] || ! grep -q "Out of bounds values : 0 OK" "$log" || ! grep -q "failing over to ethernet" "$log"; then
+    failures=$((failures + 1)); echo "FAIL: failover (fault after $after operations) $*: rc $rc after $((SECONDS - start)) s"
+    tail -20 "$log" | cut -c1-300 | awk '{print "    " $0}'
+  else
+    echo "ok ($((SECONDS - start)) s): failover (fault after $after operations) $*: the pair moved, every result right"
+    grep -E "failing over|Out of bounds" "$log" | head -3 | cut -c1-300 | awk '{print "    " $0}'
+  fi
+}
+echo "== failover on, rule [faulty, ethernet]: GPU calls go on over ethernet, checked"
+expect_failover 40 -C allreduce -b 8 -e 64K -f 4 -n 50
+# Large calls, in pieces: the fault strikes inside the first 16 MiB call's pieces.
+for c in allreduce allgather reducescatter alltoall broadcast reduce sendrecv; do
+  expect_failover 60 -C "$c" -b 16M -e 16M -n 4
+done
+expect_failover 200 -C allreduce -d half -o max -b 1026 -e 8M -f 17 -n 4
 
 echo "faulty-mps: $failures failure(s)"
 [ $failures -eq 0 ]

@@ -131,6 +131,9 @@ nccl_fallback_sysgcc() {
 step nccl-fallback-sysgcc nccl_fallback_sysgcc
 step check-sweep-mps with_mps bash tests/gpu/check-sweep.sh "$build" 2
 step staged-mps with_mps bash tests/gpu/staged-mps.sh "$build"
+# The same cases with `failover` on: every call goes through the host relay,
+# the large ones in pieces (docs/design.md "Failover of GPU calls").
+step staged-failover-mps with_mps env PLUGBOARD_FAILOVER=1 bash tests/gpu/staged-mps.sh "$build"
 # Issue 13 target 3: GPU vs host buffers over ethernet and Open MPI, one run
 # (PORT_BLOCKS="1 4": sweep gpu_port_blocks).
 step staged-bench-mps with_mps bash bench/gpu/staged-vs-host.sh "$build" "$LOGS/staged-bench"

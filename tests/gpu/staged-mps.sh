@@ -11,7 +11,8 @@
 set -uo pipefail
 build=${1:?usage: staged-mps.sh BUILD_DIR}
 perf="$build/bin/plugboard-perf"
-export PLUGBOARD_TRANSPORTS=${PLUGBOARD_TRANSPORTS:-ethernet}  # a PLUGBOARD_CONFIG's rules still apply PLUGBOARD_GPU_WAIT_TIMEOUT=${PLUGBOARD_GPU_WAIT_TIMEOUT:-5}
+export PLUGBOARD_TRANSPORTS=${PLUGBOARD_TRANSPORTS:-ethernet}  # a PLUGBOARD_CONFIG's rules still apply
+export PLUGBOARD_GPU_WAIT_TIMEOUT=${PLUGBOARD_GPU_WAIT_TIMEOUT:-5}
 export PLUGBOARD_TIMEOUT=${PLUGBOARD_TIMEOUT:-10}
 export NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
 failures=0
@@ -54,5 +55,7 @@ done
 run_case -C allgather -d int8 -b 1027 -e 8M -f 17 -c 1
 run_case -C alltoall -d int8 -b 1027 -e 8M -f 17 -c 1
 run_case -C reducescatter -d half -o max -b 1026 -e 8M -f 17 -c 1
+# Captured in a CUDA graph (with failover: the pieces' copies and kernels as graph nodes).
+run_case -b 1M -e 16M -f 4 -G 2 -c 1
 echo "staged-mps: $failures failure(s)"
 [ $failures -eq 0 ]

@@ -25,7 +25,7 @@ const char* const kGpuVariables[] = {
     "PLUGBOARD_GPU_SCRATCH_BYTES",         "PLUGBOARD_GPU_BLOCKS",                "PLUGBOARD_GPU_THREADS",
     "PLUGBOARD_GPU_CHUNK_BYTES",           "PLUGBOARD_GPU_WAIT_SPINS",            "PLUGBOARD_GPU_PORT_BLOCKS",
     "PLUGBOARD_GPU_PORT_SLOTS",            "PLUGBOARD_GPU_SWITCH",                "PLUGBOARD_GPU_SWITCH_BYTES",
-    "PLUGBOARD_GPU_SWITCH_CHUNK_BYTES",    "PLUGBOARD_GPU_HOST_RELAY_BYTES"};
+    "PLUGBOARD_GPU_SWITCH_CHUNK_BYTES",    "PLUGBOARD_GPU_HOST_RELAY_BYTES",      "PLUGBOARD_FAILOVER"};
 
 /// Settings read from yaml with no GPU variable of the environment in the way.
 GpuCollSettings readFrom(const std::string& yaml) {
@@ -127,6 +127,33 @@ TEST(GpuCollectivesPath, SmallCallsWithAnUnmappedPairGoThroughTheHostRelay) {
   EXPECT_EQ(gpucoll::reducePath(off, twoPorted, 8), ReducePath::OneShot);
   EXPECT_FALSE(gpucoll::usesRelay(off, twoPorted, 8));
   expectRejected("gpu_host_relay_bytes: 16777217\n", "gpu_host_relay_bytes must be between 0 and 16777216");
+}
+
+// With failover on, every call over an unmapped pair goes through the host
+// relay (whose host collectives fail over), the large ones in pieces of a
+// 4 MiB area; without the relay nothing changes (and the set-up warns).
+TEST(GpuCollectivesPath, WithFailoverEveryCallOverAnUnmappedPairGoesThroughTheRelay) {
+  using gpucoll::ReducePath;
+  const gpucoll::CommShape twoPorted{2, true}, twoMapped{2, false};
+  const GpuCollSettings s = readFrom("failover: true\n");
+  EXPECT_TRUE(s.relayAll);
+  EXPECT_EQ(s.relayAreaBytes, gpucoll::kRelayPieceBytes);
+  EXPECT_EQ(gpucoll::reducePath(s, twoPorted, 1ull << 30), ReducePath::Relay);
+  EXPECT_TRUE(gpucoll::usesRelay(s, twoPorted, 1ull << 30));
+  EXPECT_TRUE(gpucoll::relaysInPieces(s, (64 << 10) + 1));
+  EXPECT_FALSE(gpucoll::relaysInPieces(s, 64 << 10));  // up to gpu_host_relay_bytes: one call, packets when small
+  EXPECT_TRUE(gpucoll::p2pUsesRelay(s, twoPorted));
+  EXPECT_FALSE(gpucoll::p2pUsesRelay(s, twoMapped));
+  EXPECT_EQ(gpucoll::reducePath(s, twoMapped, 8), ReducePath::LL);
+  EXPECT_EQ(readFrom("failover: true\ngpu_host_relay_bytes: 8388608\n").relayAreaBytes, 8u << 20);
+  const GpuCollSettings noRelay = readFrom("failover: true\ngpu_host_relay_bytes: 0\n");
+  EXPECT_FALSE(noRelay.relayAll);
+  EXPECT_FALSE(gpucoll::usesRelay(noRelay, twoPorted, 8));
+  EXPECT_FALSE(gpucoll::p2pUsesRelay(noRelay, twoPorted));
+  const GpuCollSettings plain = readFrom("");
+  EXPECT_FALSE(plain.relayAll);
+  EXPECT_EQ(plain.relayAreaBytes, 64u << 10);
+  EXPECT_FALSE(gpucoll::p2pUsesRelay(plain, twoPorted));
 }
 
 TEST(GpuCollectivesPath, ChunkCapSplitsOneSlotAmongTheStepsPeers) {

@@ -89,6 +89,8 @@ struct FakeArea {
     words->call.op = call.op;
     words->call.coll = call.coll;
     words->call.root = call.root;
+    words->call.recvCount = call.recvCount;
+    words->call.recvPeer = call.recvPeer;
     posted = number ? number : posted + 1;
     __atomic_store_n(&words->posted, posted, __ATOMIC_RELEASE);
   }
@@ -250,8 +252,11 @@ TEST(RelayServer, ACallLargerThanTheAreaFailsBeforeItRuns) {
 }
 
 TEST(RelayServer, ACollectiveItDoesNotRelayABadTypeOrRootFailsNamingIt) {
-  expectRefused([](FakeArea& a) { a.postCall({1, kInt32, kSum, static_cast<uint32_t>(Coll::SendRecv), 0}); },
-                "collective 9 is not relayed");
+  expectRefused([](FakeArea& a) { a.postCall({1, kInt32, kSum, 99, 0}); }, "collective 99 is not relayed");
+  expectRefused([](FakeArea& a) { a.postCall({1, kInt32, kSum, static_cast<uint32_t>(Coll::SendRecv), 1, 1, 5}); },
+                "recv peer 5 is out of range [0, 2)");
+  expectRefused([](FakeArea& a) { a.postCall({1, kInt32, kSum, static_cast<uint32_t>(Coll::Send), -1}); },
+                "peer -1 is out of range [0, 2)");
   expectRefused([](FakeArea& a) { a.postCall({1, kInt32, kSum, static_cast<uint32_t>(Coll::Broadcast), 2}); },
                 "root 2 is out of range [0, 2)");
   expectRefused([](FakeArea& a) { a.postCall({1, 99, kSum, static_cast<uint32_t>(Coll::Reduce), 0}); },

@@ -25,14 +25,20 @@ std::string checkCall(const RelayCall& c, uint64_t capacity, int nranks) {
   const auto coll = static_cast<Coll>(c.coll);
   const bool blocked = coll == Coll::AllGather || coll == Coll::ReduceScatter || coll == Coll::AllToAll;
   const bool rooted = coll == Coll::Reduce || coll == Coll::Broadcast;
-  if (!blocked && !rooted && coll != Coll::AllReduce) return "collective " + std::to_string(c.coll) + " is not relayed";
+  const bool p2p = coll == Coll::Send || coll == Coll::Recv || coll == Coll::SendRecv;
+  if (!blocked && !rooted && !p2p && coll != Coll::AllReduce)
+    return "collective " + std::to_string(c.coll) + " is not relayed";
   if (c.type > static_cast<uint32_t>(DataType::Float8E5M2)) return "data type " + std::to_string(c.type) + " is unknown";
   if (c.op > static_cast<uint32_t>(ReduceOp::Avg)) return "reduce op " + std::to_string(c.op) + " is unknown";
-  if (rooted && (c.root < 0 || c.root >= nranks))
-    return "root " + std::to_string(c.root) + " is out of range [0, " + std::to_string(nranks) + ")";
+  auto outOfRange = [nranks](const char* what, int r) {
+    return std::string(what) + " " + std::to_string(r) + " is out of range [0, " + std::to_string(nranks) + ")";
+  };
+  if ((rooted || p2p) && (c.root < 0 || c.root >= nranks)) return outOfRange(p2p ? "peer" : "root", c.root);
+  if (coll == Coll::SendRecv && (c.recvPeer < 0 || c.recvPeer >= nranks)) return outOfRange("recv peer", c.recvPeer);
   const uint64_t size = dataTypeSize(static_cast<DataType>(c.type)) * (blocked ? static_cast<uint64_t>(nranks) : 1);
-  if (c.count > capacity / size)
-    return std::to_string(c.count) + " elements" + (blocked ? " per rank block" : "") + " of " +
+  const uint64_t count = coll == Coll::SendRecv ? std::max(c.count, c.recvCount) : c.count;
+  if (count > capacity / size)
+    return std::to_string(count) + " elements" + (blocked ? " per rank block" : "") + " of " +
            std::to_string(dataTypeSize(static_cast<DataType>(c.type))) + " bytes exceed the " +
            std::to_string(capacity) + "-byte relay area";
   return "";
@@ -139,6 +145,8 @@ bool RelayServer::serve(uint64_t posted) {
   call.op = words_->call.op;
   call.coll = words_->call.coll;
   call.root = words_->call.root;
+  call.recvCount = words_->call.recvCount;
+  call.recvPeer = words_->call.recvPeer;
   if (!runCall(posted, call)) return false;
   finish(posted);
   return true;

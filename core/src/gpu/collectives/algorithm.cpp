@@ -25,8 +25,12 @@ ReducePath reducePath(const GpuCollSettings& s, CommShape shape, uint64_t bytes)
 }
 
 bool usesRelay(const GpuCollSettings& s, CommShape shape, uint64_t areaBytes) {
-  return shape.portPairs && areaBytes > 0 && areaBytes <= s.relayBytes;
+  return shape.portPairs && areaBytes > 0 && (areaBytes <= s.relayBytes || s.relayAll);
 }
+
+bool relaysInPieces(const GpuCollSettings& s, uint64_t areaBytes) { return areaBytes > s.relayBytes; }
+
+bool p2pUsesRelay(const GpuCollSettings& s, CommShape shape) { return shape.portPairs && s.relayAll; }
 
 uint64_t pipelineChunkCap(const GpuCollSettings& s, CommShape shape, int fanout) {
   if (shape.portPairs || fanout <= 1) return s.chunkBytes;

@@ -41,8 +41,18 @@ ReducePath reducePath(const GpuCollSettings& s, CommShape shape, uint64_t bytes)
 
 /// A call whose relay area (the larger of its input and output bytes on a
 /// rank) is `areaBytes` goes through the host relay: some pair unmapped and
-/// 0 < areaBytes <= gpu_host_relay_bytes.
+/// 0 < areaBytes <= gpu_host_relay_bytes, or any areaBytes > 0 with relayAll.
 bool usesRelay(const GpuCollSettings& s, CommShape shape, uint64_t areaBytes);
+/// Relayed calls above gpu_host_relay_bytes go in pieces (relay_pieces.hpp).
+bool relaysInPieces(const GpuCollSettings& s, uint64_t areaBytes);
+/// Send, recv and sendrecv go through the host relay (in pieces): relayAll
+/// on a communicator with an unmapped pair.
+bool p2pUsesRelay(const GpuCollSettings& s, CommShape shape);
+
+/// The relay's data area when every call is relayed: a call moves through
+/// the host in pieces of this many bytes (the larger, the fewer host calls;
+/// pinned memory of this size per rank).
+inline constexpr uint64_t kRelayPieceBytes = 4 << 20;
 
 /// Largest chunk a pipeline block sends each peer per step when a step
 /// sends to `fanout` peers: gpu_chunk_bytes with one peer or any unmapped

@@ -31,6 +31,11 @@ struct GpuCollSettings {
   uint64_t oneShotBytes = 0;         ///< gpu_allreduce_oneshot_bytes
   uint64_t p2pSmallBytes = 0;        ///< gpu_p2p_small_bytes (send, recv, sendRecv)
   uint64_t relayBytes = 0;           ///< gpu_host_relay_bytes
+  /// `failover` on (and relayBytes > 0): on a communicator with an unmapped
+  /// pair every call, send/recv too, goes through the host relay, whose
+  /// host collectives fail over; calls above relayBytes go in pieces.
+  bool relayAll = false;
+  uint64_t relayAreaBytes = 0;       ///< The relay's data area: relayBytes, kRelayPieceBytes at least with relayAll.
   uint64_t scratchBytes = 0;  ///< gpu_scratch_bytes (per peer)
   uint32_t blocks = 0;        ///< gpu_blocks
   uint32_t portBlocks = 0;    ///< gpu_port_blocks

@@ -7,6 +7,7 @@
 #include "gpu/collectives/algorithm.hpp"
 #include "gpu/collectives/collectives_impl.hpp"
 #include "gpu/collectives/kernels.hpp"
+#include "gpu/collectives/relay_pieces.hpp"
 #include "gpu/cuda_check.hpp"
 
 namespace plugboard {
@@ -105,6 +106,42 @@ static void reducePipeline(GpuCollectives::Impl& m, const void* send, void* recv
   gpucoll::launchReduce(m.ctx, a, type, op, m.settings.threads, stream);
 }
 
+/// Launches the relay kernel for `a`; announces it to the host thread
+/// after the launch (a failed launch posts nothing), not while capturing:
+/// the graph's replays may come much later (the idle poll finds them).
+static void launchRelayKernel(GpuCollectives::Impl& m, const gpucoll::RelayArgs& a, cudaStream_t stream) {
+  gpucoll::launchRelay(m.ctx, m.relay->device(), a, m.settings.threads, stream);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess && capture == cudaStreamCaptureStatusNone)
+    m.relay->expectCall();
+}
+
+/// Enqueues one copy of a relayed piece between a caller's buffer and the
+/// relay's data area (the copy engine; rows at their pitches).
+static void copyPieceRows(const gpucoll::RelayCopy& c, char* user, char* area, bool toArea, cudaStream_t stream) {
+  if (c.empty()) return;
+  char* u = user + c.userOffset;
+  char* a = area + c.areaOffset;
+  const size_t userPitch = c.rows > 1 ? c.userPitch : c.bytes, areaPitch = c.rows > 1 ? c.areaPitch : c.bytes;
+  if (toArea)
+    PB_CUDA_CHECK(cudaMemcpy2DAsync(a, areaPitch, u, userPitch, c.bytes, c.rows, cudaMemcpyDefault, stream));
+  else
+    PB_CUDA_CHECK(cudaMemcpy2DAsync(u, userPitch, a, areaPitch, c.bytes, c.rows, cudaMemcpyDefault, stream));
+}
+
+/// A relayed call larger than gpu_host_relay_bytes (with `failover`): in
+/// pieces of the relay's area, each copied in, run by the host and copied
+/// out on the stream in turn.
+static void launchRelayedPieces(GpuCollectives::Impl& m, const gpucoll::RelayCallShape& shape, const void* send,
+                                void* recv, cudaStream_t stream) {
+  char* area = m.relay->device().data;
+  for (const gpucoll::RelayPiece& p : gpucoll::relayPieces(shape, m.relay->capacity())) {
+    copyPieceRows(p.in, const_cast<char*>(static_cast<const char*>(send)), area, true, stream);
+    launchRelayKernel(m, {nullptr, nullptr, 0, 0, 0, 0, p.call, true}, stream);
+    copyPieceRows(p.out, static_cast<char*>(recv), area, false, stream);
+  }
+}
+
 /// A call through the host relay. The data area holds the host
 /// collective's in-place layout: allgather sends into this rank's block,
 /// reducescatter's result is this rank's block, the rest start at 0; a
@@ -113,6 +150,12 @@ static void launchRelayed(GpuCollectives::Impl& m, Coll coll, const void* send, 
                           DataType type, ReduceOp op, int root, cudaStream_t stream) {
   const uint64_t bytes = count * dataTypeSize(type), all = bytes * static_cast<uint64_t>(m.nranks);
   const uint64_t mine = bytes * static_cast<uint64_t>(m.rank);
+  const bool blocked = coll == Coll::AllGather || coll == Coll::ReduceScatter || coll == Coll::AllToAll;
+  if (gpucoll::relaysInPieces(m.settings, blocked ? all : bytes)) {
+    gpucoll::RelayCallShape shape{coll, count, 0, static_cast<uint32_t>(type), static_cast<uint32_t>(op),
+                                  static_cast<uint32_t>(dataTypeSize(type)), m.rank, m.nranks, root, -1};
+    return launchRelayedPieces(m, shape, send, recv, stream);
+  }
   gpucoll::RelayArgs a{static_cast<const char*>(send), static_cast<char*>(recv), bytes, 0, bytes, 0,
                        {count, static_cast<uint32_t>(type), static_cast<uint32_t>(op), static_cast<uint32_t>(coll), root}};
   switch (coll) {
@@ -123,12 +166,17 @@ static void launchRelayed(GpuCollectives::Impl& m, Coll coll, const void* send, 
     case Coll::AllToAll: a.inBytes = a.outBytes = all; break;
     default: break;  // allreduce
   }
-  gpucoll::launchRelay(m.ctx, m.relay->device(), a, m.settings.threads, stream);
-  // After the launch (a failed launch posts nothing); not while capturing:
-  // the graph's replays may come much later (the idle poll finds them).
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess && capture == cudaStreamCaptureStatusNone)
-    m.relay->expectCall();
+  launchRelayKernel(m, a, stream);
+}
+
+/// Send, recv or sendrecv through the host relay (p2pUsesRelay), in pieces
+/// cut alike at both ends of each message.
+static void relayPointToPoint(GpuCollectives::Impl& m, Coll coll, const void* send, uint64_t sendCount, int sendPeer,
+                              void* recv, uint64_t recvCount, int recvPeer, DataType type, cudaStream_t stream) {
+  gpucoll::RelayCallShape shape{coll, coll == Coll::Recv ? recvCount : sendCount, recvCount,
+                                static_cast<uint32_t>(type), 0, static_cast<uint32_t>(dataTypeSize(type)),
+                                m.rank, m.nranks, coll == Coll::Recv ? recvPeer : sendPeer, recvPeer};
+  launchRelayedPieces(m, shape, send, recv, stream);
 }
 
 /// Allreduce or reduce of a checked call on more than one rank, on the path
@@ -381,6 +429,8 @@ void GpuCollectives::send(const void* buf, size_t count, DataType type, int peer
   k.rankArg(peer, "peer", false);
   k.buffer(buf, "buffer", count, type);
   if (!startCall(m, count)) return;
+  if (gpucoll::p2pUsesRelay(m.settings, shapeOf(m)))
+    return relayPointToPoint(m, Coll::Send, buf, count, peer, nullptr, 0, -1, type, stream);
   const uint64_t bytes = count * dataTypeSize(type);
   if (gpucoll::p2pUsesLL(m.settings, shapeOf(m), bytes))
     return gpucoll::launchP2PLL(m.ctx, {static_cast<const char*>(buf), nullptr, bytes, 0, peer, peer, Coll::Send},
@@ -395,6 +445,8 @@ void GpuCollectives::recv(void* buf, size_t count, DataType type, int peer, cuda
   k.rankArg(peer, "peer", false);
   k.buffer(buf, "buffer", count, type);
   if (!startCall(m, count)) return;
+  if (gpucoll::p2pUsesRelay(m.settings, shapeOf(m)))
+    return relayPointToPoint(m, Coll::Recv, nullptr, 0, -1, buf, count, peer, type, stream);
   const uint64_t bytes = count * dataTypeSize(type);
   if (gpucoll::p2pUsesLL(m.settings, shapeOf(m), bytes))
     return gpucoll::launchP2PLL(m.ctx, {nullptr, static_cast<char*>(buf), 0, bytes, peer, peer, Coll::Recv},
@@ -412,6 +464,9 @@ void GpuCollectives::sendRecv(const void* sendBuf, size_t sendCount, int sendPee
   k.buffer(sendBuf, "send buffer", sendCount, type);
   k.buffer(recvBuf, "recv buffer", recvCount, type);
   if (!startCall(m, sendCount + recvCount)) return;
+  if (gpucoll::p2pUsesRelay(m.settings, shapeOf(m)))
+    return relayPointToPoint(m, Coll::SendRecv, sendBuf, sendCount, sendPeer, recvBuf, recvCount, recvPeer, type,
+                             stream);
   // Each direction takes the path and chunking of a plain send / recv of
   // its bytes (p2pUsesLL, chunkFor of those bytes only), so the peer's end
   // agrees whether it calls sendRecv, send or recv. With one direction LL

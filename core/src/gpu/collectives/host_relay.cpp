@@ -22,7 +22,8 @@ HostRelay::DeviceWord::~DeviceWord() {
 
 namespace {
 
-/// Runs call c on the data area in the host collectives' in-place forms.
+/// Runs call c on the data area in the host collectives' in-place forms
+/// (a sendrecv receives over what it sends: the host sends a copy).
 void runInPlace(HostCollectives& host, int rank, const RelayCall& c, char* data) {
   const auto type = static_cast<DataType>(c.type);
   const auto op = static_cast<ReduceOp>(c.op);
@@ -34,6 +35,9 @@ void runInPlace(HostCollectives& host, int rank, const RelayCall& c, char* data)
     case Coll::AllGather: return host.allGather(mine, data, c.count, type);
     case Coll::ReduceScatter: return host.reduceScatter(data, mine, c.count, type, op);
     case Coll::AllToAll: return host.allToAll(data, data, c.count, type);
+    case Coll::Send: return host.send(data, c.count, type, c.root);
+    case Coll::Recv: return host.recv(data, c.count, type, c.root);
+    case Coll::SendRecv: return host.sendRecv(data, c.count, c.root, data, c.recvCount, c.recvPeer, type);
     default: throw Error(ErrorCode::Internal, "collective " + std::to_string(c.coll) + " is not relayed");
   }
 }

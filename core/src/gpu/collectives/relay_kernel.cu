@@ -153,7 +153,7 @@ __device__ void relayPackets(const DeviceCtx& c, const RelayDevice& r, const Rel
 __global__ void __launch_bounds__(kMaxBlockThreads) relayKernel(DeviceCtx c, RelayDevice r, RelayArgs a) {
   __shared__ uint32_t why;
   const uint64_t seq = *r.calls + 1;
-  if (a.inBytes <= kRelayPacketBytes && a.outBytes <= kRelayPacketBytes) return relayPackets(c, r, a, seq);
+  if (!a.inArea && a.inBytes <= kRelayPacketBytes && a.outBytes <= kRelayPacketBytes) return relayPackets(c, r, a, seq);
   bool wrote = false;
   if (threadIdx.x == 0) {
     r.words->call.count = a.call.count;
@@ -161,6 +161,8 @@ __global__ void __launch_bounds__(kMaxBlockThreads) relayKernel(DeviceCtx c, Rel
     r.words->call.op = a.call.op;
     r.words->call.coll = a.call.coll;
     r.words->call.root = a.call.root;
+    r.words->call.recvCount = a.call.recvCount;
+    r.words->call.recvPeer = a.call.recvPeer;
     wrote = true;
   }
   if (a.inBytes) wrote |= relayCopy(r.data + a.inOffset, a.send, a.inBytes);

@@ -13,11 +13,15 @@ namespace plugboard::gpucoll {
 /// laid out as the host collective's in-place form wants it (allgather:
 /// this rank's block at rank x count; reducescatter: the result there).
 struct RelayCall {
-  uint64_t count = 0;  ///< The collective's count (allgather, reducescatter, alltoall: per rank block).
+  uint64_t count = 0;  ///< The collective's count (allgather, reducescatter, alltoall: per rank block;
+                       ///< send, sendrecv: elements sent; recv: received).
   uint32_t type = 0;   ///< DataType.
   uint32_t op = 0;     ///< ReduceOp (reducing collectives).
-  uint32_t coll = 0;   ///< Coll: AllReduce, Reduce, Broadcast, AllGather, ReduceScatter or AllToAll.
-  int32_t root = 0;    ///< Reduce and broadcast.
+  uint32_t coll = 0;   ///< Coll: AllReduce, Reduce, Broadcast, AllGather, ReduceScatter, AllToAll,
+                       ///< Send, Recv or SendRecv (the last three never as packets).
+  int32_t root = 0;    ///< Reduce and broadcast: the root; send, sendrecv: the peer sent to; recv: the peer.
+  uint64_t recvCount = 0;  ///< SendRecv: elements received, in place over the sent ones.
+  int32_t recvPeer = -1;   ///< SendRecv: the peer received from.
 };
 
 /// The relay's shared words, then (at kRelayDataOffset) the data area.
@@ -117,12 +121,15 @@ struct RelayDevice {
 
 /// Arguments of one relayed call: inBytes of send go to the data area at
 /// inOffset, then outBytes from outOffset go to recv (either may be 0).
+/// inArea: the data is already there and the result is taken out by the
+/// copy engine (a piece, relay_pieces.hpp): the kernel only posts and waits.
 struct RelayArgs {
   const char* send;
   char* recv;
   uint64_t inBytes, inOffset;
   uint64_t outBytes, outOffset;
   RelayCall call;
+  bool inArea = false;
 };
 
 }  // namespace plugboard::gpucoll

@@ -38,6 +38,8 @@ GpuCollSettings GpuCollSettings::read(const Config& c) {
   s.blocksSmallBytes = readInRange(c, "gpu_blocks_small_bytes", 0, 16 << 20);
   s.p2pSmallBytes = readInRange(c, "gpu_p2p_small_bytes", 0, 16 << 20);
   s.relayBytes = readInRange(c, "gpu_host_relay_bytes", 0, 16 << 20);
+  s.relayAll = s.relayBytes > 0 && c.getBool("failover");
+  s.relayAreaBytes = s.relayAll ? std::max(s.relayBytes, gpucoll::kRelayPieceBytes) : s.relayBytes;
   s.oneShotBytes = readInRange(c, "gpu_allreduce_oneshot_bytes", 0, int64_t(1) << 34);
   s.blocks = static_cast<uint32_t>(readInRange(c, "gpu_blocks", 1, 128));
   s.portBlocks = static_cast<uint32_t>(readInRange(c, "gpu_port_blocks", 1, 128));
@@ -259,7 +261,10 @@ void GpuCollectives::Impl::setup() {
   if (portPairs) setupPorts();  // after the exchanges: channels target the peers' port areas
   if (portPairs && settings.relayBytes > 0) {  // agreed: every rank or none
     gpucoll::preloadRelayKernel(settings.threads);
-    relay = std::make_unique<gpucoll::HostRelay>(comm, settings.relayBytes);
+    relay = std::make_unique<gpucoll::HostRelay>(comm, settings.relayAreaBytes);
+  } else if (portPairs && comm.config().getBool("failover")) {
+    PB_LOG(Warn, "GPUCOLL", "rank " << rank << ": failover is on but gpu_host_relay_bytes is 0: GPU calls through "
+                                        "the proxy do not fail over (they end with the connection's error)");
   }
   ctx.local = scratch;
   ctx.port = portAreaDev;
