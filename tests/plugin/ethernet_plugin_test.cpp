@@ -747,6 +747,65 @@ TEST_F(EthernetTest, StripeSocketsMayArriveBeforeTheFrameStream) {
   ASSERT_NO_FATAL_FAILURE(peer.acceptFrom());
 }
 
+// A peer may post striped writes the moment its side of the connection is
+// up (a failover resends at once), so pieces can land while this side is
+// still making its stripe receivers. Each lane's thread used to run the
+// frame parser as soon as it landed a piece: a write completed on the lanes
+// made so far, the later lanes' pieces lagged, and the next striped write
+// failed the connection ("stripe socket 3 delivered a piece of write seq 1
+// where the frame stream expects write seq 5", seen on an H200 with 4
+// stripes). Here both writes and all their pieces wait in the sockets before
+// the connect; 16 stripes and 20 rounds make the old race near certain.
+TEST_F(EthernetTest, StripedWritesSentBeforeTheConnectEndsLandWhole) {
+  constexpr uint32_t kStripes = 16;
+  constexpr size_t kBytes = 64 * 1024;
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    pb_plugin_ctx* ctx1 = makeRawPeerContext();
+    ASSERT_NE(ctx1, nullptr);
+    std::vector<uint8_t> data(2 * kBytes, 0), bytes(kBytes);
+    std::vector<uint64_t> counter(1, 0);
+    uint8_t key[64];
+    size_t keyLen = sizeof(key);
+    ASSERT_EQ(t_->pack_rkey(ctx1, reg(ctx1, data.data(), data.size()), key, &keyLen), PB_OK);
+    const uint64_t region = getLE<uint64_t>(key + 8), regionKey = getLE<uint64_t>(key + 16);
+    keyLen = sizeof(key);
+    ASSERT_EQ(t_->pack_rkey(ctx1, reg(ctx1, counter.data(), 8), key, &keyLen), PB_OK);
+    const uint64_t counterRegion = getLE<uint64_t>(key + 8), counterKey = getLE<uint64_t>(key + 16);
+    RawPeer peer(kStripes);
+    std::vector<uint8_t> blob1;
+    pb_conn* c1 = setup(ctx1, 1, 0, &blob1);
+    ASSERT_NE(c1, nullptr);
+    ASSERT_NO_FATAL_FAILURE(peer.connectTo(blob1));
+    for (uint64_t seq = 1; seq <= 2; ++seq) {  // each adds 1 to the counter once every piece landed
+      for (size_t i = 0; i < kBytes; ++i) bytes[i] = uint8_t(i * 13 + seq + round);
+      std::vector<uint8_t> f;
+      const uint64_t offset = (seq - 1) * kBytes;
+      RawPeer::encodeFrame(f, 6, seq, region, regionKey, offset, kBytes);
+      for (uint64_t v : {counterRegion, counterKey, uint64_t(0), uint64_t(1)}) putLE<uint64_t>(f, v);
+      peer.sendBytes(f.data(), f.size());
+      for (uint32_t lane = 0; lane < kStripes; ++lane) {  // the plugin's cut: 4 KiB pieces, one a socket
+        const size_t from = lane * kBytes / kStripes, to = (lane + 1) * kBytes / kStripes;
+        peer.piece(lane + 1, seq, region, regionKey, offset, kBytes, {bytes.begin() + from, bytes.begin() + to});
+      }
+    }
+    const auto rawBlob = peer.blob();
+    pb_status st = PB_IN_PROGRESS;
+    for (auto deadline = Clock::now() + kTimeout; st == PB_IN_PROGRESS && Clock::now() < deadline;)
+      st = t_->proxy_connect(c1, rawBlob.data(), rawBlob.size());
+    ASSERT_EQ(st, PB_OK) << error(ctx1);
+    ASSERT_NO_FATAL_FAILURE(peer.acceptFrom());
+    uint64_t done = 0;
+    for (auto deadline = Clock::now() + kTimeout; __atomic_load_n(&counter[0], __ATOMIC_ACQUIRE) < 2;) {
+      ASSERT_EQ(t_->proxy_progress(c1, &done), PB_OK) << error(ctx1);
+      ASSERT_LT(Clock::now(), deadline) << "the writes' signals never came";
+    }
+    EXPECT_EQ(data[kBytes - 1], uint8_t((kBytes - 1) * 13 + 1 + round));
+    EXPECT_EQ(data[2 * kBytes - 1], bytes[kBytes - 1]);
+    EXPECT_EQ(std::memcmp(data.data() + kBytes, bytes.data(), kBytes), 0);
+  }
+}
+
 TEST_F(EthernetTest, OneSideStripingAndTheOtherNotBothDeliver) {
   // stripe_sockets is rank-local: each direction follows its sender's setting.
   pb_plugin_ctx* ctx0 = makeContext(0, {{"stripe_sockets", "2"}, {"stripe_bytes", "65536"}});

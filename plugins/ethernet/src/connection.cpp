@@ -73,6 +73,7 @@ void Connection::startThreads(std::vector<net::Socket> outbound, std::vector<net
     receiveLanes_.push_back(std::make_unique<ReceiveLane>(std::move(inbound[i]), uint32_t(i - 1),
                                                           uint32_t(inbound.size() - 1), ctx_.regions(),
                                                           peer_.describe(), hooks));
+  lanesMade_.store(true, std::memory_order_release);
   watched_.push_back(&outbound_);
   for (const auto& lane : sendLanes_) watched_.push_back(&lane->socket());
   sender_ = std::thread(&Connection::sendLoop, this);

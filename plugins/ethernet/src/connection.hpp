@@ -241,6 +241,12 @@ class Connection {
   net::Socket inbound_;
   std::vector<std::unique_ptr<SendLane>> sendLanes_;        // our stripe sockets
   std::vector<std::unique_ptr<ReceiveLane>> receiveLanes_;  // the peer's
+  /// Set once every receive lane exists: a lane's thread starts in its
+  /// constructor and may land a piece (the peer can post at once, as a
+  /// failover's resend does) while later lanes are still being made; until
+  /// then the receive path stays shut, or a striped write would complete
+  /// on the lanes made so far and the late lanes' pieces would lag forever.
+  std::atomic<bool> lanesMade_{false};
   uint32_t stripeSockets_ = 0;                               // ethernet.stripe_sockets
   size_t stripeBytes_ = SIZE_MAX;                            // ethernet.stripe_bytes
   std::chrono::milliseconds ackTimeout_{0};                  // ethernet.ack_timeout

@@ -101,6 +101,9 @@ void Connection::reportOutboundError(size_t i) {
 }
 
 bool Connection::receiveAvailable(bool tryOnly) {
+  // A lane that lands a piece before the last lane exists: the receiver
+  // thread, started after them all, finds the frame stream readable.
+  if (!lanesMade_.load(std::memory_order_acquire)) return false;
   std::unique_lock<std::mutex> lock(rxMu_, std::defer_lock);
   if (tryOnly) {
     if (!lock.try_lock()) return false;
