@@ -28,9 +28,11 @@ const std::vector<SettingDecl>& coreSettingDecls() {
       {"socket_ifname", SettingType::String, "",
        "Interfaces for the bootstrap sockets (NCCL_SOCKET_IFNAME syntax: ^ excludes, = exact)", true},
       {"failover", SettingType::Bool, "false",
-       "Host collectives: a pair whose transport fails mid-job reconnects over the next transport its rule "
-       "lists (or the next cheapest) and resends what had not landed, so the call goes on; direct transfers "
-       "are off while it is on", false},
+       "A pair whose transport fails mid-job reconnects over the next transport its rule lists (or the next "
+       "cheapest) and resends what had not landed, so the call goes on: host collectives (direct transfers "
+       "off), and GPU collectives on a communicator with a pair through the proxy, which then run every "
+       "call through the host relay (large ones in pieces of a 4 MiB area; needs gpu_host_relay_bytes > 0)",
+       false},
       {"host_chunk_bytes", SettingType::Int, "524288",
        "Host collectives: pipeline chunk in bytes (multiple of 64, at least 4096)", false},
       {"host_slots", SettingType::Int, "4", "Host collectives: chunks in flight per peer (1-64)", false},
