@@ -77,6 +77,25 @@ TEST(ReduceSixteenBitFloats, VectorResultsMatchTheScalarConversionsBitForBit) {
       }
 }
 
+TEST(ReduceSixteenBitFloats, AveragesDivideAsTheScalarConversionsDo) {
+  for (const Sixteen& t : kTypes)
+    for (int nranks : {2, 3, 7})
+      for (size_t n : {size_t(5), size_t(8), size_t(29), size_t(4099)}) {
+        SCOPED_TRACE(std::string(t.name) + " by " + std::to_string(nranks) + " n " + std::to_string(n));
+        const auto before = operands(n, 3 + static_cast<uint32_t>(n), t.type);
+        auto got = before;
+        finishAverage(got.data(), n, t.type, ReduceOp::Avg, nranks);
+        for (size_t i = 0; i < n; ++i) {
+          const float want = t.toFloat(before[i]) / static_cast<float>(nranks);
+          if (std::isnan(want)) {
+            ASSERT_TRUE(std::isnan(t.toFloat(got[i])));
+            continue;
+          }
+          ASSERT_EQ(got[i], t.fromFloat(want)) << "[" << i << "] " << std::hex << before[i];
+        }
+      }
+}
+
 TEST(ReduceSixteenBitFloats, TheVectorLoopsDoWholeGroupsOfEightWhereTheCpuHasThem) {
   std::vector<uint16_t> x(21, 0x3c00), d(21);
   const size_t half = reduceHalfVector(d.data(), x.data(), x.data(), x.size(), ReduceOp::Sum);

@@ -74,7 +74,32 @@ __attribute__((target("avx2"))) size_t bfloat16Loop(uint16_t* d, const uint16_t*
   return i;
 }
 
+__attribute__((target("avx2,f16c"))) size_t halfDivideLoop(uint16_t* d, size_t n, float divisor) {
+  const __m256 by = _mm256_set1_ps(divisor);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    auto* p = reinterpret_cast<__m128i*>(d + i);
+    const __m256 q = _mm256_div_ps(_mm256_cvtph_ps(_mm_loadu_si128(p)), by);
+    _mm_storeu_si128(p, _mm256_cvtps_ph(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  return i;
+}
+
+__attribute__((target("avx2"))) size_t bfloat16DivideLoop(uint16_t* d, size_t n, float divisor) {
+  const __m256 by = _mm256_set1_ps(divisor);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), roundBFloat16(_mm256_div_ps(loadBFloat16(d + i), by)));
+  return i;
+}
+
 }  // namespace
+
+size_t divideHalfVector(uint16_t* d, size_t n, float divisor) { return hasAvx2F16c() ? halfDivideLoop(d, n, divisor) : 0; }
+
+size_t divideBFloat16Vector(uint16_t* d, size_t n, float divisor) {
+  return hasAvx2() ? bfloat16DivideLoop(d, n, divisor) : 0;
+}
 
 size_t reduceHalfVector(uint16_t* d, const uint16_t* x, const uint16_t* y, size_t n, ReduceOp op) {
   return hasAvx2F16c() ? halfLoop(d, x, y, n, op) : 0;
@@ -88,6 +113,8 @@ size_t reduceBFloat16Vector(uint16_t* d, const uint16_t* x, const uint16_t* y, s
 
 size_t reduceHalfVector(uint16_t*, const uint16_t*, const uint16_t*, size_t, ReduceOp) { return 0; }
 size_t reduceBFloat16Vector(uint16_t*, const uint16_t*, const uint16_t*, size_t, ReduceOp) { return 0; }
+size_t divideHalfVector(uint16_t*, size_t, float) { return 0; }
+size_t divideBFloat16Vector(uint16_t*, size_t, float) { return 0; }
 
 #endif
 

@@ -20,4 +20,9 @@ size_t reduceHalfVector(uint16_t* d, const uint16_t* x, const uint16_t* y, size_
 /// The same for bfloat16 bits (AVX2), bit for bit as floatToBFloat16.
 size_t reduceBFloat16Vector(uint16_t* d, const uint16_t* x, const uint16_t* y, size_t n, ReduceOp op);
 
+/// d[i] = d[i] / divisor (in float, rounded once) for the leading multiple
+/// of 8 elements, half or bfloat16 bits as above; returns how many it did.
+size_t divideHalfVector(uint16_t* d, size_t n, float divisor);
+size_t divideBFloat16Vector(uint16_t* d, size_t n, float divisor);
+
 }  // namespace plugboard
