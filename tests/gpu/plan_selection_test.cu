@@ -61,6 +61,24 @@ TEST(GpuPlanSelection, RulesRunPlansInsideGpuCollectivesAndResultsMatchTheRefere
   });
 }
 
+// With failover on and the pair over ethernet (through the proxy), every
+// call takes the host relay, which fails over; the rules are set aside.
+// Results checked on every path: the 400000-float calls go as relayed pieces.
+TEST(GpuPlanSelection, FailoverOverTheProxySetsThePlansAside) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuRanks(2, {{"transports", "ethernet"}, {"failover", "true"}}, [](GpuCollectives& g, int rank, int n,
+                                                                       cudaStream_t s) {
+    reducingMatrix(g, rank, n, s, {DataType::Float32, DataType::BFloat16, DataType::Int32},
+                   {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg}, {1001, 3000, 400000});
+    movingMatrix(g, rank, n, s, {DataType::Float32, DataType::Uint8}, {1001, 3000, 1500000});
+    if (g.callsServedByPlans() != 0)
+      throw std::runtime_error("plans served " + std::to_string(g.callsServedByPlans()) + " calls with failover on");
+  }, std::chrono::seconds(110), [](int, std::map<std::string, std::string>&) {
+    static const std::string path = writeRules();
+    setenv("PLUGBOARD_CONFIG", path.c_str(), 1);
+  });
+}
+
 // A plan call that fails tells the peers as a built-in call does, and their
 // plan kernels hear it. Two ranks (gpu_wait_timeout 4 s): rank 1 calls an
 // allgather (the ring plan) that rank 0 never makes and gives up at 4 s;

@@ -91,3 +91,17 @@ TEST(HostPlanSelection, APlanForAnotherCollectiveFailsSetUpNamingTheRule) {
                  {"test.yaml:2", "allgather_ring/2ranks.json", "a plan for allgather"});
   }));
 }
+
+// With failover on, the built-in algorithms serve every call (they resend
+// what a failed pair lost; a plan's channels do not), with a warning.
+TEST(HostPlanSelection, FailoverSetsThePlansAside) {
+  expectAllPassed(runRanks(2, std::chrono::seconds(60), [](int rank, int n, const UniqueId& id) {
+    Communicator comm(loopbackBootstrap(rank, n, id),
+                      withPlans("failover: true\n"
+                                "plans:\n  - {collective: allreduce, file: allreduce_ring/2ranks.json}\n"));
+    HostCollectives hc(comm);
+    checkAllReduce(hc, rank, n, 1000, false);
+    if (hc.callsServedByPlans() != 0)
+      throw std::runtime_error("a plan served a call with failover on: " + std::to_string(hc.callsServedByPlans()));
+  }));
+}

@@ -75,7 +75,12 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
     for (const auto& [peer, link] : m.links)
       for (int tag : {kCloseTag, kNoticeTag})
         while (comm.bootstrap().poll(peer, tag)) comm.bootstrap().recv(peer, tag);
-  if (!comm.config().planRules().empty()) {
+  if (!comm.config().planRules().empty() && m.failover) {
+    // A plan's channels have no resend: a failed pair would end its call
+    // and every later one. The built-in algorithms move it and go on.
+    PB_LOG(Warn, "COLL", "rank " << m.rank << ": the YAML's plans are set aside: failover is on, and only the "
+                                     "built-in host collectives fail over");
+  } else if (!comm.config().planRules().empty()) {
     m.plans = std::make_unique<HostPlanSelection>(comm);
     // A plan call ends when a peer's call failed and said so (its notice
     // lands on the links, or through the bootstrap), as built-in calls do.

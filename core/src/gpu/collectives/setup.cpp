@@ -279,7 +279,11 @@ void GpuCollectives::Impl::setup() {
   ctx.blocks = static_cast<int>(blocks);
   ctx.ports = ports;
   if (nranks > 1) setupSwitch();
-  if (nranks > 1 && !comm.config().planRules().empty()) {
+  if (nranks > 1 && !comm.config().planRules().empty() && portPairs && settings.relayAll) {
+    // Plans' port channels have no resend; the relay's host collectives do.
+    PB_LOG(Warn, "GPUCOLL", "rank " << rank << ": the YAML's plans are set aside: failover is on and a pair goes "
+                                       "through the proxy, so every GPU call takes the host relay, which fails over");
+  } else if (nranks > 1 && !comm.config().planRules().empty()) {
     const int64_t planBytes = comm.config().getInt("gpu_plan_max_bytes");
     if (planBytes < 1) throw Error(ErrorCode::Config, "gpu_plan_max_bytes must be at least 1, got " +
                                                         std::to_string(planBytes));
