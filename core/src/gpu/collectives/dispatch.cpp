@@ -116,17 +116,21 @@ static void launchRelayKernel(GpuCollectives::Impl& m, const gpucoll::RelayArgs&
     m.relay->expectCall();
 }
 
-/// Enqueues one copy of a relayed piece between a caller's buffer and the
-/// relay's data area (the copy engine; rows at their pitches).
-static void copyPieceRows(const gpucoll::RelayCopy& c, char* user, char* area, bool toArea, cudaStream_t stream) {
+/// Enqueues a relayed piece's copy into the relay's data area (the copy
+/// engine; rows at their pitches).
+static void copyRowsIn(const gpucoll::RelayCopy& c, const char* user, char* area, cudaStream_t stream) {
   if (c.empty()) return;
-  char* u = user + c.userOffset;
-  char* a = area + c.areaOffset;
   const size_t userPitch = c.rows > 1 ? c.userPitch : c.bytes, areaPitch = c.rows > 1 ? c.areaPitch : c.bytes;
-  if (toArea)
-    PB_CUDA_CHECK(cudaMemcpy2DAsync(a, areaPitch, u, userPitch, c.bytes, c.rows, cudaMemcpyDefault, stream));
-  else
-    PB_CUDA_CHECK(cudaMemcpy2DAsync(u, userPitch, a, areaPitch, c.bytes, c.rows, cudaMemcpyDefault, stream));
+  PB_CUDA_CHECK(cudaMemcpy2DAsync(area + c.areaOffset, areaPitch, user + c.userOffset, userPitch, c.bytes, c.rows,
+                                  cudaMemcpyDefault, stream));
+}
+
+/// The same out of the data area into the caller's buffer.
+static void copyRowsOut(const gpucoll::RelayCopy& c, char* user, const char* area, cudaStream_t stream) {
+  if (c.empty()) return;
+  const size_t userPitch = c.rows > 1 ? c.userPitch : c.bytes, areaPitch = c.rows > 1 ? c.areaPitch : c.bytes;
+  PB_CUDA_CHECK(cudaMemcpy2DAsync(user + c.userOffset, userPitch, area + c.areaOffset, areaPitch, c.bytes, c.rows,
+                                  cudaMemcpyDefault, stream));
 }
 
 /// A relayed call larger than gpu_host_relay_bytes (with `failover`): in
@@ -136,9 +140,9 @@ static void launchRelayedPieces(GpuCollectives::Impl& m, const gpucoll::RelayCal
                                 void* recv, cudaStream_t stream) {
   char* area = m.relay->device().data;
   for (const gpucoll::RelayPiece& p : gpucoll::relayPieces(shape, m.relay->capacity())) {
-    copyPieceRows(p.in, const_cast<char*>(static_cast<const char*>(send)), area, true, stream);
+    copyRowsIn(p.in, static_cast<const char*>(send), area, stream);
     launchRelayKernel(m, {nullptr, nullptr, 0, 0, 0, 0, p.call, true}, stream);
-    copyPieceRows(p.out, static_cast<char*>(recv), area, false, stream);
+    copyRowsOut(p.out, static_cast<char*>(recv), area, stream);
   }
 }
 
