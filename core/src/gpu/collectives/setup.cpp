@@ -262,6 +262,10 @@ void GpuCollectives::Impl::setup() {
   if (portPairs && settings.relayBytes > 0) {  // agreed: every rank or none
     gpucoll::preloadRelayKernel(settings.threads);
     relay = std::make_unique<gpucoll::HostRelay>(comm, settings.relayAreaBytes);
+    if (settings.relayAll && rank == 0)  // once a job: a deliberate setting, but it costs
+      PB_LOG(Warn, "GPUCOLL", "failover is on and a pair goes through the proxy: every GPU call runs through the "
+                              "host relay so that it can fail over (large calls take about twice the pipelined "
+                              "path's time; docs/design.md, \"Failover of GPU calls\")");
   } else if (portPairs && comm.config().getBool("failover")) {
     PB_LOG(Warn, "GPUCOLL", "rank " << rank << ": failover is on but gpu_host_relay_bytes is 0: GPU calls through "
                                         "the proxy do not fail over (they end with the connection's error)");
