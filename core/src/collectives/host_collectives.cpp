@@ -116,15 +116,24 @@ void HostCollectives::Impl::closeLinks() {
   };
   // This rank's own writes complete while every peer still listens: a peer
   // closes only after this rank's word, which follows them.
+  // The word goes to every peer, a failed link's too: the peer may not
+  // know of the failure yet and would wait its close_timeout for it.
   std::map<int, PeerLink*> waiting;
   for (auto& [peer, link] : links) {
+    bool flushed = wait;
     try {
       if (wait) link->connection().flush(left());
+    } catch (const std::exception& e) {
+      flushed = false;
+      PB_LOG(Info, "COLL", "rank " << rank << ": closing without waiting for " << link->describePeer() << ": "
+                                   << e.what());
+    }
+    try {
       const char closing = 1;
       comm.bootstrap().send(&closing, 1, peer, kCloseTag);
-      if (wait) waiting[peer] = link.get();
+      if (flushed) waiting[peer] = link.get();
     } catch (const std::exception& e) {
-      PB_LOG(Info, "COLL", "rank " << rank << ": closing without " << link->describePeer() << ": " << e.what());
+      PB_LOG(Info, "COLL", "rank " << rank << ": could not tell " << link->describePeer() << " it closes: " << e.what());
     }
   }
   // Peers still in their last call may post to this rank until their word
