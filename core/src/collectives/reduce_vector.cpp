@@ -1,6 +1,7 @@
 #include "collectives/reduce_vector.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define PB_VECTOR_REDUCE 1
 #endif
@@ -15,8 +16,13 @@ bool hasAvx2() {
   return yes;
 }
 
+/// F16C from CPUID leaf 1 (clang's __builtin_cpu_supports does not know
+/// it); AVX2 being usable means the OS keeps the AVX state F16C needs too.
 bool hasAvx2F16c() {
-  static const bool yes = hasAvx2() && __builtin_cpu_supports("f16c");
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return hasAvx2() && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  }();
   return yes;
 }
 
