@@ -20,7 +20,9 @@ RelayCall pieceCall(const RelayCallShape& s, Coll coll, uint64_t count) {
 }
 
 /// One contiguous row: `bytes` at userOffset in the caller's buffer, areaOffset in the area.
-RelayCopy row(uint64_t userOffset, uint64_t areaOffset, uint64_t bytes) { return {userOffset, areaOffset, bytes, 1, 0, 0}; }
+RelayCopy row(uint64_t userOffset, uint64_t areaOffset, uint64_t bytes) {
+  return {userOffset, areaOffset, bytes, 1, 0, 0};
+}
 
 /// nranks rows of `bytes`: rank r's block of the caller's buffer (blocks of
 /// blockBytes, `offset` into each) and the area's block r (blocks of `bytes`).
@@ -36,7 +38,8 @@ void wholeBuffer(const RelayCallShape& s, uint64_t per, std::vector<RelayPiece>&
   const bool back = s.coll != Coll::Reduce || s.rank == s.root;
   for (uint64_t at = 0; at < s.count; at += per) {
     const uint64_t n = std::min(per, s.count - at);
-    out.push_back({pieceCall(s, s.coll, n), in ? row(at * E, 0, n * E) : RelayCopy{}, back ? row(at * E, 0, n * E) : RelayCopy{}});
+    const RelayCopy rows = row(at * E, 0, n * E);
+    out.push_back({pieceCall(s, s.coll, n), in ? rows : RelayCopy{}, back ? rows : RelayCopy{}});
   }
 }
 
