@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <mutex>
 #include <set>
 
@@ -22,6 +23,7 @@ struct LoggerState {
   std::set<std::string> subsystems;  // empty: all
   bool exclude = false;              // true: subsystems lists those to hide
   FILE* out = stderr;
+  bool timestamps = false;           // each line starts with the wall-clock time
   std::string host;
   std::atomic<int> rank{-1};
 };
@@ -49,7 +51,14 @@ const char* envOr(const char* name) {
   return v ? v : "";
 }
 
-void configure(LoggerState& s, const char* level, const char* sub, const char* file) {
+/// "1", "true", "yes" or "on" (any case).
+bool isOn(const char* text) {
+  const std::string t = upper(text ? text : "");
+  return t == "1" || t == "TRUE" || t == "YES" || t == "ON";
+}
+
+void configure(LoggerState& s, const char* level, const char* sub, const char* file, bool timestamps) {
+  s.timestamps = timestamps;
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   s.host = host;
@@ -91,7 +100,8 @@ void configure(LoggerState& s, const char* level, const char* sub, const char* f
 LoggerState& state() {
   static LoggerState* s = [] {
     auto* st = new LoggerState();  // never destroyed: usable from exit handlers
-    configure(*st, envOr("PLUGBOARD_DEBUG"), envOr("PLUGBOARD_DEBUG_SUBSYS"), envOr("PLUGBOARD_DEBUG_FILE"));
+    configure(*st, envOr("PLUGBOARD_DEBUG"), envOr("PLUGBOARD_DEBUG_SUBSYS"), envOr("PLUGBOARD_DEBUG_FILE"),
+              isOn(envOr("PLUGBOARD_DEBUG_TIMESTAMPS")));
     return st;
   }();
   return *s;
@@ -125,10 +135,23 @@ bool logEnabled(LogLevel level, const char* subsys) {
   return s.exclude ? !listed : listed;
 }
 
+/// "[2026-11-29 14:05:38.123456] ": the local wall-clock time to the microsecond.
+std::string timestampNow() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  tm local{};
+  localtime_r(&now.tv_sec, &local);
+  char date[32], micros[8];
+  std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S", &local);
+  std::snprintf(micros, sizeof(micros), "%06d", static_cast<int>(now.tv_nsec / 1000 % 1000000));
+  return std::string("[") + date + "." + micros + "] ";
+}
+
 void logWrite(LogLevel level, const char* subsys, const std::string& message) {
   LoggerState& s = state();
   long tid = static_cast<long>(syscall(SYS_gettid));
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.timestamps) std::fputs(timestampNow().c_str(), s.out);
   int rank = s.rank.load();
   if (rank >= 0) {
     std::fprintf(s.out, "%s:%d:%ld [%d] plugboard %s %s %s\n", s.host.c_str(), getpid(), tid, rank,
@@ -143,13 +166,14 @@ void logWrite(LogLevel level, const char* subsys, const std::string& message) {
 void logSetRank(int rank) { state().rank = rank; }
 
 void logReconfigure() {
-  logConfigure(envOr("PLUGBOARD_DEBUG"), envOr("PLUGBOARD_DEBUG_SUBSYS"), envOr("PLUGBOARD_DEBUG_FILE"));
+  logConfigure(envOr("PLUGBOARD_DEBUG"), envOr("PLUGBOARD_DEBUG_SUBSYS"), envOr("PLUGBOARD_DEBUG_FILE"),
+               isOn(envOr("PLUGBOARD_DEBUG_TIMESTAMPS")));
 }
 
-void logConfigure(const std::string& level, const std::string& subsys, const std::string& file) {
+void logConfigure(const std::string& level, const std::string& subsys, const std::string& file, bool timestamps) {
   LoggerState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  configure(s, level.c_str(), subsys.c_str(), file.c_str());
+  configure(s, level.c_str(), subsys.c_str(), file.c_str(), timestamps);
 }
 
 }  // namespace plugboard

@@ -5,6 +5,8 @@
 ///    "INIT,NET"); a leading '^' shows all but those. Default: all.
 ///  - PLUGBOARD_DEBUG_FILE: write to this file instead of stderr; "%h" is
 ///    replaced by the host name and "%p" by the process id.
+///  - PLUGBOARD_DEBUG_TIMESTAMPS: 1 (true, yes, on) starts every line with
+///    the local wall-clock time, "[2026-11-29 14:05:38.123456] ".
 #pragma once
 
 #include <sstream>
@@ -21,7 +23,8 @@ LogLevel parseLogLevel(const std::string& text);
 /// True when a message of this level and subsystem would be written.
 bool logEnabled(LogLevel level, const char* subsys);
 
-/// Writes one line "host:pid:tid [rank] LEVEL SUBSYS message". Thread-safe.
+/// Writes one line "host:pid:tid [rank] plugboard LEVEL SUBSYS message"
+/// (after the time when timestamps are on). Thread-safe.
 void logWrite(LogLevel level, const char* subsys, const std::string& message);
 
 /// Sets the rank shown in every line (-1: none). Called by the communicator.
@@ -30,9 +33,10 @@ void logSetRank(int rank);
 /// Re-reads the PLUGBOARD_DEBUG* variables (tests use it after setenv).
 void logReconfigure();
 
-/// Applies resolved settings (the registry's debug, debug_subsys and
-/// debug_file), so a YAML file can set them too.
-void logConfigure(const std::string& level, const std::string& subsys, const std::string& file);
+/// Applies resolved settings (the registry's debug, debug_subsys,
+/// debug_file and debug_timestamps), so a YAML file can set them too.
+void logConfigure(const std::string& level, const std::string& subsys, const std::string& file,
+                  bool timestamps);
 
 }  // namespace plugboard
 

@@ -29,7 +29,8 @@ std::unique_ptr<Config> resolveConfig(CommunicatorOptions& options) {
 void prepareLocalSetup(CommunicatorOptions& options, int rank, int nranks, LocalSetup& out) {
   out.config = resolveConfig(options);
   Config& config = *out.config;
-  logConfigure(config.getString("debug"), config.getString("debug_subsys"), config.getString("debug_file"));
+  logConfigure(config.getString("debug"), config.getString("debug_subsys"), config.getString("debug_file"),
+               config.getBool("debug_timestamps"));
   double seconds = config.getDouble("timeout");
   if (seconds <= 0)
     throw Error(ErrorCode::Config, "setting 'timeout' must be positive, got " + config.getString("timeout"));

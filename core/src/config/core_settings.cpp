@@ -145,6 +145,9 @@ const std::vector<SettingDecl>& coreSettingDecls() {
       {"debug", SettingType::String, "WARN", "Log level: NONE, WARN, INFO or TRACE", true},
       {"debug_subsys", SettingType::String, "", "Subsystems to log (comma list; ^ excludes)", true},
       {"debug_file", SettingType::String, "", "Log file instead of stderr (%h host, %p pid)", true},
+      {"debug_timestamps", SettingType::Bool, "false",
+       "Start every log line with the local wall-clock time to the microsecond (as NCCL_DEBUG_TIMESTAMP_FORMAT "
+       "does)", true},
   };
   return decls;
 }
