@@ -8,6 +8,9 @@
 # of every size go on over ethernet. One line per case; exits non-zero
 # when any case failed or hung.
 #   bash tests/gpu/faulty-mps.sh BUILD_DIR      (under with_mps)
+# FAULTY_LOG_DIR=DIR keeps each fault case's whole output there (FAULT.log),
+# for reading where its time went (with PLUGBOARD_DEBUG=INFO and
+# PLUGBOARD_DEBUG_TIMESTAMPS=1 every line carries the time).
 set -uo pipefail
 build=${1:?usage: faulty-mps.sh BUILD_DIR}
 build=$(readlink -f "$build")
@@ -33,6 +36,7 @@ expect_named_failure() {
     timeout 90 "$build/bin/plugboard-perf" --mem gpu --nranks 2 -C allreduce -b 1M -e 1M -n 200 -w 2 \
     > "$log" 2>&1 || rc=$?
   local took=$((SECONDS - start))
+  [ -n "${FAULTY_LOG_DIR:-}" ] && mkdir -p "$FAULTY_LOG_DIR" && cp "$log" "$FAULTY_LOG_DIR/$fault.log"
   for re in "$@"; do grep -qE -- "$re" "$log" || missing="$missing '$re'"; done
   if [ $rc -eq 124 ]; then
     failures=$((failures + 1)); echo "HUNG (killed after $took s): $fault"
