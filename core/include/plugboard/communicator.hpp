@@ -233,9 +233,31 @@ class Communicator {
   std::shared_ptr<Connection> failover(int peer, MemoryKind kind = MemoryKind::Host);
   /// failover() for host memory, in steps that never wait on the peer
   /// (PendingFailover): for code that fails over several pairs at once.
-  /// Throws as failover() does, and Error(InvalidUsage) for a pair whose
-  /// memory is staged (failover() handles those).
-  std::unique_ptr<PendingFailover> beginFailover(int peer, MemoryKind kind = MemoryKind::Host);
+  /// `failing` is the pair's connection as the caller holds it (failed, or
+  /// one whose peer asks to move it). Where the pair has moved since (a
+  /// recover(), or another object's failover of it), it moves no further:
+  /// the PendingFailover is done at once with the pair's current
+  /// connection (both ends see their old one fail, so both join it). Throws
+  /// as failover() does, and Error(InvalidUsage) for a pair whose memory is
+  /// staged (failover() handles those).
+  std::unique_ptr<PendingFailover> beginFailover(const Connection& failing, MemoryKind kind = MemoryKind::Host);
+  /// Collective, with the "failover" setting on: after a call failed (a
+  /// user's plan executor's run, a channel's wait), every rank calls it,
+  /// with nothing else running on the communicator. Every pair whose
+  /// connection for some memory kind failed on either side moves that kind
+  /// (and a kind sharing the connection) to the next transport its rule
+  /// allows, all pairs at once, as failover() would one by one; the
+  /// failure notices sent and heard are dropped, so later waits no longer
+  /// end with them. Returns once every write posted before on the
+  /// connections kept has landed: keep what peers may still write into (a
+  /// failed executor, buffers) until then, and release it after. Channels,
+  /// semaphores, imported memory and plan executors made over a moved pair
+  /// are dead (their calls throw naming the failover): make them again, as
+  /// at set-up. Host and GPU collectives move their own pairs within their
+  /// calls and need none of this. Returns the peers whose pairs moved.
+  /// Throws Error(Config) with failover off, Error(Remote) naming the pair
+  /// when no transport is left, Error(Timeout) when a connect stalls.
+  std::vector<int> recover();
   /// The established connection for `kind` memory to peer; throws
   /// Error(InvalidUsage) if none.
   std::shared_ptr<Connection> connection(int peer, MemoryKind kind = MemoryKind::Host) const;
@@ -310,6 +332,9 @@ class Communicator {
   struct Impl;  ///< Private state (pimpl).
 
  private:
+  /// recover()'s last step: returns once every write posted before on the
+  /// open connections not mapping peer memory has landed (every rank calls it).
+  void drain();
   friend class Host2HostSemaphore;
   friend class PendingFailover;
   friend class Device2DeviceSemaphore;

@@ -127,7 +127,7 @@ void PeerLink::beginFailover(Communicator& comm) {
   f->landed = arrived();  // whole: a chunk's signal lands after its data
   f->knownConsumed = credits();
   try {
-    f->pending = comm.beginFailover(peer_, MemoryKind::Host);
+    f->pending = comm.beginFailover(*conn_, MemoryKind::Host);
   } catch (const Error&) {
     // No transport left (or failover off): the message's arrival still
     // tells the peer, whose own attempt then fails alike at once instead

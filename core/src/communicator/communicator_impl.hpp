@@ -227,8 +227,23 @@ struct Communicator::Impl {
   /// Makes a connected c the pair's connection for its transport and
   /// lets the proxy thread drive it. Caller holds mutex.
   void install(const std::shared_ptr<ConnectionImpl>& c);
-  /// beginFailover() without the staged check (failover() builds the stager).
-  std::unique_ptr<PendingFailover> startFailover(Communicator& comm, int peer, MemoryKind kind);
+  /// beginFailover() without the staged check (failover() builds the
+  /// stager). seen: the connection the caller saw fail; where the pair has
+  /// a healthy other one already, the result is done with it. Null: move.
+  /// Where the next transport is connected already, the result joins it.
+  std::unique_ptr<PendingFailover> startFailover(Communicator& comm, int peer, MemoryKind kind,
+                                                 const ConnectionImpl* seen);
+  /// A failover that is done at once: the pair's kind goes over conn,
+  /// connected already (PendingFailover::step returns it).
+  std::unique_ptr<PendingFailover> joinedFailover(Communicator& comm, const std::shared_ptr<ConnectionImpl>& conn,
+                                                  const std::string& failedTransport);
+  /// Moves the pairs to peers (every one failed, or its peer's side did)
+  /// to their next transports, all at once: startFailover for each, the
+  /// addresses exchanged, every connect driven together; a staged pair
+  /// gets its stager. Both ends of every pair must call it. what names the
+  /// call in errors ("recover()"). Returns the new connections by peer.
+  std::map<int, std::shared_ptr<Connection>> movePairs(Communicator& comm, const std::vector<int>& peers,
+                                                       MemoryKind kind, const std::string& what);
   /// Gives conn a stager, collectively with its peer (setup()).
   void startStager(const std::shared_ptr<ConnectionImpl>& conn);
   /// Sends a registration's descriptor under a raw bootstrap tag.

@@ -8,18 +8,36 @@
 
 namespace plugboard {
 
-std::unique_ptr<PendingFailover> Communicator::Impl::startFailover(Communicator& comm, int peer, MemoryKind kind) {
+std::unique_ptr<PendingFailover> Communicator::Impl::joinedFailover(Communicator& comm,
+                                                                    const std::shared_ptr<ConnectionImpl>& conn,
+                                                                    const std::string& failedTransport) {
+  auto joined = std::unique_ptr<PendingFailover>(new PendingFailover(comm, conn, failedTransport, {}));
+  joined->done_ = std::shared_ptr<Connection>(new Connection(conn));
+  return joined;
+}
+
+std::unique_ptr<PendingFailover> Communicator::Impl::startFailover(Communicator& comm, int peer, MemoryKind kind,
+                                                                   const ConnectionImpl* seen) {
   checkPeer(peer, "failover");
   if (!comm.config().getBool("failover"))
     throw Error(ErrorCode::Config, "rank " + std::to_string(self.rank) + ": failover to rank " + std::to_string(peer) +
                                        " asked for with the failover setting off");
-  std::shared_ptr<ConnectionImpl> failed;
+  std::shared_ptr<ConnectionImpl> failed, existing;
   std::string failedTransport, next;
   bool shared = false;
   {
     std::lock_guard<std::mutex> lock(mutex);
+    if (seen) {
+      auto current = findConnection(peer, kind);
+      // Moved since the caller took its connection: join the move.
+      if (current && current.get() != seen && !current->failed.load())
+        return joinedFailover(comm, current, seen->plugin->name());
+    }
     failed = takeFallback(peer, kind, &failedTransport);
     next = choiceFor(peer, kind).transport;
+    auto up = connections.find({peer, next});
+    // Connected already (another memory kind's move or rule): both ends join it.
+    if (up != connections.end() && !up->second->failed.load()) existing = up->second;
     // One connection carries every memory kind chosen onto its transport.
     // A stager another kind runs on it stays running: closing the
     // connection would stop it, and its streams may wait on GPU work that
@@ -33,45 +51,74 @@ std::unique_ptr<PendingFailover> Communicator::Impl::startFailover(Communicator&
   }
   if (failed && !shared) {
     proxy->remove(failed);
+    {
+      // Holders of the old connection (channels, other objects' links) get
+      // this error from their next call, unless it failed with its own.
+      std::lock_guard<std::mutex> lock(failed->mutex);
+      failed->fail(std::make_exception_ptr(Error(
+          ErrorCode::Remote, failed->describe() + ": given up by a failover of the pair to " + next +
+                                 "; make what was built on it again (Communicator::recover)")));
+    }
     failed->close();  // the peer's side sees it end, and fails over too
   }
+  if (existing) return joinedFailover(comm, existing, failedTransport);
   std::vector<char> address;
   auto conn = startConnection(peer, next, address);
   return std::unique_ptr<PendingFailover>(
       new PendingFailover(comm, std::move(conn), std::move(failedTransport), std::move(address)));
 }
 
-std::unique_ptr<PendingFailover> Communicator::beginFailover(int peer, MemoryKind kind) {
+std::unique_ptr<PendingFailover> Communicator::beginFailover(const Connection& failing, MemoryKind kind) {
+  const int peer = failing.remoteRank();
   impl_->checkPeer(peer, "beginFailover");
   impl_->throwIfAborted("beginFailover()");
   if (impl_->choiceFor(peer, kind).staged)
     throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(rank()) + ": beginFailover to rank " +
                                              std::to_string(peer) +
                                              ": the pair's memory is staged; fail it over with failover()");
-  return impl_->startFailover(*this, peer, kind);
+  return impl_->startFailover(*this, peer, kind, failing.impl_.get());
+}
+
+std::map<int, std::shared_ptr<Connection>> Communicator::Impl::movePairs(Communicator& comm, const std::vector<int>& peers,
+                                                                        MemoryKind kind, const std::string& what) {
+  const std::string me = "rank " + std::to_string(self.rank) + " (host " + self.host + "): ";
+  std::map<int, std::unique_ptr<PendingFailover>> pending;  // by peer: both ends go through their pairs in one order
+  try {
+    for (int peer : peers) pending[peer] = startFailover(comm, peer, kind, nullptr);
+  } catch (const std::exception& e) {
+    // No address has gone out yet: tell every peer why, so none waits for one.
+    for (int peer : peers) sendConnectAddress(peer, std::string("no transport (") + e.what() + ")", {});
+    throw;
+  }
+  for (auto& [peer, f] : pending) sendConnectAddress(peer, f->nextTransport(), f->address());
+  std::map<int, std::vector<char>> theirs;
+  for (auto& [peer, f] : pending)
+    theirs[peer] = recvConnectAddress(peer, f->nextTransport(),
+                                      me + what + " with rank " + std::to_string(peer) + ": the peer moves the pair to ",
+                                      ", this rank to " + f->nextTransport());
+  std::map<int, std::shared_ptr<Connection>> done;
+  Backoff backoff(timeout);
+  for (;;) {
+    for (auto& [peer, f] : pending)
+      if (!done.count(peer))
+        if (auto conn = f->step(theirs[peer])) done[peer] = conn;
+    if (done.size() == pending.size()) break;
+    if (backoff.expired()) {
+      std::string stalled;
+      for (auto& [peer, f] : pending)
+        if (!done.count(peer)) stalled += " rank " + std::to_string(peer) + " (host " + views[peer].host + ") over " + f->nextTransport();
+      throw Error(ErrorCode::Timeout, me + what + ": connecting timed out after " + backoff.elapsedText() + " to" + stalled);
+    }
+    backoff.pause();
+  }
+  for (auto& [peer, conn] : done)  // by peer, so each pair's two ends build its stager at the same point
+    if (choiceFor(peer, kind).staged && !conn->impl_->stager) startStager(conn->impl_);
+  return done;
 }
 
 std::shared_ptr<Connection> Communicator::failover(int peer, MemoryKind kind) {
-  Impl& m = *impl_;
-  m.throwIfAborted("failover()");
-  auto pending = m.startFailover(*this, peer, kind);
-  m.sendConnectAddress(peer, pending->nextTransport(), pending->address());
-  const std::vector<char> address =
-      m.recvConnectAddress(peer, pending->nextTransport(),
-                           "rank " + std::to_string(rank()) + ": failover to rank " + std::to_string(peer) +
-                               ": the peer moves the pair to ",
-                           ", this rank to " + pending->nextTransport());
-  Backoff backoff(m.timeout);
-  std::shared_ptr<Connection> conn;
-  while (!(conn = pending->step(address))) {
-    if (backoff.expired())
-      throw Error(ErrorCode::Timeout, "rank " + std::to_string(rank()) + ": failover to rank " + std::to_string(peer) +
-                                          ": connecting over " + pending->nextTransport() + " timed out after " +
-                                          backoff.elapsedText());
-    backoff.pause();
-  }
-  if (m.choiceFor(peer, kind).staged) m.startStager(conn->impl_);  // both ends build it here
-  return conn;
+  impl_->throwIfAborted("failover()");
+  return impl_->movePairs(*this, {peer}, kind, "failover to rank " + std::to_string(peer)).at(peer);
 }
 
 PendingFailover::PendingFailover(Communicator& comm, std::shared_ptr<ConnectionImpl> conn, std::string failed,

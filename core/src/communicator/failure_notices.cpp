@@ -82,6 +82,7 @@ std::optional<Error> FailureNotices::poll(bool now) {
   if (received_) return received_;
   if (const int peer = peerWithNotice(); peer >= 0) {
     received_ = errorFor(peer, comm_.bootstrap().recv(peer, tag_));
+    receivedFrom_ = peer;
     heard_.store(true, std::memory_order_release);
   }
   return received_;
@@ -91,6 +92,21 @@ std::optional<Error> FailureNotices::heard() {
   if (!heard_.load(std::memory_order_acquire)) return std::nullopt;
   std::lock_guard<std::mutex> lock(mu_);
   return received_;
+}
+
+bool FailureNotices::sent() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sent_;
+}
+
+void FailureNotices::forget(const std::vector<bool>& sentBy) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int peer = 0; peer < comm_.size(); ++peer)
+    if (peer != comm_.rank() && sentBy.at(peer) && peer != receivedFrom_) comm_.bootstrap().recv(peer, tag_);
+  sent_ = false;
+  received_.reset();
+  receivedFrom_ = -1;
+  heard_.store(false, std::memory_order_release);
 }
 
 int FailureNotices::peerWithNotice() const {

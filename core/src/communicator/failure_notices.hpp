@@ -70,6 +70,14 @@ class FailureNotices {
   int peerWithNotice() const;
   /// The error of the notice poll() read, without looking for one.
   std::optional<Error> heard();
+  /// True once this rank sent its notice (sendOnce()).
+  bool sent();
+  /// A collective step (Communicator::recover): every rank passes which
+  /// ranks sent a notice before it (sentBy, by rank). Reads every notice
+  /// they sent that poll() has not (each sends at most one, so none is
+  /// left in the bootstrap), then forgets sending and hearing: the channel
+  /// is as new, and a later failure is told and heard again.
+  void forget(const std::vector<bool>& sentBy);
 
  private:
   /// The error a notice from peer stands for (or a malformed-notice error).
@@ -84,6 +92,7 @@ class FailureNotices {
   std::mutex mu_;
   bool sent_ = false;
   std::optional<Error> received_;
+  int receivedFrom_ = -1;  // the rank whose notice received_ stands for
   std::atomic<bool> heard_{false};       // received_ is set (read without mu_)
   std::atomic<int64_t> lastPollNs_{0};   // steady_clock ns of the last look
 };
