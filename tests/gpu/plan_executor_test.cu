@@ -179,6 +179,59 @@ INSTANTIATE_TEST_SUITE_P(Plans, GpuPlanTest,
                                             ::testing::Values(2, 3, 4)),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)); });
 
+// A GPU plan executor the program made itself, after its pair failed
+// (issue 15 item 9): two ranks, the pair on faulty over ethernet (rule
+// [faulty, ethernet], failover on, CUDA memory staged); rank 1's 60th
+// operation fails inside a run of the all-pairs port plan. Each rank's run
+// ends with an error naming rank 1; every rank calls recover(), which
+// moves the pair's host and CUDA memory to ethernet, and then makes a new
+// executor, whose runs are checked.
+TEST(GpuPlan, RecoverMovesAFailedPairAndANewExecutorRuns) {
+  PB_REQUIRE_GPU_NO_INIT();
+#ifndef PLUGBOARD_FAULTY_DIR
+  GTEST_SKIP() << "the faulty plugin is not built";
+#else
+  expectAllPassed(runRanks(2, std::chrono::seconds(110), [](int rank, int n, const UniqueId& id) {
+    int devices = 0;
+    check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+    check(cudaSetDevice(rank % devices), "cudaSetDevice");
+    setenv("PLUGBOARD_PLUGIN_PATH", PLUGBOARD_FAULTY_DIR, 1);
+    setenv("PLUGBOARD_TRANSPORTS", "faulty,ethernet", 1);
+    setenv("PLUGBOARD_FAULTY_INNER", "ethernet", 1);
+    setenv("PLUGBOARD_FAULTY_FAULT", "fail_op", 1);
+    setenv("PLUGBOARD_FAULTY_RANKS", "1", 1);
+    setenv("PLUGBOARD_FAULTY_AFTER", "60", 1);
+    CommunicatorOptions options;
+    options.config = Config::fromYamlText("failover: true\ntimeout: 10\ngpu_wait_timeout: 10\nrules:\n"
+                                          "  - peers: any\n    use: [faulty, ethernet]\n", "recover-test.yaml");
+    Communicator comm(loopbackBootstrap(rank, n, id), options);
+    cudaStream_t s;
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    const Plan plan = shipped("allreduce_allpairs", n, true);
+    const size_t count = plan.inputChunks * 100003;
+    auto ex = std::make_unique<GpuPlanExecutor>(comm, plan, count * sizeof(float));
+    try {
+      for (int i = 0; i < 40; ++i) runChecked<float>(*ex, rank, n, count, DataType::Float32, ReduceOp::Sum, s);
+      throw std::runtime_error("rank " + std::to_string(rank) + ": no run failed");
+    } catch (const Error& e) {
+      std::printf("rank %d: %s\n", rank, e.what());
+      if (std::string(e.what()).find("rank 1") == std::string::npos)
+        throw std::runtime_error("rank " + std::to_string(rank) + ": the error does not name rank 1: " + e.what());
+    }
+    const std::vector<int> moved = comm.recover();
+    if (moved != std::vector<int>{1 - rank} || comm.transportFor(1 - rank, MemoryKind::Cuda) != "ethernet" ||
+        comm.transportFor(1 - rank, MemoryKind::Host) != "ethernet")
+      throw std::runtime_error("rank " + std::to_string(rank) + ": recover() moved " + std::to_string(moved.size()) +
+                               " pair(s); CUDA memory goes over " + comm.transportFor(1 - rank, MemoryKind::Cuda));
+    ex = std::make_unique<GpuPlanExecutor>(comm, plan, count * sizeof(float));
+    runChecked<float>(*ex, rank, n, count, DataType::Float32, ReduceOp::Sum, s);
+    runChecked<int32_t>(*ex, rank, n, count, DataType::Int32, ReduceOp::Max, s);
+    ex.reset();
+    cudaStreamDestroy(s);
+  }));
+#endif
+}
+
 class GpuPlanGraphTest : public ::testing::TestWithParam<std::string> {};
 
 // LL plans count their calls on the device: a replayed graph flags each
