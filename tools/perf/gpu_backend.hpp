@@ -58,6 +58,13 @@ class GpuBackend {
   }
   /// Throws the first asynchronous error the library recorded; call after the stream is synchronised.
   virtual void checkErrors() {}
+  /// Enqueues a one-element collective of the library's own on stream, a
+  /// barrier through it once the stream is synchronised, and returns true;
+  /// false (the default) where the sweep should use the bootstrap instead.
+  virtual bool syncRanks(cudaStream_t stream) {
+    (void)stream;
+    return false;
+  }
   /// Rounds a row's shape to what this library can run (a plan cuts its
   /// input into equal chunks); the default leaves it.
   virtual void fitShape(Collective c, Shape& s) const {

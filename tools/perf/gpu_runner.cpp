@@ -63,6 +63,17 @@ void syncAndCheck(Run& r, const char* what) {
   r.backend.checkErrors();
 }
 
+/// Every rank past its calls so far, through the backend's own collective
+/// (syncRanks) before a bootstrap exchange or the timed calls: a rank whose
+/// last call left a failed link moves it (failover) in its next call, which
+/// the peer waiting to resume needs; in a bootstrap barrier or gather it
+/// would wait on that peer while the peer waits on it. Where the backend
+/// has no such call: a bootstrap barrier when `orBarrier`, else nothing.
+void settle(Run& r, const char* what, bool orBarrier) {
+  if (r.backend.syncRanks(r.stream)) syncAndCheck(r, what);
+  else if (orBarrier) r.boot.barrier();
+}
+
 /// Copy of bytes ordered on the run's stream (none for an empty row, whose
 /// host vector has no storage). A plain cudaMemcpy from pageable memory may
 /// return before its DMA lands and runs on the legacy stream, which the
@@ -116,7 +127,7 @@ double timeGraph(Run& r, Timer& timer, int iters, int launches, double* hostUs) 
   } destroy{exec};
   checkCuda(cudaGraphLaunch(exec, r.stream), "cudaGraphLaunch (warm-up)");
   syncAndCheck(r, "the warm-up graph launch");
-  r.boot.barrier();
+  settle(r, "the sync before the timed graph launches", true);
   timer.start(r.stream);
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < launches; ++i) checkCuda(cudaGraphLaunch(exec, r.stream), "cudaGraphLaunch");
@@ -128,7 +139,7 @@ double timeGraph(Run& r, Timer& timer, int iters, int launches, double* hostUs) 
 double timeCalls(Run& r, Timer& timer, const Options& opts, double* hostUs) {
   runMany(r, opts.warmup);
   syncAndCheck(r, "warm-up");
-  r.boot.barrier();
+  settle(r, "the sync before the timed calls", true);
   if (opts.graphLaunches > 0) return timeGraph(r, timer, opts.iters, opts.graphLaunches, hostUs);
   timer.start(r.stream);
   const auto start = std::chrono::steady_clock::now();
@@ -139,11 +150,15 @@ double timeCalls(Run& r, Timer& timer, const Options& opts, double* hostUs) {
 
 Measure measure(Run& r, const DeviceBuffers& dev, Timer& timer, const Options& opts) {
   Measure m;
-  if (opts.check)
-    for (double w : gatherDoubles(r.boot, static_cast<double>(wrongOnThisRank(r, dev)))) m.wrong += static_cast<size_t>(w);
+  if (opts.check) {
+    const double wrong = static_cast<double>(wrongOnThisRank(r, dev));
+    settle(r, "the sync after the checked call", false);
+    for (double w : gatherDoubles(r.boot, wrong)) m.wrong += static_cast<size_t>(w);
+  }
   double hostUs = 0;
   double us = timeCalls(r, timer, opts, &hostUs) * 1e3;
   syncAndCheck(r, "the timed calls");
+  settle(r, "the sync after the timed calls", false);
   for (double t : gatherDoubles(r.boot, us)) m.timeUs += t / r.boot.size();
   for (double t : gatherDoubles(r.boot, hostUs)) m.hostUs += t / r.boot.size();
   return m;

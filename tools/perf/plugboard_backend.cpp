@@ -37,8 +37,20 @@ namespace {
 class PlugboardBackend : public GpuBackend {
  public:
   explicit PlugboardBackend(Communicator& comm) : gc_(comm) {}
+  ~PlugboardBackend() override { cudaFree(word_); }
   std::string name() const override { return "plugboard"; }
   void checkErrors() override { gc_.checkErrors(); }
+  /// With failover, a rank whose last call left a failed link moves it in
+  /// its next call, which its peer, waiting to resume the failed call,
+  /// needs: a bootstrap exchange there would wait on that peer for good.
+  bool syncRanks(cudaStream_t s) override {
+    if (!word_) {
+      checkCuda(cudaMalloc(&word_, sizeof(float)), "cudaMalloc of the sync word");
+      checkCuda(cudaMemset(word_, 0, sizeof(float)), "cudaMemset of the sync word");
+    }
+    gc_.allReduce(word_, word_, 1, DataType::Float32, ReduceOp::Sum, s);
+    return true;
+  }
 
   void run(const Call& c, const CallPointers& p, cudaStream_t s) override {
     size_t k = c.shape.callCount;
@@ -75,6 +87,7 @@ class PlugboardBackend : public GpuBackend {
   }
 
   GpuCollectives gc_;
+  float* word_ = nullptr;  // syncRanks()'s element
 };
 
 }  // namespace
