@@ -123,8 +123,14 @@ struct GpuPlanExecutor::Impl {
   /// "rank 3 (GPU plan NAME from FILE)", the start of every error.
   const std::string& who() const { return whoText; }
   gpuplan::PlanStatus* status() const { return reinterpret_cast<gpuplan::PlanStatus*>(flags + 4); }
-  /// Ends this executor's device waits (Communicator::abort, a peer's notice).
-  void abortWaits() const { __atomic_store_n(&flags[0], 1u, __ATOMIC_RELEASE); }
+  /// Ends this executor's device waits (Communicator::abort, a peer's
+  /// notice): the plan's own, and its port channels' Fifo pushes and
+  /// flushes, which wait on the service's flag (a flush whose proxy waits
+  /// on a failed peer would otherwise run to gpu_wait_timeout).
+  void abortWaits() const {
+    __atomic_store_n(&flags[0], 1u, __ATOMIC_RELEASE);
+    if (service) service->abort();
+  }
   /// Throws the failure this rank recorded (device or proxy), after
   /// telling the peers once; returns when there is none.
   void throwOwnFailure() const;
