@@ -19,7 +19,8 @@
 # handler copies the data and its atomic orders it, both in its code, so
 # TSan sees the copy and not the release (a report every run; suppressing
 # ucp_put_handler made TSan so slow on each of its copies that the test
-# ran past 120 s on a busy machine); the install,
+# ran past 120 s on a busy machine; tools/tsan-ucx.sh runs them against a
+# UCX built with TSan, not in CI); the install,
 # namespace and conformance tests (the same code paths
 # as the tests that run, for minutes more); and the host collectives' 2-
 # and 5-rank cases (the 3-, 4- and 8-rank cases run every code path those
