@@ -441,6 +441,44 @@ TEST(FaultyTransport, RecoverMovesAUserPlansFailedPairAndANewExecutorRuns) {
   }));
 }
 
+// Signals lost without a word (rank 1's faulty connection drops every
+// signal from its 41st operation on): no connection reports an error, the
+// plan's waits time out naming the peer. recover() moves nothing by
+// itself; given the peer the timeout named as a suspect (by either end),
+// it moves the pair, and a new executor's runs are right.
+TEST(FaultyTransport, RecoverMovesASuspectPairWhoseSignalsWereLost) {
+  SKIP_WITHOUT_FAULTY();
+  expectAllPassed(runRanks(2, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    useFaulty({{"fault", "drop"}, {"ranks", "1"}, {"after", "40"}, {"count", "0"}, {"ops", "signal"}});
+    const std::string yaml = useFailoverRule("recover-suspect");
+    setenv("PLUGBOARD_TIMEOUT", "2", 1);
+    Communicator comm(loopbackBootstrap(rank, n, id));
+    std::remove(yaml.c_str());
+    const Plan plan = loadPlan(std::string(PLUGBOARD_TEST_SOURCE_DIR) + "/../plans/allreduce_allpairs/2ranks.json");
+    auto ex = std::make_unique<HostPlanExecutor>(comm, plan, n * 2000 * sizeof(float));
+    try {
+      planRounds(comm, *ex, 50);
+      throw std::runtime_error("rank " + std::to_string(rank) + ": no run failed");
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      if (m.find("rank " + std::to_string(1 - rank)) == std::string::npos)
+        throw std::runtime_error("rank " + std::to_string(rank) + ": the error does not name the peer: " + m);
+      // Rank 0's wait for rank 1's lost signal times out, naming the wait.
+      if (rank == 0 && (m.find("(wait on channel") == std::string::npos ||
+                        m.find("with rank 1 (host ") == std::string::npos || m.find("signals received") == std::string::npos))
+        throw std::runtime_error("rank 0's timeout does not say which wait: " + m);
+    }
+    requireError([&] { comm.recover({rank}); }, ErrorCode::InvalidUsage, {"recover()", "is not a peer"});
+    // Rank 0 names the pair; rank 1 names nobody: the pair moves on both ends.
+    const std::vector<int> moved = comm.recover(rank == 0 ? std::vector<int>{1} : std::vector<int>{});
+    if (moved != std::vector<int>{1 - rank} || comm.transportFor(1 - rank) != "ethernet")
+      throw std::runtime_error("rank " + std::to_string(rank) + ": recover() moved " + std::to_string(moved.size()) +
+                               " pair(s); the pair is on " + comm.transportFor(1 - rank));
+    ex = std::make_unique<HostPlanExecutor>(comm, plan, n * 2000 * sizeof(float));
+    planRounds(comm, *ex, 5);
+  }));
+}
+
 // recover() beside host collectives that hold the old connection: the
 // pair moved by recover() is joined, not moved again, when the host
 // collectives' next call finds their link's connection given up (both

@@ -254,10 +254,14 @@ class Communicator {
   /// semaphores, imported memory and plan executors made over a moved pair
   /// are dead (their calls throw naming the failover): make them again, as
   /// at set-up. Host and GPU collectives move their own pairs within their
-  /// calls and need none of this. Returns the peers whose pairs moved.
-  /// Throws Error(Config) with failover off, Error(Remote) naming the pair
-  /// when no transport is left, Error(Timeout) when a connect stalls.
-  std::vector<int> recover();
+  /// calls and need none of this. `suspects`: peers whose pairs move too
+  /// although no error was seen on them (a wait on them that timed out:
+  /// signals lost without a word); either end may name the pair. Returns
+  /// the peers whose pairs moved. Throws Error(Config) with failover off,
+  /// Error(InvalidUsage) for a suspect that is no peer, Error(Remote)
+  /// naming the pair when no transport is left, Error(Timeout) when a
+  /// connect stalls.
+  std::vector<int> recover(const std::vector<int>& suspects = {});
   /// The established connection for `kind` memory to peer; throws
   /// Error(InvalidUsage) if none.
   std::shared_ptr<Connection> connection(int peer, MemoryKind kind = MemoryKind::Host) const;

@@ -78,6 +78,9 @@ struct Plan {
   bool ll() const { return protocol == "ll"; }
 };
 
+/// The operation's name as plans spell it ("put", "reduce_packet").
+const char* planOpName(PlanOp::Kind kind);
+
 /// Parses and checks plan text; throws Error(Config) "<source>: <json
 /// path>: <what>" for anything wrong (syntax, version, types, bounds,
 /// channels, signal/wait pairing).

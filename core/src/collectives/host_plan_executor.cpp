@@ -170,6 +170,9 @@ struct HostPlanExecutor::Impl {
   void runOnce(const void* input, void* output, size_t count, DataType type, ReduceOp op);
   void runTasks();
   void handshake();
+  /// "wait on channel 1 with rank 3 (host b) over ethernet: 4 signals
+  /// received, 5 waited for": an operation, for errors.
+  std::string describeOp(const PlanOp& o) const;
   /// Runs the whileWaiting check when due; fails with the stuck thread
   /// blocks (pc: each one's next operation) once nothing moved for the timeout.
   void checkStuck(std::chrono::steady_clock::time_point lastMove, const std::vector<size_t>& pc);
@@ -381,6 +384,18 @@ void HostPlanExecutor::Impl::runTasks() {
   }
 }
 
+std::string HostPlanExecutor::Impl::describeOp(const PlanOp& o) const {
+  std::string text = planOpName(o.kind);
+  if (o.channel < 0 || size_t(o.channel) >= channels.size()) return text;
+  const Channel& c = channels[o.channel];
+  text += " on channel " + std::to_string(o.channel) + " with rank " + std::to_string(c.peer) + " (host " +
+          comm.hostOf(c.peer) + ") over " + c.connection->transport();
+  if (o.kind == PlanOp::Kind::Wait)
+    text += ": " + std::to_string(c.semaphore->inbound()) + " signals received, " + std::to_string(c.waited) +
+            " waited for";
+  return text;
+}
+
 void HostPlanExecutor::Impl::checkStuck(std::chrono::steady_clock::time_point lastMove,
                                         const std::vector<size_t>& pc) {
   comm.checkErrors();
@@ -395,7 +410,8 @@ void HostPlanExecutor::Impl::checkStuck(std::chrono::steady_clock::time_point la
   std::string stuck;
   for (size_t t = 0; t < tbs.size() && t < pc.size(); ++t)
     if (pc[t] < tbs[t].ops.size())
-      stuck += " thread block " + std::to_string(tbs[t].id) + " at operation " + std::to_string(pc[t]) + ";";
+      stuck += " thread block " + std::to_string(tbs[t].id) + " at operation " + std::to_string(pc[t]) + " (" +
+               describeOp(tbs[t].ops[pc[t]]) + ");";
   for (const ServedGet& g : toServe)
     if (!pc.empty() && !g.doneThisCall)
       stuck += " a get by rank " + std::to_string(channels[g.channel].peer) + " (its request has not come);";

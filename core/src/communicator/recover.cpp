@@ -17,16 +17,24 @@ constexpr MemoryKind kKinds[] = {MemoryKind::Host, MemoryKind::Cuda};
 constexpr int kKindCount = 2;
 }  // namespace
 
-std::vector<int> Communicator::recover() {
+std::vector<int> Communicator::recover(const std::vector<int>& suspects) {
   Impl& m = *impl_;
   m.throwIfAborted("recover()");
   const int n = size(), me = rank();
   if (!config().getBool("failover"))
     throw Error(ErrorCode::Config, "rank " + std::to_string(me) + " (host " + hostOf(me) +
                                        "): recover() asked for with the failover setting off");
+  std::vector<bool> suspect(n, false);
+  for (int peer : suspects) {
+    if (peer < 0 || peer >= n || peer == me)
+      throw Error(ErrorCode::InvalidUsage, "rank " + std::to_string(me) + " (host " + hostOf(me) + "): recover(): suspect " +
+                                               std::to_string(peer) + " is not a peer (ranks 0-" + std::to_string(n - 1) +
+                                               ", this one excepted)");
+    suspect[peer] = true;
+  }
   // Each rank's row: per rank, bit k set where this rank's connection
-  // carrying kKinds[k] memory to it failed; last, 1 when it sent a
-  // failure notice.
+  // carrying kKinds[k] memory to it failed (or the rank is a suspect);
+  // last, 1 when it sent a failure notice.
   const size_t width = static_cast<size_t>(n) + 1;
   std::vector<uint8_t> table(width * n, 0);
   uint8_t* row = table.data() + width * me;
@@ -38,7 +46,7 @@ std::vector<int> Communicator::recover() {
         auto conn = m.findConnection(peer, kKinds[k]);
         // A staged kind is in use on the connection only once it has a stager.
         const bool used = conn && (!m.choiceFor(peer, kKinds[k]).staged || conn->stager);
-        if (used && conn->failed.load()) row[peer] |= uint8_t(1u << k);
+        if (used && (conn->failed.load() || suspect[peer])) row[peer] |= uint8_t(1u << k);
       }
   }
   row[n] = m.notices->sent();

@@ -73,13 +73,15 @@ PlanChunk chunk(const Reader& r, const Json& v, const std::string& path, const P
   return c;
 }
 
+/// Every operation's name in the JSON.
+constexpr std::pair<const char*, PlanOp::Kind> kOpNames[] = {
+    {"put", PlanOp::Kind::Put},       {"signal", PlanOp::Kind::Signal},         {"wait", PlanOp::Kind::Wait},
+    {"flush", PlanOp::Kind::Flush},   {"copy", PlanOp::Kind::Copy},             {"reduce", PlanOp::Kind::Reduce},
+    {"put_packet", PlanOp::Kind::PutPacket}, {"reduce_packet", PlanOp::Kind::ReducePacket},
+    {"barrier", PlanOp::Kind::Barrier},     {"get", PlanOp::Kind::Get}};
+
 PlanOp::Kind opKind(const Reader& r, const std::string& name, const std::string& path) {
-  static const std::pair<const char*, PlanOp::Kind> kinds[] = {
-      {"put", PlanOp::Kind::Put},       {"signal", PlanOp::Kind::Signal},         {"wait", PlanOp::Kind::Wait},
-      {"flush", PlanOp::Kind::Flush},   {"copy", PlanOp::Kind::Copy},             {"reduce", PlanOp::Kind::Reduce},
-      {"put_packet", PlanOp::Kind::PutPacket}, {"reduce_packet", PlanOp::Kind::ReducePacket},
-      {"barrier", PlanOp::Kind::Barrier},     {"get", PlanOp::Kind::Get}};
-  for (const auto& [n, k] : kinds)
+  for (const auto& [n, k] : kOpNames)
     if (name == n) return k;
   r.fail(path, "\"" + name + "\" is not an operation (put, signal, wait, flush, copy, reduce, put_packet, reduce_packet, "
                "barrier, get)");
@@ -335,6 +337,12 @@ Plan parsePlan(const std::string& text, const std::string& source) {
   for (int i = 0; i < plan.nranks; ++i) plan.ranks.push_back(rankPart(r, ranks[i], "$.ranks[" + std::to_string(i) + "]", plan, i));
   checkPlanAcrossRanks(plan);
   return plan;
+}
+
+const char* planOpName(PlanOp::Kind kind) {
+  for (const auto& [n, k] : kOpNames)
+    if (k == kind) return n;
+  return "?";
 }
 
 Plan loadPlan(const std::string& path) {

@@ -40,22 +40,6 @@ constexpr int kStorageTag = 0x2d504c10;  // below 2^30, apart from HostPlanExecu
 
 uint64_t roundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
-const char* opName(PlanOp::Kind k) {
-  switch (k) {
-    case PlanOp::Kind::Put: return "put";
-    case PlanOp::Kind::Signal: return "signal";
-    case PlanOp::Kind::Wait: return "wait";
-    case PlanOp::Kind::Flush: return "flush";
-    case PlanOp::Kind::Copy: return "copy";
-    case PlanOp::Kind::Reduce: return "reduce";
-    case PlanOp::Kind::PutPacket: return "put_packet";
-    case PlanOp::Kind::ReducePacket: return "reduce_packet";
-    case PlanOp::Kind::Barrier: return "barrier";
-    case PlanOp::Kind::Get: return "get";
-  }
-  return "?";
-}
-
 gpuplan::DevChunk devChunk(const PlanChunk& c) {
   return gpuplan::DevChunk{c.index, static_cast<uint32_t>(c.size), static_cast<uint8_t>(c.buffer)};
 }
@@ -634,7 +618,7 @@ std::string GpuPlanExecutor::Impl::describeFailure(const gpuplan::PlanStatus& s)
   if (s.threadBlock >= 0 && size_t(s.threadBlock) < mine().threadblocks.size()) {
     const auto& tb = mine().threadblocks[s.threadBlock];
     where = "thread block " + std::to_string(tb.id) + " operation " + std::to_string(s.op);
-    if (s.op >= 0 && size_t(s.op) < tb.ops.size()) where += " (" + std::string(opName(tb.ops[s.op].kind)) + ")";
+    if (s.op >= 0 && size_t(s.op) < tb.ops.size()) where += " (" + std::string(planOpName(tb.ops[s.op].kind)) + ")";
     if (size_t(s.op) >= tb.ops.size()) where += " (the flush of its puts after its last operation)";
   } else {
     where = "the start handshake";
