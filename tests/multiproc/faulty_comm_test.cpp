@@ -461,11 +461,12 @@ TEST(FaultyTransport, RecoverMovesASuspectPairWhoseSignalsWereLost) {
       throw std::runtime_error("rank " + std::to_string(rank) + ": no run failed");
     } catch (const Error& e) {
       const std::string m = e.what();
+      std::printf("rank %d: %s\n", rank, m.c_str());
       if (m.find("rank " + std::to_string(1 - rank)) == std::string::npos)
         throw std::runtime_error("rank " + std::to_string(rank) + ": the error does not name the peer: " + m);
       // Rank 0's wait for rank 1's lost signal times out, naming the wait.
       if (rank == 0 && (m.find("(wait on channel") == std::string::npos ||
-                        m.find("with rank 1 (host ") == std::string::npos || m.find("signals received") == std::string::npos))
+                        m.find("with rank 1 (host ") == std::string::npos || m.find("waiting for its signal") == std::string::npos))
         throw std::runtime_error("rank 0's timeout does not say which wait: " + m);
     }
     requireError([&] { comm.recover({rank}); }, ErrorCode::InvalidUsage, {"recover()", "is not a peer"});

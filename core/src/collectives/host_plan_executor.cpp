@@ -170,8 +170,8 @@ struct HostPlanExecutor::Impl {
   void runOnce(const void* input, void* output, size_t count, DataType type, ReduceOp op);
   void runTasks();
   void handshake();
-  /// "wait on channel 1 with rank 3 (host b) over ethernet: 4 signals
-  /// received, 5 waited for": an operation, for errors.
+  /// "wait on channel 1 with rank 3 (host b) over ethernet: waiting for
+  /// its signal 5, 4 received": an operation, for errors.
   std::string describeOp(const PlanOp& o) const;
   /// Runs the whileWaiting check when due; fails with the stuck thread
   /// blocks (pc: each one's next operation) once nothing moved for the timeout.
@@ -391,8 +391,8 @@ std::string HostPlanExecutor::Impl::describeOp(const PlanOp& o) const {
   text += " on channel " + std::to_string(o.channel) + " with rank " + std::to_string(c.peer) + " (host " +
           comm.hostOf(c.peer) + ") over " + c.connection->transport();
   if (o.kind == PlanOp::Kind::Wait)
-    text += ": " + std::to_string(c.semaphore->inbound()) + " signals received, " + std::to_string(c.waited) +
-            " waited for";
+    text += ": waiting for its signal " + std::to_string(c.waited + 1) + ", " +
+            std::to_string(c.semaphore->inbound()) + " received";
   return text;
 }
 
