@@ -77,12 +77,14 @@ void Communicator::drain() {
   // landing after recover() returns, they would meet memory the program
   // has released since. Each side signals after its earlier writes (a
   // signal lands after them) and waits for the peer's. Both ends list a
-  // pair's connections alike, by (peer, transport).
+  // pair's connections alike, by (peer, transport): every one the table
+  // holds (the moves took the failed ones out; one failing meanwhile
+  // fails the signal or the wait with its error).
   std::vector<std::shared_ptr<Connection>> conns;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     for (auto& [key, c] : impl_->connections)
-      if (!c->failed.load() && !(c->plugin->properties().flags & PB_CAP_MAPPED))
+      if (!(c->plugin->properties().flags & PB_CAP_MAPPED))
         conns.push_back(std::shared_ptr<Connection>(new Connection(c)));
   }
   std::vector<Host2HostSemaphore::Half> halves;
