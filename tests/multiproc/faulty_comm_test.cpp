@@ -515,9 +515,10 @@ TEST(FaultyTransport, HostCollectivesJoinAPairThatRecoverMoved) {
     if (moved != std::vector<int>{1 - rank} || comm.transportFor(1 - rank) != "ethernet")
       throw std::runtime_error("rank " + std::to_string(rank) + ": recover() moved " + std::to_string(moved.size()) +
                                " pair(s); the pair is on " + comm.transportFor(1 - rank));
-    if (rank == 0)  // rank 1's connection keeps the injected error it failed with
-      requireError([&] { conn->write(peerLanding, 0, mineMem, 0, 8); }, ErrorCode::Remote,
-                   {"over faulty", "given up by a failover of the pair to ethernet", "Communicator::recover"});
+    // Rank 1's error starts with the injected failure (rank 0's may start
+    // with rank 1 closing its side, should that come first).
+    requireError([&] { conn->write(peerLanding, 0, mineMem, 0, 8); }, rank == 1 ? ErrorCode::System : ErrorCode::Remote,
+                 {"over faulty", "given up by a failover of the pair to ethernet", "Communicator::recover"});
     allReduceRounds(hc, 3);
     allGatherChecked(hc);
     if (comm.transportFor(1 - rank) != "ethernet") throw std::runtime_error("the pair moved past ethernet");

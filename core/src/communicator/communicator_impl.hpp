@@ -233,6 +233,10 @@ struct Communicator::Impl {
   /// Where the next transport is connected already, the result joins it.
   std::unique_ptr<PendingFailover> startFailover(Communicator& comm, int peer, MemoryKind kind,
                                                  const ConnectionImpl* seen);
+  /// Makes conn's error say that a failover to `next` gave it up (after
+  /// its own error, if it had one): its holders (channels, other objects'
+  /// links) learn from their next call that the pair moved.
+  void markGivenUp(ConnectionImpl& conn, const std::string& next);
   /// A failover that is done at once: the pair's kind goes over conn,
   /// connected already (PendingFailover::step returns it).
   std::unique_ptr<PendingFailover> joinedFailover(Communicator& comm, const std::shared_ptr<ConnectionImpl>& conn,

@@ -8,6 +8,24 @@
 
 namespace plugboard {
 
+void Communicator::Impl::markGivenUp(ConnectionImpl& conn, const std::string& next) {
+  const std::string moved =
+      "given up by a failover of the pair to " + next + "; make what was built on it again (Communicator::recover)";
+  std::lock_guard<std::mutex> lock(conn.mutex);
+  Error given(ErrorCode::Remote, conn.describe() + ": " + moved);
+  if (conn.error) {
+    try {
+      std::rethrow_exception(conn.error);
+    } catch (const Error& e) {
+      given = Error(e.code(), std::string(e.what()) + "; since then " + moved);
+    } catch (const std::exception& e) {
+      given = Error(ErrorCode::Remote, conn.describe() + ": " + e.what() + "; since then " + moved);
+    }
+  }
+  conn.error = std::make_exception_ptr(given);
+  conn.failed = true;
+}
+
 std::unique_ptr<PendingFailover> Communicator::Impl::joinedFailover(Communicator& comm,
                                                                     const std::shared_ptr<ConnectionImpl>& conn,
                                                                     const std::string& failedTransport) {
@@ -51,14 +69,7 @@ std::unique_ptr<PendingFailover> Communicator::Impl::startFailover(Communicator&
   }
   if (failed && !shared) {
     proxy->remove(failed);
-    {
-      // Holders of the old connection (channels, other objects' links) get
-      // this error from their next call, unless it failed with its own.
-      std::lock_guard<std::mutex> lock(failed->mutex);
-      failed->fail(std::make_exception_ptr(Error(
-          ErrorCode::Remote, failed->describe() + ": given up by a failover of the pair to " + next +
-                                 "; make what was built on it again (Communicator::recover)")));
-    }
+    markGivenUp(*failed, next);
     failed->close();  // the peer's side sees it end, and fails over too
   }
   if (existing) return joinedFailover(comm, existing, failedTransport);
