@@ -94,13 +94,10 @@ std::map<int, std::shared_ptr<Connection>> Communicator::Impl::movePairs(Communi
                                                                         MemoryKind kind, const std::string& what) {
   const std::string me = "rank " + std::to_string(self.rank) + " (host " + self.host + "): ";
   std::map<int, std::unique_ptr<PendingFailover>> pending;  // by peer: both ends go through their pairs in one order
-  try {
-    for (int peer : peers) pending[peer] = startFailover(comm, peer, kind, nullptr);
-  } catch (const std::exception& e) {
-    // No address has gone out yet: tell every peer why, so none waits for one.
-    for (int peer : peers) sendConnectAddress(peer, std::string("no transport (") + e.what() + ")", {});
-    throw;
-  }
+  // Where no transport is left both ends find so here, from the same
+  // table, before any address goes out (a word to the peer would stay
+  // unread in its queue, or meet a peer already gone).
+  for (int peer : peers) pending[peer] = startFailover(comm, peer, kind, nullptr);
   for (auto& [peer, f] : pending) sendConnectAddress(peer, f->nextTransport(), f->address());
   std::map<int, std::vector<char>> theirs;
   for (auto& [peer, f] : pending)
