@@ -151,13 +151,15 @@ void logWrite(LogLevel level, const char* subsys, const std::string& message) {
   LoggerState& s = state();
   long tid = static_cast<long>(syscall(SYS_gettid));
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.timestamps) std::fputs(timestampNow().c_str(), s.out);
+  // One call per line: processes sharing a stream (ranks on one terminal)
+  // write whole lines, the time stamp included.
+  const std::string stamp = s.timestamps ? timestampNow() : std::string();
   int rank = s.rank.load();
   if (rank >= 0) {
-    std::fprintf(s.out, "%s:%d:%ld [%d] plugboard %s %s %s\n", s.host.c_str(), getpid(), tid, rank,
+    std::fprintf(s.out, "%s%s:%d:%ld [%d] plugboard %s %s %s\n", stamp.c_str(), s.host.c_str(), getpid(), tid, rank,
                  levelName(level), subsys, message.c_str());
   } else {
-    std::fprintf(s.out, "%s:%d:%ld plugboard %s %s %s\n", s.host.c_str(), getpid(), tid,
+    std::fprintf(s.out, "%s%s:%d:%ld plugboard %s %s %s\n", stamp.c_str(), s.host.c_str(), getpid(), tid,
                  levelName(level), subsys, message.c_str());
   }
   std::fflush(s.out);
