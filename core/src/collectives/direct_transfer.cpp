@@ -1,5 +1,7 @@
 #include "collectives/direct_transfer.hpp"
 
+#include <algorithm>
+
 #include "collectives/failure_notice.hpp"
 #include "plugboard/error.hpp"
 
@@ -37,6 +39,13 @@ void checkControl(Communicator& comm, const PeerLink& link, const ChunkHeader& h
 }
 
 }  // namespace
+
+size_t DirectPolicy::threshold() const {
+  if (minBytes == 0) return 0;
+  const size_t shared = (minBytes + static_cast<size_t>(std::max(peersAtOnce, 1)) - 1) /
+                        static_cast<size_t>(std::max(peersAtOnce, 1));
+  return std::max(shared, std::min(minBytes, kDirectFloorBytes));
+}
 
 void chooseDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, size_t directBytes) {
   if (directBytes == 0) return;

@@ -176,8 +176,10 @@ void HostCollectives::Impl::run(std::vector<SendJob>& sends, std::vector<RecvJob
   exchange(sends, recvs, DirectPolicy());
 }
 
-void HostCollectives::Impl::runDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs) {
-  exchange(sends, recvs, direct);
+void HostCollectives::Impl::runDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, int peersAtOnce) {
+  DirectPolicy policy = direct;
+  policy.peersAtOnce = peersAtOnce;
+  exchange(sends, recvs, policy);
 }
 
 void HostCollectives::Impl::exchange(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
@@ -245,7 +247,7 @@ void HostCollectives::allGather(const void* sendv, void* recvv, size_t count, Da
     sends.push_back({link.get(), mine, bytes, call});
     recvs.push_back(copyJob(link.get(), bytes, recv + p * bytes, call));
   }
-  m.runDirect(sends, recvs);
+  m.runDirect(sends, recvs, m.nranks - 1);
 }
 
 void HostCollectives::Impl::allGatherDoubling(const CallSignature& call, char* recv, size_t bytes) {
@@ -295,7 +297,7 @@ void HostCollectives::allToAll(const void* sendv, void* recvv, size_t count, Dat
     sends.push_back({link.get(), send + p * bytes, bytes, call});
     recvs.push_back(copyJob(link.get(), bytes, recv + p * bytes, call));
   }
-  m.runDirect(sends, recvs);
+  m.runDirect(sends, recvs, m.nranks - 1);
 }
 
 void HostCollectives::broadcast(const void* sendv, void* recvv, size_t count, DataType type, int root) {

@@ -60,7 +60,9 @@ struct HostCollectives::Impl {
   /// run() whose large messages may travel as direct transfers
   /// (host_direct_bytes): copyJobs straight into place, other receives into
   /// the link's staging buffer, consumed piece by piece as they land.
-  void runDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs);
+  /// peersAtOnce: DirectPolicy's; n - 1 only where every rank sends to and
+  /// receives from every peer (each message's size the same at both ends).
+  void runDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, int peersAtOnce = 1);
   /// runExchange with direct transfers as `policy` says; on failure tells
   /// the peers (failure notices) and rethrows.
   void exchange(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, const DirectPolicy& policy);

@@ -35,7 +35,7 @@ void HostCollectives::Impl::reduceScatterSegments(const CallSignature& call, con
     sends.push_back({l.get(), send + segs[p].begin * es, segs[p].count * es, call});
     recvs.push_back({l.get(), mine.count * es, reduction.consumer(), call});
   }
-  runDirect(sends, recvs);
+  runDirect(sends, recvs, nranks - 1);
   reduction.finish();
 }
 
@@ -157,7 +157,7 @@ void HostCollectives::Impl::allReduceTwoStep(const CallSignature& call, const ch
     sends.push_back({l.get(), recv + mine.begin * es, mine.count * es, call});
     recvs.push_back(copyJob(l.get(), segs[p].count * es, recv + segs[p].begin * es, call));
   }
-  runDirect(sends, recvs);
+  runDirect(sends, recvs, nranks - 1);
 }
 
 void HostCollectives::allReduce(const void* sendv, void* recvv, size_t count, DataType type, ReduceOp op) {
