@@ -327,6 +327,49 @@ TEST(HostCollectivesDirect, DisagreeingSizesEndInANamedError) {
   }));
 }
 
+// All-peers exchanges at the default host_direct_bytes (256 KiB): on 4 ranks
+// a message travels direct from 87382 bytes (a third of it). An allreduce
+// whose segments are 21846 and 21845 floats sends some messages of one
+// exchange direct (87384 bytes) and some in chunks (87380): both ends of each
+// pair choose alike and every result is right; the allgathers and alltoalls
+// just above and below the line too.
+TEST(HostCollectivesDirect, AllPeersMessagesAroundTheSharedLineAgreeAndAreRight) {
+  expectAllPassed(runRanks(4, std::chrono::seconds(120), [](int rank, int n, const UniqueId& id) {
+    CommunicatorOptions o;
+    o.overrides = {{"transports", "ethernet"}, {"timeout", "20"}};
+    Communicator comm(loopbackBootstrap(rank, n, id), o);
+    HostCollectives hc(comm);
+    auto value = [](int r, size_t i) { return static_cast<float>((r + 1) * 1000 + static_cast<int>(i % 997)); };
+    auto fail = [&](const std::string& what, size_t i, float got, float want) {
+      throw std::runtime_error(what + ": element " + std::to_string(i) + " is " + std::to_string(got) + ", expected " +
+                               std::to_string(want));
+    };
+    const size_t straddling = 4 * 21845 + 2;
+    std::vector<float> in(straddling), out(straddling);
+    for (size_t i = 0; i < straddling; ++i) in[i] = value(rank, i);
+    hc.allReduce(in.data(), out.data(), straddling, DataType::Float32, ReduceOp::Sum);
+    for (size_t i = 0; i < straddling; ++i) {
+      float want = 0;
+      for (int r = 0; r < n; ++r) want += value(r, i);
+      if (out[i] != want) fail("allreduce", i, out[i], want);
+    }
+    for (const size_t perRank : {size_t(21845), size_t(21846)}) {
+      std::vector<float> mine(perRank * n), all(perRank * n);
+      for (size_t i = 0; i < mine.size(); ++i) mine[i] = value(rank, i);
+      hc.allGather(mine.data(), all.data(), perRank, DataType::Float32);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < perRank; ++i)
+          if (all[r * perRank + i] != value(r, i)) fail("allgather", r * perRank + i, all[r * perRank + i], value(r, i));
+      hc.allToAll(mine.data(), all.data(), perRank, DataType::Float32);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < perRank; ++i) {
+          const float want = value(r, rank * perRank + i);
+          if (all[r * perRank + i] != want) fail("alltoall", r * perRank + i, all[r * perRank + i], want);
+        }
+    }
+  }));
+}
+
 // The algorithm lines are byte counts: a negative one is refused by name
 // when the host collectives are made, before any call picks a path.
 TEST(HostCollectivesSettings, NegativeAlgorithmLimitsAreRefusedByName) {
