@@ -205,6 +205,10 @@ class Communicator {
   const Config& config() const;
   /// Host identity of a rank.
   const std::string& hostOf(int rank) const;
+  /// True when rank's host runs at least as many ranks of this communicator
+  /// as it has hardware threads (as that rank's process counted them at
+  /// set-up): there, copies cost more than waits. Every rank answers alike.
+  bool coresScarceOn(int rank) const;
   /// Transport selected for the pair (rank(), peer) and memory kind. Throws
   /// Error(Config) with the reason when no transport moves that kind.
   std::string transportFor(int peer, MemoryKind kind = MemoryKind::Host) const;

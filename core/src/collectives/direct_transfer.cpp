@@ -40,17 +40,20 @@ void checkControl(Communicator& comm, const PeerLink& link, const ChunkHeader& h
 
 }  // namespace
 
-size_t DirectPolicy::threshold() const {
-  if (minBytes == 0) return 0;
-  const size_t shared = (minBytes + static_cast<size_t>(std::max(peersAtOnce, 1)) - 1) /
-                        static_cast<size_t>(std::max(peersAtOnce, 1));
-  return std::max(shared, std::min(minBytes, kDirectFloorBytes));
+size_t DirectPolicy::threshold(int peer) const {
+  const bool shares = peersAtOnce > 1 && coresScarce && peer >= 0 &&
+                      static_cast<size_t>(peer) < coresScarce->size() && (*coresScarce)[peer];
+  if (minBytes == 0 || !shares) return minBytes;
+  const size_t peers = static_cast<size_t>(peersAtOnce);
+  return std::max((minBytes + peers - 1) / peers, std::min(minBytes, kDirectFloorBytes));
 }
 
-void chooseDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, size_t directBytes) {
-  if (directBytes == 0) return;
-  for (auto& s : sends) s.direct = s.bytes >= directBytes && s.link->connection().registersCheaply();
-  for (auto& r : recvs) r.direct = r.bytes >= directBytes && r.link->connection().registersCheaply();
+void chooseDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, const DirectPolicy& policy) {
+  if (policy.minBytes == 0) return;
+  for (auto& s : sends)
+    s.direct = s.bytes >= policy.threshold(s.link->peer()) && s.link->connection().registersCheaply();
+  for (auto& r : recvs)
+    r.direct = r.bytes >= policy.threshold(r.link->peer()) && r.link->connection().registersCheaply();
 }
 
 bool offerDirect(Communicator& comm, RecvJob& r) {

@@ -22,9 +22,9 @@
 
 namespace plugboard {
 
-/// Marks direct the jobs of at least directBytes on cheap-registration
-/// links (directBytes 0: none).
-void chooseDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, size_t directBytes);
+/// Marks direct the jobs of at least policy.threshold(peer) bytes on
+/// cheap-registration links (minBytes 0: none).
+void chooseDirect(std::vector<SendJob>& sends, std::vector<RecvJob>& recvs, const DirectPolicy& policy);
 
 /// Direct receive, first step: registers the destination and posts the
 /// Ready chunk once the link has a free slot. True when it posted.

@@ -296,7 +296,7 @@ bool failOverLinks(Communicator& comm, std::vector<SendJob>& sends, std::vector<
 void runExchange(Communicator& comm, std::vector<SendJob>& sends, std::vector<RecvJob>& recvs,
                  const std::map<int, std::unique_ptr<PeerLink>>& links, std::chrono::milliseconds timeout,
                  const DirectPolicy& direct, bool failover) {
-  chooseDirect(sends, recvs, direct.threshold());
+  chooseDirect(sends, recvs, direct);
   try {
     for (;;) {
       try {

@@ -31,12 +31,18 @@ struct DirectPolicy {
   size_t pieceBytes = 1u << 20;   ///< host_direct_piece_bytes: largest write per Done chunk
   /// Peers every rank of the exchange sends to and receives from at once
   /// (n - 1 in the all-peers exchanges, 1 elsewhere): their messages' Ready
-  /// round trips overlap, so a message counts its bytes that many times.
+  /// round trips overlap, so where cores are scarce a message counts its
+  /// bytes that many times.
   int peersAtOnce = 1;
+  /// By peer rank: whether a host of the pair has no more cores than
+  /// ranks on it (Communicator::coresScarceOn, the same at both ends).
+  /// Null: no pair.
+  const std::vector<bool>* coresScarce = nullptr;
 
-  /// The smallest message that travels direct: minBytes / peersAtOnce, but
-  /// at least kDirectFloorBytes (or minBytes, if lower). 0: none.
-  size_t threshold() const;
+  /// The smallest message to peer that travels direct: minBytes, or where
+  /// the pair's cores are scarce minBytes / peersAtOnce, but at least
+  /// kDirectFloorBytes (or minBytes, if lower). 0: none.
+  size_t threshold(int peer) const;
 };
 
 /// Below this no message of an all-peers exchange travels direct. At 4 ranks
@@ -115,7 +121,7 @@ RecvJob copyJob(PeerLink* link, size_t bytes, char* dst, const CallSignature& ca
 /// peer's reason when a failure notice (failure_notice.hpp) lands on any
 /// of links while this rank waits.
 ///
-/// direct.minBytes > 0 makes every message of at least direct.threshold()
+/// direct.minBytes > 0 makes every message of at least direct.threshold(peer)
 /// bytes on a link whose transport registers cheaply a direct transfer
 /// (direct_transfer.hpp); every rank of the exchange must pass the same
 /// policy. failover (the setting): a link whose connection fails moves

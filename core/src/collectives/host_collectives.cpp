@@ -64,6 +64,9 @@ HostCollectives::HostCollectives(Communicator& comm) : impl_(std::make_unique<Im
   // could not move it, so with failover every message goes in chunks.
   m.failover = comm.config().getBool("failover");
   if (m.failover) m.direct.minBytes = 0;
+  m.coresScarce.assign(static_cast<size_t>(m.nranks), false);
+  for (int p = 0; p < m.nranks; ++p) m.coresScarce[p] = comm.coresScarceOn(m.rank) || comm.coresScarceOn(p);
+  m.direct.coresScarce = &m.coresScarce;
   auto conns = comm.connectAll();
   for (auto& [peer, conn] : conns)  // ascending peers: a consistent order on every rank
     m.links[peer] = std::make_unique<PeerLink>(comm, conn, chunk, slots, kLinkTag);

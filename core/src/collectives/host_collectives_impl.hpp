@@ -39,6 +39,7 @@ struct HostCollectives::Impl {
   size_t doublingBytes = 0;  ///< allreduce_doubling_bytes: recursive doubling's limit on power-of-two >= 4 ranks
   size_t gatherDoublingBytes = 0;  ///< allgather_doubling_bytes: the same for allgather (gathered bytes)
   DirectPolicy direct;     ///< host_direct_bytes (0: no direct transfers), host_direct_piece_bytes
+  std::vector<bool> coresScarce;  ///< by peer: DirectPolicy::coresScarce (direct points here)
   bool failover = false;   ///< the "failover" setting (direct transfers off then)
   std::chrono::milliseconds timeout{60000};
   std::chrono::milliseconds closeTimeout{10000};  ///< the close_timeout setting

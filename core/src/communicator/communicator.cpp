@@ -56,13 +56,15 @@ Communicator::Communicator(std::shared_ptr<Bootstrap> bootstrap, CommunicatorOpt
   impl_->proxy = std::make_unique<ProxyService>();
 }
 
+bool Communicator::Impl::coresScarceOn(int rank) const {
+  return static_cast<unsigned>(ranksOnHostOf(rank)) >= views[rank].cores;
+}
+
 void Communicator::Impl::paceWaits() {
-  int here = 0;
-  for (const auto& v : views) here += v.host == self.host ? 1 : 0;
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  gWaitSpinPolls.store(unsigned(here) >= cores ? 0u : 20u, std::memory_order_relaxed);
-  PB_LOG(Info, "INIT", here << " rank(s) on this host of " << cores << " core(s): waits "
-                            << (unsigned(here) >= cores ? "yield at once" : "spin 20 polls before they yield"));
+  const bool scarce = coresScarceOn(self.rank);
+  gWaitSpinPolls.store(scarce ? 0u : 20u, std::memory_order_relaxed);
+  PB_LOG(Info, "INIT", localRanks() << " rank(s) on this host of " << views[self.rank].cores << " core(s): waits "
+                                    << (scarce ? "yield at once" : "spin 20 polls before they yield"));
 }
 
 void Communicator::Impl::shutdown() {
@@ -93,6 +95,12 @@ std::chrono::milliseconds Communicator::defaultTimeout() const { return impl_->t
 const std::string& Communicator::hostOf(int rank) const {
   if (rank < 0 || rank >= size()) throw Error(ErrorCode::InvalidUsage, "hostOf: rank " + std::to_string(rank) + " is out of range");
   return impl_->views[rank].host;
+}
+
+bool Communicator::coresScarceOn(int rank) const {
+  if (rank < 0 || rank >= size())
+    throw Error(ErrorCode::InvalidUsage, "coresScarceOn: rank " + std::to_string(rank) + " is out of range");
+  return impl_->coresScarceOn(rank);
 }
 
 std::string Communicator::transportFor(int peer, MemoryKind kind) const { return impl_->choiceFor(peer, kind).transport; }

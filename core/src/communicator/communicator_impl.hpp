@@ -174,6 +174,10 @@ struct Communicator::Impl {
 
   /// Ranks whose host is this rank's (this one included), from views.
   int localRanks() const;
+  /// Ranks of the communicator on rank's host (rank included), from views.
+  int ranksOnHostOf(int rank) const;
+  /// Communicator::coresScarceOn.
+  bool coresScarceOn(int rank) const;
   /// What plugins are told of the pair (this rank, peer); host strings
   /// point into self and views.
   pb_peer_info_v1 peerInfo(int peer) const;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "communicator/communicator_impl.hpp"
 #include "communicator/wire.hpp"
@@ -23,6 +24,7 @@ struct Identity {
   std::string error;
   ErrorCode code = ErrorCode::Internal;
   std::string version, abi, host, settings;
+  uint32_t cores = 0;
   std::vector<TransportId> transports;
 };
 
@@ -35,6 +37,7 @@ Identity parseIdentity(const std::vector<char>& blob, int rank) {
   id.version = r.str();
   id.abi = r.str();
   id.host = r.str();
+  id.cores = static_cast<uint32_t>(std::max<int32_t>(1, r.i32()));
   id.settings = r.str();
   size_t n = r.count();
   for (size_t i = 0; i < n; ++i) {
@@ -107,6 +110,7 @@ void Communicator::Impl::exchangeIdentity(const std::string& localError, ErrorCo
   w.str(libraryVersion());
   w.str(coreAbiVersion());
   w.str(self.host);
+  w.i32(static_cast<int32_t>(std::min(std::max(1u, std::thread::hardware_concurrency()), 1u << 30)));
   w.str(config ? config->sharedSettingsText() : "");
   w.u64(plugins.size());
   for (const auto& p : plugins) {
@@ -124,6 +128,7 @@ void Communicator::Impl::exchangeIdentity(const std::string& localError, ErrorCo
   views.assign(ids.size(), RankView{});
   for (size_t r = 0; r < ids.size(); ++r) {
     views[r].host = ids[r].host;
+    views[r].cores = std::max(1u, ids[r].cores);
     for (const auto& t : ids[r].transports) {
       views[r].transports.push_back(t.name);
       views[r].memTypes[t.name] = t.memTypes;
@@ -132,11 +137,13 @@ void Communicator::Impl::exchangeIdentity(const std::string& localError, ErrorCo
   checkRulesUseLoaded(config->rules(), views);
 }
 
-int Communicator::Impl::localRanks() const {
+int Communicator::Impl::ranksOnHostOf(int rank) const {
   int n = 0;
-  for (const auto& v : views) n += v.host == self.host ? 1 : 0;
+  for (const auto& v : views) n += v.host == views[rank].host ? 1 : 0;
   return n > 0 ? n : 1;
 }
+
+int Communicator::Impl::localRanks() const { return ranksOnHostOf(self.rank); }
 
 pb_peer_info_v1 Communicator::Impl::peerInfo(int peer) const {
   return {sizeof(pb_peer_info_v1), self.rank, peer, self.host.c_str(), views[peer].host.c_str(),

@@ -39,7 +39,10 @@ const std::vector<SettingDecl>& coreSettingDecls() {
       {"host_direct_bytes", SettingType::Int, "262144",
        "Host collectives: a message of at least this many bytes that the receiver only copies travels as one "
        "write straight from the sender's buffer into the receiver's, where the pair's transport registers memory "
-       "cheaply (ethernet; ucx over TCP and shared memory); 0: always in chunks through the slots",
+       "cheaply (ethernet; ucx over TCP and shared memory); in an exchange with every peer at once (allgather, "
+       "alltoall, the halves of a large allreduce) between ranks where a host of the pair has no more cores than "
+       "ranks, from this many bytes divided by the peers, but at least 64 KiB; "
+       "0: always in chunks through the slots",
        false},
       {"host_direct_piece_bytes", SettingType::Int, "1048576",
        "Host collectives: a direct transfer goes as writes of at most this many bytes, each announced as it is "
