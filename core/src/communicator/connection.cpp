@@ -170,7 +170,8 @@ void* Connection::remotePointer(const RemoteMemory& remote) const {
   std::lock_guard<std::mutex> lock(c.mutex);
   c.requireOpen();
   void* ptr = nullptr;
-  c.plugin->check(c.plugin->api().remote_pointer(c.conn, remote.impl_->rkey, &ptr), c.describe() + ": remote pointer");
+  const pb_status st = c.plugin->api().remote_pointer(c.conn, remote.impl_->rkey, &ptr);
+  if (st != PB_OK) c.plugin->check(st, c.describe() + ": remote pointer");
   return ptr;
 }
 
@@ -268,7 +269,8 @@ void Connection::waitCompleted(uint64_t target, std::chrono::milliseconds timeou
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     c.requireOpen();
-    c.plugin->check(c.plugin->api().flush(c.conn), c.describe() + ": flush");
+    const pb_status st = c.plugin->api().flush(c.conn);
+    if (st != PB_OK) c.plugin->check(st, c.describe() + ": flush");  // the description only on failure
   }
   if (timeout.count() < 0) timeout = c.timeout;
   Backoff backoff(timeout, notifiesWaiters());

@@ -156,8 +156,8 @@ void importOnConnection(ConnectionImpl& conn, RemoteMemoryImpl& out, const Memor
                                                                      : ""));
   std::lock_guard<std::mutex> lock(conn.mutex);
   conn.requireOpen();
-  conn.plugin->check(conn.plugin->api().import_rkey(conn.conn, key->data(), key->size(), &out.rkey),
-                     conn.describe() + ": import remote key");
+  const pb_status st = conn.plugin->api().import_rkey(conn.conn, key->data(), key->size(), &out.rkey);
+  if (st != PB_OK) conn.plugin->check(st, conn.describe() + ": import remote key");
 }
 
 }  // namespace
