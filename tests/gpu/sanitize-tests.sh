@@ -3,7 +3,8 @@
 # before the parent touches CUDA (tests/multiproc/multiproc.hpp), so
 # `--target-processes all` instruments every rank (sanitize-ranks.sh covers
 # plugboard-perf's ranks started by exec). Without MPS (the tools do not
-# run under it): the ranks' kernels time-slice, and waits get 300 s. A
+# run under it): the ranks' kernels time-slice, waits get 300 s and the
+# tests' own rank limits 8 times theirs. A
 # rank's report lines appear as they happen and a finding fails the test
 # (--error-exitcode 9 ends that rank); the ranks leave by _exit, so only
 # the parent prints a summary. One line per tool and test.
@@ -41,6 +42,9 @@ sanitizer=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
 logs=${LOG_DIR:-$(mktemp -d)}
 mkdir -p "$logs"
 export PLUGBOARD_GPU_WAIT_TIMEOUT=300 PLUGBOARD_TIMEOUT=300 NCCL_NVLS_ENABLE=0 PLUGBOARD_NVLS_ENABLE=0
+# The tests' own limits on their forked ranks (tests/multiproc): memcheck
+# made a 3-rank sweep outrun its 110 s.
+export PB_TEST_TIMEOUT_SCALE=${PB_TEST_TIMEOUT_SCALE:-8}
 status=0
 for c in "${cases[@]}"; do
   tool=${c%%:*} filter=${c#*:}

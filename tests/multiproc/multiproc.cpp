@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <ucontext.h>
@@ -97,8 +98,19 @@ std::string drain(int fd) {
 
 }  // namespace
 
+std::chrono::milliseconds scaledTestTimeout(std::chrono::milliseconds timeout) {
+  const char* text = std::getenv("PB_TEST_TIMEOUT_SCALE");
+  if (!text || !*text) return timeout;
+  char* end = nullptr;
+  const double scale = std::strtod(text, &end);
+  if (*end != '\0' || !(scale >= 1 && scale <= 100))
+    throw std::runtime_error(std::string("PB_TEST_TIMEOUT_SCALE must be a number from 1 to 100, got '") + text + "'");
+  return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(timeout.count()) * scale));
+}
+
 std::vector<RankResult> runRanksEach(const std::vector<RankBody>& bodies, std::chrono::milliseconds timeout) {
   const int nranks = static_cast<int>(bodies.size());
+  const std::chrono::milliseconds limit = scaledTestTimeout(timeout);  // before any rank starts: it may throw
   UniqueId id = TcpBootstrap::createUniqueId("lo");
   std::vector<pid_t> pids(nranks, -1);
   std::vector<int> pipes(nranks, -1);
@@ -119,7 +131,7 @@ std::vector<RankResult> runRanksEach(const std::vector<RankBody>& bodies, std::c
     pids[r] = pid;
     pipes[r] = fds[0];
   }
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = std::chrono::steady_clock::now() + limit;
   int running = 0;
   for (pid_t p : pids) running += p > 0;
   while (running > 0) {

@@ -26,7 +26,7 @@ struct RankResult {
 /// created by the parent before fork.
 using RankBody = std::function<void(int rank, int nranks, const UniqueId& id)>;
 
-/// Forks nranks processes running body; waits at most timeout, then kills
+/// Forks nranks processes running body; waits at most scaledTestTimeout(timeout), then kills
 /// the rest. Returns one result per rank. A body fails by throwing or by a
 /// failed gtest assertion (checked after it returns).
 std::vector<RankResult> runRanks(int nranks, std::chrono::milliseconds timeout, const RankBody& body);
@@ -34,6 +34,11 @@ std::vector<RankResult> runRanks(int nranks, std::chrono::milliseconds timeout, 
 /// Same with a body per rank: bodies[r] runs as rank r (for ranks that
 /// misbehave on purpose). A null body means "this rank never starts".
 std::vector<RankResult> runRanksEach(const std::vector<RankBody>& bodies, std::chrono::milliseconds timeout);
+
+/// timeout times PB_TEST_TIMEOUT_SCALE (1-100; unset: 1), for runs under a
+/// tool that slows every rank (compute-sanitizer, valgrind). Throws on a
+/// malformed value.
+std::chrono::milliseconds scaledTestTimeout(std::chrono::milliseconds timeout);
 
 /// gtest helper: EXPECTs every rank passed, printing each failure.
 void expectAllPassed(const std::vector<RankResult>& results);
