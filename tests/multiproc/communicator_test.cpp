@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <numeric>
+#include <thread>
 
 #include "comm_fixture.hpp"
 #include "multiproc.hpp"
@@ -98,6 +100,27 @@ TEST(Communicator, EveryRankComputesTheSameSelection) {
     if (comm.hostOf(3) != "b" || comm.hostOf(0) != "a") throw std::runtime_error("host identities not exchanged");
   });
   expectAllPassed(results);
+}
+
+// Each rank reports its host's hardware threads at set-up; every rank then
+// says alike whether a host runs at least as many ranks as it has threads.
+// Rank 0 alone on host "solo", ranks 1 and 2 on host "pair": on a machine
+// of 2 threads (the CI kind) "pair" is scarce and "solo" is not.
+TEST(Communicator, EveryRankSaysAlikeWhereCoresAreScarce) {
+  expectAllPassed(runRanks(3, kTestTimeout, [](int rank, int n, const UniqueId& id) {
+    setenv("PLUGBOARD_HOST_ID", rank == 0 ? "solo" : "pair", 1);
+    setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
+    Communicator comm(loopbackBootstrap(rank, n, id));
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    for (int r = 0; r < n; ++r) {
+      const bool expected = (r == 0 ? 1u : 2u) >= cores;
+      if (comm.coresScarceOn(r) != expected)
+        throw std::runtime_error("rank " + std::to_string(rank) + " says cores are " +
+                                 (expected ? "not " : "") + "scarce on rank " + std::to_string(r) + "'s host (" +
+                                 std::to_string(cores) + " threads)");
+    }
+    requireError([&] { comm.coresScarceOn(n); }, ErrorCode::InvalidUsage, {"coresScarceOn", "out of range"});
+  }));
 }
 
 TEST(Communicator, MisspelledTransportFailsOnEveryRank) {

@@ -37,7 +37,6 @@ Identity parseIdentity(const std::vector<char>& blob, int rank) {
   id.version = r.str();
   id.abi = r.str();
   id.host = r.str();
-  id.cores = static_cast<uint32_t>(std::max<int32_t>(1, r.i32()));
   id.settings = r.str();
   size_t n = r.count();
   for (size_t i = 0; i < n; ++i) {
@@ -48,6 +47,10 @@ Identity parseIdentity(const std::vector<char>& blob, int rank) {
     t.memTypes = static_cast<uint32_t>(r.u64());
     id.transports.push_back(t);
   }
+  // Last and optional: a core from before session 45 sends none and counts
+  // one core. (Mixed with newer cores, its ranks may disagree on which
+  // messages travel direct, which fails that call naming the pair.)
+  id.cores = r.done() ? 1u : static_cast<uint32_t>(std::max<int32_t>(1, r.i32()));
   return id;
 }
 
@@ -110,7 +113,6 @@ void Communicator::Impl::exchangeIdentity(const std::string& localError, ErrorCo
   w.str(libraryVersion());
   w.str(coreAbiVersion());
   w.str(self.host);
-  w.i32(static_cast<int32_t>(std::min(std::max(1u, std::thread::hardware_concurrency()), 1u << 30)));
   w.str(config ? config->sharedSettingsText() : "");
   w.u64(plugins.size());
   for (const auto& p : plugins) {
@@ -119,6 +121,7 @@ void Communicator::Impl::exchangeIdentity(const std::string& localError, ErrorCo
     w.str(p->version());
     w.u64(advertisedMemTypes(p->properties().mem_types, coreCanStageCuda()));
   }
+  w.i32(static_cast<int32_t>(std::min(std::max(1u, std::thread::hardware_concurrency()), 1u << 30)));
   auto blobs = bootstrap->allGatherBlobs(w.data());
   std::vector<Identity> ids;
   for (size_t r = 0; r < blobs.size(); ++r) ids.push_back(parseIdentity(blobs[r], static_cast<int>(r)));
