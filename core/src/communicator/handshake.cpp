@@ -2,6 +2,7 @@
 // the same checks on the same gathered reports, so a problem on any rank
 // fails every rank at once, with the same message, instead of a hang.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -137,14 +138,13 @@ void Communicator::Impl::exchangeIdentity(const std::string& localError, ErrorCo
       views[r].memTypes[t.name] = t.memTypes;
     }
   }
+  std::map<std::string, int> perHost;
+  for (const auto& v : views) ++perHost[v.host];
+  for (auto& v : views) v.ranksOnHost = perHost[v.host];
   checkRulesUseLoaded(config->rules(), views);
 }
 
-int Communicator::Impl::ranksOnHostOf(int rank) const {
-  int n = 0;
-  for (const auto& v : views) n += v.host == views[rank].host ? 1 : 0;
-  return n > 0 ? n : 1;
-}
+int Communicator::Impl::ranksOnHostOf(int rank) const { return std::max(1, views[rank].ranksOnHost); }
 
 int Communicator::Impl::localRanks() const { return ranksOnHostOf(self.rank); }
 

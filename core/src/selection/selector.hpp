@@ -22,6 +22,7 @@ struct Reach {
 struct RankView {
   std::string host;                               ///< Host identity.
   unsigned cores = 1;                             ///< Hardware threads its process saw on the host.
+  int ranksOnHost = 1;                            ///< Ranks of the communicator on that host (itself included).
   std::vector<std::string> transports;            ///< Loaded, in load order.
   std::map<std::string, uint32_t> memTypes;       ///< transport -> pb_mem_type bits it moves.
   std::map<int, std::map<std::string, Reach>> reach;  ///< peer -> transport -> reach.
