@@ -1,7 +1,7 @@
 """A validated Program as an execution plan: a dict in the JSON layout
 docs/execution-plans.md describes (version PLAN_VERSION)."""
 
-PLAN_VERSION = 4
+PLAN_VERSION = 5
 
 
 def _chunk(c):
@@ -12,7 +12,9 @@ def _op(op):
     out = {"op": op.kind}
     if op.channel is not None:
         out["channel"] = op.channel.id
-    if op.kind in ("put", "get", "copy", "put_packet"):
+    if op.switch is not None:
+        out["switch"] = op.switch.id
+    if op.kind in ("put", "get", "copy", "put_packet", "switch_reduce", "switch_broadcast"):
         out["src"], out["dst"] = _chunk(op.src), _chunk(op.dst)
     elif op.kind == "reduce":
         out["dst"], out["srcs"] = _chunk(op.dst), [_chunk(s) for s in op.srcs]
@@ -29,11 +31,14 @@ def to_plan(p):
     for r in range(p.nranks):
         channels = sorted((ch for key, ch in p.channels.items() if key[0] == r), key=lambda ch: ch.id)
         tbs = sorted(tb for (rank, tb) in p.threadblocks if rank == r)
-        ranks.append({
+        rank = {
             "rank": r,
             "channels": [{"id": ch.id, "peer": ch.peer, "type": ch.type, "tag": ch.tag} for ch in channels],
             "threadblocks": [{"id": tb, "ops": [_op(op) for op in p.threadblocks[(r, tb)]]} for tb in tbs],
-        })
+        }
+        if p.switches:
+            rank["switches"] = [{"id": sw.id, "buffer": sw.buffer, "tag": sw.tag} for sw in p.switches.get(r, [])]
+        ranks.append(rank)
     return {
         "plan_version": PLAN_VERSION,
         "name": p.name,

@@ -6,9 +6,11 @@ COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast
 PROTOCOLS = ("simple", "ll")
 CHANNEL_TYPES = ("memory", "port")
 BUFFERS = ("input", "output", "scratch", "packets")
+# Buffers a switch channel can be bound to (the same buffer of every rank, as a group).
+SWITCH_BUFFERS = ("output", "scratch")
 # Operations of each protocol: an LL program moves data between ranks only as
 # packets (each carries its call's flag, so no signal or wait is needed).
-SIMPLE_ONLY = ("put", "get", "signal", "wait", "flush")
+SIMPLE_ONLY = ("put", "get", "signal", "wait", "flush", "switch_reduce", "switch_broadcast")
 LL_ONLY = ("put_packet", "reduce_packet")
 
 
@@ -74,6 +76,7 @@ class Op:
     rank: int
     tb: int
     channel: "Channel" = None
+    switch: "SwitchChannel" = None  # switch_reduce, switch_broadcast
     src: Chunk = None
     dst: Chunk = None
     srcs: tuple = ()
@@ -155,6 +158,47 @@ class Channel:
                                     writes=[dst]))
 
 
+class SwitchChannel:
+    """Rank's switch channel: its `buffer` (output or scratch) and every
+    other rank's same buffer reached as one group (NVLink SHARP multicast,
+    or peer mappings), as MSCCL++'s SwitchChannel. Every rank declares the
+    same switch channels in the same order; order the group's ranks with
+    memory channels (signal / wait) between every two of them."""
+
+    def __init__(self, program, rank, buffer, tag, sid):
+        self.program, self.rank, self.buffer, self.tag, self.id = program, rank, buffer, tag, sid
+
+    def _group(self, chunk, role):
+        if chunk.rank != self.rank or chunk.buffer != self.buffer:
+            raise ValidationError(f"{role} {chunk} of a switch operation on rank {self.rank}'s switch channel "
+                                  f"{self.id}: must be a chunk of rank {self.rank}'s {self.buffer}, the bound buffer")
+        return [Chunk(m, self.buffer, chunk.index, chunk.size) for m in range(self.program.nranks)]
+
+    def reduce(self, src, dst, tb):
+        """dst (a data chunk of rank) = the call's reduction over every
+        rank's src (a chunk of the bound buffer, the same chunk on each)."""
+        self.program._require_protocol("switch_reduce", tb, self.rank)
+        group = self._group(src, "source")
+        _no_packets("switch_reduce", dst)
+        if dst.rank != self.rank:
+            raise ValidationError(f"switch_reduce on rank {self.rank}: destination {dst} must be on rank {self.rank}")
+        _same_size("switch_reduce", src, dst)
+        return self.program._add(Op("switch_reduce", self.rank, tb, switch=self, src=src, dst=dst, reads=group,
+                                    writes=[dst]))
+
+    def broadcast(self, src, dst, tb):
+        """Stores src (a data chunk of rank) into dst (a chunk of the bound
+        buffer) on every rank."""
+        self.program._require_protocol("switch_broadcast", tb, self.rank)
+        group = self._group(dst, "destination")
+        _no_packets("switch_broadcast", src)
+        if src.rank != self.rank:
+            raise ValidationError(f"switch_broadcast on rank {self.rank}: source {src} must be on rank {self.rank}")
+        _same_size("switch_broadcast", src, dst)
+        return self.program._add(Op("switch_broadcast", self.rank, tb, switch=self, src=src, dst=dst, reads=[src],
+                                    writes=group))
+
+
 def _no_packets(what, *chunks):
     for c in chunks:
         if c.buffer == "packets":
@@ -190,6 +234,7 @@ class Program:
         self.buffer_chunks = {"input": input_chunks, "output": output_chunks, "scratch": scratch_chunks,
                               "packets": packet_chunks}
         self.channels = {}  # (rank, peer, type, tag) -> Channel
+        self.switches = {}  # rank -> [SwitchChannel], in the order made
         self.threadblocks = {}  # (rank, tb) -> [Op]
         self.barriers = {}  # rank -> barriers made so far
 
@@ -211,6 +256,23 @@ class Program:
             cid = sum(1 for k in self.channels if k[0] == rank)
             self.channels[key] = Channel(self, rank, peer, type_, tag, cid)
         return self.channels[key]
+
+    def switch_channel(self, rank, buffer, tag=0):
+        """Rank's switch channel bound to its `buffer` (output or scratch),
+        made on first use. Every rank must make the same ones, in the same
+        order (validate checks)."""
+        self._check_rank(rank, "switch channel rank")
+        if buffer not in SWITCH_BUFFERS:
+            raise ValidationError(f"rank {rank}: a switch channel binds {' or '.join(SWITCH_BUFFERS)}, not {buffer!r}")
+        mine = self.switches.setdefault(rank, [])
+        for sw in mine:
+            if sw.buffer == buffer:
+                if sw.tag != tag:
+                    raise ValidationError(f"rank {rank}'s {buffer} is bound to switch channel {sw.id} (tag {sw.tag}) "
+                                          f"already; a buffer takes one switch channel")
+                return sw
+        mine.append(SwitchChannel(self, rank, buffer, tag, len(mine)))
+        return mine[-1]
 
     def copy(self, src, dst, tb):
         """dst = src, both chunks of one rank."""

@@ -176,6 +176,35 @@ def allreduce_packets(n, channel="memory"):
     return p
 
 
+def allreduce_switch(n, channel="memory"):
+    """Through switch channels (NVLink SHARP multicast where the GPUs have
+    it, else peer mappings): every rank copies its input into its scratch,
+    bound to one switch channel; once every rank has (memory channels
+    signal it), rank r reduces chunk r over every rank's scratch and stores
+    the result into chunk r of every rank's output, bound to another; a
+    last signal round tells each rank that its output is complete."""
+    if channel != "memory":
+        raise ValidationError(f"allreduce_switch orders its switch group with memory channels only, not {channel!r}")
+    p = Program("allreduce_switch", "allreduce", n, input_chunks=n, output_chunks=n, scratch_chunks=2 * n)
+    if n == 1:
+        return _one_rank(p)
+    for r in range(n):
+        me, peers = p.rank(r), [q for q in range(n) if q != r]
+        inputs, outputs = p.switch_channel(r, "scratch"), p.switch_channel(r, "output")
+        p.copy(me.input[0:n], me.scratch[0:n], tb=0)
+        for q in peers:
+            p.channel(r, q, "memory").signal(tb=0)
+        for q in peers:
+            p.channel(r, q, "memory").wait(tb=0)
+        inputs.reduce(me.scratch[r], me.scratch[n + r], tb=0)
+        outputs.broadcast(me.scratch[n + r], me.output[r], tb=0)
+        for q in peers:
+            p.channel(r, q, "memory").signal(tb=0)
+        for q in peers:
+            p.channel(r, q, "memory").wait(tb=0)
+    return p
+
+
 def alltoall_allpairs(n, channel="memory"):
     """Input chunk q goes straight into rank q's output chunk r."""
     p = Program("alltoall_allpairs", "alltoall", n, input_chunks=n, output_chunks=n)
@@ -193,7 +222,8 @@ def alltoall_allpairs(n, channel="memory"):
 
 SHIPPED = {f.__name__: f for f in (allgather_allpairs, allgather_allpairs_get, allgather_ring, allreduce_allpairs, allreduce_allpairs_blocks,
                                    allreduce_allpairs_packets, allreduce_allpairs_twoshot, allreduce_packets,
-                                   allreduce_ring, alltoall_allpairs)}
+                                   allreduce_ring, allreduce_switch, alltoall_allpairs)}
 
-# Programs that read peer memory (get): memory channels only, so no port plans.
-MEMORY_ONLY = frozenset({"allgather_allpairs_get"})
+# Programs over memory channels only, so no port plans: those that read peer
+# memory (get) and those with switch channels (one NVLink domain).
+MEMORY_ONLY = frozenset({"allgather_allpairs_get", "allreduce_switch"})

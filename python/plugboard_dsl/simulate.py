@@ -54,6 +54,24 @@ def run(plan, inputs, reduce=lambda a, b: a + b):
                 db[i] = v
             if kind == "put_packet":
                 arrived.update((ch["peer"], i) for i in di)
+        elif kind == "switch_reduce":
+            db, di = span(r, op["dst"])
+            groups = [span(m, op["src"]) for m in range(n)]
+            vals = []
+            for k in range(len(di)):
+                acc = None
+                for sb, si in groups:
+                    acc = sb[si[k]] if acc is None else reduce(acc, sb[si[k]])
+                vals.append(acc)
+            for i, v in zip(di, vals):
+                db[i] = v
+        elif kind == "switch_broadcast":
+            sb, si = span(r, op["src"])
+            vals = [sb[i] for i in si]
+            for m in range(n):
+                db, di = span(m, op["dst"])
+                for i, v in zip(di, vals):
+                    db[i] = v
         elif kind in ("reduce", "reduce_packet"):
             packets = op.get("packets", [])
             if any((r, i) not in arrived for c in packets for i in range(c["index"], c["index"] + c["size"])):

@@ -9,6 +9,7 @@ from .program import ValidationError
 def validate(p):
     ops = [op for key in sorted(p.threadblocks) for op in p.threadblocks[key]]
     _check_buffers(p, ops)
+    _check_switches(p, ops)
     writers = _packet_writers(ops)
     edges = _edges(p, writers)
     order = _topological(ops, edges)
@@ -33,6 +34,36 @@ def _check_buffers(p, ops):
         for c in op.writes:
             if c.buffer == "input" and not p.in_place:
                 raise ValidationError(f"{op.where()} writes {c}: the input of an out-of-place program is read-only")
+
+
+def _check_switches(p, ops):
+    """Switch channels: the same on every rank, in the same order; no port
+    channels beside them and a memory channel between every two ranks (the
+    executor's start handshake runs over them); peers reach a bound buffer
+    only through its switch channel."""
+    if not p.switches:
+        return
+    first = [(sw.buffer, sw.tag) for sw in p.switches.get(0, [])]
+    for r in range(p.nranks):
+        mine = [(sw.buffer, sw.tag) for sw in p.switches.get(r, [])]
+        if mine != first:
+            raise ValidationError(f"rank {r}'s switch channels {mine} differ from rank 0's {first}: every rank "
+                                  "makes the same switch channels (buffer, tag), in the same order")
+    for (rank, peer, type_, tag) in p.channels:
+        if type_ == "port":
+            raise ValidationError(f"rank {rank}'s port channel to rank {peer} in a program with switch channels "
+                                  "(a switch group is one NVLink domain: order its ranks with memory channels)")
+    for r in range(p.nranks):
+        for q in range(p.nranks):
+            if q != r and not any(k[0] == r and k[1] == q for k in p.channels):
+                raise ValidationError(f"rank {r} has no memory channel to rank {q}; a program with switch channels "
+                                      "needs one between every two ranks (each call's start handshake runs over them)")
+    bound = {b for b, _ in first}
+    for op in ops:
+        remote = op.dst if op.kind == "put" else op.src if op.kind == "get" else None
+        if remote is not None and remote.buffer in bound:
+            raise ValidationError(f"{op.where()} touches rank {remote.rank}'s {remote.buffer}, which is bound to a "
+                                  "switch channel: peers reach it only through that channel")
 
 
 def _packet_writers(ops):

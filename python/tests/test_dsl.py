@@ -1,5 +1,5 @@
 """plugboard_dsl: the shipped programs compute their collectives (checked
-by the reference interpreter) at 1-8 ranks and compile to version-3 plans;
+by the reference interpreter) at 1-8 ranks and compile to version-5 plans;
 every validation error names where it is; the command line writes plans."""
 import json
 import os
@@ -27,7 +27,7 @@ def expected(name, n):
         return [[value(q, r) for q in range(n)] for r in range(n)]
     if name in ("allreduce_allpairs", "allreduce_allpairs_packets", "allreduce_allpairs_blocks"):
         return [[sum(value(q, 0) for q in range(n))] for _ in range(n)]
-    if name in ("allreduce_ring", "allreduce_packets", "allreduce_allpairs_twoshot"):
+    if name in ("allreduce_ring", "allreduce_packets", "allreduce_allpairs_twoshot", "allreduce_switch"):
         return [[sum(value(q, c) for q in range(n)) for c in range(n)] for _ in range(n)]
     raise KeyError(name)
 
@@ -40,7 +40,7 @@ def test_shipped_programs_compute_their_collective(name, n, channel):
         raises(lambda: SHIPPED[name](n, channel), "memory channels only")
         return
     plan = json.loads(json.dumps(SHIPPED[name](n, channel).plan()))  # through JSON, as a file would
-    assert plan["plan_version"] == PLAN_VERSION == 4
+    assert plan["plan_version"] == PLAN_VERSION == 5
     assert plan["nranks"] == n and len(plan["ranks"]) == n
     assert all(c["type"] == channel for r in plan["ranks"] for c in r["channels"])
     inputs = [[value(r, c) for c in range(plan["buffers"]["input"])] for r in range(n)]
@@ -333,3 +333,82 @@ def test_a_get_racing_the_owners_write_is_refused():
     p.channel(0, 1).signal(tb=0)
     p.copy(p.rank(1).scratch[0], p.rank(1).output[0], tb=0)
     raises(p.validate, "race on rank 1 scratch[0:1]")
+
+
+def switch_program(n=2, wait_first=True, scratch=2):
+    """Every rank copies its input into the switch-bound scratch, waits for
+    every peer, reduces chunk r over the group and broadcasts it into
+    every rank's output (allreduce_switch, written out for mutation)."""
+    p = Program("sw", "allreduce", n, input_chunks=n, output_chunks=n, scratch_chunks=scratch * n)
+    for r in range(n):
+        me, peers = p.rank(r), [q for q in range(n) if q != r]
+        p.copy(me.input[0:n], me.scratch[0:n], tb=0)
+        for q in peers:
+            p.channel(r, q).signal(tb=0)
+        if wait_first:
+            for q in peers:
+                p.channel(r, q).wait(tb=0)
+        p.switch_channel(r, "scratch").reduce(me.scratch[r], me.scratch[n + r], tb=0)
+        p.switch_channel(r, "output").broadcast(me.scratch[n + r], me.output[r], tb=0)
+        for q in peers:
+            p.channel(r, q).signal(tb=0)
+        if not wait_first:
+            for q in peers:
+                p.channel(r, q).wait(tb=0)
+        for q in peers:
+            p.channel(r, q).wait(tb=0)
+    return p
+
+
+def test_switch_channels_reduce_over_and_store_into_every_rank():
+    plan = switch_program(3).plan()
+    assert plan["ranks"][1]["switches"] == [{"id": 0, "buffer": "scratch", "tag": 0},
+                                            {"id": 1, "buffer": "output", "tag": 0}]
+    ops = plan["ranks"][1]["threadblocks"][0]["ops"]
+    assert [o["op"] for o in ops if o["op"].startswith("switch")] == ["switch_reduce", "switch_broadcast"]
+    assert simulate.run(plan, [[1, 2, 3], [10, 20, 30], [100, 200, 300]]) == [[111, 222, 333]] * 3
+    assert "switches" not in SHIPPED["allreduce_ring"](3).plan()["ranks"][0]
+
+
+def test_switch_operations_and_their_chunks_are_checked():
+    p = two_ranks(input_chunks=1, output_chunks=2, scratch_chunks=2)
+    raises(lambda: p.switch_channel(0, "input"), "a switch channel binds output or scratch, not 'input'")
+    sw = p.switch_channel(0, "scratch")
+    raises(lambda: p.switch_channel(0, "scratch", tag=1), "rank 0's scratch is bound to switch channel 0 (tag 0)")
+    raises(lambda: sw.reduce(p.rank(0).output[0], p.rank(0).output[1], tb=0), "source rank 0 output[0:1]",
+           "must be a chunk of rank 0's scratch, the bound buffer")
+    raises(lambda: sw.reduce(p.rank(1).scratch[0], p.rank(0).output[1], tb=0), "source rank 1 scratch[0:1]")
+    raises(lambda: sw.reduce(p.rank(0).scratch[0], p.rank(1).output[1], tb=0), "destination rank 1 output[1:2] must be on rank 0")
+    raises(lambda: sw.reduce(p.rank(0).scratch[0:2], p.rank(0).output[1], tb=0), "switch_reduce: chunks of different sizes")
+    raises(lambda: sw.broadcast(p.rank(0).input[0], p.rank(0).output[0], tb=0), "destination rank 0 output[0:1]")
+    raises(lambda: sw.broadcast(p.rank(1).input[0], p.rank(0).scratch[0], tb=0), "source rank 1 input[0:1] must be on rank 0")
+    ll = two_ranks(protocol="ll", packet_chunks=1, scratch_chunks=1)
+    raises(lambda: ll.switch_channel(0, "scratch").reduce(ll.rank(0).scratch[0], ll.rank(0).output[0], tb=0),
+           "switch_reduce in an LL program")
+
+
+def test_switch_programs_need_like_channels_on_every_rank_and_memory_channels_between_all():
+    p = switch_program(2)
+    assert p.switch_channel(1, "output") is p.switches[1][1]  # made once, found again
+    p.validate()
+    q = Program("sw", "allreduce", 2, input_chunks=2, output_chunks=2, scratch_chunks=4)
+    q.switch_channel(0, "scratch")
+    q.switch_channel(1, "output")
+    raises(q.validate, "rank 1's switch channels [('output', 0)] differ from rank 0's [('scratch', 0)]")
+    r = switch_program(2)
+    r.channel(0, 1, "port")
+    raises(r.validate, "rank 0's port channel to rank 1 in a program with switch channels")
+    t = Program("sw", "allreduce", 3, input_chunks=3, output_chunks=3, scratch_chunks=6)
+    for k in range(3):
+        t.switch_channel(k, "scratch")
+    t.channel(0, 1), t.channel(1, 0)
+    raises(t.validate, "rank 0 has no memory channel to rank 2")
+    u = switch_program(2)
+    u.channel(0, 1).put(u.rank(0).input[0], u.rank(1).scratch[1], tb=1)
+    raises(u.validate, "rank 0 thread block 1 operation 0 (put) touches rank 1's scratch",
+           "peers reach it only through that channel")
+
+
+def test_a_switch_reduce_before_the_peers_copied_is_a_race():
+    raises(switch_program(2, wait_first=False).validate, "race on rank 0 scratch[0:2]",
+           "rank 1 thread block 0 operation 2 (switch_reduce) and rank 0 thread block 0 operation 0 (copy)")

@@ -1,7 +1,8 @@
 // Plans chosen by YAML `plans:` rules run inside HostCollectives calls:
 // results checked; calls outside a rule's size range, and counts that do
 // not cut into the plan's chunks, take the built-in algorithm; a rule whose
-// plan is for another collective fails the set-up naming the rule.
+// plan is for another collective, or has switch channels on a rule for
+// host buffers, fails the set-up naming the rule.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -89,6 +90,17 @@ TEST(HostPlanSelection, APlanForAnotherCollectiveFailsSetUpNamingTheRule) {
                       withPlans("plans:\n  - {collective: allreduce, file: allgather_ring/2ranks.json}\n"));
     requireError([&] { HostCollectives hc(comm); }, ErrorCode::Config,
                  {"test.yaml:2", "allgather_ring/2ranks.json", "a plan for allgather"});
+  }));
+}
+
+// A plan with switch channels runs on GPU buffers only: a rule that also
+// serves host buffers (mem any, the default) fails set-up naming it.
+TEST(HostPlanSelection, ASwitchPlanOnARuleForHostBuffersFailsSetUpNamingTheRule) {
+  expectAllPassed(runRanks(2, std::chrono::seconds(60), [](int rank, int n, const UniqueId& id) {
+    Communicator comm(loopbackBootstrap(rank, n, id),
+                      withPlans("plans:\n  - {collective: allreduce, file: allreduce_switch/2ranks.json}\n"));
+    requireError([&] { HostCollectives hc(comm); }, ErrorCode::Config,
+                 {"test.yaml:2", "allreduce_switch/2ranks.json", "switch channels", "give it mem: gpu"});
   }));
 }
 

@@ -156,12 +156,14 @@ INSTANTIATE_TEST_SUITE_P(Plans, HostPlanBackToBack, ::testing::Values("allreduce
                                                                            "allreduce_ring"),
                          [](const auto& info) { return info.param; });
 
-TEST(HostPlan, WrongRankCountsAndCountsAreRefusedByName) {
+TEST(HostPlan, WrongRankCountsCountsAndSwitchPlansAreRefusedByName) {
   expectAllPassed(runRanks(2, std::chrono::seconds(60), [](int rank, int nranks, const UniqueId& id) {
     setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
     Communicator comm(loopbackBootstrap(rank, nranks, id));
     requireError([&] { HostPlanExecutor(comm, shipped("allreduce_ring", 3), 1024); }, ErrorCode::InvalidUsage,
                  {"the plan is for 3 ranks, the communicator has 2"});
+    requireError([&] { HostPlanExecutor(comm, shipped("allreduce_switch", 2), 1024); }, ErrorCode::InvalidUsage,
+                 {"rank " + std::to_string(rank), "switch channels, which run on GPU buffers only"});
     HostPlanExecutor ex(comm, shipped("allreduce_ring", 2), 1024);
     std::vector<float> buf(5);
     requireError([&] { ex.run(buf.data(), buf.data(), 5, DataType::Float32, ReduceOp::Sum); }, ErrorCode::InvalidUsage,

@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "plugboard/error.hpp"
 #include "plugboard/plan.hpp"
@@ -91,9 +95,10 @@ TEST(Plan, EveryShippedPlanLoads) {
       ++loaded;
     }
   }
-  // 10 programs: 2-8 ranks over memory channels, 2-4 over port channels but
-  // for allgather_allpairs_get (gets read over memory channels only).
-  EXPECT_EQ(loaded, 97);
+  // 11 programs: 2-8 ranks over memory channels, 2-4 over port channels but
+  // for allgather_allpairs_get (gets read over memory channels only) and
+  // allreduce_switch (switch channels: one NVLink domain).
+  EXPECT_EQ(loaded, 104);
 }
 
 TEST(Plan, BrokenDocumentsAreNamed) {
@@ -106,7 +111,7 @@ TEST(Plan, BrokenDocumentsAreNamed) {
 }
 
 TEST(Plan, WrongVersionsTypesAndNumbersAreNamed) {
-  expectRefused(mutate("\"plan_version\": 1", "\"plan_version\": 5"), "$.plan_version: is 5; this Plugboard reads versions 1 to 4");
+  expectRefused(mutate("\"plan_version\": 1", "\"plan_version\": 6"), "$.plan_version: is 6; this Plugboard reads versions 1 to 5");
   expectRefused(mutate("\"plan_version\": 1", "\"plan_version\": 0"), "$.plan_version: is 0");
   expectRefused(mutate("\"nranks\": 2", "\"nranks\": -1"), "$.nranks: must be between 1 and");
   expectRefused(mutate("\"nranks\": 2", "\"nranks\": 1e30"), "$.nranks: must be an integer");
@@ -138,7 +143,7 @@ TEST(Plan, AnLlPlanLoads) {
 TEST(Plan, LlOperationsAndPacketsAreChecked) {
   const std::string op0 = "$.ranks[0].threadblocks[0].ops[0]", op1 = "$.ranks[0].threadblocks[0].ops[1]";
   expectRefused(mutateLl("\"op\": \"put_packet\"", "\"op\": \"put\""),
-                op0 + ".op: put, get, signal, wait and flush are not in LL plans");
+                op0 + ".op: put, get, signal, wait, flush and the switch operations are not in LL plans");
   expectRefused(mutate("\"op\": \"put\"", "\"op\": \"put_packet\""),
                 ".op: a packet operation in a plan whose protocol is \"simple\"");
   expectRefused(mutateLl("\"dst\": {\"buffer\": \"packets\"", "\"dst\": {\"buffer\": \"output\""), op0 + ".dst: must be a packets chunk");
@@ -287,4 +292,86 @@ TEST(Plan, GetsThatCannotRunAreNamed) {
   expectRefused(mutateText(withGet(), "\"op\": \"get\", \"channel\": 0, \"src\": {\"buffer\": \"input\", \"index\": 0, \"size\": 1}",
                            "\"op\": \"get\", \"channel\": 0, \"src\": {\"buffer\": \"input\", \"index\": 0, \"size\": 2}"),
                 "ops[2].src: chunks [0, 2) of input are out of bounds");
+}
+
+namespace {
+
+/// plans/allreduce_switch/2ranks.json (switch channels on scratch and
+/// output; memory channels order the ranks) on one line, items apart by
+/// ", " as in kValid (the plan's strings hold no commas).
+std::string switchPlanText() {
+  std::ifstream in(std::string(PLUGBOARD_TEST_SOURCE_DIR) + "/../plans/allreduce_switch/2ranks.json");
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string out;
+  bool indent = false;
+  for (char ch : text.str()) {
+    if (ch == '\n' || (indent && ch == ' ')) {
+      indent = true;
+      continue;
+    }
+    indent = false;
+    out += ch;
+    if (ch == ',') out += ' ';
+  }
+  return out;
+}
+
+/// The switch plan with every occurrence of from replaced by to (all
+/// ranks alike), or only the first.
+std::string mutateSwitch(const std::string& from, const std::string& to, bool all = true) {
+  std::string s = switchPlanText();
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  while (at != std::string::npos) {
+    s.replace(at, from.size(), to);
+    at = all ? s.find(from, at + to.size()) : std::string::npos;
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST(Plan, ASwitchPlanLoads) {
+  const Plan p = parsePlan(switchPlanText(), "test.json");
+  EXPECT_EQ(p.version, 5);
+  ASSERT_TRUE(p.hasSwitches());
+  EXPECT_EQ(p.switchOf(PlanChunk::Buffer::Scratch), 0);
+  EXPECT_EQ(p.switchOf(PlanChunk::Buffer::Output), 1);
+  EXPECT_EQ(p.switchOf(PlanChunk::Buffer::Input), -1);
+  const auto& ops = p.ranks[1].threadblocks[0].ops;
+  std::vector<std::pair<PlanOp::Kind, int>> switched;
+  for (const auto& o : ops)
+    if (o.switchChannel >= 0) switched.push_back({o.kind, o.switchChannel});
+  const std::vector<std::pair<PlanOp::Kind, int>> want = {{PlanOp::Kind::SwitchReduce, 0}, {PlanOp::Kind::SwitchBroadcast, 1}};
+  EXPECT_EQ(switched, want);
+  for (const auto& o : ops) {
+    const bool switchOp = o.kind == PlanOp::Kind::SwitchReduce || o.kind == PlanOp::Kind::SwitchBroadcast;
+    EXPECT_EQ(o.switchChannel >= 0, switchOp) << planOpName(o.kind);
+    if (switchOp) {
+      EXPECT_LT(o.channel, 0);
+    }
+  }
+  EXPECT_STREQ(planOpName(PlanOp::Kind::SwitchBroadcast), "switch_broadcast");
+  EXPECT_FALSE(parsePlan(kValid, "test.json").hasSwitches());
+}
+
+TEST(Plan, SwitchChannelsThatCannotRunAreNamed) {
+  expectRefused(mutateSwitch("\"plan_version\": 5", "\"plan_version\": 4"), "switch channels need plan_version 5");
+  expectRefused(mutateSwitch("\"buffer\": \"output\", \"tag\"", "\"buffer\": \"input\", \"tag\""),
+                "$.ranks[0].switches[1].buffer: \"input\" cannot be bound to a switch channel");
+  expectRefused(mutateSwitch("\"buffer\": \"output\", \"tag\"", "\"buffer\": \"scratch\", \"tag\""),
+                "the scratch buffer is bound to a switch channel already");
+  expectRefused(mutateSwitch("\"switch\": 1", "\"switch\": 2"), ".switch: must be between 0 and 1, got 2");
+  expectRefused(mutateSwitch("\"switch_reduce\", \"switch\": 0", "\"switch_reduce\", \"switch\": 1"),
+                ".src: is a chunk of scratch, but switch channel 1 is bound to output");
+  expectRefused(mutateSwitch("\"switch_broadcast\", \"switch\": 1", "\"switch_broadcast\", \"switch\": 0"),
+                ".dst: is a chunk of output, but switch channel 0 is bound to scratch");
+  expectRefused(mutateSwitch("\"id\": 1, \"buffer\": \"output\", \"tag\": 0", "\"id\": 1, \"buffer\": \"output\", \"tag\": 7", false),
+                "$.ranks[1].switches: differs from rank 0's");
+  expectRefused(mutateSwitch("\"type\": \"memory\"", "\"type\": \"port\""), "a port channel in a plan with switch channels");
+  expectRefused(mutateSwitch("\"op\": \"switch_broadcast\", \"switch\": 1", "\"op\": \"put\", \"channel\": 0"),
+                "puts into a peer's buffer bound to switch channel 1, which peers reach only through that channel");
+  expectRefused(mutateSwitch("\"switches\": [{\"id\": 0", "\"nothing\": [{\"id\": 0"), "the rank has no switch channels");
+  expectRefused(mutateSwitch("\"protocol\": \"simple\"", "\"protocol\": \"ll\""), "are not in LL plans");
 }

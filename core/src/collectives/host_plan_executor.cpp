@@ -186,6 +186,9 @@ void HostPlanExecutor::Impl::setup() {
   if (plan.nranks != comm.size())
     throw Error(ErrorCode::InvalidUsage, who() + ": the plan is for " + std::to_string(plan.nranks) +
                                              " ranks, the communicator has " + std::to_string(comm.size()));
+  if (plan.hasSwitches())  // every rank holds the same plan, so every rank refuses alike
+    throw Error(ErrorCode::InvalidUsage, who() + ": the plan has switch channels, which run on GPU buffers only "
+                                                 "(GpuPlanExecutor); host buffers have no switch to reduce through");
   const uint64_t chunk = (maxInputBytes + plan.inputChunks - 1) / plan.inputChunks;
   const bool packetHalves = callsNeedNoHandshake(plan), dataHalves = putsHearFromTheirTarget(plan);
   mayOverlap = packetHalves || dataHalves;
@@ -355,6 +358,8 @@ bool HostPlanExecutor::Impl::step(const PlanOp& o, size_t tb) {
       if (barrierArrivals[static_cast<size_t>(o.barrier)] < o.parties) return false;
       atBarrier[tb] = 0;
       return true;
+    case PlanOp::Kind::SwitchReduce:
+    case PlanOp::Kind::SwitchBroadcast: break;  // setup() refuses such plans
   }
   return true;
 }

@@ -28,6 +28,9 @@ std::vector<RulePlan> rulesFor(const Config& config, int nranks, const std::stri
     if (rule.mem != "any" && rule.mem != mem) continue;
     if (rule.ranks && rule.ranks != nranks) continue;
     Plan plan = loadRulePlan(rule);
+    if (mem == "host" && plan.hasSwitches())
+      throw Error(ErrorCode::Config, rule.origin + ": plan " + rule.file + " has switch channels, which run on GPU "
+                                                 "buffers only; this rule also serves host buffers (give it mem: gpu)");
     if (plan.nranks == nranks) out.push_back(RulePlan{rule, std::move(plan)});
   }
   return out;

@@ -15,7 +15,12 @@ std::vector<const PlanChunk*> localChunks(const PlanOp& op, PlanChunk::Buffer bu
     case PlanOp::Kind::Put:
     case PlanOp::Kind::PutPacket: add(op.src); break;  // the dst is the peer's
     case PlanOp::Kind::Get: add(op.dst); break;        // the src is the peer's
-    case PlanOp::Kind::Copy: add(op.src); add(op.dst); break;
+    case PlanOp::Kind::Copy:
+    case PlanOp::Kind::SwitchReduce:     // src: this rank's part of the group's chunk
+    case PlanOp::Kind::SwitchBroadcast:  // dst: likewise
+      add(op.src);
+      add(op.dst);
+      break;
     case PlanOp::Kind::Reduce:
     case PlanOp::Kind::ReducePacket:
       add(op.dst);

@@ -1,7 +1,9 @@
 #include "plans/plan_check.hpp"
 
 #include <map>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "plugboard/error.hpp"
 
@@ -50,6 +52,49 @@ void checkPackets(const Plan& plan) {
               fail(plan, opPath(r, t, k), "waits for packets[" + std::to_string(i) + "], which no put_packet writes");
 }
 
+/// Switch channels: every rank declares the same ones (each is one
+/// collective object over the communicator); the plan has no port channels
+/// and a memory channel from every rank to every other (each call's start
+/// handshake keeps a peer's broadcast out of a rank that has not begun the
+/// call); peers reach a bound buffer only through its switch channel.
+void checkSwitches(const Plan& plan) {
+  const auto& first = plan.ranks.front().switches;
+  for (int r = 1; r < plan.nranks; ++r) {
+    const auto& mine = plan.ranks[r].switches;
+    bool same = mine.size() == first.size();
+    for (size_t i = 0; same && i < mine.size(); ++i) same = mine[i].buffer == first[i].buffer && mine[i].tag == first[i].tag;
+    if (!same)
+      fail(plan, "$.ranks[" + std::to_string(r) + "].switches",
+           "differs from rank 0's: every rank declares the same switch channels (buffer, tag), in the same order");
+  }
+  if (first.empty()) return;
+  for (int r = 0; r < plan.nranks; ++r) {
+    std::vector<bool> reaches(plan.nranks, false);
+    for (size_t i = 0; i < plan.ranks[r].channels.size(); ++i) {
+      const PlanChannel& c = plan.ranks[r].channels[i];
+      if (c.type == PlanChannel::Type::Port)
+        fail(plan, channelPath(r, i), "a port channel in a plan with switch channels (a switch group is one NVLink "
+                                      "domain: order its ranks with memory channels)");
+      reaches[c.peer] = true;
+    }
+    for (int q = 0; q < plan.nranks; ++q)
+      if (q != r && !reaches[q])
+        fail(plan, "$.ranks[" + std::to_string(r) + "].channels",
+             "has no memory channel to rank " + std::to_string(q) + "; a plan with switch channels needs one between "
+             "every two ranks (each call's start handshake runs over them)");
+  }
+  for (int r = 0; r < plan.nranks; ++r)
+    for (size_t t = 0; t < plan.ranks[r].threadblocks.size(); ++t)
+      for (size_t k = 0; k < plan.ranks[r].threadblocks[t].ops.size(); ++k) {
+        const PlanOp& op = plan.ranks[r].threadblocks[t].ops[k];
+        const bool put = op.kind == PlanOp::Kind::Put, get = op.kind == PlanOp::Kind::Get;
+        if ((put && plan.switchOf(op.dst.buffer) >= 0) || (get && plan.switchOf(op.src.buffer) >= 0))
+          fail(plan, opPath(r, t, k), std::string(put ? "puts into" : "gets from") + " a peer's buffer bound to switch "
+                                      "channel " + std::to_string(plan.switchOf(put ? op.dst.buffer : op.src.buffer)) +
+                                      ", which peers reach only through that channel");
+      }
+}
+
 }  // namespace
 
 void checkPlanAcrossRanks(const Plan& plan) {
@@ -83,6 +128,7 @@ void checkPlanAcrossRanks(const Plan& plan) {
     }
   }
   checkPackets(plan);
+  checkSwitches(plan);
 }
 
 }  // namespace plugboard

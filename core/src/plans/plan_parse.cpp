@@ -78,13 +78,14 @@ constexpr std::pair<const char*, PlanOp::Kind> kOpNames[] = {
     {"put", PlanOp::Kind::Put},       {"signal", PlanOp::Kind::Signal},         {"wait", PlanOp::Kind::Wait},
     {"flush", PlanOp::Kind::Flush},   {"copy", PlanOp::Kind::Copy},             {"reduce", PlanOp::Kind::Reduce},
     {"put_packet", PlanOp::Kind::PutPacket}, {"reduce_packet", PlanOp::Kind::ReducePacket},
-    {"barrier", PlanOp::Kind::Barrier},     {"get", PlanOp::Kind::Get}};
+    {"barrier", PlanOp::Kind::Barrier},     {"get", PlanOp::Kind::Get},
+    {"switch_reduce", PlanOp::Kind::SwitchReduce}, {"switch_broadcast", PlanOp::Kind::SwitchBroadcast}};
 
 PlanOp::Kind opKind(const Reader& r, const std::string& name, const std::string& path) {
   for (const auto& [n, k] : kOpNames)
     if (name == n) return k;
   r.fail(path, "\"" + name + "\" is not an operation (put, signal, wait, flush, copy, reduce, put_packet, reduce_packet, "
-               "barrier, get)");
+               "barrier, get, switch_reduce, switch_broadcast)");
 }
 
 /// Refuses operations of the other protocol: an LL plan moves data between
@@ -92,10 +93,12 @@ PlanOp::Kind opKind(const Reader& r, const std::string& name, const std::string&
 void checkProtocol(const Reader& r, const std::string& path, const Plan& plan, PlanOp::Kind k) {
   const bool packetOp = k == PlanOp::Kind::PutPacket || k == PlanOp::Kind::ReducePacket;
   const bool simpleOnly = k == PlanOp::Kind::Put || k == PlanOp::Kind::Get || k == PlanOp::Kind::Signal ||
-                          k == PlanOp::Kind::Wait || k == PlanOp::Kind::Flush;
+                          k == PlanOp::Kind::Wait || k == PlanOp::Kind::Flush || k == PlanOp::Kind::SwitchReduce ||
+                          k == PlanOp::Kind::SwitchBroadcast;
   if (packetOp && !plan.ll()) r.fail(path, "a packet operation in a plan whose protocol is \"" + plan.protocol + "\" (needs \"ll\")");
   if (simpleOnly && plan.ll())
-    r.fail(path, "put, get, signal, wait and flush are not in LL plans (they move data between ranks with put_packet only)");
+    r.fail(path, "put, get, signal, wait, flush and the switch operations are not in LL plans (they move data between "
+                 "ranks with put_packet only)");
 }
 
 /// Packets chunks are where put_packet lands and what reduce_packet reads; no other use.
@@ -148,6 +151,41 @@ void barrierOp(const Reader& r, const Json& v, const std::string& path, const Pl
   o.parties = static_cast<uint32_t>(members.size());
 }
 
+/// The buffer's name as plans spell it.
+const char* bufferName(PlanChunk::Buffer b) {
+  switch (b) {
+    case PlanChunk::Buffer::Input: return "input";
+    case PlanChunk::Buffer::Output: return "output";
+    case PlanChunk::Buffer::Scratch: return "scratch";
+    case PlanChunk::Buffer::Packets: return "packets";
+  }
+  return "?";
+}
+
+/// switch_reduce (dst = src reduced over every rank, src in the switch
+/// channel's buffer) and switch_broadcast (src stored into dst of every
+/// rank, dst in the switch channel's buffer).
+void switchOp(const Reader& r, const Json& v, const std::string& path, const Plan& plan, const PlanRank& rank, PlanOp& o) {
+  if (plan.version < 5)
+    r.fail(path + ".op", "switch operations need plan_version 5 (this plan is version " + std::to_string(plan.version) + ")");
+  if (rank.switches.empty()) r.fail(path + ".switch", "the rank has no switch channels");
+  o.switchChannel = static_cast<int>(r.integer(r.field(v, path, "switch"), path + ".switch", 0,
+                                               static_cast<int64_t>(rank.switches.size()) - 1));
+  const PlanChunk::Buffer bound = rank.switches[o.switchChannel].buffer;
+  o.src = chunk(r, r.field(v, path, "src"), path + ".src", plan);
+  o.dst = chunk(r, r.field(v, path, "dst"), path + ".dst", plan);
+  requireBuffer(r, path + ".src", o.src, false);
+  requireBuffer(r, path + ".dst", o.dst, false);
+  sameSize(r, path, o.src, o.dst);
+  const bool reduce = o.kind == PlanOp::Kind::SwitchReduce;
+  const PlanChunk& group = reduce ? o.src : o.dst;
+  if (group.buffer != bound)
+    r.fail(path + (reduce ? ".src" : ".dst"), std::string("is a chunk of ") + bufferName(group.buffer) + ", but switch channel " +
+                                                  std::to_string(o.switchChannel) + " is bound to " + bufferName(bound));
+  if (reduce && o.dst.buffer == PlanChunk::Buffer::Input && !plan.inPlace)
+    r.fail(path + ".dst", "writes the input of an out-of-place plan");
+}
+
 PlanOp op(const Reader& r, const Json& v, const std::string& path, const Plan& plan, const PlanRank& rank, int64_t tb,
           size_t rankThreadBlocks, std::vector<int64_t>& barrierMembers) {
   PlanOp o;
@@ -155,6 +193,10 @@ PlanOp op(const Reader& r, const Json& v, const std::string& path, const Plan& p
   checkProtocol(r, path + ".op", plan, o.kind);
   if (o.kind == PlanOp::Kind::Barrier) {
     barrierOp(r, v, path, plan, tb, rankThreadBlocks, o, barrierMembers);
+    return o;
+  }
+  if (o.kind == PlanOp::Kind::SwitchReduce || o.kind == PlanOp::Kind::SwitchBroadcast) {
+    switchOp(r, v, path, plan, rank, o);
     return o;
   }
   if (o.kind == PlanOp::Kind::Get && plan.version < 4)
@@ -231,6 +273,29 @@ void barrierGroups(const Reader& r, PlanRank& rank, const std::vector<std::pair<
   rank.barriers = static_cast<int>(group.size());
 }
 
+/// A rank's switch channels (version 5): each bound to output or scratch,
+/// no buffer twice.
+std::vector<PlanSwitch> switches(const Reader& r, const Json& v, const std::string& path, const Plan& plan) {
+  if (plan.version < 5) r.fail(path, "switch channels need plan_version 5 (this plan is version " + std::to_string(plan.version) + ")");
+  std::vector<PlanSwitch> out;
+  const Json& list = r.array(v, path);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string sp = path + "[" + std::to_string(i) + "]";
+    if (r.integer(r.field(list[i], sp, "id"), sp + ".id", 0, kMaxRanks) != static_cast<int64_t>(i))
+      r.fail(sp + ".id", "must equal the switch channel's position " + std::to_string(i));
+    PlanSwitch s;
+    const std::string buffer = r.text(r.field(list[i], sp, "buffer"), sp + ".buffer");
+    if (buffer == "output") s.buffer = PlanChunk::Buffer::Output;
+    else if (buffer == "scratch") s.buffer = PlanChunk::Buffer::Scratch;
+    else r.fail(sp + ".buffer", "\"" + buffer + "\" cannot be bound to a switch channel (output or scratch can)");
+    s.tag = r.integer(r.field(list[i], sp, "tag"), sp + ".tag", 0, std::numeric_limits<int32_t>::max());
+    for (const auto& other : out)
+      if (other.buffer == s.buffer) r.fail(sp + ".buffer", "the " + buffer + " buffer is bound to a switch channel already");
+    out.push_back(s);
+  }
+  return out;
+}
+
 PlanRank rankPart(const Reader& r, const Json& v, const std::string& path, const Plan& plan, int index) {
   PlanRank out;
   std::vector<std::pair<int, BarrierSite>> barriers;
@@ -251,6 +316,7 @@ PlanRank rankPart(const Reader& r, const Json& v, const std::string& path, const
     c.tag = r.integer(r.field(channels[i], cp, "tag"), cp + ".tag", 0, std::numeric_limits<int32_t>::max());
     out.channels.push_back(c);
   }
+  if (v.contains("switches")) out.switches = switches(r, v.at("switches"), path + ".switches", plan);
   const Json& tbs = r.array(r.field(v, path, "threadblocks"), path + ".threadblocks");
   for (size_t i = 0; i < tbs.size(); ++i) {
     const std::string tp = path + ".threadblocks[" + std::to_string(i) + "]";
