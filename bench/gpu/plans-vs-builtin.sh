@@ -6,7 +6,7 @@
 # two ranks on one GPU, so its column is left out there.
 #   bash bench/gpu/plans-vs-builtin.sh BUILD_DIR OUT_DIR
 # Environment: COLLECTIVE (allreduce; PLANS must compute it), NRANKS (2), PLANS ("allreduce_allpairs_packets
-# allreduce_packets allreduce_allpairs allreduce_allpairs_blocks allreduce_allpairs_twoshot allreduce_ring"), MIN (1K), MAX (64M), FACTOR (4), ITERS (20),
+# allreduce_packets allreduce_allpairs allreduce_allpairs_blocks allreduce_allpairs_twoshot allreduce_ring allreduce_switch"), MIN (1K), MAX (64M), FACTOR (4), ITERS (20),
 # WARMUP (5), COMPARE_NCCL (1 when NRANKS <= the GPU count, else 0).
 # Prints one table: time per size of each run and plan / built-in time.
 set -uo pipefail
@@ -33,7 +33,7 @@ cmp=()
 [ "$nccl" = 1 ] && cmp=(--compare nccl)
 run builtin "$perf" --mem gpu --nranks "$n" "${cmp[@]}" -C "$coll" "${sizes[@]}" --csv "$out/builtin.csv"
 runs=(builtin)
-for p in ${PLANS:-allreduce_allpairs_packets allreduce_packets allreduce_allpairs allreduce_allpairs_blocks allreduce_allpairs_twoshot allreduce_ring}; do
+for p in ${PLANS:-allreduce_allpairs_packets allreduce_packets allreduce_allpairs allreduce_allpairs_blocks allreduce_allpairs_twoshot allreduce_ring allreduce_switch}; do
   run "$p" "$perf" --mem gpu --nranks "$n" --plan "$here/plans/$p/${n}ranks.json" -C "$coll" "${sizes[@]}" \
     --csv "$out/$p.csv"
   runs+=("$p")

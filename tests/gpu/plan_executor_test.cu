@@ -5,11 +5,15 @@
 // int32 max; counts with odd chunks, slices wider than small chunks, and
 // chunks larger than one block's share; three calls in a row on one
 // executor, a CUDA graph replayed with fresh inputs (simple and LL plans);
+// switch channels (allreduce_switch, the peers backend where multicast is
+// refused) with float16 and bfloat16 and refusals of what they cannot reduce;
 // refusals by name (LL over port channels among them); a rank that skips a
 // call ends the others' call in a reported timeout that names the thread
 // block, operation and peer (for LL, the packets it waited for), and that
 // failure reaches the peer as a reported failure; a peer's reported failure
 // ends a kernel waiting for it within seconds.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -130,6 +134,26 @@ void runGpuPlanRanks(int n, const std::string& transports, const RankFn& fn,
   }));
 }
 
+/// A plan with switch channels: 16-byte accesses (1024 elements a chunk),
+/// the 16-bit types' sum and max (integer values, exact in both), and
+/// refusals by name of what a switch cannot reduce or move.
+void checkSwitchTypes(GpuPlanExecutor& ex, int rank, int n, cudaStream_t s) {
+  const size_t count = ex.plan().inputChunks * 1024;
+  runChecked<float>(ex, rank, n, count, DataType::Float32, ReduceOp::Sum, s);
+  runChecked<__half>(ex, rank, n, count, DataType::Float16, ReduceOp::Max, s);
+  runChecked<__nv_bfloat16>(ex, rank, n, count, DataType::BFloat16, ReduceOp::Sum, s);
+  if (ex.takes(count, DataType::Int32, ReduceOp::Sum) || ex.takes(count, DataType::Float32, ReduceOp::Max) ||
+      ex.takes(ex.plan().inputChunks * 7, DataType::Float16, ReduceOp::Sum) || !ex.takes(count, DataType::Float16, ReduceOp::Min))
+    throw std::runtime_error("takes() says otherwise than the switch channels can");
+  void* buf = nullptr;
+  check(cudaMalloc(&buf, count * 4), "cudaMalloc");
+  requireError([&] { ex.run(buf, buf, count, DataType::Int32, ReduceOp::Sum, s); }, ErrorCode::InvalidUsage,
+               {"rank " + std::to_string(rank), "int32 sum", "switch channels reduce float32 sum"});
+  requireError([&] { ex.run(buf, buf, ex.plan().inputChunks * 7, DataType::Float16, ReduceOp::Sum, s); },
+               ErrorCode::InvalidUsage, {"move 4-byte words, and its chunks are 14 bytes"});
+  cudaFree(buf);
+}
+
 void runShipped(const std::string& name, int n, bool port) {
   runGpuPlanRanks(n, port ? "ethernet" : "cudaipc,ethernet", [&](Communicator& comm, int rank, int nranks, cudaStream_t s) {
     // 7 elements per chunk: slices of 16 bytes, most of them empty; 1001: odd
@@ -140,11 +164,16 @@ void runShipped(const std::string& name, int n, bool port) {
     for (size_t k : perChunk) {
       const size_t count = plan.inputChunks * k;
       runChecked<float>(ex, rank, nranks, count, DataType::Float32, ReduceOp::Sum, s);
+      if (plan.hasSwitches()) {
+        runChecked<float>(ex, rank, nranks, count, DataType::Float32, ReduceOp::Avg, s);
+        continue;
+      }
       if (plan.collective == "allreduce") {
         runChecked<int32_t>(ex, rank, nranks, count, DataType::Int32, ReduceOp::Max, s);
         runChecked<float>(ex, rank, nranks, count, DataType::Float32, ReduceOp::Avg, s);
       }
     }
+    if (plan.hasSwitches()) checkSwitchTypes(ex, rank, nranks, s);
     // Out-of-place plans handed one buffer, and the storage's own output.
     const size_t count = plan.inputChunks * perChunk.back();
     if (!plan.inPlace && plan.inputChunks == plan.outputChunks)
@@ -169,13 +198,15 @@ TEST_P(GpuPlanTest, ShippedPlanOverPortChannelsAndEthernet) {
     GTEST_SKIP() << "LL plans run over memory channels only on GPU buffers (BadPlansAndArgumentsAreRefusedByName)";
   if (std::string(std::get<0>(GetParam())).find("_get") != std::string::npos)
     GTEST_SKIP() << "gets read over memory channels only (no port plan is shipped)";
+  if (std::string(std::get<0>(GetParam())).find("_switch") != std::string::npos)
+    GTEST_SKIP() << "switch channels are ordered by memory channels only (no port plan is shipped)";
   runShipped(std::get<0>(GetParam()), std::get<1>(GetParam()), true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, GpuPlanTest,
                          ::testing::Combine(::testing::Values("allgather_allpairs", "allgather_allpairs_get", "allgather_ring", "allreduce_allpairs", "allreduce_allpairs_blocks",
                                                               "allreduce_allpairs_packets", "allreduce_allpairs_twoshot", "allreduce_packets",
-                                                              "allreduce_ring", "alltoall_allpairs"),
+                                                              "allreduce_ring", "allreduce_switch", "alltoall_allpairs"),
                                             ::testing::Values(2, 3, 4)),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)); });
 

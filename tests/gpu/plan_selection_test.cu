@@ -33,7 +33,38 @@ std::string writeRules() {
   return path;
 }
 
+/// A config whose one rule runs GPU allreduces on the switch plan.
+std::string writeSwitchRule() {
+  const std::string path = "/tmp/plugboard-switch-rule-" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(path) << "plans:\n  - {collective: allreduce, mem: gpu, file: " << PLUGBOARD_TEST_SOURCE_DIR
+                      << "/../plans/allreduce_switch/2ranks.json}\n";
+  return path;
+}
+
 }  // namespace
+
+// allreduce_switch (switch channels; the peers backend where multicast is
+// refused) serves the types and ops its switch reduces; int32, float max
+// and chunks of 16-bit types that are not whole words take the built-in
+// kernels on both ranks alike. Every result checked.
+TEST(GpuPlanSelection, ASwitchPlanServesWhatItsSwitchReducesAndTheRestFallsBack) {
+  PB_REQUIRE_GPU_NO_INIT();
+  runGpuRanks(2, {{"gpu_plan_max_bytes", "262144"}}, [](GpuCollectives& g, int rank, int n, cudaStream_t s) {
+    // Allreduces of 2 types x 2 ops x 2 counts x 2 placements: 16 calls.
+    reducingMatrix(g, rank, n, s, {DataType::Float32, DataType::BFloat16}, {ReduceOp::Sum, ReduceOp::Avg}, {3000, 50000});
+    const uint64_t served = g.callsServedByPlans();
+    if (served != 16) throw std::runtime_error("the switch plan served " + std::to_string(served) + " allreduces, want 16");
+    // 3002 bfloat16 elements: chunks of 3002 bytes, not whole words.
+    reducingMatrix(g, rank, n, s, {DataType::Int32, DataType::Float32, DataType::BFloat16}, {ReduceOp::Max}, {3002});
+    reducingMatrix(g, rank, n, s, {DataType::Int32}, {ReduceOp::Sum}, {3000});
+    if (g.callsServedByPlans() != served)
+      throw std::runtime_error("the switch plan served " + std::to_string(g.callsServedByPlans() - served) +
+                               " calls its switch cannot reduce or move");
+  }, std::chrono::seconds(110), [](int, std::map<std::string, std::string>&) {
+    static const std::string path = writeSwitchRule();
+    setenv("PLUGBOARD_CONFIG", path.c_str(), 1);
+  });
+}
 
 TEST(GpuPlanSelection, RulesRunPlansInsideGpuCollectivesAndResultsMatchTheReference) {
   PB_REQUIRE_GPU_NO_INIT();

@@ -193,7 +193,7 @@ if [ "$ngpu" -ge 2 ]; then
   for c in allgather allreduce alltoall; do
     step "perf-plans-builtin-$c" "$perf" "${cmp[@]}" -C "$c" -b 1K -e 256M -f 4 -n 20 -w 5 --csv "$LOGS/plans-builtin-$c.csv"
   done
-  for p in allgather_allpairs:allgather allgather_allpairs_get:allgather allgather_ring:allgather allreduce_allpairs:allreduce allreduce_allpairs_blocks:allreduce allreduce_allpairs_packets:allreduce allreduce_allpairs_twoshot:allreduce allreduce_packets:allreduce \
+  for p in allgather_allpairs:allgather allgather_allpairs_get:allgather allgather_ring:allgather allreduce_allpairs:allreduce allreduce_allpairs_blocks:allreduce allreduce_allpairs_packets:allreduce allreduce_allpairs_twoshot:allreduce allreduce_packets:allreduce allreduce_switch:allreduce \
            allreduce_ring:allreduce alltoall_allpairs:alltoall; do
     step "perf-plan-${p%%:*}" "$perf" "${cmp[@]}" --plan "plans/${p%%:*}/${nr}ranks.json" -C "${p#*:}" -b 1K -e 256M -f 4 \
       -n 20 -w 5 --csv "$LOGS/plan-${p%%:*}.csv"

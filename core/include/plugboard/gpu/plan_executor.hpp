@@ -55,8 +55,16 @@ class GpuPlanExecutor {
   /// out-of-place simple plan computes the others in output itself, when
   /// input and output do not overlap. Passing outputBuffer() as output
   /// skips every copy. Avg divides once at the end. Throws Error(InvalidUsage) for
-  /// bad arguments and the first recorded device failure (checkErrors()).
+  /// bad arguments (and calls takes() refuses, naming why) and the first
+  /// recorded device failure (checkErrors()).
   void run(const void* input, void* output, size_t count, DataType type, ReduceOp op, cudaStream_t stream);
+  /// False when run() would refuse these arguments for the plan's sake:
+  /// count does not cut into the input chunks, or the plan's switch
+  /// channels cannot reduce type and op (they reduce float32 sum, float16
+  /// and bfloat16 sum, min and max; avg as sum) or move its chunks (4-byte
+  /// words: chunk bytes a multiple of 4). Same answer on every rank for
+  /// the same arguments, so selection can fall back alike.
+  bool takes(size_t count, DataType type, ReduceOp op) const;
 
   /// The buffer where outputs land (outputChunks chunks of the largest
   /// input; a device address, of mapped host memory for port plans over

@@ -123,12 +123,24 @@ struct SwitchChannelDeviceHandle {
     return true;
   }
 
- private:
+  /// 4 x Words bytes at p (aligned to them) through L2: bytes another
+  /// GPU or an earlier operation stored (L1 does not see peers' stores).
   template <int Words>
-  PB_DEVICE_INLINE static SwitchVec<Words> load(const char* p) {
-    return *reinterpret_cast<const SwitchVec<Words>*>(p);
+  PB_DEVICE_INLINE static SwitchVec<Words> loadCg(const char* p) {
+    SwitchVec<Words> v;
+    if constexpr (Words == 4) {
+      const uint4 x = __ldcg(reinterpret_cast<const uint4*>(p));
+      v.w[0] = x.x, v.w[1] = x.y, v.w[2] = x.z, v.w[3] = x.w;
+    } else if constexpr (Words == 2) {
+      const uint2 x = __ldcg(reinterpret_cast<const uint2*>(p));
+      v.w[0] = x.x, v.w[1] = x.y;
+    } else {
+      v.w[0] = __ldcg(reinterpret_cast<const unsigned int*>(p));
+    }
+    return v;
   }
 
+ private:
   template <SwitchType T, SwitchOp Op, int Words>
   PB_DEVICE_INLINE static SwitchVec<Words> multimemReduce(const char* at) {
     static_assert(T != SwitchType::Float32 || Op == SwitchOp::Sum, "multimem.ld_reduce has no f32 min/max");
@@ -218,9 +230,9 @@ struct SwitchChannelDeviceHandle {
   PB_DEVICE_INLINE SwitchVec<Words> reducePeers(uint64_t offset) const {
     constexpr int kLanes = T == SwitchType::Float32 ? Words : 2 * Words;
     float acc[kLanes], next[kLanes];
-    toFloats<T>(load<Words>(peers[0] + offset), acc);
+    toFloats<T>(loadCg<Words>(peers[0] + offset), acc);
     for (int p = 1; p < nranks; ++p) {
-      toFloats<T>(load<Words>(peers[p] + offset), next);
+      toFloats<T>(loadCg<Words>(peers[p] + offset), next);
 #pragma unroll
       for (int i = 0; i < kLanes; ++i) acc[i] = op<Op>(acc[i], next[i]);
     }

@@ -16,6 +16,10 @@
 // host memory mapped into the device, as GpuCollectives' port area is, so
 // the transport writes it by its own hand. Landing in device memory would
 // take a CUDA copy that can queue behind the very kernel waiting for it.
+//
+// A buffer bound to a switch channel (version 5) lives in that channel's
+// buffer instead (its storage area stays unused): peers reach it only
+// through the channel, which the loader guarantees.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -32,6 +36,7 @@
 #include "plugboard/error.hpp"
 #include "plugboard/gpu/plan_executor.hpp"
 #include "plugboard/gpu/port_channel.hpp"
+#include "plugboard/gpu/switch_channel.hpp"
 
 namespace plugboard {
 
@@ -59,6 +64,7 @@ struct GpuPlanExecutor::Impl {
   bool copiesInput = false;  // a port channel puts from the input: it must be in the storage
   bool hostStorage = false;  // see the top of this file
   bool reduces = false;      // some operation reduces (avg divides its output)
+  bool switchReduces = false;  // some operation reduces through a switch channel
   // Out-of-place simple plans: output chunks that only this rank's blocks
   // touch are named kCallerOutput in the device ops (see chunksInStorage).
   bool callerOutputChunks = false;
@@ -85,6 +91,7 @@ struct GpuPlanExecutor::Impl {
   std::map<int, std::shared_ptr<Connection>> connections;
   std::map<int, RemoteMemory> remotes;
   std::unique_ptr<PortChannelService> service;
+  std::vector<std::unique_ptr<SwitchChannel>> switches;  // the plan's switch channels, in its order
   std::vector<PortChannel> portChannels;
   std::vector<int32_t> portBase;  // per plan channel: first index in ports, or -1
   uint64_t abortHook = 0;
@@ -129,6 +136,17 @@ struct GpuPlanExecutor::Impl {
   void allocate();
   void exchange();
   void makePorts();
+  /// Collective: a SwitchChannel per plan switch channel, sized for its buffer.
+  void makeSwitches();
+  /// This rank's copy of a buffer bound to a switch channel, or null.
+  char* switchBuffer(PlanChunk::Buffer buffer) const;
+  /// Why a call of `bytes` of type and op cannot run through the plan's
+  /// switch channels ("" when it can); words: the 32-bit words per switch
+  /// access it would take. A function of the arguments every rank shares.
+  std::string switchProblem(size_t bytes, DataType type, ReduceOp op, uint32_t* words) const;
+  /// True when some switch operation reads an input chunk (it then reads
+  /// the storage's aligned copy, not the caller's buffer).
+  bool switchesReadAnInput() const;
   void uploadPlan();
   /// A chunk this rank's own operation reads or writes here, as the device names it.
   gpuplan::DevChunk localChunk(const PlanChunk& c) const;
@@ -166,6 +184,7 @@ GpuPlanExecutor::Impl::~Impl() {
   }
   portChannels.clear();
   service.reset();
+  switches.clear();
   remotes.clear();
   local = RegisteredMemory();
   if (storageHost) cudaFreeHost(storageHost);
@@ -263,6 +282,7 @@ void GpuPlanExecutor::Impl::setup(int slicesArg) {
   connect();
   chooseShape(slicesArg);
   allocate();
+  makeSwitches();
   exchange();
   makePorts();
   uploadPlan();
@@ -299,7 +319,7 @@ void GpuPlanExecutor::Impl::connect() {
     if (chans[i].type == PlanChannel::Type::Port) copiesInput = true;
     if (chans[i].type == PlanChannel::Type::Port && !conn->mapsPeerMemory()) hostStorage = true;
   }
-  if (getsReadAnInput()) copiesInput = true;
+  if (getsReadAnInput() || switchesReadAnInput()) copiesInput = true;
   // Every rank stores alike (the layout is shared); memory channels need device storage.
   int32_t host = hostStorage ? 1 : 0;
   std::vector<int32_t> hosts(comm.size(), 0);
@@ -391,6 +411,44 @@ void GpuPlanExecutor::Impl::makePorts() {
   for (const auto& pc : portChannels) handles.push_back(pc.deviceHandle());
   PB_CUDA_CHECK(cudaMalloc(&ports, handles.size() * sizeof(PortChannelDeviceHandle)));
   PB_CUDA_CHECK(cudaMemcpy(ports, handles.data(), handles.size() * sizeof(PortChannelDeviceHandle), cudaMemcpyHostToDevice));
+}
+
+void GpuPlanExecutor::Impl::makeSwitches() {
+  for (const PlanSwitch& sw : mine().switches) {
+    const uint64_t chunks = sw.buffer == PlanChunk::Buffer::Output ? plan.outputChunks : plan.scratchChunks;
+    switches.push_back(std::make_unique<SwitchChannel>(comm, std::max<uint64_t>(chunks * maxChunkBytes, 16)));
+    PB_CUDA_CHECK(cudaMemset(switches.back()->deviceHandle().local, 0, switches.back()->bytes()));
+  }
+}
+
+char* GpuPlanExecutor::Impl::switchBuffer(PlanChunk::Buffer buffer) const {
+  const int i = plan.switchOf(buffer);
+  return i < 0 ? nullptr : switches.at(i)->deviceHandle().local;
+}
+
+std::string GpuPlanExecutor::Impl::switchProblem(size_t bytes, DataType type, ReduceOp op, uint32_t* words) const {
+  *words = 4;
+  if (switches.empty()) return "";
+  const ReduceOp reduced = op == ReduceOp::Avg ? ReduceOp::Sum : op;  // avg: a sum, divided at the end
+  if (switchReduces && !SwitchChannel::supports(type, reduced))
+    return std::string("its switch channels reduce float32 sum and float16 / bfloat16 sum, min and max, not ") +
+           dataTypeName(type) + " " + reduceOpName(op);
+  // Every buffer a switch operation touches starts 256-aligned (storage,
+  // switch buffers, the input copy; run() keeps chunks out of a caller's
+  // output that is not 16-aligned), so chunk offsets decide.
+  const uint64_t chunkBytes = bytes / plan.inputChunks;
+  *words = chunkBytes % 16 == 0 ? 4 : chunkBytes % 8 == 0 ? 2 : 1;
+  if (chunkBytes % 4)
+    return "its switch channels move 4-byte words, and its chunks are " + std::to_string(chunkBytes) + " bytes";
+  return "";
+}
+
+bool GpuPlanExecutor::Impl::switchesReadAnInput() const {
+  for (const auto& rank : plan.ranks)
+    for (const auto& tb : rank.threadblocks)
+      for (const auto& o : tb.ops)
+        if (o.kind == PlanOp::Kind::SwitchBroadcast && o.src.buffer == PlanChunk::Buffer::Input) return true;
+  return false;
 }
 
 int GpuPlanExecutor::Impl::matchingChannel(int rank, int peer, PlanChannel::Type type, int64_t tag) const {
@@ -515,7 +573,7 @@ gpuplan::DevChunk GpuPlanExecutor::Impl::localChunk(const PlanChunk& c) const {
 void GpuPlanExecutor::Impl::uploadPlan() {
   // In-place plans read their input where the output is (the storage's);
   // LL plans write their output in the caller's buffer already.
-  callerOutputChunks = !plan.inPlace && !plan.ll();
+  callerOutputChunks = !plan.inPlace && !plan.ll() && plan.switchOf(PlanChunk::Buffer::Output) < 0;
   outputInStorage = chunksInStorage(plan, comm.rank(), PlanChunk::Buffer::Output, false);
   std::vector<uint8_t> homes(plan.outputChunks, gpuplan::kOutput);
   for (size_t k = 0; k < homes.size(); ++k)
@@ -540,7 +598,7 @@ void GpuPlanExecutor::Impl::uploadPlan() {
                                                  std::to_string(gpuplan::kMaxReduceSources));
       gpuplan::DevOp d{};
       d.kind = static_cast<gpuplan::OpKind>(p.kind);
-      d.channel = p.channel;
+      d.channel = p.switchChannel >= 0 ? p.switchChannel : p.channel;
       // A put's dst and a get's src are the peer's chunks; the rest are this rank's.
       const bool peersDst = p.kind == PlanOp::Kind::Put || p.kind == PlanOp::Kind::PutPacket;
       d.dst = peersDst ? devChunk(p.dst) : localChunk(p.dst);
@@ -552,7 +610,9 @@ void GpuPlanExecutor::Impl::uploadPlan() {
       d.parties = p.parties;
       for (const auto& c : p.srcs) s.push_back(localChunk(c));
       for (const auto& c : p.packets) s.push_back(devChunk(c));
-      reduces = reduces || p.kind == PlanOp::Kind::Reduce || p.kind == PlanOp::Kind::ReducePacket;
+      reduces = reduces || p.kind == PlanOp::Kind::Reduce || p.kind == PlanOp::Kind::ReducePacket ||
+                p.kind == PlanOp::Kind::SwitchReduce;
+      switchReduces = switchReduces || p.kind == PlanOp::Kind::SwitchReduce;
       o.push_back(d);
     }
     appendFinalFlushes(tb, o);
@@ -579,8 +639,11 @@ gpuplan::PlanArgs GpuPlanExecutor::Impl::args(const void* input, size_t bytes) c
   a.local[gpuplan::kOutput] = storage + outputAt;
   a.local[gpuplan::kScratch] = storage + scratchAt;
   a.local[gpuplan::kPackets] = storage + packetsAt;
+  for (size_t i = 0; i < switches.size(); ++i) a.switches[i] = switches[i]->deviceHandle();
+  if (char* out = switchBuffer(PlanChunk::Buffer::Output)) a.local[gpuplan::kOutput] = out;
+  if (char* scratch = switchBuffer(PlanChunk::Buffer::Scratch)) a.local[gpuplan::kScratch] = scratch;
   a.local[gpuplan::kCallerOutput] = a.local[gpuplan::kOutput];  // run() may point it at the caller's output
-  a.local[gpuplan::kInput] = plan.inPlace ? storage + outputAt : copiesInput ? storage + inputAt : static_cast<char*>(const_cast<void*>(input));
+  a.local[gpuplan::kInput] = plan.inPlace ? a.local[gpuplan::kOutput] : copiesInput ? storage + inputAt : static_cast<char*>(const_cast<void*>(input));
   a.storageOffset[gpuplan::kInput] = plan.inPlace ? outputAt : inputAt;
   a.storageOffset[gpuplan::kOutput] = outputAt;
   a.storageOffset[gpuplan::kScratch] = scratchAt;
@@ -656,7 +719,15 @@ GpuPlanExecutor::~GpuPlanExecutor() = default;
 
 const Plan& GpuPlanExecutor::plan() const { return impl_->plan; }
 int GpuPlanExecutor::slices() const { return impl_->slices; }
-void* GpuPlanExecutor::outputBuffer() const { return impl_->storage + impl_->outputAt; }
+void* GpuPlanExecutor::outputBuffer() const {
+  if (char* bound = impl_->switchBuffer(PlanChunk::Buffer::Output)) return bound;
+  return impl_->storage + impl_->outputAt;
+}
+
+bool GpuPlanExecutor::takes(size_t count, DataType type, ReduceOp op) const {
+  uint32_t words = 0;
+  return count % impl_->plan.inputChunks == 0 && impl_->switchProblem(count * dataTypeSize(type), type, op, &words).empty();
+}
 
 void GpuPlanExecutor::Impl::report(const Error& e) const {
   std::lock_guard<std::mutex> lock(tellMu);
@@ -715,7 +786,13 @@ void GpuPlanExecutor::run(const void* input, void* output, size_t count, DataTyp
     throw Error(ErrorCode::InvalidUsage, m.who() + ": set up on device " + std::to_string(m.device) + " but device " +
                                              std::to_string(current) + " is current");
   if (bytes == 0) return;  // every rank passes the same count: none runs
+  uint32_t words = 0;
+  const std::string switchProblem = m.switchProblem(bytes, type, op, &words);
+  if (!switchProblem.empty())
+    throw Error(ErrorCode::InvalidUsage, m.who() + ": " + std::to_string(count) + " elements of " + dataTypeName(type) +
+                                             " " + reduceOpName(op) + ": " + switchProblem);
   gpuplan::PlanArgs a = m.args(input, bytes);
+  a.switchWords = words;
   // No peer writes into an LL plan's output (only into its packets): it is
   // written in the caller's buffer itself, saving the copy at the end, unless
   // an out-of-place plan is handed one buffer as input and output.
@@ -729,7 +806,9 @@ void GpuPlanExecutor::run(const void* input, void* output, size_t count, DataTyp
   const size_t outBytes = a.chunkBytes * m.plan.outputChunks;
   const auto in = reinterpret_cast<uintptr_t>(input), out = reinterpret_cast<uintptr_t>(output);
   const bool apart = out + outBytes <= in || in + bytes <= out;
-  a.local[gpuplan::kCallerOutput] = m.callerOutputChunks && a.userOutput && apart ? a.userOutput : a.local[gpuplan::kOutput];
+  const bool switchAligned = m.switches.empty() || out % 16 == 0;  // see switchProblem
+  a.local[gpuplan::kCallerOutput] =
+      m.callerOutputChunks && a.userOutput && apart && switchAligned ? a.userOutput : a.local[gpuplan::kOutput];
   a.divisor = op == ReduceOp::Avg && m.reduces ? static_cast<uint32_t>(m.comm.size()) : 1;
   if (a.local[gpuplan::kInput] != input)
     PB_CUDA_CHECK(cudaMemcpyAsync(a.local[gpuplan::kInput], input, bytes, cudaMemcpyDefault, stream));

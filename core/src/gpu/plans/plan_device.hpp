@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "plugboard/gpu/port_channel_device.hpp"
+#include "plugboard/gpu/switch_channel_device.hpp"
 
 namespace plugboard::gpuplan {
 
@@ -33,7 +34,10 @@ inline constexpr uint32_t kMaxThreads = 512;
 inline constexpr uint32_t kMaxReduceSources = 32;
 
 /// In plan.hpp's PlanOp::Kind order (the executor casts).
-enum class OpKind : uint8_t { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket, Barrier, Get };
+enum class OpKind : uint8_t { Put, Signal, Wait, Flush, Copy, Reduce, PutPacket, ReducePacket, Barrier, Get, SwitchReduce,
+                              SwitchBroadcast };
+/// Most switch channels of a plan (one per buffer it may bind: output, scratch).
+inline constexpr uint32_t kMaxSwitches = 2;
 /// In plan.hpp's PlanChunk::Buffer order, then kCallerOutput: an output
 /// chunk that only this rank's thread blocks touch (chunksInStorage
 /// false), kept in the caller's output when the call allows (PlanArgs::local).
@@ -51,7 +55,7 @@ struct DevChunk {
 /// chunks follow them, npackets of them.
 struct DevOp {
   OpKind kind;
-  int32_t channel;  ///< Put, get, put_packet, signal, wait, flush.
+  int32_t channel;  ///< Put, get, put_packet, signal, wait, flush; the switch channel of switch_reduce / _broadcast.
   DevChunk dst, src;
   uint32_t srcsAt, nsrcs, npackets;
   uint32_t barrier, parties;  ///< Barrier: its group (PlanArgs::barriers) and thread blocks in it.
@@ -133,6 +137,12 @@ struct PlanArgs {
   uint64_t packetHalfBytes;        ///< LL: bytes of each half of the packets buffer.
   uint64_t* calls;                 ///< LL: calls so far, per [thread block][slice]; null for simple plans.
   PlanBarrier* barriers;           ///< [group * slices + slice]; null without barriers.
+  /// Switch channels (plan.hpp's PlanSwitch order); a bound buffer's
+  /// local[] is its switch channel's buffer on this rank.
+  SwitchChannelDeviceHandle switches[kMaxSwitches];
+  /// 32-bit words per switch access in this call (4, 2 or 1): the widest
+  /// that every chunk offset and the call's buffers are aligned to.
+  uint32_t switchWords;
   uint32_t slices, threadBlockCount, channelCount;
   uint32_t activeSlices;           ///< Slices with bytes in this call: the grid is threadBlockCount x activeSlices.
   int64_t timeoutNs;

@@ -269,6 +269,65 @@ __device__ uint32_t barrierWait(const PlanArgs& a, const DevOp& o, uint32_t s) {
   return kPlanOk;
 }
 
+/// (T, Op) as a switch channel reduces it; kReduces false where it cannot
+/// (the executor refuses such calls, so those kernels never reach a switch op).
+template <typename T, typename Op>
+struct SwitchKind {
+  static constexpr bool kReduces = false;
+};
+template <SwitchType Ty, SwitchOp O>
+struct SwitchKindOf {
+  static constexpr bool kReduces = true;
+  static constexpr SwitchType kType = Ty;
+  static constexpr SwitchOp kOp = O;
+};
+template <> struct SwitchKind<float, gpucoll::OpSum> : SwitchKindOf<SwitchType::Float32, SwitchOp::Sum> {};
+template <> struct SwitchKind<__half, gpucoll::OpSum> : SwitchKindOf<SwitchType::Float16, SwitchOp::Sum> {};
+template <> struct SwitchKind<__half, gpucoll::OpMin> : SwitchKindOf<SwitchType::Float16, SwitchOp::Min> {};
+template <> struct SwitchKind<__half, gpucoll::OpMax> : SwitchKindOf<SwitchType::Float16, SwitchOp::Max> {};
+template <> struct SwitchKind<__nv_bfloat16, gpucoll::OpSum> : SwitchKindOf<SwitchType::BFloat16, SwitchOp::Sum> {};
+template <> struct SwitchKind<__nv_bfloat16, gpucoll::OpMin> : SwitchKindOf<SwitchType::BFloat16, SwitchOp::Min> {};
+template <> struct SwitchKind<__nv_bfloat16, gpucoll::OpMax> : SwitchKindOf<SwitchType::BFloat16, SwitchOp::Max> {};
+
+/// Multicast accesses and ordinary ones reach the same bytes by different
+/// addresses: order them (each thread, around its switch accesses).
+__device__ __forceinline__ void aliasFence(const SwitchChannelDeviceHandle& sw) {
+  if (sw.multicast) asm volatile("fence.proxy.alias;" ::: "memory");
+}
+
+/// switch_reduce (reduce) or switch_broadcast: this slice of every chunk,
+/// 4 x Words bytes per thread step. Offsets in the switch channel's buffer
+/// are the chunks' offsets in the bound buffer.
+template <typename T, typename Op, int Words>
+__device__ void switchOp(const PlanArgs& a, const DevOp& o, SliceRange r, bool reduce) {
+  using K = SwitchKind<T, Op>;
+  const SwitchChannelDeviceHandle& sw = a.switches[o.channel];
+  constexpr uint64_t kVec = 4 * Words;
+  aliasFence(sw);
+  for (uint32_t k = 0; k < o.src.size; ++k) {
+    const DevChunk& group = reduce ? o.src : o.dst;
+    const uint64_t at0 = (group.index + k) * a.chunkBytes + r.lo;
+    char* mine = at(a, reduce ? o.dst : o.src, k, r.lo);
+    for (uint64_t off = threadIdx.x * kVec; off < r.len; off += uint64_t(blockDim.x) * kVec) {
+      if (reduce) {
+        if constexpr (K::kReduces)
+          *reinterpret_cast<SwitchVec<Words>*>(mine + off) = sw.template reduce<K::kType, K::kOp, Words>(at0 + off);
+      } else {
+        sw.broadcast<Words>(at0 + off, SwitchChannelDeviceHandle::loadCg<Words>(mine + off));
+      }
+    }
+  }
+  aliasFence(sw);
+}
+
+template <typename T, typename Op>
+__device__ void switchOp(const PlanArgs& a, const DevOp& o, SliceRange r) {
+  const bool reduce = o.kind == OpKind::SwitchReduce;
+  if (a.switchWords == 4) switchOp<T, Op, 4>(a, o, r, reduce);
+  else if (a.switchWords == 2) switchOp<T, Op, 2>(a, o, r, reduce);
+  else switchOp<T, Op, 1>(a, o, r, reduce);
+}
+
 /// One operation of this block; kPlanOk or the failure (a thread's view:
 /// thread 0's for channel operations, each thread's own for packet polls).
 template <typename T, typename Op>
@@ -294,6 +353,8 @@ __device__ uint32_t runOp(const PlanArgs& a, const DevOp& o, uint32_t s, SliceRa
     case OpKind::ReducePacket: return reducePackets<T, Op>(a, o, r, ll);
     case OpKind::Barrier: return threadIdx.x == 0 ? barrierWait(a, o, s) : kPlanOk;
     case OpKind::Get: return get(a, o, r);
+    case OpKind::SwitchReduce:
+    case OpKind::SwitchBroadcast: switchOp<T, Op>(a, o, r); return kPlanOk;
   }
   return kPlanOk;
 }

@@ -28,7 +28,8 @@ bool GpuPlanSelection::run(const std::string& collective, size_t bytes, const vo
   const size_t inputBytes = inputCount * dataTypeSize(type);
   for (Entry& e : entries_) {
     const Plan& plan = e.executor->plan();
-    if (!ruleServes(e.rule, collective, bytes) || inputBytes > e.capacity || inputCount % plan.inputChunks) continue;
+    if (!ruleServes(e.rule, collective, bytes) || inputBytes > e.capacity || !e.executor->takes(inputCount, type, op))
+      continue;
     if (plan.inPlace) {
       if (input != output) PB_CUDA_CHECK(cudaMemcpyAsync(output, input, inputBytes, cudaMemcpyDeviceToDevice, stream));
       e.executor->run(output, output, inputCount, type, op, stream);
