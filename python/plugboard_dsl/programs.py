@@ -181,11 +181,12 @@ def allreduce_switch(n, channel="memory"):
     it, else peer mappings): every rank copies its input into its scratch,
     bound to one switch channel; once every rank has (memory channels
     signal it), rank r reduces chunk r over every rank's scratch and stores
-    the result into chunk r of every rank's output, bound to another; a
+    the result into chunk r of its output, bound to another switch
+    channel, and from there into chunk r of every rank's output; a
     last signal round tells each rank that its output is complete."""
     if channel != "memory":
         raise ValidationError(f"allreduce_switch orders its switch group with memory channels only, not {channel!r}")
-    p = Program("allreduce_switch", "allreduce", n, input_chunks=n, output_chunks=n, scratch_chunks=2 * n)
+    p = Program("allreduce_switch", "allreduce", n, input_chunks=n, output_chunks=n, scratch_chunks=n)
     if n == 1:
         return _one_rank(p)
     for r in range(n):
@@ -196,8 +197,8 @@ def allreduce_switch(n, channel="memory"):
             p.channel(r, q, "memory").signal(tb=0)
         for q in peers:
             p.channel(r, q, "memory").wait(tb=0)
-        inputs.reduce(me.scratch[r], me.scratch[n + r], tb=0)
-        outputs.broadcast(me.scratch[n + r], me.output[r], tb=0)
+        inputs.reduce(me.scratch[r], me.output[r], tb=0)
+        outputs.broadcast(me.output[r], me.output[r], tb=0)  # into every other rank's output[r] too
         for q in peers:
             p.channel(r, q, "memory").signal(tb=0)
         for q in peers:
