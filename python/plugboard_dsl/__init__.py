@@ -10,7 +10,12 @@ copy, reduce) on thread blocks of each rank; a
 barrier (Program.barrier(rank, tbs)) orders thread blocks of one rank. An LL
 program (protocol="ll", packet_chunks=k) moves data between ranks only as
 packets: put_packet into a peer's packets buffer, reduce_packet (or
-read_reduce_copy_send) waiting for them, no signals or waits::
+read_reduce_copy_send) waiting for them, no signals or waits. A switch
+channel (Program.switch_channel(rank, "output" or "scratch")) reaches that
+buffer of every rank as one group (NVLink SHARP, else peer mappings; GPU
+buffers only): .reduce(src, dst, tb) sets a local chunk to the reduction of
+a bound chunk over every rank, .broadcast(src, dst, tb) stores a local
+chunk into a bound chunk of every rank; memory channels order them::
 
     from plugboard_dsl import Program
     p = Program("allgather_allpairs", "allgather", nranks=2, input_chunks=1, output_chunks=2)
@@ -32,9 +37,11 @@ the channel's two ranks, a get on a port channel, signals and waits that do not 
 never be satisfied (a cycle of waits or barriers: deadlock), two operations touching the same
 bytes (one of them writing) with no order between them, writes into the
 input of an out-of-place program, output chunks nobody writes; in LL
-programs, a packets chunk put twice or read but never put.
+programs, a packets chunk put twice or read but never put; switch channels
+that differ between ranks, beside port channels, without a memory channel
+between every two ranks, or whose bound buffer a peer's put or get touches.
 """
-from .program import Channel, Chunk, Program, ValidationError
+from .program import Channel, Chunk, Program, SwitchChannel, ValidationError
 from .plan import PLAN_VERSION
 
-__all__ = ["Program", "Chunk", "Channel", "ValidationError", "PLAN_VERSION"]
+__all__ = ["Program", "Chunk", "Channel", "SwitchChannel", "ValidationError", "PLAN_VERSION"]
