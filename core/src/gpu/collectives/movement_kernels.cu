@@ -89,7 +89,8 @@ __device__ void sendHalf(const DeviceCtx& c, const BlockPipes& s, const SendRecv
   for (uint64_t i = blockIdx.x;; i += gridDim.x) {
     const uint64_t len = chunkLen(i, a.sendChunk, a.sendBytes);
     if (len == 0) break;
-    if (tid == 0 && s.seq[p] >= c.layout.slots && !waitPeer(c, p, kAck, Coll::SendRecv)) *s.fail = 1;
+    if (tid == 0 && s.seq[p] >= c.layout.slots && !waitPeer(c, p, kAck, Coll::SendRecv))
+      halfFlag(s.fail).store(1, cuda::memory_order_release);
     groupBarrier(1, nt);
     if (*s.fail) return;  // uniform: only thread 0 writes it, before the barrier
     copyBytes(sendSlot(c, s, p), a.src + i * a.sendChunk, len, tid, nt);
@@ -97,12 +98,12 @@ __device__ void sendHalf(const DeviceCtx& c, const BlockPipes& s, const SendRecv
     groupBarrier(1, nt);
     if (tid == 0) {
       if (!viaPort(c, p)) semaphore(c, p, kData).signal();
-      else if (!putToPeer(c, p, s.seq[p], len, Coll::SendRecv)) *s.fail = 1;
+      else if (!putToPeer(c, p, s.seq[p], len, Coll::SendRecv)) halfFlag(s.fail).store(1, cuda::memory_order_release);
       ++s.seq[p];
-      *s.sent = *s.sent + 1;
+      halfFlag(s.sent).fetch_add(1, cuda::memory_order_release);  // this half read chunk k (its barrier above)
     }
   }
-  if (tid == 0) *s.sent = INT_MAX;
+  if (tid == 0) halfFlag(s.sent).store(INT_MAX, cuda::memory_order_release);
 }
 
 /// The receiving half (threads [0, nt) of its own numbering): chunk
@@ -117,9 +118,10 @@ __device__ void recvHalf(const DeviceCtx& c, const BlockPipes& s, const SendRecv
     if (len == 0) break;
     if (tid == 0) {
       if (!waitPeer(c, q, kData, Coll::SendRecv)) *s.recvFail = 1;
-      while (inPlace && *s.sent <= k && !*const_cast<volatile int*>(s.fail)) {
+      while (inPlace && halfFlag(s.sent).load(cuda::memory_order_acquire) <= k &&
+             !halfFlag(s.fail).load(cuda::memory_order_relaxed)) {
       }
-      if (*s.fail) *s.recvFail = 1;
+      if (halfFlag(s.fail).load(cuda::memory_order_acquire)) *s.recvFail = 1;
     }
     groupBarrier(2, nt);
     if (*s.recvFail) return;

@@ -52,8 +52,16 @@ struct BlockPipes {
   int* fail;       // set by an owner whose wait failed
   int* ndst;       // outputs of the current reduction stage
   int* recvFail;   // sendRecv: set by the receiving half's owner
-  volatile int* sent;  // sendRecv: chunks the sending half has read from src
+  int* sent;       // sendRecv: chunks the sending half has read from src (halfFlag)
 };
+
+/// sendRecv's flags between its halves (`sent`, and `fail` as the receiving
+/// half reads it): one half's thread 0 writes, the other's reads, with no
+/// barrier both halves pass, so they are block-scope atomics (release by
+/// the writer after its half's barrier, acquire by the reader).
+__device__ __forceinline__ cuda::atomic_ref<int, cuda::thread_scope_block> halfFlag(int* flag) {
+  return cuda::atomic_ref<int, cuda::thread_scope_block>(*flag);
+}
 
 /// Sets up BlockPipes in dynamic shared memory (32 * nranks + 16 bytes) and
 /// loads this block's seq counters. Ends with a barrier.
