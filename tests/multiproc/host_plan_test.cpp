@@ -4,7 +4,8 @@
 // and int32 max, output apart from the input and in its buffer; a plan for another rank count and a count that does not
 // cut into the plan's chunks are refused by name; a whileWaiting check
 // ends a wait; plans that need no start handshake run hundreds of calls
-// back to back, ranks drifting apart.
+// back to back, ranks drifting apart. Every allreduce plan computes every
+// data type and op (at 2 and 3 ranks), and every plan runs at 5-8 ranks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "collective_reference.hpp"
 #include "comm_fixture.hpp"
 #include "multiproc.hpp"
 #include "plugboard/host_plan.hpp"
@@ -81,7 +83,70 @@ void runPlan(const std::string& name, int n) {
   }));
 }
 
+/// The shipped programs that run on host buffers (allreduce_switch has
+/// switch channels: GPU buffers only).
+const std::vector<std::string> kHostPrograms = {
+    "allgather_allpairs",  "allgather_allpairs_get",    "allgather_ring",   "allreduce_allpairs",
+    "allreduce_allpairs_blocks", "allreduce_allpairs_packets", "allreduce_allpairs_twoshot", "allreduce_packets",
+    "allreduce_ring",      "alltoall_allpairs"};
+
+/// One call of an allreduce plan on type and op, against collective_reference.hpp.
+void checkTypeAndOp(HostPlanExecutor& ex, int rank, int n, size_t count, DataType type, ReduceOp op) {
+  const size_t es = dataTypeSize(type);
+  std::vector<char> in(count * es + 1), out(count * es + 1);
+  fillInputs(in.data(), count, 0, rank, type, op);
+  ex.run(in.data(), out.data(), count, type, op);
+  for (size_t i = 0; i < count; ++i) {
+    const double got = loadValue(out.data(), i, type), want = expectedValue(i, n, type, op);
+    if (!sameValue(got, want, type, op))
+      throw std::runtime_error(ex.plan().name + " rank " + std::to_string(rank) + "/" + std::to_string(n) + " " +
+                               dataTypeName(type) + " " + reduceOpName(op) + ": element " + std::to_string(i) + " is " +
+                               std::to_string(got) + ", want " + std::to_string(want));
+  }
+}
+
 }  // namespace
+
+// Issue 18's target on host buffers: every shipped allreduce plan, every
+// data type x every op, at 2 and 3 ranks over ethernet (one executor per
+// plan, a call per type and op; 37 elements a chunk).
+TEST(HostPlan, EveryAllreducePlanComputesEveryTypeAndOp) {
+  const std::vector<DataType> types = {DataType::Int8,    DataType::Uint8,    DataType::Int32,      DataType::Uint32,
+                                       DataType::Int64,   DataType::Uint64,   DataType::Float16,    DataType::BFloat16,
+                                       DataType::Float32, DataType::Float64,  DataType::Float8E4M3, DataType::Float8E5M2};
+  const std::vector<ReduceOp> ops = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg};
+  for (int n : {2, 3}) {
+    expectAllPassed(runRanks(n, std::chrono::seconds(110), [&](int rank, int nranks, const UniqueId& id) {
+      setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
+      Communicator comm(loopbackBootstrap(rank, nranks, id));
+      for (const std::string& name : kHostPrograms) {
+        if (name.rfind("allreduce", 0) != 0) continue;
+        const Plan plan = shipped(name, nranks);
+        const size_t count = plan.inputChunks * 37;
+        HostPlanExecutor ex(comm, plan, count * 8);
+        for (DataType t : types)
+          for (ReduceOp op : ops) checkTypeAndOp(ex, rank, nranks, count, t, op);
+      }
+    }));
+  }
+}
+
+// Every shipped host plan at 5, 6, 7 and 8 ranks (the plans are shipped for
+// 2-8): one communicator per rank count, three float sum calls per plan,
+// results checked exactly.
+TEST(HostPlan, EveryShippedPlanRunsAtFiveToEightRanks) {
+  for (int n = 5; n <= 8; ++n) {
+    expectAllPassed(runRanks(n, std::chrono::seconds(110), [&](int rank, int nranks, const UniqueId& id) {
+      setenv("PLUGBOARD_TRANSPORTS", "ethernet", 1);
+      Communicator comm(loopbackBootstrap(rank, nranks, id));
+      for (const std::string& name : kHostPrograms) {
+        const size_t count = static_cast<size_t>(nranks) * 101;
+        HostPlanExecutor ex(comm, shipped(name, nranks), count * 8);
+        runChecked<float>(ex, rank, nranks, count, DataType::Float32, ReduceOp::Sum);
+      }
+    }));
+  }
+}
 
 class HostPlanTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
