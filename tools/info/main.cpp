@@ -119,6 +119,11 @@ void printPlanRules(const Config& config, int nranks) {
               << (r.maxBytes == UINT64_MAX ? std::string("any") : std::to_string(r.maxBytes)) << " bytes: " << r.file;
     try {
       const Plan p = loadRulePlan(r);
+      if (p.hasSwitches() && r.mem != "gpu") {
+        std::cout << " UNUSABLE (host collectives' set-up fails): the plan has switch channels, which run on GPU "
+                     "buffers only; give the rule mem: gpu\n";
+        continue;
+      }
       std::cout << " (plan " << p.name << ", " << p.nranks << " ranks; "
                 << (p.nranks == nranks ? "used" : "not used at " + std::to_string(nranks) + " rank(s)") << ")\n";
     } catch (const Error& e) {
