@@ -177,26 +177,29 @@ class SwitchChannel:
     def reduce(self, src, dst, tb):
         """dst (a data chunk of rank) = the call's reduction over every
         rank's src (a chunk of the bound buffer, the same chunk on each)."""
-        self.program._require_protocol("switch_reduce", tb, self.rank)
-        group = self._group(src, "source")
-        _no_packets("switch_reduce", dst)
-        if dst.rank != self.rank:
-            raise ValidationError(f"switch_reduce on rank {self.rank}: destination {dst} must be on rank {self.rank}")
-        _same_size("switch_reduce", src, dst)
+        group = self._check("switch_reduce", tb, bound=(src, "source"), local=(dst, "destination"))
         return self.program._add(Op("switch_reduce", self.rank, tb, switch=self, src=src, dst=dst, reads=group,
                                     writes=[dst]))
 
     def broadcast(self, src, dst, tb):
         """Stores src (a data chunk of rank) into dst (a chunk of the bound
         buffer) on every rank."""
-        self.program._require_protocol("switch_broadcast", tb, self.rank)
-        group = self._group(dst, "destination")
-        _no_packets("switch_broadcast", src)
-        if src.rank != self.rank:
-            raise ValidationError(f"switch_broadcast on rank {self.rank}: source {src} must be on rank {self.rank}")
-        _same_size("switch_broadcast", src, dst)
+        group = self._check("switch_broadcast", tb, bound=(dst, "destination"), local=(src, "source"))
         return self.program._add(Op("switch_broadcast", self.rank, tb, switch=self, src=src, dst=dst, reads=[src],
                                     writes=group))
+
+    def _check(self, kind, tb, bound, local):
+        """A switch operation's chunks: bound (chunk, role) in the bound
+        buffer of this rank, local (chunk, role) a data chunk of this rank,
+        the same size. Returns the bound chunk on every rank."""
+        self.program._require_protocol(kind, tb, self.rank)
+        group = self._group(*bound)
+        chunk, role = local
+        _no_packets(kind, chunk)
+        if chunk.rank != self.rank:
+            raise ValidationError(f"{kind} on rank {self.rank}: {role} {chunk} must be on rank {self.rank}")
+        _same_size(kind, bound[0], chunk)
+        return group
 
 
 def _no_packets(what, *chunks):

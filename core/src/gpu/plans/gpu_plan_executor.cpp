@@ -144,9 +144,7 @@ struct GpuPlanExecutor::Impl {
   /// switch channels ("" when it can); words: the 32-bit words per switch
   /// access it would take. A function of the arguments every rank shares.
   std::string switchProblem(size_t bytes, DataType type, ReduceOp op, uint32_t* words) const;
-  /// True when some switch operation reads an input chunk (it then reads
-  /// the storage's aligned copy, not the caller's buffer).
-  bool switchesReadAnInput() const;
+
   void uploadPlan();
   /// A chunk this rank's own operation reads or writes here, as the device names it.
   gpuplan::DevChunk localChunk(const PlanChunk& c) const;
@@ -159,10 +157,12 @@ struct GpuPlanExecutor::Impl {
   std::vector<gpuplan::DevChannel> deviceChannels() const;
   /// Index of `rank`'s channel to `peer` of this type and tag.
   int matchingChannel(int rank, int peer, PlanChannel::Type type, int64_t tag) const;
-  /// True when some rank's get reads an input chunk: then every rank keeps
-  /// its input in the storage, where peers' mappings reach it (a plan-wide
-  /// answer, so every rank lays its storage out alike).
-  bool getsReadAnInput() const;
+  /// True when some rank's `kind` operation reads an input chunk. A get's
+  /// (peers' mappings reach the input only in the storage) or a switch
+  /// broadcast's (it reads the storage's aligned copy) makes every rank keep
+  /// its input in the storage: a plan-wide answer, so every rank lays its
+  /// storage out alike.
+  bool readsAnInput(PlanOp::Kind kind) const;
   gpuplan::PlanArgs args(const void* input, size_t bytes) const;
   std::string describeFailure(const gpuplan::PlanStatus& s) const;
   /// True when the failure is a barrier's.
@@ -319,7 +319,7 @@ void GpuPlanExecutor::Impl::connect() {
     if (chans[i].type == PlanChannel::Type::Port) copiesInput = true;
     if (chans[i].type == PlanChannel::Type::Port && !conn->mapsPeerMemory()) hostStorage = true;
   }
-  if (getsReadAnInput() || switchesReadAnInput()) copiesInput = true;
+  if (readsAnInput(PlanOp::Kind::Get) || readsAnInput(PlanOp::Kind::SwitchBroadcast)) copiesInput = true;
   // Every rank stores alike (the layout is shared); memory channels need device storage.
   int32_t host = hostStorage ? 1 : 0;
   std::vector<int32_t> hosts(comm.size(), 0);
@@ -443,14 +443,6 @@ std::string GpuPlanExecutor::Impl::switchProblem(size_t bytes, DataType type, Re
   return "";
 }
 
-bool GpuPlanExecutor::Impl::switchesReadAnInput() const {
-  for (const auto& rank : plan.ranks)
-    for (const auto& tb : rank.threadblocks)
-      for (const auto& o : tb.ops)
-        if (o.kind == PlanOp::Kind::SwitchBroadcast && o.src.buffer == PlanChunk::Buffer::Input) return true;
-  return false;
-}
-
 int GpuPlanExecutor::Impl::matchingChannel(int rank, int peer, PlanChannel::Type type, int64_t tag) const {
   const auto& chans = plan.ranks[rank].channels;
   for (size_t i = 0; i < chans.size(); ++i)
@@ -459,11 +451,11 @@ int GpuPlanExecutor::Impl::matchingChannel(int rank, int peer, PlanChannel::Type
                                        std::to_string(peer) + " with tag " + std::to_string(tag));  // the loader checks this
 }
 
-bool GpuPlanExecutor::Impl::getsReadAnInput() const {
+bool GpuPlanExecutor::Impl::readsAnInput(PlanOp::Kind kind) const {
   for (const auto& rank : plan.ranks)
     for (const auto& tb : rank.threadblocks)
       for (const auto& o : tb.ops)
-        if (o.kind == PlanOp::Kind::Get && o.src.buffer == PlanChunk::Buffer::Input) return true;
+        if (o.kind == kind && o.src.buffer == PlanChunk::Buffer::Input) return true;
   return false;
 }
 
