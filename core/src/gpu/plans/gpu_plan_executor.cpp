@@ -339,8 +339,13 @@ void GpuPlanExecutor::Impl::allocate() {
   const uint64_t n = mine().channels.size();
   maxChunkBytes = roundUp((maxInputBytes + plan.inputChunks - 1) / plan.inputChunks, 16);
   outputAt = roundUp(std::max<uint64_t>(n * slices * sizeof(uint64_t), 1), 256);
-  scratchAt = outputAt + roundUp(plan.outputChunks * maxChunkBytes, 256);
-  inputAt = scratchAt + roundUp(plan.scratchChunks * maxChunkBytes, 256);
+  // A buffer bound to a switch channel lives in that channel's buffer (no
+  // peer reaches it here: the loader refuses puts and gets into it).
+  const auto areaBytes = [&](PlanChunk::Buffer b, uint64_t chunks) {
+    return plan.switchOf(b) >= 0 ? 0 : roundUp(chunks * maxChunkBytes, 256);
+  };
+  scratchAt = outputAt + areaBytes(PlanChunk::Buffer::Output, plan.outputChunks);
+  inputAt = scratchAt + areaBytes(PlanChunk::Buffer::Scratch, plan.scratchChunks);
   // Port channels put from the input: with an out-of-place plan it is copied in.
   packetsAt = inputAt + (copiesInput && !plan.inPlace ? roundUp(plan.inputChunks * maxChunkBytes, 256) : 0);
   packetHalfBytes = roundUp(plan.packetChunks * 2 * maxChunkBytes, 256);
