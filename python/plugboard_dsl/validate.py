@@ -61,8 +61,9 @@ def _check_switches(p, ops):
     bound = {b for b, _ in first}
     for op in ops:
         remote = op.dst if op.kind == "put" else op.src if op.kind == "get" else None
-        if remote is not None and remote.buffer in bound:
-            raise ValidationError(f"{op.where()} touches rank {remote.rank}'s {remote.buffer}, which is bound to a "
+        home = _alias(p, remote) if remote is not None else None
+        if home is not None and home.buffer in bound:
+            raise ValidationError(f"{op.where()} touches rank {home.rank}'s {home.buffer}, which is bound to a "
                                   "switch channel: peers reach it only through that channel")
 
 

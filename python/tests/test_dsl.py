@@ -412,3 +412,13 @@ def test_switch_programs_need_like_channels_on_every_rank_and_memory_channels_be
 def test_a_switch_reduce_before_the_peers_copied_is_a_race():
     raises(switch_program(2, wait_first=False).validate, "race on rank 0 scratch[0:2]",
            "rank 1 thread block 0 operation 2 (switch_reduce) and rank 0 thread block 0 operation 0 (copy)")
+
+
+def test_in_place_a_put_into_a_peers_input_reaches_its_bound_output():
+    p = Program("sw", "allreduce", 2, in_place=True, input_chunks=2, output_chunks=2, scratch_chunks=2)
+    for r in range(2):
+        p.switch_channel(r, "output")
+        p.channel(r, 1 - r).signal(tb=0)
+        p.channel(r, 1 - r).wait(tb=0)
+    p.channel(0, 1).put(p.rank(0).input[0], p.rank(1).input[1], tb=1)
+    raises(p.validate, "rank 0 thread block 1 operation 0 (put) touches rank 1's output", "bound to a switch channel")

@@ -372,6 +372,13 @@ TEST(Plan, SwitchChannelsThatCannotRunAreNamed) {
   expectRefused(mutateSwitch("\"type\": \"memory\"", "\"type\": \"port\""), "a port channel in a plan with switch channels");
   expectRefused(mutateSwitch("\"op\": \"switch_broadcast\", \"switch\": 1", "\"op\": \"put\", \"channel\": 0"),
                 "puts into a peer's buffer bound to switch channel 1, which peers reach only through that channel");
+  // In place, a put into a peer's input is a put into its (bound) output.
+  std::string inPlace = mutateSwitch("\"in_place\": false", "\"in_place\": true");
+  const std::string broadcast = "\"op\": \"switch_broadcast\", \"switch\": 1, \"src\": {\"buffer\": \"output\", \"index\": 0, "
+                                "\"size\": 1}, \"dst\": {\"buffer\": \"output\"";
+  expectRefused(mutateText(inPlace, broadcast, "\"op\": \"put\", \"channel\": 0, \"src\": {\"buffer\": \"output\", \"index\": 0, "
+                                               "\"size\": 1}, \"dst\": {\"buffer\": \"input\""),
+                "puts into a peer's buffer bound to switch channel 1");
   expectRefused(mutateSwitch("\"switches\": [{\"id\": 0", "\"nothing\": [{\"id\": 0"), "the rank has no switch channels");
   expectRefused(mutateSwitch("\"protocol\": \"simple\"", "\"protocol\": \"ll\""), "are not in LL plans");
 }

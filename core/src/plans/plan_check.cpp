@@ -88,10 +88,13 @@ void checkSwitches(const Plan& plan) {
       for (size_t k = 0; k < plan.ranks[r].threadblocks[t].ops.size(); ++k) {
         const PlanOp& op = plan.ranks[r].threadblocks[t].ops[k];
         const bool put = op.kind == PlanOp::Kind::Put, get = op.kind == PlanOp::Kind::Get;
-        if ((put && plan.switchOf(op.dst.buffer) >= 0) || (get && plan.switchOf(op.src.buffer) >= 0))
+        if (!put && !get) continue;
+        // In place, the input is the output.
+        const PlanChunk::Buffer remote = put ? op.dst.buffer : op.src.buffer;
+        const int bound = plan.switchOf(plan.inPlace && remote == PlanChunk::Buffer::Input ? PlanChunk::Buffer::Output : remote);
+        if (bound >= 0)
           fail(plan, opPath(r, t, k), std::string(put ? "puts into" : "gets from") + " a peer's buffer bound to switch "
-                                      "channel " + std::to_string(plan.switchOf(put ? op.dst.buffer : op.src.buffer)) +
-                                      ", which peers reach only through that channel");
+                                      "channel " + std::to_string(bound) + ", which peers reach only through that channel");
       }
 }
 
