@@ -54,17 +54,6 @@ def run(plan, inputs, reduce=lambda a, b: a + b):
                 db[i] = v
             if kind == "put_packet":
                 arrived.update((ch["peer"], i) for i in di)
-        elif kind == "switch_reduce":
-            db, di = span(r, op["dst"])
-            groups = [span(m, op["src"]) for m in range(n)]
-            vals = []
-            for k in range(len(di)):
-                acc = None
-                for sb, si in groups:
-                    acc = sb[si[k]] if acc is None else reduce(acc, sb[si[k]])
-                vals.append(acc)
-            for i, v in zip(di, vals):
-                db[i] = v
         elif kind == "switch_broadcast":
             sb, si = span(r, op["src"])
             vals = [sb[i] for i in si]
@@ -72,12 +61,15 @@ def run(plan, inputs, reduce=lambda a, b: a + b):
                 db, di = span(m, op["dst"])
                 for i, v in zip(di, vals):
                     db[i] = v
-        elif kind in ("reduce", "reduce_packet"):
+        elif kind in ("reduce", "reduce_packet", "switch_reduce"):
             packets = op.get("packets", [])
             if any((r, i) not in arrived for c in packets for i in range(c["index"], c["index"] + c["size"])):
                 return False
             db, di = span(r, op["dst"])
-            srcs = [span(r, s) for s in op["srcs"] + packets]
+            if kind == "switch_reduce":  # the bound chunk of every rank, in rank order
+                srcs = [span(m, op["src"]) for m in range(n)]
+            else:
+                srcs = [span(r, s) for s in op["srcs"] + packets]
             vals = []
             for k in range(len(di)):
                 acc = None
