@@ -90,7 +90,7 @@ __device__ void sendHalf(const DeviceCtx& c, const BlockPipes& s, const SendRecv
     const uint64_t len = chunkLen(i, a.sendChunk, a.sendBytes);
     if (len == 0) break;
     if (tid == 0 && s.seq[p] >= c.layout.slots && !waitPeer(c, p, kAck, Coll::SendRecv))
-      halfFlag(s.fail).store(1, cuda::memory_order_release);
+      halfFlag(s.fail).exchange(1, cuda::memory_order_release);
     groupBarrier(1, nt);
     if (*s.fail) return;  // uniform: only thread 0 writes it, before the barrier
     copyBytes(sendSlot(c, s, p), a.src + i * a.sendChunk, len, tid, nt);
@@ -98,12 +98,12 @@ __device__ void sendHalf(const DeviceCtx& c, const BlockPipes& s, const SendRecv
     groupBarrier(1, nt);
     if (tid == 0) {
       if (!viaPort(c, p)) semaphore(c, p, kData).signal();
-      else if (!putToPeer(c, p, s.seq[p], len, Coll::SendRecv)) halfFlag(s.fail).store(1, cuda::memory_order_release);
+      else if (!putToPeer(c, p, s.seq[p], len, Coll::SendRecv)) halfFlag(s.fail).exchange(1, cuda::memory_order_release);
       ++s.seq[p];
       halfFlag(s.sent).fetch_add(1, cuda::memory_order_release);  // this half read chunk k (its barrier above)
     }
   }
-  if (tid == 0) halfFlag(s.sent).store(INT_MAX, cuda::memory_order_release);
+  if (tid == 0) halfFlag(s.sent).exchange(INT_MAX, cuda::memory_order_release);
 }
 
 /// The receiving half (threads [0, nt) of its own numbering): chunk
