@@ -139,13 +139,21 @@ __device__ void recvHalf(const DeviceCtx& c, const BlockPipes& s, const SendRecv
 /// receiving half only for data (and, in place, for its own block's
 /// sending half, which depends on acks the peer gives for older chunks).
 /// Each direction is chunked exactly as a plain Send / Recv (chunk i on
-/// block i % G), so the peer may call either.
+/// block i % G), so the peer may call either. Each half's owner thread,
+/// the only one that advanced its pipe's counter, writes it back (no
+/// storePipes: the halves share no barrier after their loops, and
+/// racecheck reported the owner's last advance against another thread's
+/// read of it across storePipes' __syncthreads).
 __global__ void __launch_bounds__(kMaxBlockThreads, 1) sendRecvKernel(DeviceCtx c, SendRecvArgs a) {
   BlockPipes s = loadPipes(c);
   const uint32_t sendThreads = blockDim.x / 64 * 32;  // a warp multiple, >= 32 (blockDim >= 64)
-  if (threadIdx.x < sendThreads) sendHalf(c, s, a, threadIdx.x, sendThreads);
-  else recvHalf(c, s, a, threadIdx.x - sendThreads, blockDim.x - sendThreads);
-  storePipes(c, s);
+  if (threadIdx.x < sendThreads) {
+    sendHalf(c, s, a, threadIdx.x, sendThreads);
+    if (threadIdx.x == 0 && a.sendBytes) storePipe(c, s, a.sendPeer);
+  } else {
+    recvHalf(c, s, a, threadIdx.x - sendThreads, blockDim.x - sendThreads);
+    if (threadIdx.x == sendThreads && a.recvBytes) storePipe(c, s, c.nranks + a.recvPeer);
+  }
 }
 
 uint32_t gridFor(uint64_t bytes, uint64_t chunk, int blocks) {

@@ -79,13 +79,18 @@ __device__ inline BlockPipes loadPipes(const DeviceCtx& c) {
   return s;
 }
 
+/// Writes seq counter i of this block (i < nranks: the send pipe to peer i,
+/// else the receive pipe from peer i - nranks) back for the next call.
+__device__ __forceinline__ void storePipe(const DeviceCtx& c, const BlockPipes& s, int i) {
+  c.state[static_cast<uint64_t>(2 * c.nranks + i) * c.blocks + blockIdx.x] = s.seq[i];
+}
+
 /// Writes this block's seq counters back for the next call.
 __device__ inline void storePipes(const DeviceCtx& c, const BlockPipes& s) {
   __syncthreads();
-  const int n = c.nranks, G = c.blocks, b = blockIdx.x;
-  for (int p = threadIdx.x; p < n; p += blockDim.x) {
-    c.state[2 * n * G + p * G + b] = s.seq[p];
-    c.state[3 * n * G + p * G + b] = s.seq[n + p];
+  for (int p = threadIdx.x; p < c.nranks; p += blockDim.x) {
+    storePipe(c, s, p);
+    storePipe(c, s, c.nranks + p);
   }
 }
 
