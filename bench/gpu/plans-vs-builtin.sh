@@ -8,7 +8,8 @@
 # Environment: COLLECTIVE (allreduce; PLANS must compute it), NRANKS (2), PLANS ("allreduce_allpairs_packets
 # allreduce_packets allreduce_allpairs allreduce_allpairs_blocks allreduce_allpairs_twoshot allreduce_ring allreduce_switch"), MIN (1K), MAX (64M), FACTOR (4), ITERS (20),
 # WARMUP (5), COMPARE_NCCL (1 when NRANKS <= the GPU count, else 0).
-# Prints one table: time per size of each run and plan / built-in time.
+# Prints one table: time per size of each run and plan / built-in time (a
+# switch plan's over the built-in SwitchChannel allreduce with gpu_switch: peers).
 set -uo pipefail
 build=${1:?usage: plans-vs-builtin.sh BUILD_DIR OUT_DIR}
 out=${2:?usage: plans-vs-builtin.sh BUILD_DIR OUT_DIR}
@@ -33,6 +34,13 @@ cmp=()
 [ "$nccl" = 1 ] && cmp=(--compare nccl)
 run builtin "$perf" --mem gpu --nranks "$n" "${cmp[@]}" -C "$coll" "${sizes[@]}" --csv "$out/builtin.csv"
 runs=(builtin)
+# The built-in SwitchChannel allreduce over peer mappings (gpu_switch: peers,
+# never multicast): the switch plans' algorithm, their same-run peer.
+if [ "$coll" = allreduce ] && [[ " ${PLANS:-allreduce_switch} " == *switch* ]]; then
+  PLUGBOARD_GPU_SWITCH=peers run builtin_switch "$perf" --mem gpu --nranks "$n" -C "$coll" "${sizes[@]}" \
+    --csv "$out/builtin_switch.csv"
+  runs+=(builtin_switch)
+fi
 for p in ${PLANS:-allreduce_allpairs_packets allreduce_packets allreduce_allpairs allreduce_allpairs_blocks allreduce_allpairs_twoshot allreduce_ring allreduce_switch}; do
   run "$p" "$perf" --mem gpu --nranks "$n" --plan "$here/plans/$p/${n}ranks.json" -C "$coll" "${sizes[@]}" \
     --csv "$out/$p.csv"
@@ -54,14 +62,16 @@ for r in runs:
         if nccl and r == "builtin" and row.get("nccl_oop_time_us"):
             times[size]["nccl"] = float(row["nccl_oop_time_us"])
 cols = [c for c in (["nccl"] if nccl else []) + runs if any(c in v for v in times.values())]
-plans = [c for c in cols if c not in ("builtin", "nccl")]
-head = ["size"] + [c + " us" for c in cols] + [p + "/builtin" for p in plans]
+plans = [c for c in cols if not c.startswith("builtin") and c != "nccl"]
+# A switch plan's ratio is to the built-in switch algorithm where it ran.
+peer = {p: "builtin_switch" if "switch" in p and "builtin_switch" in cols else "builtin" for p in plans}
+head = ["size"] + [c + " us" for c in cols] + [p + "/" + peer[p] for p in plans]
 print("| " + " | ".join(head) + " |")
 print("|" + "---:|" * len(head))
 for size in sorted(times):
     t = times[size]
     cells = [str(size)] + ["%.1f" % t[c] if c in t else "-" for c in cols]
-    cells += ["%.2fx" % (t[p] / t["builtin"]) if p in t and "builtin" in t else "-" for p in plans]
+    cells += ["%.2fx" % (t[p] / t[peer[p]]) if p in t and peer[p] in t else "-" for p in plans]
     print("| " + " | ".join(cells) + " |")
 print(f"#wrong over every row: {wrong}")
 sys.exit(1 if wrong else 0)
