@@ -8,6 +8,8 @@
  *   MOCK_INIT_HANGS - init() never returns
  *   MOCK_GOOD       - loads and initialises; connects to nobody; describes itself
  *   MOCK_DESCRIBE_LIES - as GOOD, but describe() asks for a 1 TiB buffer
+ *   MOCK_AUTO_DECLINES - as GOOD, but init() declines when the core says it
+ *                     loads it only for `transports: auto` (loaded_by_auto)
  */
 #include <plugboard/transport.h>
 #include <signal.h>
@@ -31,6 +33,13 @@ static pb_status mock_init(const pb_host_services_v1* host, pb_plugin_ctx** ctx)
   g_error = "mock: init refused on purpose (no device found)";
   return PB_ERR_SYSTEM;
 #else
+#if defined(MOCK_AUTO_DECLINES)
+  if (PB_HAS_FIELD(host, pb_host_services_v1, loaded_by_auto) && host->loaded_by_auto) {
+    *ctx = NULL;
+    g_error = "mock: declined, loaded only for transports: auto";
+    return PB_ERR_UNSUPPORTED;
+  }
+#endif
   static int token;
   *ctx = (pb_plugin_ctx*)&token;
   return PB_OK;

@@ -1,6 +1,7 @@
 // Loader error paths against real shared libraries built to fail.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "env_guard.hpp"
@@ -177,4 +178,32 @@ TEST(Loader, ProbeTimeoutZeroLoadsWithoutAProbe) {
   Config c = Config::fromYamlText("", "x.yaml");
   auto p = loadTransport("mock", {kMock + "/good"}, c, LocalIdentity{0, 1, "h"});
   EXPECT_EQ(p->name(), "mock");
+}
+
+// Under 'auto' the core tells a plugin that no rule names that it is loaded
+// only for auto (host services' loaded_by_auto), and such a plugin may
+// decline; named by the list or a rule, or with failover on (which may move
+// a pair to any loaded transport), it is not told so.
+namespace {
+
+/// True when loading with these transports, YAML and failover setting keeps
+/// the mock that declines whenever the core says it loads it only for auto.
+bool keepsTheDecliningMock(const std::string& transports, const std::string& yaml, const char* failover) {
+  EnvGuard env;
+  env.set("PLUGBOARD_PLUGIN_PATH", kMock + "/auto_declines");
+  env.set("PLUGBOARD_PLUGIN_PROBE_TIMEOUT", "0");
+  env.set("PLUGBOARD_TRANSPORTS", transports);
+  env.set("PLUGBOARD_FAILOVER", failover);
+  Config c = Config::fromYamlText(yaml, "x.yaml");
+  auto plugins = loadTransports(c, LocalIdentity{0, 1, "h"});
+  return std::any_of(plugins.begin(), plugins.end(), [](const auto& p) { return p->name() == "mock"; });
+}
+
+}  // namespace
+
+TEST(Loader, AutoTellsPluginsNoRuleNamesThatTheyMayDecline) {
+  EXPECT_FALSE(keepsTheDecliningMock("auto", "", "false"));
+  EXPECT_TRUE(keepsTheDecliningMock("auto", "rules:\n  - peers: any\n    use: [mock, ethernet]\n", "false"));
+  EXPECT_TRUE(keepsTheDecliningMock("auto", "", "true"));
+  EXPECT_TRUE(keepsTheDecliningMock("mock,ethernet", "", "false"));
 }

@@ -62,9 +62,9 @@ void probeUnlessShipped(const std::string& path, Config& config, const LocalIden
 }
 
 std::unique_ptr<TransportPlugin> tryPath(const std::string& name, const std::string& path, Config& config,
-                                         const LocalIdentity& self) {
+                                         const LocalIdentity& self, bool byAuto) {
   probeUnlessShipped(path, config, self);
-  auto plugin = std::make_unique<TransportPlugin>(path, config, self);
+  auto plugin = std::make_unique<TransportPlugin>(path, config, self, byAuto);
   if (plugin->name() != name)
     throw Error(ErrorCode::Plugin, "the file is named for '" + name + "' but the plugin calls itself '" +
                                        plugin->name() + "'");
@@ -112,13 +112,13 @@ std::vector<std::string> discoverPlugins(const std::vector<std::string>& dirs) {
 }
 
 std::unique_ptr<TransportPlugin> loadTransport(const std::string& name, const std::vector<std::string>& dirs,
-                                               Config& config, const LocalIdentity& self) {
+                                               Config& config, const LocalIdentity& self, bool byAuto) {
   std::vector<std::string> tried;
   for (const auto& dir : dirs) {
     std::string path = dir + "/" + fileName(name);
     if (!fileExists(path)) { tried.push_back(path + ": not found"); continue; }
     try {
-      return tryPath(name, path, config, self);
+      return tryPath(name, path, config, self, byAuto);
     } catch (const Error& e) {
       if (e.code() == ErrorCode::Config) throw;  // the user's value for one of its settings is wrong
       tried.push_back(path + ": " + e.what());
@@ -129,7 +129,7 @@ std::unique_ptr<TransportPlugin> loadTransport(const std::string& name, const st
                                  [](const std::string& t) { return t.size() > 11 && t.compare(t.size() - 11, 11, ": not found") == 0; });
   if (onlyMissing) {
     try {
-      return tryPath(name, fileName(name), config, self);  // the dynamic linker's search
+      return tryPath(name, fileName(name), config, self, byAuto);  // the dynamic linker's search
     } catch (const Error& e) {
       if (e.code() == ErrorCode::Config) throw;
       tried.push_back(fileName(name) + " via the dynamic linker: " + e.what());
@@ -150,12 +150,20 @@ std::vector<std::unique_ptr<TransportPlugin>> loadTransports(Config& config, con
   std::vector<std::string> names = config.getList("transports");
   bool automatic = names.size() == 1 && names[0] == "auto";
   if (automatic) names = autoOrder(discoverPlugins(dirs));
+  // Loaded only because auto found it: no rule names it, and failover (which
+  // may move a pair to any loaded transport) is off.
+  auto byAuto = [&](const std::string& name) {
+    if (!automatic || config.getBool("failover")) return false;
+    for (const Rule& r : config.rules())
+      if (std::find(r.use.begin(), r.use.end(), name) != r.use.end()) return false;
+    return true;
+  };
   std::vector<std::unique_ptr<TransportPlugin>> out;
   for (const auto& name : names) {
     if (std::count(names.begin(), names.end(), name) > 1)
       throw Error(ErrorCode::Config, config.get("transports").origin + ": transport '" + name + "' is listed twice");
     try {
-      out.push_back(loadTransport(name, dirs, config, self));
+      out.push_back(loadTransport(name, dirs, config, self, byAuto(name)));
       PB_LOG(Info, "INIT", "loaded transport " << name << " " << out.back()->version() << " (ABI "
                                                << out.back()->abiVersion() << ") from " << out.back()->path());
     } catch (const Error& e) {

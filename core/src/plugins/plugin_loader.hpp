@@ -24,11 +24,14 @@ std::vector<std::string> discoverPlugins(const std::vector<std::string>& dirs);
 /// Loads the transports named by the "transports" setting, in that order.
 /// An explicitly named transport that cannot be loaded is an Error(Plugin)
 /// with every path tried and why; with "auto" such failures are logged and
-/// skipped, but finding none at all is an error.
+/// skipped, but finding none at all is an error. Under "auto" a plugin that
+/// no rule names is told so (loaded_by_auto, unless failover is on) and may
+/// decline, as the libfabric plugin does on hosts without a fabric device.
 std::vector<std::unique_ptr<TransportPlugin>> loadTransports(Config& config, const LocalIdentity& self);
 
 /// Loads one transport by name; throws Error(Plugin) with the reason chain.
+/// byAuto: loaded only because `transports` is `auto` (see loadTransports).
 std::unique_ptr<TransportPlugin> loadTransport(const std::string& name, const std::vector<std::string>& dirs,
-                                               Config& config, const LocalIdentity& self);
+                                               Config& config, const LocalIdentity& self, bool byAuto = false);
 
 }  // namespace plugboard

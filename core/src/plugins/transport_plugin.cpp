@@ -85,7 +85,7 @@ ErrorCode errorCodeForStatus(pb_status status) {
   }
 }
 
-TransportPlugin::TransportPlugin(const std::string& path, Config& config, const LocalIdentity& self)
+TransportPlugin::TransportPlugin(const std::string& path, Config& config, const LocalIdentity& self, bool byAuto)
     : library_(path), name_(library_.table().name), binding_(std::make_unique<Binding>()) {
   binding_->config = &config;
   binding_->plugin = name_;
@@ -102,6 +102,7 @@ TransportPlugin::TransportPlugin(const std::string& path, Config& config, const 
   s.signal_landed = hostSignalLanded;
   s.cuda_dmabuf_fd = hostCudaDmabuf;
   s.cuda_pci_bus_id = hostCudaPciBusId;
+  s.loaded_by_auto = byAuto ? 1 : 0;
   s.rank = self.rank;
   s.nranks = self.nranks;
   binding_->host = self.host;

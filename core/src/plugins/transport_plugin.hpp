@@ -26,8 +26,9 @@ struct LocalIdentity {
 class TransportPlugin {
  public:
   /// Loads path, initialises the plugin and reads its properties. Throws
-  /// Error(Plugin) with the plugin's last_error on failure.
-  TransportPlugin(const std::string& path, Config& config, const LocalIdentity& self);
+  /// Error(Plugin) with the plugin's last_error on failure. byAuto: loaded
+  /// only because `transports` is `auto` (the host services' loaded_by_auto).
+  TransportPlugin(const std::string& path, Config& config, const LocalIdentity& self, bool byAuto = false);
   ~TransportPlugin();
   TransportPlugin(const TransportPlugin&) = delete;
   TransportPlugin& operator=(const TransportPlugin&) = delete;

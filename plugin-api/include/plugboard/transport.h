@@ -53,7 +53,7 @@ extern "C" {
 /** ABI major version described by this header. */
 #define PB_TRANSPORT_ABI_MAJOR 1
 /** ABI minor version described by this header (grows with struct fields). */
-#define PB_TRANSPORT_ABI_MINOR 5
+#define PB_TRANSPORT_ABI_MINOR 6
 /** Name of the exported entry symbol for ABI major 1. */
 #define PB_TRANSPORT_ENTRY_SYMBOL_V1 "plugboard_transport_v1"
 
@@ -191,6 +191,19 @@ typedef struct pb_host_services_v1 {
    * Check PB_HAS_FIELD first: older cores lack it.
    */
   pb_status (*cuda_pci_bus_id)(void* core, char* buf, size_t len);
+
+  /* ---- minor 6 ---- */
+  /**
+   * Non-zero when the core loads this plugin only because `transports` is
+   * `auto`: neither the list nor a rule names it and failover is off, so
+   * the plugin carries a pair only where its cost beats every other loaded
+   * transport's. A plugin whose initialisation is costly and that can tell
+   * it would lose on this host (no device for its fast paths, say) may then
+   * refuse init with PB_ERR_UNSUPPORTED and a reason, which `auto` logs as
+   * a skip. Zero for a named transport. Check PB_HAS_FIELD first: older
+   * cores lack it.
+   */
+  int loaded_by_auto;
 } pb_host_services_v1;
 
 /** Bytes that always hold cuda_pci_bus_id's answer with its NUL ("dddddddd:bb:dd.f"). */

@@ -231,6 +231,12 @@ class HostServices {
     if (table_.log) table_.log(table_.core, level, message.c_str());
   }
 
+  /// True when the core loads this plugin only for `transports: auto`
+  /// (loaded_by_auto, minor >= 6): it may decline where it would not be chosen.
+  bool loadedByAuto() const {
+    return PB_HAS_FIELD(&table_, pb_host_services_v1, loaded_by_auto) && table_.loaded_by_auto != 0;
+  }
+
   /// True when the core takes signal_landed wake-ups (minor >= 1).
   bool takesWakeUps() const {
     return PB_HAS_FIELD(&table_, pb_host_services_v1, signal_landed) && table_.signal_landed != nullptr;
