@@ -6,6 +6,7 @@
 // none is usable.
 #include "plugin_test_support.hpp"
 #include "transport_pair_suite.hpp"
+#include <dirent.h>
 #include <dlfcn.h>
 #include <plugboard/transport.h>
 
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -208,6 +210,74 @@ class LibfabricPairTest : public LibfabricTest {
 };
 
 // ---- loading, settings, provider choice --------------------------------------
+
+// Under `transports: auto` (host services' loaded_by_auto) on a host without
+// a fabric device, with no provider asked for, init declines before loading
+// libfabric; asked for a provider it starts as when named. Each case runs in
+// a fresh process (threadsafe death-test style), so "libfabric is not
+// loaded" is this process's own state.
+namespace {
+
+/// The first entry of a fabric device the plugin looks for, or "".
+std::string fabricDeviceHere() {
+  for (const char* dir : {"/sys/class/infiniband", "/sys/class/cxi"}) {
+    if (DIR* d = opendir(dir)) {
+      std::string found;
+      while (dirent* e = readdir(d))
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) found = dir;
+      closedir(d);
+      if (!found.empty()) return found;
+    }
+  }
+  if (DIR* d = opendir("/dev")) {
+    std::string found;
+    while (dirent* e = readdir(d))
+      if (std::strncmp(e->d_name, "hfi1_", 5) == 0) found = std::string("/dev/") + e->d_name;
+    closedir(d);
+    return found;
+  }
+  return "";
+}
+
+/// Child body: init under auto with settings; exits 0 when the outcome is
+/// the one expected (declined, libfabric never loaded; or not declined).
+[[noreturn]] void initUnderAuto(std::map<std::string, std::string> settings, bool expectDecline) {
+  unsetenv("FI_PROVIDER");
+  FakeHost h(0, "testhost", std::move(settings));
+  h.services.loaded_by_auto = 1;
+  pb_plugin_ctx* ctx = nullptr;
+  const pb_status st = plugin()->init(&h.services, &ctx);
+  const std::string why = st == PB_OK ? "" : plugin()->last_error(nullptr);
+  const bool declined = why.find("not initialised under transports: auto") != std::string::npos;
+  const bool loaded = dlopen("libfabric.so.1", RTLD_NOW | RTLD_NOLOAD) != nullptr;
+  if (ctx) plugin()->finalize(ctx);
+  if (expectDecline && st == PB_ERR_UNSUPPORTED && declined && !loaded) {
+    std::fprintf(stderr, "declined without loading libfabric: %s\n", why.c_str());
+    std::_Exit(0);
+  }
+  if (!expectDecline && !declined) {
+    std::fprintf(stderr, "not declined (status %d: %s)\n", st, why.c_str());
+    std::_Exit(0);
+  }
+  std::fprintf(stderr, "unexpected: status %d, libfabric %s, reason: %s\n", st, loaded ? "loaded" : "not loaded",
+               why.c_str());
+  std::_Exit(1);
+}
+
+}  // namespace
+
+TEST(LibfabricUnderAuto, DeclinesWithoutAFabricDeviceAndNeverLoadsLibfabric) {
+  if (const std::string d = fabricDeviceHere(); !d.empty())
+    GTEST_SKIP() << "this host has a fabric device (" << d << "): the plugin starts under auto here";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(initUnderAuto({}, true), testing::ExitedWithCode(0), "declined without loading libfabric: .*ethernet");
+}
+
+TEST(LibfabricUnderAuto, AProviderAskedForStartsAsWhenNamed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(initUnderAuto(baseSettings(), false), testing::ExitedWithCode(0), "not declined");
+}
+
 
 TEST_F(LibfabricTest, BadSettingValuesFailInitNamingThem) {
   EXPECT_EQ(failInit({{"signal", "sometimes"}}), PB_ERR_INVALID);

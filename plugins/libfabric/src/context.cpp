@@ -17,6 +17,7 @@
 #include "connection.hpp"
 #include "endpoint.hpp"
 #include "error.hpp"
+#include "fabric_library.hpp"
 
 namespace plugboard::libfabric {
 
@@ -110,6 +111,8 @@ std::unique_ptr<fi_info, void (*)(fi_info*)> allocInfo() {
 Context::Context(const pb_host_services_v1* host) : host_(host, "libfabric") {
   declareSettings();
   settings_ = readSettings();
+  if (const std::string why = reasonToDecline(); !why.empty()) throw Error(PB_ERR_UNSUPPORTED, why);
+  loadFabricLibrary();
   const RxmEager& eager = askRxmForWholeMessages();
 
   // Every provider that can do the basics, then the one the settings pick.
@@ -201,6 +204,16 @@ Context::~Context() {
   endpoint_.domain.reset();
   endpoint_.fabric.reset();
   for (OpRecord* op : ops_) delete op;
+}
+
+std::string Context::reasonToDecline() const {
+  if (!host_.loadedByAuto() || !settings_.provider.empty()) return "";
+  if (const char* p = std::getenv("FI_PROVIDER"); p && *p) return "";
+  if (!fabricDevice().empty()) return "";
+  return "libfabric: not initialised under transports: auto on a host without a fabric device (none in "
+         "/sys/class/infiniband or /sys/class/cxi, no /dev/hfi1_*): its software providers (tcp, sockets) cost "
+         "more than the ethernet transport, so auto would not choose it, and loading libfabric takes about "
+         "0.3 s; name libfabric in transports or a rule, or set libfabric.provider, to use it anyway";
 }
 
 void Context::declareSettings() const {

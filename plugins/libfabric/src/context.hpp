@@ -195,6 +195,10 @@ class Context : public transport_cxx::ErrorSlot {
  private:
   /// Declares the settings through the host table.
   void declareSettings() const;
+  /// Why this context should not start ("" when it should): loaded only
+  /// for `transports: auto` (host services' loaded_by_auto), no provider
+  /// asked for (setting or FI_PROVIDER), and no fabric device here.
+  std::string reasonToDecline() const;
   /// Reads and checks every setting; throws Error(PB_ERR_INVALID).
   Settings readSettings() const;
   /// Opens fabric, domain, CQ, AV and endpoint on info.

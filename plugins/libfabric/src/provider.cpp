@@ -1,6 +1,9 @@
 #include "provider.hpp"
 
+#include <dirent.h>
+
 #include <algorithm>
+#include <utility>
 
 #include "error.hpp"
 
@@ -160,6 +163,28 @@ const fi_info* chooseInfo(const fi_info* list, const std::string& provider, cons
   *why = "no provider matches " + asked + (iface.empty() ? "" : " on iface '" + iface + "'") +
          "; fi_getinfo offers RDM endpoints with RMA writes from: " + describeOffer(list);
   return nullptr;
+}
+
+std::string fabricDevice(const std::string& root) {
+  // (directory, name prefix): any entry of the first two, hfi1_* in /dev.
+  const std::pair<const char*, const char*> places[] = {
+      {"/sys/class/infiniband", ""}, {"/sys/class/cxi", ""}, {"/dev", "hfi1_"}};
+  for (const auto& [dir, prefix] : places) {
+    const std::string path = root + dir;
+    DIR* d = opendir(path.c_str());
+    if (!d) continue;
+    std::string found;
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != ".." && name.rfind(prefix, 0) == 0) {
+        found = path + "/" + name;
+        break;
+      }
+    }
+    closedir(d);
+    if (!found.empty()) return found;
+  }
+  return "";
 }
 
 }  // namespace plugboard::libfabric

@@ -58,4 +58,11 @@ const fi_info* chooseInfo(const fi_info* list, const std::string& provider, cons
 /// with its domains, in fi_getinfo's order.
 std::string describeOffer(const fi_info* list);
 
+/// The first device of a fabric whose provider beats the ethernet
+/// transport (a cost below 100: an entry of /sys/class/infiniband (verbs,
+/// efa) or /sys/class/cxi, or /dev/hfi1_* (psm2, opx)), as its path; ""
+/// when the host has none, so libfabric could only offer software
+/// providers (tcp, sockets, udp). root: a directory standing for "/" (tests).
+std::string fabricDevice(const std::string& root = "");
+
 }  // namespace plugboard::libfabric
