@@ -207,3 +207,16 @@ TEST(Loader, AutoTellsPluginsNoRuleNamesThatTheyMayDecline) {
   EXPECT_TRUE(keepsTheDecliningMock("auto", "", "true"));
   EXPECT_TRUE(keepsTheDecliningMock("mock,ethernet", "", "false"));
 }
+
+TEST(Loader, AutoPassesOnADeclinesOwnReason) {
+  EnvGuard env;
+  env.set("PLUGBOARD_PLUGIN_PATH", kMock + "/auto_declines");
+  env.set("PLUGBOARD_PLUGIN_PROBE_TIMEOUT", "0");
+  env.set("PLUGBOARD_TRANSPORTS", "auto");
+  Config c = Config::fromYamlText("", "x.yaml");
+  std::vector<std::pair<std::string, std::string>> skipped;
+  loadTransports(c, LocalIdentity{0, 1, "h"}, &skipped);
+  auto mock = std::find_if(skipped.begin(), skipped.end(), [](const auto& s) { return s.first == "mock"; });
+  ASSERT_NE(mock, skipped.end());
+  EXPECT_EQ(mock->second, "declined under transports: auto: mock: declined, loaded only for transports: auto");
+}

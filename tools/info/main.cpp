@@ -85,7 +85,9 @@ void printDescription(const TransportPlugin& p) {
     if (!line.empty()) std::cout << "             " << line << "\n";
 }
 
-void printPlugins(const std::vector<std::string>& dirs, int rank, int nranks) {
+/// Returns the names that load when named.
+std::vector<std::string> printPlugins(const std::vector<std::string>& dirs, int rank, int nranks) {
+  std::vector<std::string> loadable;
   std::cout << "Plugins (search path:";
   for (const auto& d : dirs) std::cout << " " << d;
   std::cout << ")\n";
@@ -104,10 +106,12 @@ void printPlugins(const std::vector<std::string>& dirs, int rank, int nranks) {
                 << pr.latency_us << " us\n";
       if (pr.flags & PB_CAP_GROUP) std::cout << "             group buffers: " << groupAnswer(*p, nranks) << "\n";
       printDescription(*p);
+      loadable.push_back(name);
     } catch (const Error& e) {
       std::cout << "  " << std::left << std::setw(10) << name << " NOT LOADABLE: " << e.what() << "\n";
     }
   }
+  return loadable;
 }
 
 /// The YAML `plans:` rules, each with the plan it names and whether a job of
@@ -170,12 +174,17 @@ int run(const Args& args) {
   options.configPath = args.config;
   LocalSetup setup;
   std::cout << "Plugboard " << libraryVersion() << ", transport ABI " << coreAbiVersion() << "\n";
-  printPlugins(pluginSearchDirs(args.config.empty() ? Config::fromEnvironment() : Config::fromYamlFile(args.config)),
-               args.rank, nranks);
+  const std::vector<std::string> loadable = printPlugins(
+      pluginSearchDirs(args.config.empty() ? Config::fromEnvironment() : Config::fromYamlFile(args.config)), args.rank,
+      nranks);
   prepareLocalSetup(options, args.rank, nranks, setup);
   std::cout << "Loaded for this configuration:";
   for (const auto& p : setup.plugins) std::cout << " " << p->name();
   std::cout << "\n";
+  // Plugins that start when named but declined under auto (loaded_by_auto).
+  for (const auto& [name, why] : setup.skipped)
+    if (std::find(loadable.begin(), loadable.end(), name) != loadable.end())
+      std::cout << "Not loaded for this configuration: " << name << ": " << why << "\n";
   printSettings(*setup.config);
   printPlanRules(*setup.config, nranks);
   if (!args.hosts.empty()) {

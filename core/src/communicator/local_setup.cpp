@@ -43,7 +43,7 @@ void prepareLocalSetup(CommunicatorOptions& options, int rank, int nranks, Local
   std::string hostId = config.getString("host_id");
   out.host = hostId.empty() ? localHostName() : hostId;
   LocalIdentity self{rank, nranks, out.host};
-  out.plugins = loadTransports(config, self);
+  out.plugins = loadTransports(config, self, &out.skipped);
   std::vector<std::string> names;
   for (const auto& p : out.plugins) names.push_back(p->name());
   config.checkPluginSectionsUsed(names);

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "plugboard/communicator.hpp"
@@ -16,6 +18,8 @@ namespace plugboard {
 struct LocalSetup {
   std::unique_ptr<Config> config;
   std::vector<std::unique_ptr<TransportPlugin>> plugins;  // destroyed before config
+  /// Transports `auto` found but did not load (failed or declined), and why.
+  std::vector<std::pair<std::string, std::string>> skipped;
   std::chrono::milliseconds timeout{60000};
   std::string host;
   ~LocalSetup() { plugins.clear(); }

@@ -119,6 +119,8 @@ std::unique_ptr<TransportPlugin> loadTransport(const std::string& name, const st
     if (!fileExists(path)) { tried.push_back(path + ": not found"); continue; }
     try {
       return tryPath(name, path, config, self, byAuto);
+    } catch (const PluginDeclined&) {
+      throw;  // its own reason says it all
     } catch (const Error& e) {
       if (e.code() == ErrorCode::Config) throw;  // the user's value for one of its settings is wrong
       tried.push_back(path + ": " + e.what());
@@ -145,7 +147,8 @@ std::unique_ptr<TransportPlugin> loadTransport(const std::string& name, const st
   throw Error(ErrorCode::Plugin, msg);
 }
 
-std::vector<std::unique_ptr<TransportPlugin>> loadTransports(Config& config, const LocalIdentity& self) {
+std::vector<std::unique_ptr<TransportPlugin>> loadTransports(
+    Config& config, const LocalIdentity& self, std::vector<std::pair<std::string, std::string>>* skipped) {
   std::vector<std::string> dirs = pluginSearchDirs(config);
   std::vector<std::string> names = config.getList("transports");
   bool automatic = names.size() == 1 && names[0] == "auto";
@@ -169,6 +172,7 @@ std::vector<std::unique_ptr<TransportPlugin>> loadTransports(Config& config, con
     } catch (const Error& e) {
       if (!automatic || e.code() == ErrorCode::Config) throw;
       PB_LOG(Info, "INIT", "skipping transport " << name << ": " << e.what());
+      if (skipped) skipped->emplace_back(name, e.what());
     }
   }
   if (out.empty())

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plugboard/config.hpp"
@@ -27,7 +28,10 @@ std::vector<std::string> discoverPlugins(const std::vector<std::string>& dirs);
 /// skipped, but finding none at all is an error. Under "auto" a plugin that
 /// no rule names is told so (loaded_by_auto, unless failover is on) and may
 /// decline, as the libfabric plugin does on hosts without a fabric device.
-std::vector<std::unique_ptr<TransportPlugin>> loadTransports(Config& config, const LocalIdentity& self);
+/// skipped (optional) receives each transport "auto" found but did not load,
+/// with the error that says why.
+std::vector<std::unique_ptr<TransportPlugin>> loadTransports(
+    Config& config, const LocalIdentity& self, std::vector<std::pair<std::string, std::string>>* skipped = nullptr);
 
 /// Loads one transport by name; throws Error(Plugin) with the reason chain.
 /// byAuto: loaded only because `transports` is `auto` (see loadTransports).

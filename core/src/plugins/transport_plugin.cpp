@@ -114,8 +114,9 @@ TransportPlugin::TransportPlugin(const std::string& path, Config& config, const 
   }
   if (st != PB_OK) {
     std::string why = api().last_error(ctx_);
-    throw Error(ErrorCode::Plugin, "init failed (status " + std::to_string(st) + "): " +
-                                       (why.empty() ? "the plugin gave no reason" : why));
+    if (why.empty()) why = "the plugin gave no reason";
+    if (byAuto && st == PB_ERR_UNSUPPORTED) throw PluginDeclined("declined under transports: auto: " + why);
+    throw Error(ErrorCode::Plugin, "init failed (status " + std::to_string(st) + "): " + why);
   }
   props_.struct_size = sizeof(props_);
   try {

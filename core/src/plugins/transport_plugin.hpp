@@ -21,6 +21,14 @@ struct LocalIdentity {
   std::string host;
 };
 
+/// A plugin loaded only for `transports: auto` that refused init with
+/// PB_ERR_UNSUPPORTED (loaded_by_auto): not a broken install, so the loader
+/// passes its reason on as it is.
+class PluginDeclined : public Error {
+ public:
+  explicit PluginDeclined(const std::string& why) : Error(ErrorCode::Plugin, why) {}
+};
+
 /// An initialised plugin. Declares its settings in config at construction;
 /// config must outlive this object.
 class TransportPlugin {

@@ -210,10 +210,10 @@ std::string Context::reasonToDecline() const {
   if (!host_.loadedByAuto() || !settings_.provider.empty()) return "";
   if (const char* p = std::getenv("FI_PROVIDER"); p && *p) return "";
   if (!fabricDevice().empty()) return "";
-  return "libfabric: not initialised under transports: auto on a host without a fabric device (none in "
-         "/sys/class/infiniband or /sys/class/cxi, no /dev/hfi1_*): its software providers (tcp, sockets) cost "
-         "more than the ethernet transport, so auto would not choose it, and loading libfabric takes about "
-         "0.3 s; name libfabric in transports or a rule, or set libfabric.provider, to use it anyway";
+  return "libfabric: no fabric device on this host (none in /sys/class/infiniband or /sys/class/cxi, no "
+         "/dev/hfi1_*), so only software providers (tcp, sockets) could serve, which cost more than the ethernet "
+         "transport: auto would never choose it, and loading libfabric takes about 0.3 s; name libfabric in "
+         "transports or a rule, or set libfabric.provider, to use it anyway";
 }
 
 void Context::declareSettings() const {
