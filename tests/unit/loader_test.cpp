@@ -214,9 +214,9 @@ TEST(Loader, AutoPassesOnADeclinesOwnReason) {
   env.set("PLUGBOARD_PLUGIN_PROBE_TIMEOUT", "0");
   env.set("PLUGBOARD_TRANSPORTS", "auto");
   Config c = Config::fromYamlText("", "x.yaml");
-  std::vector<std::pair<std::string, std::string>> skipped;
+  std::vector<SkippedTransport> skipped;
   loadTransports(c, LocalIdentity{0, 1, "h"}, &skipped);
-  auto mock = std::find_if(skipped.begin(), skipped.end(), [](const auto& s) { return s.first == "mock"; });
+  auto mock = std::find_if(skipped.begin(), skipped.end(), [](const auto& s) { return s.name == "mock"; });
   ASSERT_NE(mock, skipped.end());
-  EXPECT_EQ(mock->second, "declined under transports: auto: mock: declined, loaded only for transports: auto");
+  EXPECT_EQ(mock->why, "declined under transports: auto: mock: declined, loaded only for transports: auto");
 }

@@ -182,9 +182,9 @@ int run(const Args& args) {
   for (const auto& p : setup.plugins) std::cout << " " << p->name();
   std::cout << "\n";
   // Plugins that start when named but declined under auto (loaded_by_auto).
-  for (const auto& [name, why] : setup.skipped)
-    if (std::find(loadable.begin(), loadable.end(), name) != loadable.end())
-      std::cout << "Not loaded for this configuration: " << name << ": " << why << "\n";
+  for (const SkippedTransport& s : setup.skipped)
+    if (std::find(loadable.begin(), loadable.end(), s.name) != loadable.end())
+      std::cout << "Not loaded for this configuration: " << s.name << ": " << s.why << "\n";
   printSettings(*setup.config);
   printPlanRules(*setup.config, nranks);
   if (!args.hosts.empty()) {

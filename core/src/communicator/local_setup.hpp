@@ -5,11 +5,10 @@
 
 #include <chrono>
 #include <memory>
-#include <string>
-#include <utility>
 #include <vector>
 
 #include "plugboard/communicator.hpp"
+#include "plugins/plugin_loader.hpp"
 #include "plugins/transport_plugin.hpp"
 
 namespace plugboard {
@@ -18,8 +17,7 @@ namespace plugboard {
 struct LocalSetup {
   std::unique_ptr<Config> config;
   std::vector<std::unique_ptr<TransportPlugin>> plugins;  // destroyed before config
-  /// Transports `auto` found but did not load (failed or declined), and why.
-  std::vector<std::pair<std::string, std::string>> skipped;
+  std::vector<SkippedTransport> skipped;  ///< Found by `auto`, not loaded (failed or declined).
   std::chrono::milliseconds timeout{60000};
   std::string host;
   ~LocalSetup() { plugins.clear(); }

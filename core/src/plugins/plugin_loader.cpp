@@ -147,8 +147,8 @@ std::unique_ptr<TransportPlugin> loadTransport(const std::string& name, const st
   throw Error(ErrorCode::Plugin, msg);
 }
 
-std::vector<std::unique_ptr<TransportPlugin>> loadTransports(
-    Config& config, const LocalIdentity& self, std::vector<std::pair<std::string, std::string>>* skipped) {
+std::vector<std::unique_ptr<TransportPlugin>> loadTransports(Config& config, const LocalIdentity& self,
+                                                             std::vector<SkippedTransport>* skipped) {
   std::vector<std::string> dirs = pluginSearchDirs(config);
   std::vector<std::string> names = config.getList("transports");
   bool automatic = names.size() == 1 && names[0] == "auto";
@@ -172,7 +172,7 @@ std::vector<std::unique_ptr<TransportPlugin>> loadTransports(
     } catch (const Error& e) {
       if (!automatic || e.code() == ErrorCode::Config) throw;
       PB_LOG(Info, "INIT", "skipping transport " << name << ": " << e.what());
-      if (skipped) skipped->emplace_back(name, e.what());
+      if (skipped) skipped->push_back({name, e.what()});
     }
   }
   if (out.empty())

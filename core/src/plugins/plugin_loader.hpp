@@ -3,7 +3,6 @@
 
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "plugboard/config.hpp"
@@ -22,16 +21,21 @@ std::string defaultPluginDir();
 /// Transport names of every libplugboard-<name>.so in dirs, without duplicates.
 std::vector<std::string> discoverPlugins(const std::vector<std::string>& dirs);
 
+/// A transport "auto" found but did not load (it failed or declined).
+struct SkippedTransport {
+  std::string name;
+  std::string why;  ///< The loader's error.
+};
+
 /// Loads the transports named by the "transports" setting, in that order.
 /// An explicitly named transport that cannot be loaded is an Error(Plugin)
 /// with every path tried and why; with "auto" such failures are logged and
 /// skipped, but finding none at all is an error. Under "auto" a plugin that
 /// no rule names is told so (loaded_by_auto, unless failover is on) and may
 /// decline, as the libfabric plugin does on hosts without a fabric device.
-/// skipped (optional) receives each transport "auto" found but did not load,
-/// with the error that says why.
-std::vector<std::unique_ptr<TransportPlugin>> loadTransports(
-    Config& config, const LocalIdentity& self, std::vector<std::pair<std::string, std::string>>* skipped = nullptr);
+/// skipped (optional) receives each transport "auto" found but did not load.
+std::vector<std::unique_ptr<TransportPlugin>> loadTransports(Config& config, const LocalIdentity& self,
+                                                             std::vector<SkippedTransport>* skipped = nullptr);
 
 /// Loads one transport by name; throws Error(Plugin) with the reason chain.
 /// byAuto: loaded only because `transports` is `auto` (see loadTransports).
