@@ -1,6 +1,7 @@
-// plans/call_overlap.hpp: which plans both executors (callsNeedNoHandshake)
-// and the host executor (putsHearFromTheirTarget) run without the start
-// handshake, and the happens-before order that rests on (happensAfterRank).
+// plans/call_overlap.hpp: which plans both executors (callsNeedNoHandshake),
+// the GPU executor (accessesStayInsideTheOwnersCall) and the host executor
+// (putsHearFromTheirTarget) run without the start handshake, and the
+// happens-before order that rests on (happensAfterRank).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -136,4 +137,48 @@ TEST(CallOverlap, TheJthWaitFollowsTheJthSignalOfASingleBlock) {
   EXPECT_FALSE(putsHearFromTheirTarget(p));  // its only wait may have had the first
   p.ranks[0].threadblocks = {{0, {put, waitFor2}}, {1, {waitFor2}}};
   EXPECT_FALSE(putsHearFromTheirTarget(p));  // waits in two blocks: either may be counted first
+}
+
+namespace {
+
+/// Two ranks over one channel each (index 0, to the other rank, of `type`);
+/// both run `ops` in one thread block.
+Plan symmetricPair(std::vector<PlanOp> ops, PlanChannel::Type type = PlanChannel::Type::Memory) {
+  Plan p;
+  p.nranks = 2;
+  p.protocol = "simple";
+  p.inputChunks = p.outputChunks = p.scratchChunks = 1;
+  p.ranks.resize(2);
+  for (int r = 0; r < 2; ++r) {
+    p.ranks[r].channels.push_back(PlanChannel{1 - r, type, 0});
+    p.ranks[r].threadblocks.push_back({0, ops});
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST(CallOverlap, SwitchPlansOrderEveryPeersAccessInsideTheOwnersCall) {
+  // Every rank signals every other before its first switch operation and after its last.
+  for (const char* name : {"allreduce_switch/2ranks", "allreduce_switch/3ranks", "allreduce_switch/8ranks"})
+    EXPECT_TRUE(accessesStayInsideTheOwnersCall(shipped(name))) << name;
+  // Their first put reaches a peer that may not have begun the call.
+  for (const char* name : {"allreduce_allpairs/2ranks", "allreduce_allpairs_twoshot/4ranks", "allreduce_ring/3ranks",
+                           "allgather_allpairs/2ranks", "allreduce_packets/2ranks"})
+    EXPECT_FALSE(accessesStayInsideTheOwnersCall(shipped(name))) << name;
+}
+
+TEST(CallOverlap, APutNeedsTheOwnersOperationsBeforeAndAfterIt) {
+  const PlanOp signal = op(PlanOp::Kind::Signal, 0), wait = op(PlanOp::Kind::Wait, 0);
+  const PlanOp put = oneChunk(PlanOp::Kind::Put, 0, PlanChunk::Buffer::Input, PlanChunk::Buffer::Scratch);
+  const PlanOp get = oneChunk(PlanOp::Kind::Get, 0, PlanChunk::Buffer::Input, PlanChunk::Buffer::Scratch);
+  EXPECT_TRUE(accessesStayInsideTheOwnersCall(symmetricPair({signal, wait, put, signal, wait})));
+  EXPECT_TRUE(accessesStayInsideTheOwnersCall(symmetricPair({signal, wait, get, signal, wait})));
+  // Before the peer is heard from: its previous call may still read the scratch.
+  EXPECT_FALSE(accessesStayInsideTheOwnersCall(symmetricPair({put, signal, wait, signal, wait})));
+  // Nothing of the peer's call follows the put: its next call may begin under it.
+  EXPECT_FALSE(accessesStayInsideTheOwnersCall(symmetricPair({signal, wait, put})));
+  EXPECT_FALSE(accessesStayInsideTheOwnersCall(symmetricPair({signal, wait, get, signal})));
+  // The proxy's writes land after the put that asked for them.
+  EXPECT_FALSE(accessesStayInsideTheOwnersCall(symmetricPair({signal, wait, put, signal, wait}, PlanChannel::Type::Port)));
 }

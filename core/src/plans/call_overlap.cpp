@@ -41,27 +41,40 @@ class OpGraph {
 
   /// Ranks with an operation reachable from one of rank `from`'s.
   std::vector<bool> reachedRanks(int from) const {
-    std::vector<bool> seen(rankOf_.size(), false), ranks(plan_.nranks, false);
-    std::vector<size_t> todo;
+    std::vector<size_t> start;
     for (size_t n = 0; n < rankOf_.size(); ++n)
-      if (rankOf_[n] == from) seen[n] = true, todo.push_back(n);
+      if (rankOf_[n] == from) start.push_back(n);
+    std::vector<bool> ranks(plan_.nranks, false);
     ranks[from] = true;
+    const std::vector<bool> seen = reached(start);
+    for (size_t n = 0; n < seen.size(); ++n)
+      if (seen[n]) ranks[rankOf_[n]] = true;
+    return ranks;
+  }
+
+  /// Nodes reachable from the nodes in `start`, those included.
+  std::vector<bool> reached(const std::vector<size_t>& start) const {
+    std::vector<bool> seen(rankOf_.size(), false);
+    std::vector<size_t> todo;
+    for (size_t n : start)
+      if (!seen[n]) seen[n] = true, todo.push_back(n);
     while (!todo.empty()) {
       const size_t n = todo.back();
       todo.pop_back();
-      ranks[rankOf_[n]] = true;
       for (size_t m : next_[n])
         if (!seen[m]) seen[m] = true, todo.push_back(m);
     }
-    return ranks;
+    return seen;
   }
+
+  /// The node of rank r's thread block tb, operation op.
+  size_t node(int r, size_t tb, size_t op) const { return first_[r][tb] + op; }
+  int rankOf(size_t node) const { return rankOf_[node]; }
 
  private:
   struct At {
     size_t tb, node;
   };
-
-  size_t node(int r, size_t tb, size_t op) const { return first_[r][tb] + op; }
 
   void addProgramOrder() {
     for (int r = 0; r < plan_.nranks; ++r)
@@ -128,6 +141,64 @@ class OpGraph {
 }  // namespace
 
 std::vector<bool> happensAfterRank(const Plan& plan, int from) { return OpGraph(plan).reachedRanks(from); }
+
+namespace {
+
+/// The ranks whose buffers an operation of rank r reads or writes besides
+/// r's own (a switch operation: every rank's bound buffer).
+std::vector<int> peersTouched(const Plan& plan, int r, const PlanOp& op) {
+  switch (op.kind) {
+    case PlanOp::Kind::Put:
+    case PlanOp::Kind::PutPacket:
+    case PlanOp::Kind::Get: return {plan.ranks[r].channels[op.channel].peer};
+    case PlanOp::Kind::SwitchReduce:
+    case PlanOp::Kind::SwitchBroadcast: {
+      std::vector<int> all;
+      for (int q = 0; q < plan.nranks; ++q)
+        if (q != r) all.push_back(q);
+      return all;
+    }
+    default: return {};
+  }
+}
+
+bool usesPortChannels(const Plan& plan) {
+  for (const auto& rank : plan.ranks)
+    for (const auto& tb : rank.threadblocks)
+      for (const auto& op : tb.ops)
+        if (op.channel >= 0 && rank.channels[op.channel].type == PlanChannel::Type::Port) return true;
+  return false;
+}
+
+}  // namespace
+
+bool accessesStayInsideTheOwnersCall(const Plan& plan) {
+  if (usesPortChannels(plan)) return false;
+  const OpGraph graph(plan);
+  std::map<int, std::vector<bool>> afterOwner;  // owner -> nodes that happen after one of its operations
+  for (int r = 0; r < plan.nranks; ++r)
+    for (size_t t = 0; t < plan.ranks[r].threadblocks.size(); ++t)
+      for (size_t k = 0; k < plan.ranks[r].threadblocks[t].ops.size(); ++k) {
+        const std::vector<int> owners = peersTouched(plan, r, plan.ranks[r].threadblocks[t].ops[k]);
+        if (owners.empty()) continue;
+        const size_t access = graph.node(r, t, k);
+        const std::vector<bool> later = graph.reached({access});
+        for (int owner : owners) {
+          auto it = afterOwner.find(owner);
+          if (it == afterOwner.end()) {
+            std::vector<size_t> ownersOps;
+            for (size_t u = 0; u < plan.ranks[owner].threadblocks.size(); ++u)
+              for (size_t j = 0; j < plan.ranks[owner].threadblocks[u].ops.size(); ++j) ownersOps.push_back(graph.node(owner, u, j));
+            it = afterOwner.emplace(owner, graph.reached(ownersOps)).first;
+          }
+          if (!it->second[access]) return false;  // may run before the owner's call began
+          bool ownerLater = false;
+          for (size_t n = 0; n < later.size() && !ownerLater; ++n) ownerLater = later[n] && graph.rankOf(n) == owner;
+          if (!ownerLater) return false;  // may still run after the owner's call ended
+        }
+      }
+  return true;
+}
 
 bool putsHearFromTheirTarget(const Plan& plan) {
   if (plan.ll() || plan.inPlace) return false;

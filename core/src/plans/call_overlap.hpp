@@ -17,6 +17,21 @@ namespace plugboard {
 /// other plan starts each call with the handshake.
 bool callsNeedNoHandshake(const Plan& plan);
 
+/// True for a plan without port channels in which every access of a
+/// peer's buffers (put, put_packet and get; switch_reduce and
+/// switch_broadcast, which reach every rank's bound buffer) happens, within
+/// one call, after some operation of that peer and before another one
+/// (through signals and the waits they satisfy, each thread block's order,
+/// and barriers: the orders of happensAfterRank). A rank's operations of
+/// call k run in its call k, which begins after its call k - 1 ended and
+/// the stream work before it is done, and ends before its call k + 1
+/// begins; so no peer reaches its buffers outside its own call, and the
+/// GPU executor starts such calls without the handshake (allreduce_switch:
+/// every rank signals every other before its first switch operation and
+/// after its last). Port channels keep it: the proxy's writes land after
+/// the operation that asked for them.
+bool accessesStayInsideTheOwnersCall(const Plan& plan);
+
 /// True for a simple plan, not in place, in which every rank that puts
 /// into a peer hears from that peer in every call: some operation of the
 /// peer's call happens before some operation of the writer's, through

@@ -531,13 +531,16 @@ void GpuPlanExecutor::Impl::appendFinalFlushes(const PlanThreadBlock& tb, std::v
 // operations here is thread block 0's (its peer may still put through it).
 // Otherwise the handshake kernel makes every channel's first.
 //
-// LL plans whose packets go both ways on every pair need no handshake at
-// all (plans/call_overlap.hpp).
+// Plans need no handshake at all (plans/call_overlap.hpp) when they are LL
+// with packets going both ways on every pair, or when every access of a
+// peer's buffers happens after an operation of the peer's call and before
+// another (allreduce_switch). Every rank decides alike: same plan.
 std::vector<std::vector<int32_t>> GpuPlanExecutor::Impl::assignHandshakes() {
   const auto& tbs = mine().threadblocks;
   std::vector<int64_t> owner(mine().channels.size(), -1);
   blocksHandshake = !tbs.empty();
-  if (callsNeedNoHandshake(plan)) return std::vector<std::vector<int32_t>>(tbs.size());
+  if (callsNeedNoHandshake(plan) || accessesStayInsideTheOwnersCall(plan))
+    return std::vector<std::vector<int32_t>>(tbs.size());
   for (size_t t = 0; t < tbs.size(); ++t)
     for (const auto& op : tbs[t].ops) {
       if (op.channel < 0) continue;
