@@ -18,6 +18,7 @@ namespace {
 /// The library's handle and its five functions (null where not found).
 struct FabricLibrary {
   std::string error;  ///< Why it cannot be used; "" when it can.
+  std::string from;   ///< The file loaded, as dlopen was given it.
   decltype(&::fi_getinfo) getinfo = nullptr;
   decltype(&::fi_freeinfo) freeinfo = nullptr;
   decltype(&::fi_dupinfo) dupinfo = nullptr;
@@ -25,29 +26,49 @@ struct FabricLibrary {
   decltype(&::fi_strerror) strerror = nullptr;
 };
 
-/// name@version in handle as an F; records the first miss in *error.
+/// name@version in the library `from` as an F; records the first miss in *error.
 template <typename F>
-F bindSymbol(void* handle, const char* name, const char* version, std::string* error) {
+F bindSymbol(void* handle, const std::string& from, const char* name, const char* version, std::string* error) {
   void* p = dlvsym(handle, name, version);
-  if (!p && error->empty()) *error = std::string(name) + "@" + version + " is not in it";
+  if (!p && error->empty())
+    *error = "loaded " + from + ", but " + name + "@" + version +
+             " (the version the plugin was built against) is not in it: a libfabric older than the build's?";
   return reinterpret_cast<F>(p);
 }
 
-/// Loaded on first use (thread-safe); never unloaded.
+/// dlopen(name): the handle, or null with dlerror's text in *why.
+void* openLibrary(const std::string& name, std::string* why) {
+  void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    *why = e ? e : "dlopen failed";
+  }
+  return h;
+}
+
+/// Loaded on first use (thread-safe); never unloaded. By soname first, as
+/// the dynamic loader would find a linked library (LD_LIBRARY_PATH, the
+/// system's directories), then from the directory the build found it in.
 const FabricLibrary& library() {
   static const FabricLibrary lib = [] {
     FabricLibrary l;
-    void* h = dlopen(PB_LIBFABRIC_SONAME, RTLD_NOW | RTLD_LOCAL);
+    std::string bySoname, byDir;
+    l.from = PB_LIBFABRIC_SONAME;
+    void* h = openLibrary(l.from, &bySoname);
     if (!h) {
-      const char* why = dlerror();
-      l.error = why ? why : "dlopen failed";
+      l.from = std::string(PB_LIBFABRIC_DIR) + "/" + PB_LIBFABRIC_SONAME;
+      h = openLibrary(l.from, &byDir);
+    }
+    if (!h) {
+      l.error = "cannot load " PB_LIBFABRIC_SONAME ": " + bySoname + "; nor " + l.from + " (where the build found it): " +
+                byDir + " (the libfabric runtime the plugin was built against; Debian: libfabric1)";
       return l;
     }
-    l.getinfo = bindSymbol<decltype(l.getinfo)>(h, "fi_getinfo", PB_FI_GETINFO_VERSION, &l.error);
-    l.freeinfo = bindSymbol<decltype(l.freeinfo)>(h, "fi_freeinfo", PB_FI_FREEINFO_VERSION, &l.error);
-    l.dupinfo = bindSymbol<decltype(l.dupinfo)>(h, "fi_dupinfo", PB_FI_DUPINFO_VERSION, &l.error);
-    l.fabric = bindSymbol<decltype(l.fabric)>(h, "fi_fabric", PB_FI_FABRIC_VERSION, &l.error);
-    l.strerror = bindSymbol<decltype(l.strerror)>(h, "fi_strerror", PB_FI_STRERROR_VERSION, &l.error);
+    l.getinfo = bindSymbol<decltype(l.getinfo)>(h, l.from, "fi_getinfo", PB_FI_GETINFO_VERSION, &l.error);
+    l.freeinfo = bindSymbol<decltype(l.freeinfo)>(h, l.from, "fi_freeinfo", PB_FI_FREEINFO_VERSION, &l.error);
+    l.dupinfo = bindSymbol<decltype(l.dupinfo)>(h, l.from, "fi_dupinfo", PB_FI_DUPINFO_VERSION, &l.error);
+    l.fabric = bindSymbol<decltype(l.fabric)>(h, l.from, "fi_fabric", PB_FI_FABRIC_VERSION, &l.error);
+    l.strerror = bindSymbol<decltype(l.strerror)>(h, l.from, "fi_strerror", PB_FI_STRERROR_VERSION, &l.error);
     return l;
   }();
   return lib;
@@ -57,9 +78,7 @@ const FabricLibrary& library() {
 
 void loadFabricLibrary() {
   const FabricLibrary& l = library();
-  OFI_CHECK(l.error.empty(), PB_ERR_UNSUPPORTED,
-            "libfabric: cannot load " PB_LIBFABRIC_SONAME ": " + l.error +
-                " (the libfabric runtime the plugin was built against; Debian: libfabric1)");
+  OFI_CHECK(l.error.empty(), PB_ERR_UNSUPPORTED, "libfabric: " + l.error);
 }
 
 }  // namespace plugboard::libfabric

@@ -6,7 +6,8 @@
 // not define inline (fi_getinfo, fi_freeinfo, fi_dupinfo, fi_fabric,
 // fi_strerror) are defined in fabric_library.cpp and forward to the
 // library's own, bound by the symbol versions a link would have bound, so
-// the headers' structs and the library agree.
+// the headers' structs and the library agree. The library is looked up by
+// its soname, then in the directory the build found it in.
 #pragma once
 
 namespace plugboard::libfabric {
