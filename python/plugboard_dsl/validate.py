@@ -38,8 +38,9 @@ def _check_buffers(p, ops):
 
 def _check_switches(p, ops):
     """Switch channels: the same on every rank, in the same order; no port
-    channels beside them and a memory channel between every two ranks (the
-    executor's start handshake runs over them); peers reach a bound buffer
+    channels beside them and a memory channel between every two ranks (over
+    them the executor's start handshake, or the program's own signals, keep a
+    peer's switch accesses inside a rank's call); peers reach a bound buffer
     only through its switch channel."""
     if not p.switches:
         return
@@ -57,7 +58,8 @@ def _check_switches(p, ops):
         for q in range(p.nranks):
             if q != r and not any(k[0] == r and k[1] == q for k in p.channels):
                 raise ValidationError(f"rank {r} has no memory channel to rank {q}; a program with switch channels "
-                                      "needs one between every two ranks (each call's start handshake runs over them)")
+                                      "needs one between every two ranks (over them each call's start handshake, or the "
+                                      "program's own signals, keep a peer's switch accesses inside this rank's call)")
     bound = {b for b, _ in first}
     for op in ops:
         remote = op.dst if op.kind == "put" else op.src if op.kind == "get" else None

@@ -168,6 +168,38 @@ TEST(CallOverlap, SwitchPlansOrderEveryPeersAccessInsideTheOwnersCall) {
     EXPECT_FALSE(accessesStayInsideTheOwnersCall(shipped(name))) << name;
 }
 
+TEST(CallOverlap, ASwitchOperationNeedsEveryOwnersOperationsBeforeAndAfterIt) {
+  // allreduce_switch/3ranks, one thread block a rank: copy, signal x2, wait
+  // x2, switch_reduce, switch_broadcast, signal x2, wait x2.
+  const Plan base = shipped("allreduce_switch/3ranks");
+  auto ops = [](Plan& p, int r) -> std::vector<PlanOp>& { return p.ranks[r].threadblocks[0].ops; };
+  auto peerOf = [](const Plan& p, int r, const PlanOp& op) { return p.ranks[r].channels[op.channel].peer; };
+  EXPECT_TRUE(accessesStayInsideTheOwnersCall(base));
+  // Without the closing round, a peer's next call may begin under rank 0's broadcast.
+  Plan noClose = base;
+  for (int r = 0; r < 3; ++r) ops(noClose, r).resize(7);
+  EXPECT_FALSE(accessesStayInsideTheOwnersCall(noClose));
+  // Without the opening round, rank 0 may reduce a peer's scratch before the peer's call began.
+  Plan noOpen = base;
+  for (int r = 0; r < 3; ++r) ops(noOpen, r).erase(ops(noOpen, r).begin() + 1, ops(noOpen, r).begin() + 5);
+  EXPECT_FALSE(accessesStayInsideTheOwnersCall(noOpen));
+  // Rank 0 hears only from rank 1 before its switch operations (its wait
+  // for rank 2 and rank 2's matching signal become plain copies): rank 2's
+  // call may not have begun.
+  Plan oneHeard = base;
+  for (auto& op : ops(oneHeard, 0))
+    if (op.kind == PlanOp::Kind::Wait && peerOf(oneHeard, 0, op) == 2) {
+      op = PlanOp{};
+      break;
+    }
+  for (auto& op : ops(oneHeard, 2))
+    if (op.kind == PlanOp::Kind::Signal && peerOf(oneHeard, 2, op) == 0) {
+      op = PlanOp{};
+      break;
+    }
+  EXPECT_FALSE(accessesStayInsideTheOwnersCall(oneHeard));
+}
+
 TEST(CallOverlap, APutNeedsTheOwnersOperationsBeforeAndAfterIt) {
   const PlanOp signal = op(PlanOp::Kind::Signal, 0), wait = op(PlanOp::Kind::Wait, 0);
   const PlanOp put = oneChunk(PlanOp::Kind::Put, 0, PlanChunk::Buffer::Input, PlanChunk::Buffer::Scratch);

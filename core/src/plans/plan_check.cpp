@@ -54,9 +54,10 @@ void checkPackets(const Plan& plan) {
 
 /// Switch channels: every rank declares the same ones (each is one
 /// collective object over the communicator); the plan has no port channels
-/// and a memory channel from every rank to every other (each call's start
-/// handshake keeps a peer's broadcast out of a rank that has not begun the
-/// call); peers reach a bound buffer only through its switch channel.
+/// and a memory channel from every rank to every other (over them the start
+/// handshake, or the plan's own signals, keep a peer's switch accesses
+/// inside a rank's call); peers reach a bound buffer only through its switch
+/// channel.
 void checkSwitches(const Plan& plan) {
   const auto& first = plan.ranks.front().switches;
   for (int r = 1; r < plan.nranks; ++r) {
@@ -81,7 +82,8 @@ void checkSwitches(const Plan& plan) {
       if (q != r && !reaches[q])
         fail(plan, "$.ranks[" + std::to_string(r) + "].channels",
              "has no memory channel to rank " + std::to_string(q) + "; a plan with switch channels needs one between "
-             "every two ranks (each call's start handshake runs over them)");
+             "every two ranks (over them each call's start handshake, or the plan's own signals, keep a "
+             "peer's switch accesses inside this rank's call)");
   }
   for (int r = 0; r < plan.nranks; ++r)
     for (size_t t = 0; t < plan.ranks[r].threadblocks.size(); ++t)

@@ -539,8 +539,10 @@ std::vector<std::vector<int32_t>> GpuPlanExecutor::Impl::assignHandshakes() {
   const auto& tbs = mine().threadblocks;
   std::vector<int64_t> owner(mine().channels.size(), -1);
   blocksHandshake = !tbs.empty();
-  if (callsNeedNoHandshake(plan) || accessesStayInsideTheOwnersCall(plan))
+  if (callsNeedNoHandshake(plan) || accessesStayInsideTheOwnersCall(plan)) {
+    blocksHandshake = true;  // no handshake kernel either, on a rank without thread blocks too
     return std::vector<std::vector<int32_t>>(tbs.size());
+  }
   for (size_t t = 0; t < tbs.size(); ++t)
     for (const auto& op : tbs[t].ops) {
       if (op.channel < 0) continue;
