@@ -214,3 +214,14 @@ TEST(CallOverlap, APutNeedsTheOwnersOperationsBeforeAndAfterIt) {
   // The proxy's writes land after the put that asked for them.
   EXPECT_FALSE(accessesStayInsideTheOwnersCall(symmetricPair({signal, wait, put, signal, wait}, PlanChannel::Type::Port)));
 }
+
+TEST(CallOverlap, BlocksHandshakeOnlyWhereEveryRanksChannelsStayInOneBlock) {
+  for (const char* name : {"allreduce_allpairs_blocks/4ranks", "allreduce_ring/3ranks", "allgather_allpairs/2ranks"})
+    EXPECT_TRUE(channelsStayInOneBlock(shipped(name))) << name;
+  const PlanOp signal = op(PlanOp::Kind::Signal, 0), wait = op(PlanOp::Kind::Wait, 0);
+  Plan p = symmetricPair({signal, wait});
+  EXPECT_TRUE(channelsStayInOneBlock(p));
+  // Rank 1 alone signals from a second block: both ranks take the handshake kernel.
+  p.ranks[1].threadblocks = {{0, {wait}}, {1, {signal}}};
+  EXPECT_FALSE(channelsStayInOneBlock(p));
+}

@@ -200,6 +200,19 @@ bool accessesStayInsideTheOwnersCall(const Plan& plan) {
   return true;
 }
 
+bool channelsStayInOneBlock(const Plan& plan) {
+  for (const auto& rank : plan.ranks) {
+    std::vector<int64_t> owner(rank.channels.size(), -1);
+    for (size_t t = 0; t < rank.threadblocks.size(); ++t)
+      for (const auto& op : rank.threadblocks[t].ops) {
+        if (op.channel < 0) continue;
+        if (owner[op.channel] >= 0 && owner[op.channel] != int64_t(t)) return false;
+        owner[op.channel] = static_cast<int64_t>(t);
+      }
+  }
+  return true;
+}
+
 bool putsHearFromTheirTarget(const Plan& plan) {
   if (plan.ll() || plan.inPlace) return false;
   std::set<std::pair<int, int>> puts;  // (writer, target)

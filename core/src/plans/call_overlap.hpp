@@ -32,6 +32,13 @@ bool callsNeedNoHandshake(const Plan& plan);
 /// the operation that asked for them.
 bool accessesStayInsideTheOwnersCall(const Plan& plan);
 
+/// True when, on every rank, each channel's operations are all in one
+/// thread block, so that block can make the channel's start handshake
+/// itself. Decided over the whole plan so both ends of a channel handshake
+/// the same way (the GPU executor's handshake kernel covers every slice,
+/// its blocks only the slices a call runs).
+bool channelsStayInOneBlock(const Plan& plan);
+
 /// True for a simple plan, not in place, in which every rank that puts
 /// into a peer hears from that peer in every call: some operation of the
 /// peer's call happens before some operation of the writer's, through

@@ -525,11 +525,14 @@ void GpuPlanExecutor::Impl::appendFinalFlushes(const PlanThreadBlock& tb, std::v
 }
 
 // The plan kernel's blocks make the start handshake themselves (no
-// handshake kernel, one launch per call) when each channel's operations are
-// all in one thread block: that block handshakes it, and a block then never
-// touches a channel whose peer has not started this call. A channel without
-// operations here is thread block 0's (its peer may still put through it).
-// Otherwise the handshake kernel makes every channel's first.
+// handshake kernel, one launch per call) when, on every rank, each
+// channel's operations are all in one thread block (channelsStayInOneBlock):
+// that block handshakes it, and a block then never touches a channel whose
+// peer has not started this call. A channel without operations here is
+// thread block 0's (its peer may still put through it). Otherwise the
+// handshake kernel makes every channel's first, on every rank: blocks
+// handshake only the call's active slices, the kernel every slice, so the
+// two ends of a channel must not mix them.
 //
 // Plans need no handshake at all (plans/call_overlap.hpp) when they are LL
 // with packets going both ways on every pair, or when every access of a
@@ -537,20 +540,17 @@ void GpuPlanExecutor::Impl::appendFinalFlushes(const PlanThreadBlock& tb, std::v
 // another (allreduce_switch). Every rank decides alike: same plan.
 std::vector<std::vector<int32_t>> GpuPlanExecutor::Impl::assignHandshakes() {
   const auto& tbs = mine().threadblocks;
-  std::vector<int64_t> owner(mine().channels.size(), -1);
-  blocksHandshake = !tbs.empty();
+  std::vector<std::vector<int32_t>> lists(tbs.size());
   if (callsNeedNoHandshake(plan) || accessesStayInsideTheOwnersCall(plan)) {
     blocksHandshake = true;  // no handshake kernel either, on a rank without thread blocks too
-    return std::vector<std::vector<int32_t>>(tbs.size());
+    return lists;
   }
-  for (size_t t = 0; t < tbs.size(); ++t)
-    for (const auto& op : tbs[t].ops) {
-      if (op.channel < 0) continue;
-      if (owner[op.channel] >= 0 && owner[op.channel] != int64_t(t)) blocksHandshake = false;
-      owner[op.channel] = static_cast<int64_t>(t);
-    }
-  std::vector<std::vector<int32_t>> lists(tbs.size());
+  blocksHandshake = !tbs.empty() && channelsStayInOneBlock(plan);
   if (!blocksHandshake) return lists;
+  std::vector<int64_t> owner(mine().channels.size(), -1);
+  for (size_t t = 0; t < tbs.size(); ++t)
+    for (const auto& op : tbs[t].ops)
+      if (op.channel >= 0) owner[op.channel] = static_cast<int64_t>(t);
   for (size_t c = 0; c < owner.size(); ++c) lists[owner[c] < 0 ? 0 : owner[c]].push_back(static_cast<int32_t>(c));
   return lists;
 }
