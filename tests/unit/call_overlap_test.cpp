@@ -225,3 +225,15 @@ TEST(CallOverlap, BlocksHandshakeOnlyWhereEveryRanksChannelsStayInOneBlock) {
   p.ranks[1].threadblocks = {{0, {wait}}, {1, {signal}}};
   EXPECT_FALSE(channelsStayInOneBlock(p));
 }
+
+TEST(CallOverlap, APlanOfManyOperationsIsCheckedInLinearTime) {
+  // 50,000 rounds of signal, wait, put per rank (300,000 operations): two
+  // walks of the graph per rank, not one per access (ctest's timeout
+  // would end a walk per access).
+  const PlanOp signal = op(PlanOp::Kind::Signal, 0), wait = op(PlanOp::Kind::Wait, 0);
+  const PlanOp put = oneChunk(PlanOp::Kind::Put, 0, PlanChunk::Buffer::Input, PlanChunk::Buffer::Scratch);
+  std::vector<PlanOp> ops;
+  for (int i = 0; i < 50000; ++i) ops.insert(ops.end(), {signal, wait, put});
+  ops.insert(ops.end(), {signal, wait});
+  EXPECT_TRUE(accessesStayInsideTheOwnersCall(symmetricPair(ops)));
+}

@@ -41,40 +41,55 @@ class OpGraph {
 
   /// Ranks with an operation reachable from one of rank `from`'s.
   std::vector<bool> reachedRanks(int from) const {
-    std::vector<size_t> start;
-    for (size_t n = 0; n < rankOf_.size(); ++n)
-      if (rankOf_[n] == from) start.push_back(n);
     std::vector<bool> ranks(plan_.nranks, false);
     ranks[from] = true;
-    const std::vector<bool> seen = reached(start);
+    const std::vector<bool> seen = reached(nodesOf(from));
     for (size_t n = 0; n < seen.size(); ++n)
       if (seen[n]) ranks[rankOf_[n]] = true;
     return ranks;
   }
 
   /// Nodes reachable from the nodes in `start`, those included.
-  std::vector<bool> reached(const std::vector<size_t>& start) const {
-    std::vector<bool> seen(rankOf_.size(), false);
+  std::vector<bool> reached(const std::vector<size_t>& start) const { return walk(start, next_); }
+
+  /// Nodes from which one of the nodes in `start` is reachable, those included.
+  std::vector<bool> reaching(const std::vector<size_t>& start) const {
+    std::vector<std::vector<size_t>> prev(next_.size());
+    for (size_t n = 0; n < next_.size(); ++n)
+      for (size_t m : next_[n]) prev[m].push_back(n);
+    return walk(start, prev);
+  }
+
+  /// The nodes of rank r's operations.
+  std::vector<size_t> nodesOf(int r) const {
+    std::vector<size_t> nodes;
+    for (size_t n = 0; n < rankOf_.size(); ++n)
+      if (rankOf_[n] == r) nodes.push_back(n);
+    return nodes;
+  }
+
+  /// The node of rank r's thread block tb, operation op.
+  size_t node(int r, size_t tb, size_t op) const { return first_[r][tb] + op; }
+
+ private:
+  struct At {
+    size_t tb, node;
+  };
+
+  /// The nodes reachable from `start` along `edges`, those included.
+  static std::vector<bool> walk(const std::vector<size_t>& start, const std::vector<std::vector<size_t>>& edges) {
+    std::vector<bool> seen(edges.size(), false);
     std::vector<size_t> todo;
     for (size_t n : start)
       if (!seen[n]) seen[n] = true, todo.push_back(n);
     while (!todo.empty()) {
       const size_t n = todo.back();
       todo.pop_back();
-      for (size_t m : next_[n])
+      for (size_t m : edges[n])
         if (!seen[m]) seen[m] = true, todo.push_back(m);
     }
     return seen;
   }
-
-  /// The node of rank r's thread block tb, operation op.
-  size_t node(int r, size_t tb, size_t op) const { return first_[r][tb] + op; }
-  int rankOf(size_t node) const { return rankOf_[node]; }
-
- private:
-  struct At {
-    size_t tb, node;
-  };
 
   void addProgramOrder() {
     for (int r = 0; r < plan_.nranks; ++r)
@@ -175,28 +190,22 @@ bool usesPortChannels(const Plan& plan) {
 bool accessesStayInsideTheOwnersCall(const Plan& plan) {
   if (usesPortChannels(plan)) return false;
   const OpGraph graph(plan);
-  std::map<int, std::vector<bool>> afterOwner;  // owner -> nodes that happen after one of its operations
+  // Per owner: the nodes after one of its operations, and those before one
+  // (two walks a rank, so a plan of many operations stays cheap to check).
+  std::map<int, std::pair<std::vector<bool>, std::vector<bool>>> around;
   for (int r = 0; r < plan.nranks; ++r)
     for (size_t t = 0; t < plan.ranks[r].threadblocks.size(); ++t)
-      for (size_t k = 0; k < plan.ranks[r].threadblocks[t].ops.size(); ++k) {
-        const std::vector<int> owners = peersTouched(plan, r, plan.ranks[r].threadblocks[t].ops[k]);
-        if (owners.empty()) continue;
-        const size_t access = graph.node(r, t, k);
-        const std::vector<bool> later = graph.reached({access});
-        for (int owner : owners) {
-          auto it = afterOwner.find(owner);
-          if (it == afterOwner.end()) {
-            std::vector<size_t> ownersOps;
-            for (size_t u = 0; u < plan.ranks[owner].threadblocks.size(); ++u)
-              for (size_t j = 0; j < plan.ranks[owner].threadblocks[u].ops.size(); ++j) ownersOps.push_back(graph.node(owner, u, j));
-            it = afterOwner.emplace(owner, graph.reached(ownersOps)).first;
+      for (size_t k = 0; k < plan.ranks[r].threadblocks[t].ops.size(); ++k)
+        for (int owner : peersTouched(plan, r, plan.ranks[r].threadblocks[t].ops[k])) {
+          auto it = around.find(owner);
+          if (it == around.end()) {
+            const std::vector<size_t> ops = graph.nodesOf(owner);
+            it = around.emplace(owner, std::make_pair(graph.reached(ops), graph.reaching(ops))).first;
           }
-          if (!it->second[access]) return false;  // may run before the owner's call began
-          bool ownerLater = false;
-          for (size_t n = 0; n < later.size() && !ownerLater; ++n) ownerLater = later[n] && graph.rankOf(n) == owner;
-          if (!ownerLater) return false;  // may still run after the owner's call ended
+          const size_t access = graph.node(r, t, k);
+          if (!it->second.first[access]) return false;   // may run before the owner's call began
+          if (!it->second.second[access]) return false;  // may still run after the owner's call ended
         }
-      }
   return true;
 }
 
