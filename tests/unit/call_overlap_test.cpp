@@ -236,4 +236,13 @@ TEST(CallOverlap, APlanOfManyOperationsIsCheckedInLinearTime) {
   for (int i = 0; i < 50000; ++i) ops.insert(ops.end(), {signal, wait, put});
   ops.insert(ops.end(), {signal, wait});
   EXPECT_TRUE(accessesStayInsideTheOwnersCall(symmetricPair(ops)));
+  // A barrier of 20,000 thread blocks: edges in proportion to its members
+  // (every pair of them would be 400 million).
+  Plan wide = symmetricPair({signal, wait});
+  PlanOp barrier = op(PlanOp::Kind::Barrier, -1);
+  barrier.barrier = 0;
+  barrier.parties = 20000;
+  for (int t = 1; t < 20000; ++t) wide.ranks[0].threadblocks.push_back({t, {barrier}});
+  wide.ranks[0].threadblocks[0].ops.push_back(barrier);
+  EXPECT_EQ(happensAfterRank(wide, 0), (std::vector<bool>{true, true}));  // its signal reaches rank 1
 }

@@ -22,7 +22,8 @@ bool callsNeedNoHandshake(const Plan& plan) {
 namespace {
 
 /// A plan's operations as the nodes of a happens-before graph within one
-/// call, numbered rank by rank, thread block by thread block, in order.
+/// call, numbered rank by rank, thread block by thread block, in order;
+/// then a node per barrier meeting (addBarriers).
 class OpGraph {
  public:
   explicit OpGraph(const Plan& plan) : plan_(plan) {
@@ -129,7 +130,11 @@ class OpGraph {
   }
 
   // The n-th barrier of a group in each of its blocks is one meeting:
-  // every block leaves it after every block arrived.
+  // every block leaves it after every block arrived. A node of its own
+  // stands for the meeting (each member's barrier before it and after it),
+  // so a group of many blocks adds edges in proportion to its members, not
+  // to their square; it counts as an operation of the rank, whose members
+  // it only joins.
   void addBarriers() {
     for (int r = 0; r < plan_.nranks; ++r) {
       std::map<std::pair<int, int>, std::vector<size_t>> meetings;  // (group, n) -> the blocks' barrier ops
@@ -140,10 +145,12 @@ class OpGraph {
           if (op.kind == PlanOp::Kind::Barrier) meetings[{op.barrier, seen[op.barrier]++}].push_back(node(r, t, k));
         }
       }
-      for (const auto& [meeting, ops] : meetings)
-        for (size_t a : ops)
-          for (size_t b : ops)
-            if (a != b) next_[a].push_back(b);
+      for (const auto& [meeting, ops] : meetings) {
+        const size_t met = rankOf_.size();
+        rankOf_.push_back(r);
+        next_.emplace_back(ops.begin(), ops.end());
+        for (size_t a : ops) next_[a].push_back(met);
+      }
     }
   }
 
