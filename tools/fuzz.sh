@@ -31,7 +31,7 @@ declare -A sources=(
   [fuzz_memory_descriptor]="tests/fuzz/fuzz_memory_descriptor.cpp core/src/communicator/memory_descriptor.cpp core/src/error.cpp core/src/logger.cpp"
   [fuzz_ib_verbs_wire]="tests/fuzz/fuzz_ib_verbs_wire.cpp plugins/ib-verbs/src/wire.cpp plugins/ib-verbs/src/hca_filter.cpp -Iplugins/ib-verbs/src"
   [fuzz_staging_header]="tests/fuzz/fuzz_staging_header.cpp core/src/communicator/staging_header.cpp core/src/error.cpp core/src/logger.cpp"
-  [fuzz_plan]="tests/fuzz/fuzz_plan.cpp core/src/plans/plan_parse.cpp core/src/plans/plan_check.cpp core/src/error.cpp core/src/logger.cpp"
+  [fuzz_plan]="tests/fuzz/fuzz_plan.cpp core/src/plans/plan_parse.cpp core/src/plans/plan_check.cpp core/src/plans/call_overlap.cpp core/src/error.cpp core/src/logger.cpp"
 )
 declare -A libs=([fuzz_config]="-lyaml-cpp" [fuzz_bootstrap_wire]="" [fuzz_ethernet_wire]="" [fuzz_ethernet_stream]="-lpthread" [fuzz_ethernet_stripes]="-lpthread" [fuzz_libfabric_wire]=""
                  [fuzz_ucx_wire]="" [fuzz_nvls_wire]="" [fuzz_memory_descriptor]="" [fuzz_plan]="" [fuzz_staging_header]="" [fuzz_ib_verbs_wire]="")
