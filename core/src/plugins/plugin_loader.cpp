@@ -132,6 +132,8 @@ std::unique_ptr<TransportPlugin> loadTransport(const std::string& name, const st
   if (onlyMissing) {
     try {
       return tryPath(name, fileName(name), config, self, byAuto);  // the dynamic linker's search
+    } catch (const PluginDeclined&) {
+      throw;  // as above: its own reason says it all
     } catch (const Error& e) {
       if (e.code() == ErrorCode::Config) throw;
       tried.push_back(fileName(name) + " via the dynamic linker: " + e.what());
